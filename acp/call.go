@@ -1,0 +1,128 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Call is one request the broker sent. Its response is delivered only to
+// this Call, matched by request id; once the Call is abandoned, a response
+// that still arrives is counted as stale and dropped.
+type Call struct {
+	ID     jsonrpc2.ID
+	Method string
+
+	conn *Conn
+	done chan struct{}
+	once sync.Once
+	res  json.RawMessage
+	err  error
+}
+
+// Done is closed when the response arrived, the connection ended, or the
+// call was abandoned.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// Result decodes the response into v (which may be nil). It must be called
+// after Done is closed.
+func (c *Call) Result(v any) error {
+	if c.err != nil {
+		return c.err
+	}
+	if v == nil || len(c.res) == 0 || string(c.res) == "null" {
+		return nil
+	}
+	return json.Unmarshal(c.res, v)
+}
+
+// Abandon forgets the call at once: its bookkeeping is removed, Done is
+// closed with ErrAbandoned unless a result already arrived, and a later
+// response is dropped as stale. Safe to call at any time, more than once.
+func (c *Call) Abandon() {
+	c.conn.mu.Lock()
+	if c.conn.pending[c.ID] == c {
+		delete(c.conn.pending, c.ID)
+	}
+	c.conn.mu.Unlock()
+	c.finish(nil, ErrAbandoned)
+}
+
+func (c *Call) finish(res json.RawMessage, err error) {
+	c.once.Do(func() {
+		c.res, c.err = res, err
+		close(c.done)
+	})
+}
+
+// Start sends a request and returns its Call without waiting for the
+// answer. It blocks only while the writer's queue is full, bounded by ctx.
+func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if c.readErr != nil {
+		err := c.readErr
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.seq++
+	call := &Call{ID: jsonrpc2.ID{Num: c.seq}, Method: method, conn: c, done: make(chan struct{})}
+	c.pending[call.ID] = call
+	c.mu.Unlock()
+
+	p := json.RawMessage(raw)
+	b, err := json.Marshal(&jsonrpc2.Request{Method: method, Params: &p, ID: call.ID})
+	if err == nil {
+		err = c.enqueue(ctx, b)
+	}
+	if err != nil {
+		call.Abandon()
+		return nil, err
+	}
+	c.log.Debug().Str("req", call.ID.String()).Str("method", method).Msg("request sent")
+	return call, nil
+}
+
+// Call sends a request and waits for its answer, decoding it into result.
+// If ctx ends first the call is abandoned and the context's cause returned.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	call, err := c.Start(ctx, method, params)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-call.Done():
+		return call.Result(result)
+	case <-ctx.Done():
+		call.Abandon()
+		return context.Cause(ctx)
+	}
+}
+
+// deliver hands a response to the Call that sent its id, or drops and
+// counts it when no live Call has that id.
+func (c *Conn) deliver(resp *jsonrpc2.Response, rawResult json.RawMessage) {
+	c.mu.Lock()
+	call := c.pending[resp.ID]
+	delete(c.pending, resp.ID)
+	c.mu.Unlock()
+	if call == nil {
+		c.stats.staleResponses.Add(1)
+		c.log.Warn().Str("req", resp.ID.String()).Msg("dropped a response with no live request (late or unknown id)")
+		return
+	}
+	if resp.Error != nil {
+		call.finish(nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Method: call.Method})
+		return
+	}
+	call.finish(rawResult, nil)
+}

@@ -1,0 +1,241 @@
+package acp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Options configure a Conn. The zero value of every field has a usable
+// default.
+type Options struct {
+	Logger zerolog.Logger
+	// MaxLineBytes caps one incoming message line (default 32 MiB).
+	MaxLineBytes int
+	// UpdateQueue is the capacity of each subscription's update queue
+	// (default 1024).
+	UpdateQueue int
+	// ClientInfo is sent in initialize.
+	ClientInfo Implementation
+	// AuthMethod is the method id used when the agent says authentication
+	// is required. Empty means "fail with ErrAuthRequired".
+	AuthMethod string
+}
+
+// Conn is the client side of one agent's stdio. It owns the goroutines it
+// starts; Close stops them and returns when they are gone.
+//
+// All methods are safe for concurrent use. Nothing the agent sends can block
+// the read loop: updates go to bounded per-session queues, and requests from
+// the agent are served on goroutines the Conn owns.
+type Conn struct {
+	log   zerolog.Logger
+	opts  Options
+	rpc   *jsonrpc2.Conn
+	out   io.WriteCloser
+	in    io.ReadCloser
+	stats stats
+
+	outbox   chan []byte
+	stop     chan struct{} // closed by Close
+	readDone chan struct{} // closed when the agent's output ends
+	writeErr atomic.Pointer[error]
+
+	mu       sync.Mutex
+	closed   bool
+	readErr  error
+	seq      uint64
+	pending  map[jsonrpc2.ID]*Call
+	subs     map[string]*Subscription
+	sessions map[string]*session
+	early    map[string][]Update
+	perms    map[uint64]*permission
+	permSeq  uint64
+	init     *InitializeResult
+
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+const (
+	defaultUpdateQueue = 1024
+	outboxSize         = 64
+	maxEarlySessions   = 8
+	maxEarlyUpdates    = 64
+)
+
+// NewConn starts a connection reading agent output from r and writing agent
+// input to w. The Conn takes ownership of both and closes them in Close.
+func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if opts.UpdateQueue <= 0 {
+		opts.UpdateQueue = defaultUpdateQueue
+	}
+	if opts.ClientInfo.Name == "" {
+		opts.ClientInfo = Implementation{Name: "acp-broker", Version: "dev"}
+	}
+	c := &Conn{
+		log:      opts.Logger,
+		opts:     opts,
+		out:      w,
+		in:       r,
+		outbox:   make(chan []byte, outboxSize),
+		stop:     make(chan struct{}),
+		readDone: make(chan struct{}),
+		pending:  map[jsonrpc2.ID]*Call{},
+		subs:     map[string]*Subscription{},
+		sessions: map[string]*session{},
+		early:    map[string][]Update{},
+		perms:    map[uint64]*permission{},
+	}
+	stream := &lineStream{
+		r:       bufio.NewReaderSize(r, 64<<10),
+		max:     opts.MaxLineBytes,
+		conn:    c,
+		closeFn: c.closeIO,
+	}
+	c.wg.Go(c.writeLoop)
+	c.rpc = jsonrpc2.NewConn(context.Background(), stream, handler{c}, jsonrpc2.SetLogger(logAdapter{c.log}))
+	return c
+}
+
+func (c *Conn) closeIO() error {
+	errIn := c.in.Close()
+	errOut := c.out.Close()
+	return errors.Join(errIn, errOut)
+}
+
+// Done is closed when the agent's output has ended (EOF, read error or
+// Close). After Done, every pending and future call fails.
+func (c *Conn) Done() <-chan struct{} { return c.readDone }
+
+// Err returns why the agent's output ended, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readErr
+}
+
+// Close tears the connection down: pending calls fail with ErrClosed, open
+// permission requests are cancelled, and both pipes are closed. It returns
+// when every goroutine the Conn started has exited. Safe to call twice.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		close(c.stop)
+		_ = c.rpc.Close()
+		c.readEnded(ErrClosed)
+		<-c.rpc.DisconnectNotify()
+		c.mu.Lock()
+		for _, s := range c.sessions {
+			s.close()
+		}
+		c.mu.Unlock()
+	})
+	c.wg.Wait()
+	<-c.readDone
+	return nil
+}
+
+// readEnded records the end of the agent's output and fails everything that
+// waits on it. Safe to call more than once; the first cause wins.
+func (c *Conn) readEnded(cause error) {
+	c.mu.Lock()
+	if c.readErr != nil {
+		c.mu.Unlock()
+		return
+	}
+	if errors.Is(cause, io.EOF) {
+		cause = ErrAgentGone
+	} else if !errors.Is(cause, ErrClosed) {
+		cause = fmt.Errorf("%w: %w", ErrAgentGone, cause)
+	}
+	c.readErr = cause
+	calls := c.pending
+	c.pending = map[jsonrpc2.ID]*Call{}
+	perms := c.perms
+	c.perms = map[uint64]*permission{}
+	c.mu.Unlock()
+	for _, call := range calls {
+		call.finish(nil, cause)
+	}
+	for _, p := range perms {
+		p.cancel(cause)
+	}
+	close(c.readDone)
+}
+
+// spawn runs f on a goroutine the Conn owns, unless the Conn is closing.
+// The Add happens under mu before Close can start waiting.
+func (c *Conn) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Go(f)
+	return true
+}
+
+func (c *Conn) writeLoop() {
+	for {
+		select {
+		case b := <-c.outbox:
+			if c.writeErr.Load() != nil {
+				continue
+			}
+			if _, err := c.out.Write(b); err != nil {
+				c.writeErr.Store(&err)
+				c.log.Warn().Err(err).Msg("write to agent failed")
+			}
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// enqueue hands one whole message to the writer. It blocks only while the
+// writer's queue is full, and returns early when ctx or the Conn ends.
+func (c *Conn) enqueue(ctx context.Context, b []byte) error {
+	if p := c.writeErr.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrAgentGone, *p)
+	}
+	line := make([]byte, len(b)+1)
+	copy(line, b)
+	line[len(b)] = '\n'
+	select {
+	case c.outbox <- line:
+		return nil
+	case <-c.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (c *Conn) junk(line []byte, why string) {
+	c.stats.junkLines.Add(1)
+	preview := line
+	if len(preview) > 200 {
+		preview = preview[:200]
+	}
+	c.log.Warn().Str("why", why).Bytes("line", preview).Int("len", len(line)).Msg("skipped agent output that is not a JSON-RPC message")
+}
+
+// logAdapter sends jsonrpc2's own log lines to zerolog.
+type logAdapter struct{ log zerolog.Logger }
+
+func (l logAdapter) Printf(format string, v ...any) {
+	l.log.Debug().Msgf(format, v...)
+}

@@ -1,0 +1,73 @@
+package acp
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrClosed: the Conn was closed by the broker.
+	ErrClosed = errors.New("connection closed")
+	// ErrAgentGone: the agent's output ended (exit, crash, closed stdout).
+	ErrAgentGone = errors.New("agent closed its output")
+	// ErrAbandoned: the broker gave up on the call; its answer will be dropped.
+	ErrAbandoned = errors.New("request abandoned")
+	// ErrProtocolVersion: the agent answered initialize with another version.
+	ErrProtocolVersion = errors.New("agent speaks an unsupported protocol version")
+	// ErrAuthRequired: the agent requires authentication and no usable
+	// method is configured.
+	ErrAuthRequired = errors.New("agent requires authentication")
+	// ErrOutsideRoot: a file path resolves outside the session's directory.
+	ErrOutsideRoot = errors.New("path is outside the session's working directory")
+	// ErrUnknownSession: a request named a session this Conn did not create.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrBusy: the session already has a subscriber (a turn in progress).
+	ErrBusy = errors.New("session already has a turn in progress")
+)
+
+// JSON-RPC and ACP error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	CodeCancelled      = -32800
+	CodeAuthRequired   = -32000
+	CodeNotFound       = -32002
+)
+
+// RPCError is an error answer from the agent.
+type RPCError struct {
+	Code    int64
+	Message string
+	Method  string
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("%s: agent error %d: %s", e.Method, e.Code, e.Message)
+}
+
+// wireError maps a Go error to the JSON-RPC error sent to the agent. It is
+// the one place where that mapping lives.
+func wireError(err error) *jsonrpc2.Error {
+	code := int64(CodeInternalError)
+	switch {
+	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams):
+		code = CodeInvalidParams
+	case errors.Is(err, fs.ErrNotExist):
+		code = CodeNotFound
+	case errors.Is(err, errNoMethod):
+		code = CodeMethodNotFound
+	}
+	return &jsonrpc2.Error{Code: code, Message: err.Error()}
+}
+
+var (
+	errBadParams = errors.New("invalid params")
+	errNoMethod  = errors.New("method not found")
+)

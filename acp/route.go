@@ -1,0 +1,251 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Approver decides agent permission requests. Approve must return promptly
+// once ctx is done; whatever it returns then, the agent is told "cancelled".
+type Approver interface {
+	Approve(ctx context.Context, req *PermissionRequest) PermissionOutcome
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, req *PermissionRequest) PermissionOutcome
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, req *PermissionRequest) PermissionOutcome {
+	return f(ctx, req)
+}
+
+// Subscription receives one session's updates and permission requests for
+// the length of one turn.
+type Subscription struct {
+	SessionID string
+
+	conn         *Conn
+	approver     Approver
+	updates      chan Update
+	overflow     chan struct{}
+	overflowOnce sync.Once
+}
+
+// Updates yields the session's updates in the order the agent sent them.
+// The channel is never closed; stop reading after Close.
+func (s *Subscription) Updates() <-chan Update { return s.updates }
+
+// Overflowed is closed if an update had to be dropped because the queue was
+// full: the turn's rendering is no longer complete.
+func (s *Subscription) Overflowed() <-chan struct{} { return s.overflow }
+
+// Close ends the subscription: later updates for the session are counted as
+// late and dropped, and its open permission requests are answered
+// "cancelled". Safe to call twice.
+func (s *Subscription) Close() {
+	c := s.conn
+	c.mu.Lock()
+	if c.subs[s.SessionID] == s {
+		delete(c.subs, s.SessionID)
+	}
+	c.mu.Unlock()
+	c.CancelPermissions(s.SessionID, ErrAbandoned)
+}
+
+// Subscribe makes the caller the receiver of sessionID's updates and
+// permission requests until the Subscription is closed. Only one
+// subscriber per session may exist; a second gets ErrBusy.
+func (c *Conn) Subscribe(sessionID string, approver Approver) (*Subscription, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.readErr != nil {
+		return nil, ErrClosed
+	}
+	if c.subs[sessionID] != nil {
+		return nil, ErrBusy
+	}
+	s := &Subscription{
+		SessionID: sessionID,
+		conn:      c,
+		approver:  approver,
+		updates:   make(chan Update, c.opts.UpdateQueue),
+		overflow:  make(chan struct{}),
+	}
+	c.subs[sessionID] = s
+	return s, nil
+}
+
+// CancelPermissions answers every open permission request of sessionID with
+// "cancelled" and releases their entries at once.
+func (c *Conn) CancelPermissions(sessionID string, cause error) {
+	c.mu.Lock()
+	var cancels []context.CancelCauseFunc
+	for key, p := range c.perms {
+		if p.sessionID == sessionID {
+			cancels = append(cancels, p.cancel)
+			delete(c.perms, key)
+		}
+	}
+	c.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(cause)
+	}
+}
+
+// CancelSession tells the agent to stop the session's current turn. It does
+// not block; the notification is sent by a goroutine the Conn owns.
+func (c *Conn) CancelSession(sessionID string) {
+	c.spawn(func() {
+		err := c.rpc.Notify(context.Background(), MethodSessionCancel, cancelParams{SessionID: sessionID})
+		if err != nil {
+			c.log.Debug().Err(err).Str("session", sessionID).Msg("session/cancel not sent")
+			return
+		}
+		c.log.Debug().Str("session", sessionID).Msg("session/cancel sent")
+	})
+}
+
+type permission struct {
+	sessionID string
+	cancel    context.CancelCauseFunc
+}
+
+// handler serves what the agent sends. It runs on jsonrpc2's read loop and
+// must never block.
+type handler struct{ c *Conn }
+
+func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	c := h.c
+	switch req.Method {
+	case MethodSessionUpdate:
+		c.routeUpdate(req)
+	case MethodRequestPermission:
+		c.servePermission(req)
+	case MethodReadTextFile, MethodWriteTextFile:
+		c.serveFS(req)
+	default:
+		if req.Notif {
+			c.log.Debug().Str("method", req.Method).Msg("ignored agent notification")
+			return
+		}
+		c.replyErr(req, fmt.Errorf("%w: %s", errNoMethod, req.Method))
+	}
+}
+
+func (c *Conn) routeUpdate(req *jsonrpc2.Request) {
+	var n SessionNotification
+	if req.Params == nil || json.Unmarshal(*req.Params, &n) != nil || n.SessionID == "" {
+		c.stats.badMessages.Add(1)
+		c.log.Warn().Str("method", req.Method).Msg("session/update with unusable params; skipped")
+		return
+	}
+	c.mu.Lock()
+	sub := c.subs[n.SessionID]
+	_, known := c.sessions[n.SessionID]
+	if sub == nil && !known {
+		// Agents may send updates before the session/new answer: keep a few.
+		if q, ok := c.early[n.SessionID]; (ok || len(c.early) < maxEarlySessions) && len(q) < maxEarlyUpdates {
+			c.early[n.SessionID] = append(q, n.Update)
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.mu.Unlock()
+	if sub == nil {
+		c.stats.lateUpdates.Add(1)
+		c.log.Debug().Str("session", n.SessionID).Str("kind", n.Update.Kind).Msg("update with no turn listening; dropped")
+		return
+	}
+	select {
+	case sub.updates <- n.Update:
+	default:
+		c.stats.droppedUpdates.Add(1)
+		sub.overflowOnce.Do(func() { close(sub.overflow) })
+		c.log.Error().Str("session", n.SessionID).Msg("turn's update queue is full; update dropped")
+	}
+}
+
+func (c *Conn) servePermission(req *jsonrpc2.Request) {
+	if req.Notif {
+		c.stats.badMessages.Add(1)
+		return
+	}
+	var p PermissionRequest
+	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
+		c.stats.badMessages.Add(1)
+		c.replyErr(req, fmt.Errorf("%w: session/request_permission", errBadParams))
+		return
+	}
+	c.mu.Lock()
+	sub := c.subs[p.SessionID]
+	if sub == nil || c.readErr != nil {
+		c.mu.Unlock()
+		c.log.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
+		c.reply(req, PermissionOutcome{})
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.permSeq++
+	key := c.permSeq
+	c.perms[key] = &permission{sessionID: p.SessionID, cancel: cancel}
+	c.mu.Unlock()
+
+	started := c.spawn(func() {
+		defer c.releasePermission(key)
+		out := sub.approver.Approve(ctx, &p)
+		if ctx.Err() != nil {
+			out = PermissionOutcome{}
+		}
+		if !out.Cancelled() && !hasOption(&p, out.OptionID) {
+			c.log.Error().Str("session", p.SessionID).Str("option", out.OptionID).Msg("approver chose an option the agent did not offer; answering cancelled")
+			out = PermissionOutcome{}
+		}
+		c.log.Debug().Str("session", p.SessionID).Str("req", req.ID.String()).Str("option", out.OptionID).Msg("permission answered")
+		if err := c.rpc.Reply(context.Background(), req.ID, out); err != nil {
+			c.log.Debug().Err(err).Msg("permission answer not sent")
+		}
+	})
+	if !started {
+		c.releasePermission(key)
+	}
+}
+
+func (c *Conn) releasePermission(key uint64) {
+	c.mu.Lock()
+	p := c.perms[key]
+	delete(c.perms, key)
+	c.mu.Unlock()
+	if p != nil {
+		p.cancel(nil)
+	}
+}
+
+func hasOption(r *PermissionRequest, id string) bool {
+	for _, o := range r.Options {
+		if o.OptionID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// reply answers an agent request from a goroutine the Conn owns.
+func (c *Conn) reply(req *jsonrpc2.Request, result any) {
+	c.spawn(func() {
+		if err := c.rpc.Reply(context.Background(), req.ID, result); err != nil {
+			c.log.Debug().Err(err).Str("method", req.Method).Msg("reply not sent")
+		}
+	})
+}
+
+func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
+	c.spawn(func() {
+		if err := c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err)); err != nil {
+			c.log.Debug().Err(err).Str("method", req.Method).Msg("error reply not sent")
+		}
+	})
+}

@@ -1,0 +1,175 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// session is what the Conn knows of a session it created or loaded.
+type session struct {
+	cwd     string
+	realCwd string
+	root    *os.Root
+	rootErr error
+}
+
+func openSession(cwd string) *session {
+	s := &session{cwd: filepath.Clean(cwd), realCwd: filepath.Clean(cwd)}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		s.realCwd = real
+	}
+	s.root, s.rootErr = os.OpenRoot(cwd)
+	return s
+}
+
+func (s *session) close() {
+	if s.root != nil {
+		_ = s.root.Close()
+	}
+}
+
+// rel maps an absolute path the agent sent to a path relative to the
+// session's root, refusing anything that is not inside it.
+func (s *session) rel(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%w: %q is not absolute", errBadParams, p)
+	}
+	p = filepath.Clean(p)
+	for _, base := range []string{s.cwd, s.realCwd} {
+		if r, err := filepath.Rel(base, p); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s", ErrOutsideRoot, p)
+}
+
+// Initialize performs the initialize handshake and returns the agent's
+// capabilities. A protocol version other than ours is an error.
+func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
+	params := InitializeParams{
+		ProtocolVersion:    ProtocolVersion,
+		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
+		ClientInfo:         c.opts.ClientInfo,
+	}
+	var res InitializeResult
+	if err := c.Call(ctx, MethodInitialize, params, &res); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if res.ProtocolVersion != ProtocolVersion {
+		return nil, fmt.Errorf("%w: %d (want %d)", ErrProtocolVersion, res.ProtocolVersion, ProtocolVersion)
+	}
+	c.mu.Lock()
+	c.init = &res
+	c.mu.Unlock()
+	return &res, nil
+}
+
+// NewSession creates a session rooted at cwd (made absolute). If the agent
+// answers "authentication required" and Options.AuthMethod is set, it
+// authenticates and tries once more. Updates the agent sent for the session
+// before answering are returned with it.
+func (c *Conn) NewSession(ctx context.Context, cwd string) (string, []Update, error) {
+	abs, err := filepath.Abs(cwd)
+	if err != nil {
+		return "", nil, err
+	}
+	params := NewSessionParams{Cwd: abs, MCPServers: []any{}}
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	err = c.Call(ctx, MethodSessionNew, params, &res)
+	if isAuthRequired(err) {
+		if err = c.authenticate(ctx); err == nil {
+			err = c.Call(ctx, MethodSessionNew, params, &res)
+		}
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("session/new: %w", err)
+	}
+	if res.SessionID == "" {
+		return "", nil, fmt.Errorf("session/new: %w: empty sessionId", errBadParams)
+	}
+	return res.SessionID, c.register(res.SessionID, abs), nil
+}
+
+// LoadSession resumes an earlier session (only when the agent advertised
+// loadSession). The history the agent replays is returned, not routed to
+// any turn.
+func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string) ([]Update, error) {
+	abs, err := filepath.Abs(cwd)
+	if err != nil {
+		return nil, err
+	}
+	params := LoadSessionParams{SessionID: sessionID, Cwd: abs, MCPServers: []any{}}
+	err = c.Call(ctx, MethodSessionLoad, params, nil)
+	if isAuthRequired(err) {
+		if err = c.authenticate(ctx); err == nil {
+			err = c.Call(ctx, MethodSessionLoad, params, nil)
+		}
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.early, sessionID)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("session/load: %w", err)
+	}
+	return c.register(sessionID, abs), nil
+}
+
+func (c *Conn) register(sessionID, cwd string) []Update {
+	s := openSession(cwd)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.sessions[sessionID]; old != nil {
+		old.close()
+	}
+	c.sessions[sessionID] = s
+	early := c.early[sessionID]
+	delete(c.early, sessionID)
+	return early
+}
+
+func isAuthRequired(err error) bool {
+	var rpcErr *RPCError
+	return errors.As(err, &rpcErr) && rpcErr.Code == CodeAuthRequired
+}
+
+func (c *Conn) authenticate(ctx context.Context) error {
+	c.mu.Lock()
+	var offered []string
+	if c.init != nil {
+		for _, m := range c.init.AuthMethods {
+			offered = append(offered, m.ID)
+		}
+	}
+	c.mu.Unlock()
+	if c.opts.AuthMethod == "" {
+		return fmt.Errorf("%w: set agent.auth_method (agent offers: %s)", ErrAuthRequired, strings.Join(offered, ", "))
+	}
+	err := c.Call(ctx, MethodAuthenticate, map[string]string{"methodId": c.opts.AuthMethod}, nil)
+	if err != nil {
+		return fmt.Errorf("authenticate with %q: %w", c.opts.AuthMethod, err)
+	}
+	return nil
+}
+
+// Prompt starts a prompt turn and returns its Call; the caller owns the
+// wait. The Call's result decodes into PromptResult.
+func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []ContentBlock) (*Call, error) {
+	return c.Start(ctx, MethodSessionPrompt, PromptParams{SessionID: sessionID, Prompt: prompt})
+}
+
+// Capabilities returns what the agent advertised in initialize, or the zero
+// value before it.
+func (c *Conn) Capabilities() AgentCapabilities {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.init == nil {
+		return AgentCapabilities{}
+	}
+	return c.init.AgentCapabilities
+}

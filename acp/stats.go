@@ -1,0 +1,65 @@
+package acp
+
+import "sync/atomic"
+
+type stats struct {
+	staleResponses atomic.Uint64
+	junkLines      atomic.Uint64
+	oversizeLines  atomic.Uint64
+	lateUpdates    atomic.Uint64
+	droppedUpdates atomic.Uint64
+	badMessages    atomic.Uint64
+}
+
+// Stats is a snapshot of a Conn's bookkeeping and counters.
+type Stats struct {
+	// PendingRequests is the number of our requests awaiting an answer.
+	PendingRequests int
+	// PendingPermissions is the number of agent permission requests not yet
+	// answered.
+	PendingPermissions int
+	// Subscribers is the number of sessions with a turn listening.
+	Subscribers int
+	// StaleResponses counts responses dropped because no live request had
+	// their id (late answers to abandoned requests, unknown ids).
+	StaleResponses uint64
+	// JunkLines counts output lines that were not JSON-RPC messages.
+	JunkLines uint64
+	// OversizeLines counts lines skipped for exceeding the size cap.
+	OversizeLines uint64
+	// LateUpdates counts session updates that arrived with no turn listening.
+	LateUpdates uint64
+	// DroppedUpdates counts updates dropped because a turn's queue was full.
+	DroppedUpdates uint64
+	// BadMessages counts well-formed JSON-RPC messages with unusable params.
+	BadMessages uint64
+}
+
+// Add returns the field-wise sum of s and o.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		PendingRequests:    s.PendingRequests + o.PendingRequests,
+		PendingPermissions: s.PendingPermissions + o.PendingPermissions,
+		Subscribers:        s.Subscribers + o.Subscribers,
+		StaleResponses:     s.StaleResponses + o.StaleResponses,
+		JunkLines:          s.JunkLines + o.JunkLines,
+		OversizeLines:      s.OversizeLines + o.OversizeLines,
+		LateUpdates:        s.LateUpdates + o.LateUpdates,
+		DroppedUpdates:     s.DroppedUpdates + o.DroppedUpdates,
+		BadMessages:        s.BadMessages + o.BadMessages,
+	}
+}
+
+// Stats returns a snapshot of the Conn's counters.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs)}
+	c.mu.Unlock()
+	s.StaleResponses = c.stats.staleResponses.Load()
+	s.JunkLines = c.stats.junkLines.Load()
+	s.OversizeLines = c.stats.oversizeLines.Load()
+	s.LateUpdates = c.stats.lateUpdates.Load()
+	s.DroppedUpdates = c.stats.droppedUpdates.Load()
+	s.BadMessages = c.stats.badMessages.Load()
+	return s
+}

@@ -1,0 +1,151 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// DefaultMaxLineBytes is the largest message line read from an agent when
+// no other cap is configured. Longer lines are skipped, not fatal.
+const DefaultMaxLineBytes = 32 << 20
+
+// lineStream is the jsonrpc2.ObjectStream over an agent's stdio: one JSON
+// message per line each way. It never hands jsonrpc2 something it cannot
+// decode: junk and oversize lines are counted and skipped, and responses
+// are routed by the Conn before jsonrpc2 sees them, so that jsonrpc2's own
+// pending table (which cannot forget an abandoned call) is never used.
+type lineStream struct {
+	r       *bufio.Reader
+	max     int
+	buf     []byte
+	conn    *Conn
+	closeFn func() error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// errLineTooLong marks a line that exceeded the cap; its bytes were discarded.
+var errLineTooLong = errors.New("acp: line exceeds the size cap")
+
+// readLine returns the next line without its newline. A line longer than the
+// cap is consumed and reported as errLineTooLong, so the next call starts on a
+// fresh line.
+func (s *lineStream) readLine() ([]byte, error) {
+	if cap(s.buf) > 1<<20 {
+		s.buf = nil // do not keep a huge line's memory for the connection's life
+	}
+	s.buf = s.buf[:0]
+	tooLong := false
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		if !tooLong {
+			if len(s.buf)+len(frag) > s.max+1 { // +1: the newline does not count
+				tooLong = true
+				s.buf = s.buf[:0]
+			} else {
+				s.buf = append(s.buf, frag...)
+			}
+		}
+		switch {
+		case err == nil:
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			return bytes.TrimRight(s.buf, "\r\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case len(s.buf) > 0 && !tooLong && errors.Is(err, io.EOF):
+			// A last line without a newline is still a line.
+			line := s.buf
+			s.buf = nil
+			return line, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// ReadObject implements jsonrpc2.ObjectStream. It returns only requests and
+// notifications; everything else is consumed here.
+func (s *lineStream) ReadObject(v any) error {
+	for {
+		line, err := s.readLine()
+		if errors.Is(err, errLineTooLong) {
+			s.conn.stats.oversizeLines.Add(1)
+			s.conn.log.Warn().Int("cap", s.max).Msg("agent wrote a line over the size cap; skipped")
+			continue
+		}
+		if err != nil {
+			s.conn.readEnded(err)
+			return err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if s.dispatch(line, v) {
+			return nil
+		}
+	}
+}
+
+// dispatch classifies one line. It reports true when v now holds a request
+// or notification for jsonrpc2 to handle.
+func (s *lineStream) dispatch(line []byte, v any) bool {
+	var fields map[string]json.RawMessage
+	if line[0] != '{' || json.Unmarshal(line, &fields) != nil {
+		s.conn.junk(line, "not a JSON object")
+		return false
+	}
+	_, hasMethod := fields["method"]
+	_, hasResult := fields["result"]
+	_, hasError := fields["error"]
+	switch {
+	case hasMethod:
+		// A method makes it a request or notification, whatever its id.
+		if err := json.Unmarshal(line, v); err != nil {
+			s.conn.junk(line, err.Error())
+			return false
+		}
+		return true
+	case hasResult || hasError:
+		var resp jsonrpc2.Response
+		if err := json.Unmarshal(line, &resp); err != nil {
+			s.conn.junk(line, err.Error())
+			return false
+		}
+		s.conn.deliver(&resp, fields["result"])
+		return false
+	default:
+		s.conn.junk(line, "neither request nor response")
+		return false
+	}
+}
+
+// WriteObject implements jsonrpc2.ObjectStream: it queues one whole message
+// for the Conn's writer.
+func (s *lineStream) WriteObject(obj any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return s.conn.enqueue(context.Background(), b)
+}
+
+// Close implements jsonrpc2.ObjectStream. Safe to call more than once.
+func (s *lineStream) Close() error {
+	s.closeOnce.Do(func() {
+		if s.closeFn != nil {
+			s.closeErr = s.closeFn()
+		}
+	})
+	return s.closeErr
+}

@@ -1,0 +1,326 @@
+package acp
+
+import "encoding/json"
+
+// ProtocolVersion is the ACP protocol version this client speaks.
+const ProtocolVersion = 1
+
+// Method names used on the wire.
+const (
+	MethodInitialize        = "initialize"
+	MethodAuthenticate      = "authenticate"
+	MethodSessionNew        = "session/new"
+	MethodSessionLoad       = "session/load"
+	MethodSessionPrompt     = "session/prompt"
+	MethodSessionCancel     = "session/cancel"
+	MethodSessionUpdate     = "session/update"
+	MethodRequestPermission = "session/request_permission"
+	MethodReadTextFile      = "fs/read_text_file"
+	MethodWriteTextFile     = "fs/write_text_file"
+)
+
+// Stop reasons of a prompt turn.
+const (
+	StopEndTurn         = "end_turn"
+	StopMaxTokens       = "max_tokens"
+	StopMaxTurnRequests = "max_turn_requests"
+	StopRefusal         = "refusal"
+	StopCancelled       = "cancelled"
+)
+
+// Implementation names a client or agent.
+type Implementation struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// FSCapabilities says which file-system methods the client serves.
+type FSCapabilities struct {
+	ReadTextFile  bool `json:"readTextFile"`
+	WriteTextFile bool `json:"writeTextFile"`
+}
+
+// ClientCapabilities is what the broker offers the agent.
+type ClientCapabilities struct {
+	FS       FSCapabilities `json:"fs"`
+	Terminal bool           `json:"terminal"`
+}
+
+// InitializeParams are the params of "initialize".
+type InitializeParams struct {
+	ProtocolVersion    int                `json:"protocolVersion"`
+	ClientCapabilities ClientCapabilities `json:"clientCapabilities"`
+	ClientInfo         Implementation     `json:"clientInfo"`
+}
+
+// PromptCapabilities says which content blocks a prompt may carry.
+type PromptCapabilities struct {
+	Image           bool `json:"image"`
+	Audio           bool `json:"audio"`
+	EmbeddedContext bool `json:"embeddedContext"`
+}
+
+// AgentCapabilities is what the agent advertises. Omitted means unsupported.
+type AgentCapabilities struct {
+	LoadSession        bool               `json:"loadSession"`
+	PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
+}
+
+// AuthMethod is one way the agent accepts authentication.
+type AuthMethod struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// InitializeResult is the agent's answer to "initialize".
+type InitializeResult struct {
+	ProtocolVersion   int               `json:"protocolVersion"`
+	AgentCapabilities AgentCapabilities `json:"agentCapabilities"`
+	AuthMethods       []AuthMethod      `json:"authMethods"`
+	AgentInfo         *Implementation   `json:"agentInfo,omitempty"`
+}
+
+// ContentBlock is a piece of prompt or update content. Only the fields of
+// its Type are set.
+type ContentBlock struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	Data     string    `json:"data,omitempty"`
+	MimeType string    `json:"mimeType,omitempty"`
+	URI      string    `json:"uri,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Resource *Resource `json:"resource,omitempty"`
+}
+
+// Resource is the body of an embedded "resource" block.
+type Resource struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     string `json:"blob,omitempty"`
+}
+
+// TextBlock returns a text content block.
+func TextBlock(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
+
+// ToolCallContent is one item of a tool call's content list.
+type ToolCallContent struct {
+	Type    string        `json:"type"`
+	Content *ContentBlock `json:"content,omitempty"`
+	Path    string        `json:"path,omitempty"`
+}
+
+// ToolCallLocation is a file a tool call touches.
+type ToolCallLocation struct {
+	Path string `json:"path"`
+	Line *int   `json:"line,omitempty"`
+}
+
+// PlanEntry is one item of the agent's plan.
+type PlanEntry struct {
+	Content  string `json:"content"`
+	Priority string `json:"priority,omitempty"`
+	Status   string `json:"status,omitempty"`
+}
+
+// Update is the "update" object of a session/update notification. Kind is
+// the sessionUpdate discriminator; the other fields are set per kind.
+// Unknown kinds are kept with only Kind and Raw set.
+type Update struct {
+	Kind string `json:"sessionUpdate"`
+
+	// agent_message_chunk, agent_thought_chunk, user_message_chunk
+	Content *ContentBlock `json:"-"`
+
+	// tool_call, tool_call_update
+	ToolCallID string             `json:"toolCallId,omitempty"`
+	Title      *string            `json:"title,omitempty"`
+	ToolKind   string             `json:"kind,omitempty"`
+	Status     string             `json:"status,omitempty"`
+	ToolOutput []ToolCallContent  `json:"-"`
+	Locations  []ToolCallLocation `json:"locations,omitempty"`
+
+	// plan
+	Entries []PlanEntry `json:"entries,omitempty"`
+
+	// current_mode_update
+	CurrentModeID string `json:"currentModeId,omitempty"`
+
+	// Raw is the update as received.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Update kinds the broker renders.
+const (
+	UpdateMessageChunk     = "agent_message_chunk"
+	UpdateThoughtChunk     = "agent_thought_chunk"
+	UpdateUserMessageChunk = "user_message_chunk"
+	UpdateToolCall         = "tool_call"
+	UpdateToolCallUpdate   = "tool_call_update"
+	UpdatePlan             = "plan"
+)
+
+// UnmarshalJSON decodes an update, tolerating the polymorphic "content"
+// field (a block for chunks, a list for tool calls) and unknown kinds.
+func (u *Update) UnmarshalJSON(b []byte) error {
+	type plain Update
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*u = Update(p)
+	u.Raw = append(json.RawMessage(nil), b...)
+	var c struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil || len(c.Content) == 0 {
+		return nil
+	}
+	switch u.Kind {
+	case UpdateMessageChunk, UpdateThoughtChunk, UpdateUserMessageChunk:
+		var blk ContentBlock
+		if err := json.Unmarshal(c.Content, &blk); err == nil {
+			u.Content = &blk
+		}
+	case UpdateToolCall, UpdateToolCallUpdate:
+		var out []ToolCallContent
+		if err := json.Unmarshal(c.Content, &out); err == nil {
+			u.ToolOutput = out
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes the update as received, or rebuilds it for updates
+// made in code.
+func (u Update) MarshalJSON() ([]byte, error) {
+	if len(u.Raw) > 0 {
+		return u.Raw, nil
+	}
+	type plain Update
+	m := struct {
+		plain
+		Content any `json:"content,omitempty"`
+	}{plain: plain(u)}
+	switch {
+	case u.Content != nil:
+		m.Content = u.Content
+	case u.ToolOutput != nil:
+		m.Content = u.ToolOutput
+	}
+	return json.Marshal(m)
+}
+
+// SessionNotification is the params of session/update.
+type SessionNotification struct {
+	SessionID string `json:"sessionId"`
+	Update    Update `json:"update"`
+}
+
+// PermissionOption is one choice offered by a permission request.
+type PermissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+}
+
+// Permission option kinds.
+const (
+	OptionAllowOnce    = "allow_once"
+	OptionAllowAlways  = "allow_always"
+	OptionRejectOnce   = "reject_once"
+	OptionRejectAlways = "reject_always"
+)
+
+// PermissionToolCall is the tool call a permission request is about.
+type PermissionToolCall struct {
+	ToolCallID string          `json:"toolCallId"`
+	Title      string          `json:"title,omitempty"`
+	Kind       string          `json:"kind,omitempty"`
+	RawInput   json.RawMessage `json:"rawInput,omitempty"`
+}
+
+// PermissionRequest is the params of session/request_permission.
+type PermissionRequest struct {
+	SessionID string             `json:"sessionId"`
+	ToolCall  PermissionToolCall `json:"toolCall"`
+	Options   []PermissionOption `json:"options"`
+}
+
+// FirstOption returns the first option whose kind starts with prefix
+// ("allow" or "reject"), and whether there was one.
+func (r *PermissionRequest) FirstOption(prefix string) (PermissionOption, bool) {
+	for _, o := range r.Options {
+		if len(o.Kind) >= len(prefix) && o.Kind[:len(prefix)] == prefix {
+			return o, true
+		}
+	}
+	return PermissionOption{}, false
+}
+
+// PermissionOutcome is the client's answer to a permission request. An
+// empty OptionID means "cancelled".
+type PermissionOutcome struct {
+	OptionID string
+}
+
+// Cancelled reports whether the outcome is "cancelled".
+func (o PermissionOutcome) Cancelled() bool { return o.OptionID == "" }
+
+// MarshalJSON writes the wire form {"outcome":{...}}.
+func (o PermissionOutcome) MarshalJSON() ([]byte, error) {
+	type inner struct {
+		Outcome  string `json:"outcome"`
+		OptionID string `json:"optionId,omitempty"`
+	}
+	in := inner{Outcome: "cancelled"}
+	if o.OptionID != "" {
+		in = inner{Outcome: "selected", OptionID: o.OptionID}
+	}
+	return json.Marshal(struct {
+		Outcome inner `json:"outcome"`
+	}{in})
+}
+
+// NewSessionParams are the params of session/new.
+type NewSessionParams struct {
+	Cwd        string `json:"cwd"`
+	MCPServers []any  `json:"mcpServers"`
+}
+
+// LoadSessionParams are the params of session/load.
+type LoadSessionParams struct {
+	SessionID  string `json:"sessionId"`
+	Cwd        string `json:"cwd"`
+	MCPServers []any  `json:"mcpServers"`
+}
+
+// PromptParams are the params of session/prompt.
+type PromptParams struct {
+	SessionID string         `json:"sessionId"`
+	Prompt    []ContentBlock `json:"prompt"`
+}
+
+// PromptResult is the answer to session/prompt. Unknown fields are ignored.
+type PromptResult struct {
+	StopReason string `json:"stopReason"`
+}
+
+type cancelParams struct {
+	SessionID string `json:"sessionId"`
+}
+
+type readTextFileParams struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Line      *int   `json:"line,omitempty"`
+	Limit     *int   `json:"limit,omitempty"`
+}
+
+type writeTextFileParams struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+}

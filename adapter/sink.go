@@ -1,0 +1,102 @@
+package adapter
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"acpbroker/acp"
+)
+
+// Phase is where a prompt is in its life.
+type Phase int
+
+const (
+	// PhaseQueued: waiting behind another turn in the same thread.
+	PhaseQueued Phase = iota
+	// PhaseWaitingForSlot: every agent slot is busy; waiting for one.
+	PhaseWaitingForSlot
+	// PhaseWorking: the prompt was sent to the agent.
+	PhaseWorking
+	// PhaseCancelling: the turn is being abandoned; waiting for the agent.
+	PhaseCancelling
+)
+
+// Status is a change in a prompt's phase.
+type Status struct {
+	Phase Phase
+	// Position is the place in the thread's queue (1 = next), for PhaseQueued.
+	Position int
+	// Text says the phase in words, e.g. "waiting for a free agent slot".
+	Text string
+}
+
+// Sink receives one prompt's progress. Status, Update and Done are called
+// in order from the turn's goroutine and must not block for long. Ask and
+// Notice are called from permission goroutines, possibly concurrently with
+// the others. Done is called exactly once, last, for every accepted prompt.
+type Sink interface {
+	Status(Status)
+	Update(acp.Update)
+	// Ask puts a permission request to a human and returns the choice. It
+	// must return promptly once ctx is done; its cause says why (permission
+	// timeout, turn ended).
+	Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome
+	// Notice is a short remark for the thread, e.g. an automatic
+	// permission answer.
+	Notice(text string)
+	Done(Outcome)
+}
+
+// Prompt is one user message for a thread's agent.
+type Prompt struct {
+	// Ref identifies the message to the chat layer; it is stored while the
+	// turn runs so a restart can report the interrupted turn.
+	Ref    string
+	Author string
+	Blocks []acp.ContentBlock
+	Sink   Sink
+}
+
+// ToolCall is the last known state of one tool call in a turn.
+type ToolCall struct {
+	ID, Title, Kind, Status string
+}
+
+// Outcome is how a turn ended: the agent's answer, or a failure with its
+// cause. Partial output is kept either way.
+type Outcome struct {
+	// StopReason is the agent's, when it answered.
+	StopReason string
+	// Err is the failure cause, nil when the agent answered.
+	Err error
+	// Text is the answer text (message chunks concatenated).
+	Text      string
+	ToolCalls []ToolCall
+	Plan      []acp.PlanEntry
+	Elapsed   time.Duration
+}
+
+// Summary is the outcome in words, never empty.
+func (o Outcome) Summary() string {
+	if o.Err != nil {
+		return "failed: " + o.Err.Error()
+	}
+	switch o.StopReason {
+	case acp.StopEndTurn:
+		if strings.TrimSpace(o.Text) == "" {
+			return "the agent finished without a written reply"
+		}
+		return "done"
+	case acp.StopCancelled:
+		return "cancelled"
+	case acp.StopMaxTokens:
+		return "stopped: the agent reached its token limit"
+	case acp.StopMaxTurnRequests:
+		return "stopped: the agent reached its request limit for one turn"
+	case acp.StopRefusal:
+		return "the agent refused to continue"
+	default:
+		return "stopped: " + o.StopReason
+	}
+}

@@ -1,0 +1,60 @@
+package pool
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// inherited are the only variables an agent gets from the broker's own
+// environment without being named in agent.env.
+var inherited = []string{"PATH", "HOME", "USER", "LANG"}
+
+// IsSecret reports whether a broker variable must never reach an agent:
+// the broker's own settings (which hold the Discord token) and systemd's
+// notification socket.
+func IsSecret(name string) bool {
+	return strings.HasPrefix(name, "BROKER_") || name == "NOTIFY_SOCKET" || name == "DISCORD_TOKEN"
+}
+
+// BuildEnv returns an agent's environment: PATH, HOME, USER and LANG from
+// lookup, then extra, whose values may refer to lookup's variables as
+// ${VAR} or $VAR. Secrets are neither copied nor expanded; naming one in
+// extra is an error.
+func BuildEnv(lookup func(string) (string, bool), extra map[string]string) ([]string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	env := map[string]string{}
+	for _, k := range inherited {
+		if v, ok := lookup(k); ok {
+			env[k] = v
+		}
+	}
+	var problems []string
+	for k, v := range extra {
+		if IsSecret(k) {
+			problems = append(problems, fmt.Sprintf("agent.env.%s: the broker's own secrets are not passed to agents", k))
+			continue
+		}
+		env[k] = os.Expand(v, func(name string) string {
+			if IsSecret(name) {
+				problems = append(problems, fmt.Sprintf("agent.env.%s: refers to ${%s}, a broker secret", k, name))
+				return ""
+			}
+			val, _ := lookup(name)
+			return val
+		})
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}

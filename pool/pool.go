@@ -1,0 +1,513 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"acpbroker/acp"
+
+	"github.com/rs/zerolog"
+)
+
+// Config configures a Pool.
+type Config struct {
+	Command string
+	Args    []string
+	// Env is the agent's complete environment (see BuildEnv).
+	Env []string
+	// WorkDir is where agents run. With PerThreadDir, each thread gets
+	// WorkDir/<thread> instead.
+	WorkDir      string
+	PerThreadDir bool
+	// MaxSessions bounds live agent processes.
+	MaxSessions int
+	// IdleTimeout stops agents idle that long (0: never).
+	IdleTimeout time.Duration
+	// StartTimeout bounds spawn + initialize + session setup.
+	StartTimeout time.Duration
+	// ExitGrace is each step of the stop escalation: after closing stdin,
+	// and after SIGTERM.
+	ExitGrace time.Duration
+	// Conn options for every agent (logger fields are added per agent).
+	Conn acp.Options
+	// MaxResumable bounds how many evicted threads keep a session id for
+	// session/load (default 4096).
+	MaxResumable int
+	Logger       zerolog.Logger
+}
+
+// Sentinel errors.
+var (
+	ErrClosed = errors.New("broker shutting down")
+	ErrBusy   = errors.New("thread's agent is busy")
+)
+
+// Agent is one thread's agent process with its ACP connection and session.
+// It is handed out by Acquire and returned with Release.
+type Agent struct {
+	Thread    string
+	SessionID string
+	Resumed   bool
+	Conn      *acp.Conn
+	Proc      *Process
+	Started   time.Time
+
+	busy     bool
+	lastUsed time.Time
+}
+
+// Pool owns every agent process. Close stops them all and returns when every
+// process and goroutine is gone.
+type Pool struct {
+	cfg Config
+	log zerolog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	agents   map[string]*Agent // live, by thread
+	starting int               // slots reserved by agents being started
+	stopping int               // slots held by agents being stopped
+	queue    []*waiter         // Acquire calls waiting for a slot, in order
+	changed  chan struct{}     // closed and replaced whenever a slot may have freed
+	resume   map[string]string // thread -> session id, for session/load
+	order    []string          // resume insertion order, for bounding it
+	evicted  uint64
+
+	kick   chan struct{}
+	stop   chan struct{}
+	ctx    context.Context // cancelled by Close; bounds agent start-up
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+}
+
+type waiter struct{}
+
+// New returns a running pool.
+func New(cfg Config) *Pool {
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 1
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = time.Minute
+	}
+	if cfg.ExitGrace <= 0 {
+		cfg.ExitGrace = 2 * time.Second
+	}
+	if cfg.MaxResumable <= 0 {
+		cfg.MaxResumable = 4096
+	}
+	p := &Pool{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		agents:  map[string]*Agent{},
+		changed: make(chan struct{}),
+		resume:  map[string]string{},
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	p.ctx, p.cancel = context.WithCancelCause(context.Background())
+	if cfg.IdleTimeout > 0 {
+		p.wg.Go(p.janitor)
+	}
+	return p
+}
+
+// Acquire returns thread's agent, marked busy, starting a process if the
+// thread has none. When every slot holds a busy agent it waits in line,
+// calling onWait once, until a slot frees or ctx ends (the error is then
+// ctx's cause). A full pool first evicts its least recently used idle agent.
+func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agent, error) {
+	var me *waiter
+	defer func() {
+		if me != nil {
+			p.mu.Lock()
+			p.leaveQueue(me)
+			p.mu.Unlock()
+		}
+	}()
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if a := p.agents[thread]; a != nil {
+			if a.busy {
+				p.mu.Unlock()
+				return nil, ErrBusy
+			}
+			a.busy = true
+			p.mu.Unlock()
+			return a, nil
+		}
+		first := len(p.queue) == 0 || (me != nil && p.queue[0] == me)
+		if first && p.used() < p.cfg.MaxSessions {
+			p.starting++
+			if me != nil {
+				p.leaveQueue(me)
+				me = nil
+			}
+			sid := p.resume[thread]
+			p.mu.Unlock()
+			return p.start(ctx, thread, sid)
+		}
+		if first {
+			if victim := p.lruIdle(); victim != nil {
+				p.evictLocked(victim, "making room for another thread")
+			}
+		}
+		if me == nil {
+			me = &waiter{}
+			p.queue = append(p.queue, me)
+			if onWait != nil {
+				onWait()
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+func (p *Pool) used() int { return len(p.agents) + p.starting + p.stopping }
+
+func (p *Pool) leaveQueue(w *waiter) {
+	for i, q := range p.queue {
+		if q == w {
+			p.queue = append(p.queue[:i], p.queue[i+1:]...)
+			p.signalLocked()
+			return
+		}
+	}
+}
+
+// signalLocked wakes every waiter to re-check; p.mu must be held.
+func (p *Pool) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Pool) lruIdle() *Agent {
+	var victim *Agent
+	for _, a := range p.agents {
+		if !a.busy && (victim == nil || a.lastUsed.Before(victim.lastUsed)) {
+			victim = a
+		}
+	}
+	return victim
+}
+
+// evictLocked removes an idle agent and stops it in the background; its
+// slot stays taken until the process is gone. p.mu must be held.
+func (p *Pool) evictLocked(a *Agent, why string) {
+	delete(p.agents, a.Thread)
+	p.remember(a.Thread, a.SessionID)
+	p.stopping++
+	p.evicted++
+	p.log.Info().Str("thread", a.Thread).Str("session", a.SessionID).Str("cause", why).Msg("stopping idle agent")
+	p.wg.Go(func() {
+		p.shutdown(a, p.cfg.ExitGrace)
+		p.mu.Lock()
+		p.stopping--
+		p.signalLocked()
+		p.mu.Unlock()
+	})
+}
+
+func (p *Pool) remember(thread, sessionID string) {
+	if sessionID == "" {
+		return
+	}
+	if _, ok := p.resume[thread]; !ok {
+		p.order = append(p.order, thread)
+	}
+	p.resume[thread] = sessionID
+	for len(p.order) > p.cfg.MaxResumable {
+		delete(p.resume, p.order[0])
+		p.order = p.order[1:]
+	}
+}
+
+func (p *Pool) forget(thread string) {
+	if _, ok := p.resume[thread]; !ok {
+		return
+	}
+	delete(p.resume, thread)
+	for i, t := range p.order {
+		if t == thread {
+			p.order = append(p.order[:i], p.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// start spawns and sets up an agent in a reserved slot.
+func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, error) {
+	a, err := p.spawn(ctx, thread, resumeID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting--
+	if err == nil && p.closed {
+		// Close may already be waiting: stop it here, not on a new goroutine.
+		p.mu.Unlock()
+		p.shutdown(a, 0)
+		p.mu.Lock()
+		err = ErrClosed
+	}
+	if err != nil {
+		p.signalLocked()
+		return nil, err
+	}
+	a.busy = true
+	a.lastUsed = time.Now()
+	p.agents[thread] = a
+	return a, nil
+}
+
+func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.StartTimeout,
+		fmt.Errorf("agent did not start within %s", p.cfg.StartTimeout))
+	defer cancel()
+	ctx, closing := context.WithCancelCause(ctx)
+	defer closing(nil)
+	defer context.AfterFunc(p.ctx, func() { closing(ErrClosed) })()
+	dir := p.cfg.WorkDir
+	if p.cfg.PerThreadDir {
+		dir = filepath.Join(dir, safeName(thread))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent working directory: %w", err)
+	}
+	log := p.log.With().Str("thread", thread).Logger()
+	proc, err := StartProcess(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	opts := p.cfg.Conn
+	opts.Logger = log.With().Int("pid", proc.PID).Logger()
+	conn := acp.NewConn(proc.Stdout, proc.Stdin, opts)
+	proc.Monitor(conn.Done())
+	a := &Agent{Thread: thread, Conn: conn, Proc: proc, Started: time.Now()}
+
+	fail := func(err error) (*Agent, error) {
+		p.shutdown(a, 0)
+		if exit := proc.ExitErr(); exit != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("agent failed to start: %w (%v)", err, exit)
+		}
+		if t := strings.TrimSpace(proc.StderrTail()); t != "" {
+			return nil, fmt.Errorf("agent failed to start: %w; stderr: %s", err, t)
+		}
+		return nil, fmt.Errorf("agent failed to start: %w", err)
+	}
+	info, err := conn.Initialize(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if resumeID != "" && info.AgentCapabilities.LoadSession {
+		if _, err := conn.LoadSession(ctx, resumeID, dir); err == nil {
+			a.SessionID, a.Resumed = resumeID, true
+			log.Info().Str("session", resumeID).Int("pid", proc.PID).Msg("agent resumed session")
+			return a, nil
+		} else if ctx.Err() != nil {
+			return fail(context.Cause(ctx))
+		} else {
+			log.Warn().Err(err).Str("session", resumeID).Msg("session/load failed; starting a new session")
+		}
+	}
+	sid, _, err := conn.NewSession(ctx, dir)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		return fail(err)
+	}
+	a.SessionID = sid
+	log.Info().Str("session", sid).Int("pid", proc.PID).Msg("agent started")
+	return a, nil
+}
+
+// safeName turns a thread id into a directory name.
+func safeName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "_"
+	}
+	return b.String()
+}
+
+// shutdown stops the process with the escalation and closes the Conn.
+// grace 0 kills at once.
+func (p *Pool) shutdown(a *Agent, grace time.Duration) {
+	if grace <= 0 {
+		a.Proc.Kill()
+	} else {
+		a.Proc.Stop(grace)
+	}
+	_ = a.Conn.Close()
+}
+
+// Release returns an agent after a turn. With discard, the agent is not
+// trusted again: its process group is killed and the thread's next Acquire
+// starts a fresh process (resuming the session when the agent supports it).
+func (p *Pool) Release(a *Agent, discard bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.agents[a.Thread] != a {
+		return
+	}
+	a.busy = false
+	a.lastUsed = time.Now()
+	select {
+	case <-a.Proc.Exited():
+		discard = true
+	default:
+	}
+	if discard {
+		delete(p.agents, a.Thread)
+		p.remember(a.Thread, a.SessionID)
+		p.stopping++
+		p.wg.Go(func() {
+			p.shutdown(a, 0)
+			p.mu.Lock()
+			p.stopping--
+			p.signalLocked()
+			p.mu.Unlock()
+		})
+	}
+	p.signalLocked()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Reset stops the thread's agent, if any, and forgets its session: the next
+// prompt starts a fresh one. A busy agent is left to its turn and discarded
+// when released.
+func (p *Pool) Reset(thread string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forget(thread)
+	if a := p.agents[thread]; a != nil && !a.busy {
+		delete(p.agents, thread)
+		p.stopping++
+		p.wg.Go(func() {
+			p.shutdown(a, p.cfg.ExitGrace)
+			p.mu.Lock()
+			p.stopping--
+			p.signalLocked()
+			p.mu.Unlock()
+		})
+	}
+}
+
+// janitor stops agents idle longer than IdleTimeout.
+func (p *Pool) janitor() {
+	t := time.NewTimer(p.cfg.IdleTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.kick:
+		case <-t.C:
+		}
+		now := time.Now()
+		next := p.cfg.IdleTimeout
+		p.mu.Lock()
+		for _, a := range p.agents {
+			if a.busy {
+				continue
+			}
+			if idle := now.Sub(a.lastUsed); idle >= p.cfg.IdleTimeout {
+				p.evictLocked(a, fmt.Sprintf("idle for %s", p.cfg.IdleTimeout))
+			} else if left := p.cfg.IdleTimeout - idle; left < next {
+				next = left
+			}
+		}
+		p.mu.Unlock()
+		t.Reset(next)
+	}
+}
+
+// Stats is a snapshot of the pool.
+type Stats struct {
+	Live, Busy, Starting, Stopping, Waiting, Resumable int
+	Evicted                                             uint64
+	Conn                                                acp.Stats
+}
+
+// Stats returns the pool's size and the sum of its connections' counters.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Resumable: len(p.resume), Evicted: p.evicted}
+	conns := make([]*acp.Conn, 0, len(p.agents))
+	for _, a := range p.agents {
+		if a.busy {
+			s.Busy++
+		}
+		conns = append(conns, a.Conn)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		s.Conn = s.Conn.Add(c.Stats())
+	}
+	return s
+}
+
+// Lookup returns thread's live agent, or nil.
+func (p *Pool) Lookup(thread string) *Agent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.agents[thread]
+}
+
+// Close stops every agent, each with its own bounded escalation, in
+// parallel, and returns when all processes and goroutines are gone. Busy
+// agents are killed; their turns should have been ended first.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return
+	}
+	p.closed = true
+	close(p.stop)
+	p.cancel(ErrClosed)
+	for _, a := range p.agents {
+		delete(p.agents, a.Thread)
+		grace := p.cfg.ExitGrace
+		if a.busy {
+			grace = 0
+		}
+		p.wg.Go(func() { p.shutdown(a, grace) })
+	}
+	p.signalLocked()
+	for p.starting > 0 {
+		changed := p.changed
+		p.mu.Unlock()
+		<-changed // start() signals when it gives its slot back
+		p.mu.Lock()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

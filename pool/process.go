@@ -1,0 +1,341 @@
+package pool
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// ProcessSpec says how to start an agent process.
+type ProcessSpec struct {
+	Command string
+	Args    []string
+	Dir     string
+	// Env is the complete environment of the process.
+	Env []string
+	// Logger receives the process's stderr, one entry per line.
+	Logger zerolog.Logger
+	// StderrLineMax caps one logged stderr line (default 2 KiB).
+	StderrLineMax int
+	// StderrTail is how many bytes of recent stderr are kept for error
+	// messages (default 2 KiB).
+	StderrTail int
+}
+
+// Process is a running agent in its own process group. Its exit is noticed
+// as soon as it happens, without reaping it, so the owner can finish reading
+// its stdout before Wait closes the pipe.
+type Process struct {
+	PID    int
+	Stdin  io.WriteCloser
+	Stdout io.ReadCloser
+
+	log    zerolog.Logger
+	cmd    *exec.Cmd
+	tail   *tail
+	exited chan struct{} // closed when the leader has exited (not yet reaped)
+	reaped chan struct{} // closed after Wait and the final group kill
+	stderr chan struct{} // closed when stderr has been drained
+
+	monitorOnce sync.Once
+	stopOnce    sync.Once
+	wg          sync.WaitGroup
+
+	mu    sync.Mutex
+	state *os.ProcessState
+	err   error
+}
+
+// StartProcess starts the agent. The caller must call Monitor once it has a
+// reader on Stdout, and Stop (or wait for Reaped) to release it.
+func StartProcess(spec ProcessSpec) (*Process, error) {
+	if spec.StderrLineMax <= 0 {
+		spec.StderrLineMax = 2 << 10
+	}
+	if spec.StderrTail <= 0 {
+		spec.StderrTail = 2 << 10
+	}
+	cmd := exec.Command(spec.Command, spec.Args...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", spec.Command, err)
+	}
+	p := &Process{
+		PID:    cmd.Process.Pid,
+		Stdin:  stdin,
+		Stdout: stdout,
+		log:    spec.Logger.With().Int("pid", cmd.Process.Pid).Logger(),
+		cmd:    cmd,
+		tail:   &tail{max: spec.StderrTail},
+		exited: make(chan struct{}),
+		reaped: make(chan struct{}),
+		stderr: make(chan struct{}),
+	}
+	p.wg.Go(func() { p.drainStderr(stderr, spec.StderrLineMax) })
+	p.wg.Go(p.watchExit)
+	return p, nil
+}
+
+// Monitor starts the reaper: once the process has exited it kills the rest
+// of its group, waits (bounded) for readerDone and the stderr drain, then
+// reaps it. Call it exactly once, after a reader on Stdout exists.
+func (p *Process) Monitor(readerDone <-chan struct{}) {
+	p.monitorOnce.Do(func() {
+		p.wg.Go(func() { p.reap(readerDone) })
+	})
+}
+
+// Exited is closed as soon as the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Reaped is closed once the process has been waited for and its group
+// killed; every goroutine of the Process has then finished or is finishing.
+func (p *Process) Reaped() <-chan struct{} { return p.reaped }
+
+// Alive reports whether the process is still running. It is the liveness
+// backstop to Exited: it asks the kernel directly.
+func (p *Process) Alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+	}
+	if err := unix.Kill(p.PID, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+	if err != nil {
+		return true // no /proc: kill(0) is the best we have
+	}
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
+
+// ExitErr describes how the process ended, with the tail of its stderr,
+// for example "agent exited with status 3: fatal: out of tokens". It is nil
+// before the process has been reaped.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// StderrTail returns the last bytes the process wrote to stderr.
+func (p *Process) StderrTail() string { return p.tail.String() }
+
+func (p *Process) watchExit() {
+	defer close(p.exited)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, p.PID, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			if err != nil {
+				p.log.Warn().Err(err).Msg("waitid failed; treating the agent as exited")
+			}
+			return
+		}
+	}
+}
+
+// reapGrace bounds how long the reaper waits for the output readers after
+// the process exited (a descendant that left the group may hold the pipes).
+const reapGrace = 2 * time.Second
+
+func (p *Process) reap(readerDone <-chan struct{}) {
+	defer close(p.reaped)
+	<-p.exited
+	p.killGroup(syscall.SIGKILL)
+	t := time.NewTimer(reapGrace)
+	defer t.Stop()
+	for _, ch := range []<-chan struct{}{readerDone, p.stderr} {
+		select {
+		case <-ch:
+		case <-t.C:
+			p.log.Warn().Msg("agent output still open after exit; closing it")
+		}
+	}
+	err := p.cmd.Wait()
+	p.killGroup(syscall.SIGKILL)
+	desc := describeExit(p.cmd.ProcessState, err, p.tail.String())
+	p.mu.Lock()
+	p.state = p.cmd.ProcessState
+	p.err = desc
+	p.mu.Unlock()
+	p.log.Info().Str("cause", desc.Error()).Msg("agent process ended")
+}
+
+func describeExit(st *os.ProcessState, waitErr error, tail string) error {
+	var what string
+	switch {
+	case st == nil:
+		what = fmt.Sprintf("agent could not be waited for: %v", waitErr)
+	case st.Exited():
+		what = fmt.Sprintf("agent exited with status %d", st.ExitCode())
+	default:
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			what = fmt.Sprintf("agent killed by signal %s", ws.Signal())
+		} else {
+			what = "agent ended: " + st.String()
+		}
+	}
+	if tail = strings.TrimSpace(tail); tail != "" {
+		what += ": " + tail
+	}
+	return &ExitError{msg: what, State: st}
+}
+
+// ExitError is how an agent process ended.
+type ExitError struct {
+	msg   string
+	State *os.ProcessState
+}
+
+func (e *ExitError) Error() string { return e.msg }
+
+func (p *Process) killGroup(sig syscall.Signal) {
+	if err := unix.Kill(-p.PID, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		p.log.Debug().Err(err).Str("signal", sig.String()).Msg("signal to process group failed")
+	}
+}
+
+// Stop ends the process with an escalation: close stdin, wait grace for it
+// to exit, SIGTERM the group, wait grace, SIGKILL the group. It returns when
+// the process has been reaped and its goroutines are gone. Safe to call
+// more than once and concurrently; Monitor must have been called.
+func (p *Process) Stop(grace time.Duration) {
+	p.stopOnce.Do(func() {
+		_ = p.Stdin.Close()
+		if !p.waitExit(grace) {
+			p.log.Info().Dur("grace", grace).Msg("agent still running after stdin closed; sending SIGTERM to its group")
+			p.killGroup(syscall.SIGTERM)
+			if !p.waitExit(grace) {
+				p.log.Warn().Dur("grace", grace).Msg("agent ignored SIGTERM; sending SIGKILL to its group")
+				p.killGroup(syscall.SIGKILL)
+			}
+		}
+	})
+	<-p.reaped
+	p.wg.Wait()
+}
+
+// Kill sends SIGKILL to the group at once and waits until it is reaped.
+func (p *Process) Kill() {
+	p.killGroup(syscall.SIGKILL)
+	p.Stop(0)
+}
+
+func (p *Process) waitExit(d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-p.exited:
+			return true
+		default:
+			return false
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// drainStderr turns the agent's stderr into log lines: each capped at max
+// bytes, all of them fed to the tail.
+func (p *Process) drainStderr(r io.Reader, max int) {
+	defer close(p.stderr)
+	br := bufio.NewReaderSize(r, 4096)
+	var line []byte
+	truncated := false
+	flush := func() {
+		if len(line) == 0 && !truncated {
+			return
+		}
+		ev := p.log.Info().Str("stream", "stderr")
+		if truncated {
+			ev = ev.Bool("truncated", true)
+		}
+		ev.Msg(string(line))
+		p.tail.Write(line)
+		line, truncated = line[:0], false
+	}
+	for {
+		frag, err := br.ReadSlice('\n')
+		frag = []byte(strings.TrimRight(string(frag), "\r\n"))
+		if room := max - len(line); room > 0 {
+			line = append(line, frag[:min(room, len(frag))]...)
+			if len(frag) > room {
+				truncated = true
+			}
+		} else if len(frag) > 0 {
+			truncated = true
+		}
+		switch {
+		case err == nil:
+			flush()
+		case errors.Is(err, bufio.ErrBufferFull):
+		default:
+			flush()
+			return
+		}
+	}
+}
+
+// tail keeps the last max bytes of stderr, whole lines where possible.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(line []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, line...)
+	t.buf = append(t.buf, '\n')
+	if over := len(t.buf) - t.max; over > 0 {
+		cut := over
+		if i := strings.IndexByte(string(t.buf[over:]), '\n'); i >= 0 && over+i+1 < len(t.buf) {
+			cut = over + i + 1
+		}
+		t.buf = append(t.buf[:0], t.buf[cut:]...)
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
