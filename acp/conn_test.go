@@ -1,0 +1,455 @@
+package acp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// peer is the agent's end of a Conn: real bytes over pipes, scripted by
+// the test.
+type peer struct {
+	t   *testing.T
+	r   *bufio.Reader
+	w   io.WriteCloser
+	rc  io.Closer
+	msg chan map[string]json.RawMessage
+}
+
+func newPair(t *testing.T, opts Options) (*Conn, *peer) {
+	t.Helper()
+	agentOutR, agentOutW := io.Pipe() // agent stdout -> conn
+	connOutR, connOutW := io.Pipe()   // conn -> agent stdin
+	opts.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	c := NewConn(agentOutR, connOutW, opts)
+	p := &peer{t: t, r: bufio.NewReader(connOutR), w: agentOutW, rc: connOutR, msg: make(chan map[string]json.RawMessage, 100)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			line, err := p.r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Errorf("conn wrote a non-JSON line: %q", line)
+				continue
+			}
+			p.msg <- m
+		}
+	}()
+	t.Cleanup(func() {
+		c.Close()
+		agentOutW.Close()
+		connOutR.Close()
+		<-done
+	})
+	return c, p
+}
+
+func (p *peer) send(v any) {
+	p.t.Helper()
+	var b []byte
+	switch v := v.(type) {
+	case string:
+		b = []byte(v)
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	if _, err := p.w.Write(append(b, '\n')); err != nil {
+		p.t.Fatalf("peer write: %v", err)
+	}
+}
+
+// next returns the next message the Conn wrote.
+func (p *peer) next() map[string]json.RawMessage {
+	p.t.Helper()
+	select {
+	case m := <-p.msg:
+		return m
+	case <-time.After(5 * time.Second):
+		p.t.Fatal("no message from the conn within 5s")
+		return nil
+	}
+}
+
+func (p *peer) nextMethod(method string) map[string]json.RawMessage {
+	p.t.Helper()
+	for {
+		m := p.next()
+		if str(m["method"]) == method {
+			return m
+		}
+	}
+}
+
+func str(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+func waitDone(t *testing.T, call *Call) {
+	t.Helper()
+	select {
+	case <-call.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatalf("call %s not done within 5s", call.ID)
+	}
+}
+
+func update(sid, text string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}`, sid, text)
+}
+
+func TestCall_LateAnswerToAbandonedRequestIsDroppedNotRoutedToNext(t *testing.T) {
+	c, p := newPair(t, Options{})
+	ctx := context.Background()
+	first, err := c.Start(ctx, "session/prompt", map[string]string{"n": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstID := p.next()["id"]
+	first.Abandon()
+	if got := c.Stats().PendingRequests; got != 0 {
+		t.Fatalf("pending after abandon = %d, want 0", got)
+	}
+	second, err := c.Start(ctx, "session/prompt", map[string]string{"n": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondID := p.next()["id"]
+	// The first prompt's answer arrives while the second runs.
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","which":1}}`, firstID))
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","which":2}}`, secondID))
+	waitDone(t, second)
+	var res struct{ Which int }
+	if err := second.Result(&res); err != nil || res.Which != 2 {
+		t.Fatalf("second call got which=%d err=%v, want its own answer (2)", res.Which, err)
+	}
+	if !errors.Is(first.Result(nil), ErrAbandoned) {
+		t.Fatalf("abandoned call result = %v, want ErrAbandoned", first.Result(nil))
+	}
+	if s := c.Stats(); s.StaleResponses != 1 || s.PendingRequests != 0 {
+		t.Fatalf("stats = %+v, want 1 stale response and 0 pending", s)
+	}
+}
+
+func TestCall_ThousandAbandonedCallsLeaveNoBookkeeping(t *testing.T) {
+	c, p := newPair(t, Options{})
+	ids := make([]json.RawMessage, 0, 1000)
+	for range 1000 {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- c.Call(ctx, "session/prompt", struct{}{}, nil) }()
+		ids = append(ids, p.next()["id"])
+		cancel(errors.New("turn ceiling"))
+		if err := <-errc; err == nil || err.Error() != "turn ceiling" {
+			t.Fatalf("Call returned %v, want the context's cause", err)
+		}
+	}
+	if s := c.Stats(); s.PendingRequests != 0 {
+		t.Fatalf("pending = %d after 1000 abandoned calls, want 0", s.PendingRequests)
+	}
+	for _, id := range ids {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, id))
+	}
+	// A fresh call still works and sees only its own answer.
+	call, err := c.Start(context.Background(), "ping", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, p.next()["id"]))
+	waitDone(t, call)
+	if s := c.Stats(); s.StaleResponses != 1000 || s.PendingRequests != 0 {
+		t.Fatalf("stats = %+v, want 1000 stale and 0 pending", s)
+	}
+}
+
+func TestStream_JunkAndOversizeLinesAreSkippedAndCounted(t *testing.T) {
+	c, p := newPair(t, Options{MaxLineBytes: 1 << 20})
+	call, err := c.Start(context.Background(), "x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.next()["id"]
+	p.send("Starting agent v1.2 ...")
+	p.send(`{"hello":"world"}`)
+	p.send(`[1,2,3]`)
+	p.send(`{"jsonrpc":"2.0","id":`) // truncated JSON
+	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 2<<20) + `"}}}}`)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, id))
+	waitDone(t, call)
+	if err := call.Result(nil); err != nil {
+		t.Fatalf("call after junk: %v", err)
+	}
+	s := c.Stats()
+	if s.JunkLines != 4 || s.OversizeLines != 1 {
+		t.Fatalf("stats = %+v, want 4 junk lines and 1 oversize line", s)
+	}
+}
+
+func TestStream_TwelveMiBLineIsDelivered(t *testing.T) {
+	c, p := newPair(t, Options{})
+	sub, err := c.Subscribe("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	big := strings.Repeat("y", 12<<20)
+	p.send(update("s", big))
+	p.send(update("s", "after"))
+	for _, want := range []int{len(big), len("after")} {
+		select {
+		case u := <-sub.Updates():
+			if u.Content == nil || len(u.Content.Text) != want {
+				t.Fatalf("update text length %d, want %d", len(u.Content.Text), want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("update not delivered")
+		}
+	}
+}
+
+func TestRoute_RequestWithOurPendingIDIsARequest(t *testing.T) {
+	c, p := newPair(t, Options{})
+	sub, err := c.Subscribe("s", ApproverFunc(func(ctx context.Context, r *PermissionRequest) PermissionOutcome {
+		return PermissionOutcome{OptionID: "yes"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	call, err := c.Start(context.Background(), "session/prompt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.next()["id"]
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t"},"options":[{"optionId":"yes","name":"Yes","kind":"allow_once"}]}}`, id))
+	reply := p.next()
+	if string(reply["id"]) != string(id) || !strings.Contains(string(reply["result"]), `"selected"`) {
+		t.Fatalf("reply = %s / %s, want our answer to the agent's request", reply["id"], reply["result"])
+	}
+	select {
+	case <-call.Done():
+		t.Fatal("the agent's request completed our pending call")
+	default:
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
+	waitDone(t, call)
+}
+
+func TestRoute_UnknownMethodGetsMethodNotFound(t *testing.T) {
+	_, p := newPair(t, Options{})
+	p.send(`{"jsonrpc":"2.0","id":"abc-1","method":"x/unknown","params":{}}`)
+	m := p.next()
+	if string(m["id"]) != `"abc-1"` || !strings.Contains(string(m["error"]), "-32601") {
+		t.Fatalf("reply = %v, want error -32601 with the string id echoed", m)
+	}
+}
+
+func TestRoute_UpdatesArriveInOrderBeforeTheAnswer(t *testing.T) {
+	c, p := newPair(t, Options{})
+	c.register("s", t.TempDir())
+	sub, err := c.Subscribe("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := c.Start(context.Background(), "session/prompt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.next()["id"]
+	for i := range 50 {
+		p.send(update("s", fmt.Sprint(i)))
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
+	waitDone(t, call)
+	for i := range 50 {
+		select {
+		case u := <-sub.Updates():
+			if u.Content.Text != fmt.Sprint(i) {
+				t.Fatalf("update %d has text %q", i, u.Content.Text)
+			}
+		default:
+			t.Fatalf("update %d was not queued before the answer was delivered", i)
+		}
+	}
+	sub.Close()
+	p.send(update("s", "late"))
+	p.send(update("other", "early"))
+	// A round trip orders the check after both updates were read.
+	call, _ = c.Start(context.Background(), "ping", nil)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.next()["id"]))
+	waitDone(t, call)
+	// "s" is a known session with no turn: late. "other" is not known yet:
+	// kept for its session/new answer, not counted.
+	if s := c.Stats(); s.LateUpdates != 1 {
+		t.Fatalf("late updates = %d, want 1", s.LateUpdates)
+	}
+	if got := c.register("other", t.TempDir()); len(got) != 1 || got[0].Content.Text != "early" {
+		t.Fatalf("early updates for a new session = %+v", got)
+	}
+}
+
+func TestRoute_FullQueueNeverBlocksTheReadLoop(t *testing.T) {
+	c, p := newPair(t, Options{UpdateQueue: 4})
+	sub, err := c.Subscribe("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	call, err := c.Start(context.Background(), "session/prompt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.next()["id"]
+	for i := range 10 {
+		p.send(update("s", fmt.Sprint(i)))
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
+	waitDone(t, call) // the answer got through although nobody read the updates
+	select {
+	case <-sub.Overflowed():
+	default:
+		t.Fatal("overflow not signalled")
+	}
+	if s := c.Stats(); s.DroppedUpdates != 6 {
+		t.Fatalf("dropped = %d, want 6", s.DroppedUpdates)
+	}
+}
+
+func permissionRequest(id, sid string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t","title":"rm"},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}]}}`, id, sid)
+}
+
+func TestPermission_CancelAnswersCancelledAndReleasesTheEntry(t *testing.T) {
+	c, p := newPair(t, Options{})
+	asked := make(chan struct{})
+	sub, err := c.Subscribe("s", ApproverFunc(func(ctx context.Context, r *PermissionRequest) PermissionOutcome {
+		close(asked)
+		<-ctx.Done() // a human who never clicks
+		return PermissionOutcome{OptionID: "a"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	p.send(permissionRequest("7", "s"))
+	<-asked
+	if n := c.Stats().PendingPermissions; n != 1 {
+		t.Fatalf("pending permissions = %d, want 1", n)
+	}
+	c.CancelPermissions("s", errors.New("turn cancelled"))
+	m := p.next()
+	if string(m["id"]) != "7" || string(m["result"]) != `{"outcome":{"outcome":"cancelled"}}` {
+		t.Fatalf("reply = %s %s, want cancelled for id 7", m["id"], m["result"])
+	}
+	if n := c.Stats().PendingPermissions; n != 0 {
+		t.Fatalf("pending permissions = %d after cancel, want 0", n)
+	}
+}
+
+func TestPermission_NoTurnListeningIsAnsweredCancelled(t *testing.T) {
+	_, p := newPair(t, Options{})
+	p.send(permissionRequest(`"uuid-1"`, "nobody"))
+	m := p.next()
+	if string(m["id"]) != `"uuid-1"` || !strings.Contains(string(m["result"]), "cancelled") {
+		t.Fatalf("reply = %v", m)
+	}
+}
+
+func TestPermission_OptionNotOfferedIsAnsweredCancelled(t *testing.T) {
+	c, p := newPair(t, Options{})
+	sub, _ := c.Subscribe("s", ApproverFunc(func(ctx context.Context, r *PermissionRequest) PermissionOutcome {
+		return PermissionOutcome{OptionID: "made-up"}
+	}))
+	defer sub.Close()
+	p.send(permissionRequest("1", "s"))
+	if m := p.next(); !strings.Contains(string(m["result"]), "cancelled") {
+		t.Fatalf("reply = %s", m["result"])
+	}
+}
+
+func TestFS_ConfinedToTheSessionDirectory(t *testing.T) {
+	c, p := newPair(t, Options{})
+	root := t.TempDir()
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(root, "in.txt"), []byte("one\ntwo\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "link"))
+	os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "secret-link"))
+
+	c.register("s", root)
+	cases := []struct {
+		name, method string
+		params       map[string]any
+		want         string
+	}{
+		{"read inside", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "in.txt")}, `"content":"one\ntwo\nthree\n"`},
+		{"read lines", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "in.txt"), "line": 2, "limit": 1}, `"content":"two\n"`},
+		{"dotdot", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "..", filepath.Base(outside), "secret.txt")}, "-32602"},
+		{"symlinked dir", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "link", "secret.txt")}, "-32602"},
+		{"symlinked file", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "secret-link")}, "-32602"},
+		{"relative", "fs/read_text_file", map[string]any{"path": "in.txt"}, "-32602"},
+		{"missing", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "nope")}, "-32002"},
+		{"write new", "fs/write_text_file", map[string]any{"path": filepath.Join(root, "sub", "new.txt"), "content": "hi"}, `"result":{}`},
+		{"write through link", "fs/write_text_file", map[string]any{"path": filepath.Join(root, "link", "evil.txt"), "content": "x"}, "-32602"},
+		{"unknown session", "fs/read_text_file", map[string]any{"sessionId": "zzz", "path": filepath.Join(root, "in.txt")}, "-32602"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := tc.params["sessionId"]; !ok {
+				tc.params["sessionId"] = "s"
+			}
+			params, _ := json.Marshal(tc.params)
+			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i, tc.method, params))
+			m := p.next()
+			raw, _ := json.Marshal(m)
+			if !strings.Contains(string(raw), tc.want) {
+				t.Fatalf("reply %s does not contain %s", raw, tc.want)
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "sub", "new.txt")); err != nil || string(b) != "hi" {
+		t.Fatalf("written file = %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "evil.txt")); err == nil {
+		t.Fatal("a write escaped through a symlink")
+	}
+}
+
+func TestConn_AgentEOFFailsPendingCalls(t *testing.T) {
+	c, p := newPair(t, Options{})
+	call, err := c.Start(context.Background(), "session/prompt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.next()
+	p.w.Close()
+	waitDone(t, call)
+	if err := call.Result(nil); !errors.Is(err, ErrAgentGone) {
+		t.Fatalf("result = %v, want ErrAgentGone", err)
+	}
+	<-c.Done()
+	if _, err := c.Start(context.Background(), "x", nil); !errors.Is(err, ErrAgentGone) {
+		t.Fatalf("Start after EOF = %v, want ErrAgentGone", err)
+	}
+}

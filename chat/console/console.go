@@ -1,0 +1,268 @@
+// Package console is a chat platform on a terminal: one conversation on
+// stdin/stdout, with the same turn engine as Discord. Permission questions
+// are answered by typing an option's number.
+package console
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+	"acpbroker/chat"
+)
+
+// Thread is the id of the console's one conversation.
+const Thread = "console"
+
+// Console runs one conversation: each input line is a prompt, except the
+// commands /cancel, /reset, /status and /quit, and except while a
+// permission question is open, when the line answers it.
+type Console struct {
+	Engine       chat.Engine
+	In           io.Reader
+	Out          io.Writer
+	ShowThoughts bool
+
+	mu      sync.Mutex
+	asking  chan string // receives the next line while a question is open
+	pending sync.WaitGroup
+}
+
+var _ chat.Platform = (*Console)(nil)
+
+// Run reads lines until EOF or ctx ends, then waits for submitted turns to
+// finish. An open permission question at EOF is answered "cancelled".
+func (c *Console) Run(ctx context.Context) error {
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	go func() {
+		// Reading stdin cannot be interrupted; this goroutine ends at EOF.
+		sc := bufio.NewScanner(c.In)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		readErr <- sc.Err()
+		close(lines)
+	}()
+	c.printf("Type a message for the agent (/cancel, /reset, /status, /quit).\n")
+	for {
+		select {
+		case <-ctx.Done():
+			c.pending.Wait()
+			return nil
+		case line, ok := <-lines:
+			if !ok {
+				c.closeQuestion()
+				c.pending.Wait()
+				return <-readErr
+			}
+			if c.answer(line) {
+				continue
+			}
+			if c.command(strings.TrimSpace(line)) {
+				c.pending.Wait()
+				return nil
+			}
+		}
+	}
+}
+
+// answer hands line to an open permission question, if there is one.
+func (c *Console) answer(line string) bool {
+	c.mu.Lock()
+	ch := c.asking
+	c.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case ch <- line:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Console) closeQuestion() {
+	c.mu.Lock()
+	if c.asking != nil {
+		close(c.asking)
+		c.asking = nil
+	}
+	c.mu.Unlock()
+}
+
+// command handles one line; it reports true for /quit.
+func (c *Console) command(line string) bool {
+	switch line {
+	case "":
+		return false
+	case "/quit", "/exit":
+		c.Engine.Cancel(Thread, adapter.CancelledBy("console user"))
+		return true
+	case "/cancel":
+		if !c.Engine.Cancel(Thread, adapter.CancelledBy("console user")) {
+			c.printf("[nothing to cancel]\n")
+		}
+		return false
+	case "/reset":
+		c.Engine.Reset(Thread, adapter.CancelledBy("reset"))
+		c.printf("[session reset: the next message starts a fresh agent session]\n")
+		return false
+	case "/status":
+		s := c.Engine.Status(Thread)
+		state := "idle"
+		if s.Busy {
+			state = "busy"
+		}
+		c.printf("[%s, %d queued, session %q, pid %d, agent up %s]\n", state, s.Queued, s.SessionID, s.PID, s.AgentUp.Round(1e9))
+		return false
+	}
+	s := &sink{c: c}
+	c.pending.Add(1)
+	if err := c.Engine.Submit(Thread, &adapter.Prompt{Ref: "console", Author: "console user", Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
+		c.pending.Done()
+		c.printf("[refused: %v]\n", err)
+	}
+	return false
+}
+
+func (c *Console) printf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(c.Out, format, args...)
+}
+
+// sink prints one turn as it streams.
+type sink struct {
+	c         *Console
+	inAnswer  bool
+	toolsSeen map[string]string
+}
+
+func (s *sink) Status(st adapter.Status) {
+	if st.Phase != adapter.PhaseWorking {
+		s.c.printf("[%s]\n", st.Text)
+	}
+}
+
+func (s *sink) Update(u acp.Update) {
+	switch u.Kind {
+	case acp.UpdateMessageChunk:
+		if u.Content != nil && u.Content.Type == "text" {
+			if !s.inAnswer {
+				s.c.printf("agent> ")
+				s.inAnswer = true
+			}
+			s.c.printf("%s", u.Content.Text)
+		}
+	case acp.UpdateThoughtChunk:
+		if s.c.ShowThoughts && u.Content != nil {
+			s.c.printf("[thinking] %s\n", u.Content.Text)
+		}
+	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
+		if s.toolsSeen == nil {
+			s.toolsSeen = map[string]string{}
+		}
+		title := s.toolsSeen[u.ToolCallID]
+		if u.Title != nil && *u.Title != "" {
+			title = *u.Title
+		}
+		s.toolsSeen[u.ToolCallID] = title
+		if title == "" {
+			title = u.ToolCallID
+		}
+		if u.Kind == acp.UpdateToolCall || u.Status != "" {
+			s.breakLine()
+			s.c.printf("[tool] %s: %s\n", title, chat.ToolStatusWord(u.Status))
+		}
+	case acp.UpdatePlan:
+		s.breakLine()
+		for _, e := range u.Entries {
+			mark := " "
+			if e.Status == "completed" {
+				mark = "x"
+			}
+			s.c.printf("[plan] [%s] %s\n", mark, e.Content)
+		}
+	}
+}
+
+func (s *sink) breakLine() {
+	if s.inAnswer {
+		s.c.printf("\n")
+		s.inAnswer = false
+	}
+}
+
+func (s *sink) Notice(text string) {
+	s.c.printf("\n[%s]\n", text)
+}
+
+// Ask prints the options and waits for the next input line.
+func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+	ch := make(chan string, 1)
+	s.c.mu.Lock()
+	if s.c.asking != nil {
+		s.c.mu.Unlock()
+		return acp.PermissionOutcome{} // one question at a time on a terminal
+	}
+	s.c.asking = ch
+	title := req.ToolCall.Title
+	if title == "" {
+		title = req.ToolCall.ToolCallID
+	}
+	fmt.Fprintf(s.c.Out, "\n[permission] The agent asks to run: %s\n", title)
+	for i, o := range req.Options {
+		fmt.Fprintf(s.c.Out, "  %d) %s (%s)\n", i+1, o.Name, o.Kind)
+	}
+	fmt.Fprintf(s.c.Out, "Answer with a number: ")
+	s.c.mu.Unlock()
+	defer func() {
+		s.c.mu.Lock()
+		if s.c.asking == ch {
+			s.c.asking = nil
+		}
+		s.c.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			s.c.printf("\n[permission question closed: %v]\n", context.Cause(ctx))
+			return acp.PermissionOutcome{}
+		case line, ok := <-ch:
+			if !ok {
+				return acp.PermissionOutcome{}
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(line))
+			if err != nil || n < 1 || n > len(req.Options) {
+				s.c.printf("Please answer with a number from 1 to %d: ", len(req.Options))
+				continue
+			}
+			o := req.Options[n-1]
+			s.c.printf("[chose %s]\n", o.Name)
+			return acp.PermissionOutcome{OptionID: o.OptionID}
+		}
+	}
+}
+
+func (s *sink) Done(o adapter.Outcome) {
+	defer s.c.pending.Done()
+	s.breakLine()
+	if o.Err != nil {
+		s.c.printf("[turn %s after %s]\n", o.Summary(), o.Elapsed.Round(1e6))
+		return
+	}
+	if strings.TrimSpace(o.Text) == "" {
+		s.c.printf("[%s]\n", o.Summary())
+		return
+	}
+	s.c.printf("[%s in %s]\n", o.Summary(), o.Elapsed.Round(1e6))
+}

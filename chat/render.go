@@ -1,0 +1,199 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+
+	"acpbroker/acp"
+)
+
+// Transcript accumulates one turn's updates into chat text: tool calls as
+// status lines, the plan as a checklist, thoughts optionally, and the
+// answer. It is not safe for concurrent use.
+type Transcript struct {
+	ShowThoughts bool
+
+	answer   strings.Builder
+	thoughts strings.Builder
+	tools    []toolLine
+	plan     []acp.PlanEntry
+	notices  []string
+}
+
+type toolLine struct {
+	id, title, status string
+}
+
+// Add folds one update into the transcript. It reports whether the visible
+// text changed.
+func (t *Transcript) Add(u acp.Update) bool {
+	switch u.Kind {
+	case acp.UpdateMessageChunk:
+		if u.Content != nil && u.Content.Type == "text" {
+			t.answer.WriteString(u.Content.Text)
+			return u.Content.Text != ""
+		}
+	case acp.UpdateThoughtChunk:
+		if u.Content != nil && u.Content.Type == "text" {
+			t.thoughts.WriteString(u.Content.Text)
+			return t.ShowThoughts
+		}
+	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
+		t.tool(u)
+		return true
+	case acp.UpdatePlan:
+		t.plan = u.Entries
+		return true
+	}
+	return false
+}
+
+// Notice adds a line such as an automatic permission answer.
+func (t *Transcript) Notice(s string) { t.notices = append(t.notices, s) }
+
+// Answer is the answer text so far.
+func (t *Transcript) Answer() string { return t.answer.String() }
+
+func (t *Transcript) tool(u acp.Update) {
+	for i := range t.tools {
+		if t.tools[i].id == u.ToolCallID {
+			if u.Title != nil && *u.Title != "" {
+				t.tools[i].title = *u.Title
+			}
+			if u.Status != "" {
+				t.tools[i].status = u.Status
+			}
+			return
+		}
+	}
+	l := toolLine{id: u.ToolCallID, status: u.Status, title: u.ToolCallID}
+	if u.Title != nil && *u.Title != "" {
+		l.title = *u.Title
+	}
+	t.tools = append(t.tools, l)
+}
+
+// ToolStatusWord maps an ACP tool status to the word shown.
+func ToolStatusWord(status string) string {
+	switch status {
+	case "completed":
+		return "done"
+	case "failed":
+		return "failed"
+	default:
+		return "running"
+	}
+}
+
+var toolIcon = map[string]string{"running": "⏳", "done": "✅", "failed": "❌"}
+
+// Render returns the transcript as Markdown: thoughts (quoted, if shown),
+// tool lines, plan, notices, then the answer.
+func (t *Transcript) Render() string {
+	var b strings.Builder
+	if t.ShowThoughts && t.thoughts.Len() > 0 {
+		for _, line := range strings.Split(strings.TrimSpace(t.thoughts.String()), "\n") {
+			b.WriteString("> 💭 " + line + "\n")
+		}
+	}
+	for _, l := range t.tools {
+		w := ToolStatusWord(l.status)
+		fmt.Fprintf(&b, "%s `%s` %s\n", toolIcon[w], oneLine(l.title, 120), w)
+	}
+	if len(t.plan) > 0 {
+		b.WriteString("**Plan**\n")
+		for _, e := range t.plan {
+			box := "☐"
+			switch e.Status {
+			case "completed":
+				box = "☑"
+			case "in_progress":
+				box = "▶"
+			}
+			fmt.Fprintf(&b, "%s %s\n", box, oneLine(e.Content, 200))
+		}
+	}
+	for _, n := range t.notices {
+		b.WriteString("ℹ️ " + n + "\n")
+	}
+	if b.Len() > 0 && t.answer.Len() > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString(t.answer.String())
+	return b.String()
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return strings.ReplaceAll(s, "`", "'")
+}
+
+// Split cuts Markdown into pieces of at most max characters (runes),
+// preferring line breaks, and never leaves a code fence open across a cut:
+// a fence open at a cut is closed there and reopened, with its language, at
+// the start of the next piece.
+func Split(text string, max int) []string {
+	if max < 32 {
+		max = 32
+	}
+	var pieces []string
+	var cur []string // lines of the current piece
+	curLen := 0
+	fence := "" // the opening fence line while inside a code block
+	flush := func() {
+		if len(cur) == 0 {
+			return
+		}
+		p := strings.Join(cur, "\n")
+		if fence != "" {
+			p += "\n```"
+		}
+		pieces = append(pieces, p)
+		cur, curLen = nil, 0
+		if fence != "" {
+			cur, curLen = []string{fence}, runeLen(fence)
+		}
+	}
+	reserve := 4 // room for a closing "\n```"
+	for _, line := range strings.Split(text, "\n") {
+		for {
+			room := max - reserve - curLen
+			if len(cur) > 0 {
+				room-- // the newline joining this line
+			}
+			if runeLen(line) <= room {
+				break
+			}
+			if room > 0 && (len(cur) == 0 || (fence != "" && len(cur) == 1)) {
+				// A single line longer than a piece: cut it hard.
+				r := []rune(line)
+				cur = append(cur, string(r[:room]))
+				curLen += room + 1
+				line = string(r[room:])
+			}
+			flush()
+		}
+		cur = append(cur, line)
+		if len(cur) > 1 {
+			curLen++
+		}
+		curLen += runeLen(line)
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			if fence == "" {
+				fence = strings.TrimSpace(line)
+			} else {
+				fence = ""
+			}
+		}
+	}
+	if len(cur) > 0 && !(fence != "" && len(cur) == 1 && len(pieces) > 0 && cur[0] == fence) {
+		p := strings.Join(cur, "\n")
+		pieces = append(pieces, p)
+	}
+	return pieces
+}
+
+func runeLen(s string) int { return len([]rune(s)) }

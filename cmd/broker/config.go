@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cast"
+	"github.com/spf13/viper"
+)
+
+// Config is the broker's whole configuration.
+type Config struct {
+	Log struct {
+		Level  string
+		Format string
+	}
+	Chat struct {
+		Platform string
+	}
+	Agent struct {
+		Command      string
+		Args         []string
+		Env          map[string]string
+		Cwd          string
+		PerThreadDir bool
+		AuthMethod   string
+		StartTimeout time.Duration
+		ExitGrace    time.Duration
+		MaxLineBytes int
+	}
+	Turn struct {
+		Timeout           time.Duration
+		LivenessInterval  time.Duration
+		CancelGrace       time.Duration
+		QueueSize         int
+		UpdateQueue       int
+		PermissionMode    string
+		PermissionTimeout time.Duration
+	}
+	Pool struct {
+		MaxSessions int
+		IdleTimeout time.Duration
+		SlotWait    time.Duration
+	}
+	State struct {
+		Dir string
+	}
+	Discord DiscordConfig
+}
+
+// DiscordConfig is the [discord] table.
+type DiscordConfig struct {
+	Token            string
+	APIURL           string
+	AllowedChannels  []string
+	AllowAllChannels bool
+	AllowedUsers     []string
+	AllowedRoles     []string
+	Approvers        []string
+	AllowedBots      []string
+	ShowThoughts     bool
+}
+
+// MaxTurnTimeout is the largest turn.timeout accepted.
+const MaxTurnTimeout = 6 * time.Hour
+
+// defaults lists every key with its default; a key not listed here is
+// unknown and refused.
+var defaults = map[string]any{
+	"log.level":  "info",
+	"log.format": "console",
+
+	"chat.platform": "console",
+
+	"agent.command":        "",
+	"agent.args":           []string{},
+	"agent.env":            []string{},
+	"agent.cwd":            "./work",
+	"agent.per_thread_dir": true,
+	"agent.auth_method":    "",
+	"agent.start_timeout":  "60s",
+	"agent.exit_grace":     "2s",
+	"agent.max_line_bytes": 32 << 20,
+
+	"turn.timeout":            "30m",
+	"turn.liveness_interval":  "30s",
+	"turn.cancel_grace":       "10s",
+	"turn.queue_size":         8,
+	"turn.update_queue":       1024,
+	"turn.permission_mode":    "ask",
+	"turn.permission_timeout": "5m",
+
+	"pool.max_sessions": 8,
+	"pool.idle_timeout": "30m",
+	"pool.slot_wait":    "10m",
+
+	"state.dir": "./state",
+
+	"discord.token":              "",
+	"discord.api_url":            "https://discord.com/api/v9/",
+	"discord.allowed_channels":   []string{},
+	"discord.allow_all_channels": false,
+	"discord.allowed_users":      []string{},
+	"discord.allowed_roles":      []string{},
+	"discord.approvers":          []string{},
+	"discord.allowed_bots":       []string{},
+	"discord.show_thoughts":      false,
+}
+
+// LoadConfig reads the TOML file (if path is set), applies BROKER_*
+// environment overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and
+// validates everything. Errors name the offending key.
+func LoadConfig(path string, environ []string) (*Config, error) {
+	v := viper.New()
+	v.SetConfigType("toml")
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		defer f.Close()
+		if err := v.ReadConfig(f); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, val, ok := strings.Cut(kv, "="); ok {
+			env[k] = val
+		}
+	}
+	for k := range defaults {
+		if val, ok := env["BROKER_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))]; ok {
+			v.Set(k, val)
+		}
+	}
+	var unknown []string
+	for _, k := range v.AllKeys() {
+		if _, ok := defaults[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
+	}
+	r := reader{v: v}
+	c := &Config{}
+	c.Log.Level = r.str("log.level")
+	c.Log.Format = r.oneOf("log.format", "console", "json")
+	c.Chat.Platform = r.oneOf("chat.platform", "console", "discord")
+
+	c.Agent.Command = r.str("agent.command")
+	c.Agent.Args = r.strs("agent.args")
+	c.Agent.Env = r.envList("agent.env")
+	c.Agent.Cwd = r.str("agent.cwd")
+	c.Agent.PerThreadDir = r.boolean("agent.per_thread_dir")
+	c.Agent.AuthMethod = r.str("agent.auth_method")
+	c.Agent.StartTimeout = r.dur("agent.start_timeout", time.Second, time.Hour)
+	c.Agent.ExitGrace = r.dur("agent.exit_grace", 10*time.Millisecond, time.Minute)
+	c.Agent.MaxLineBytes = r.integer("agent.max_line_bytes", 1<<20, 1<<30)
+
+	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)
+	c.Turn.LivenessInterval = r.dur("turn.liveness_interval", 10*time.Millisecond, time.Hour)
+	c.Turn.CancelGrace = r.dur("turn.cancel_grace", 10*time.Millisecond, 10*time.Minute)
+	c.Turn.QueueSize = r.integer("turn.queue_size", 1, 1000)
+	c.Turn.UpdateQueue = r.integer("turn.update_queue", 16, 1<<20)
+	c.Turn.PermissionMode = r.oneOf("turn.permission_mode", "ask", "allow", "deny")
+	c.Turn.PermissionTimeout = r.dur("turn.permission_timeout", time.Second, 24*time.Hour)
+
+	c.Pool.MaxSessions = r.integer("pool.max_sessions", 1, 10000)
+	c.Pool.IdleTimeout = r.dur("pool.idle_timeout", 0, 30*24*time.Hour)
+	c.Pool.SlotWait = r.dur("pool.slot_wait", time.Second, 24*time.Hour)
+
+	c.State.Dir = r.str("state.dir")
+
+	d := &c.Discord
+	d.Token = r.str("discord.token")
+	d.APIURL = r.str("discord.api_url")
+	d.AllowedChannels = r.strs("discord.allowed_channels")
+	d.AllowAllChannels = r.boolean("discord.allow_all_channels")
+	d.AllowedUsers = r.strs("discord.allowed_users")
+	d.AllowedRoles = r.strs("discord.allowed_roles")
+	d.Approvers = r.strs("discord.approvers")
+	d.AllowedBots = r.strs("discord.allowed_bots")
+	d.ShowThoughts = r.boolean("discord.show_thoughts")
+
+	if c.Agent.Command == "" {
+		r.fail("agent.command", "is required: the agent program to run")
+	}
+	if c.Chat.Platform == "discord" {
+		if d.Token == "" {
+			r.fail("discord.token", "is required when chat.platform = \"discord\" (or set BROKER_DISCORD_TOKEN)")
+		}
+		if len(d.AllowedChannels) == 0 && !d.AllowAllChannels {
+			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+	}
+	return c, nil
+}
+
+// reader reads typed values and collects one error per bad key.
+type reader struct {
+	v    *viper.Viper
+	errs []error
+}
+
+func (r *reader) fail(key, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf("%s %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (r *reader) str(key string) string {
+	s, err := cast.ToStringE(r.v.Get(key))
+	if err != nil {
+		r.fail(key, "must be a string: %v", err)
+	}
+	return s
+}
+
+func (r *reader) strs(key string) []string {
+	raw := r.v.Get(key)
+	if s, ok := raw.(string); ok { // from the environment: comma or space separated
+		return strings.FieldsFunc(s, func(c rune) bool { return c == ',' || c == ' ' })
+	}
+	out, err := cast.ToStringSliceE(raw)
+	if err != nil {
+		r.fail(key, "must be a list of strings: %v", err)
+	}
+	return out
+}
+
+func (r *reader) boolean(key string) bool {
+	b, err := cast.ToBoolE(r.v.Get(key))
+	if err != nil {
+		r.fail(key, "must be true or false: %v", err)
+	}
+	return b
+}
+
+func (r *reader) integer(key string, lo, hi int) int {
+	n, err := cast.ToIntE(r.v.Get(key))
+	if err != nil {
+		r.fail(key, "must be a whole number: %v", err)
+		return 0
+	}
+	if n < lo || n > hi {
+		r.fail(key, "= %d is out of range [%d, %d]", n, lo, hi)
+	}
+	return n
+}
+
+func (r *reader) dur(key string, lo, hi time.Duration) time.Duration {
+	s := r.str(key)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		r.fail(key, "= %q is not a duration like \"90s\" or \"5m\"", s)
+		return 0
+	}
+	if d < lo || d > hi {
+		r.fail(key, "= %s is out of range [%s, %s]", d, lo, hi)
+	}
+	return d
+}
+
+func (r *reader) oneOf(key string, allowed ...string) string {
+	s := r.str(key)
+	for _, a := range allowed {
+		if s == a {
+			return s
+		}
+	}
+	r.fail(key, "= %q must be one of %s", s, strings.Join(allowed, ", "))
+	return s
+}
+
+// envList reads "NAME=value" entries (the list form keeps names' case).
+func (r *reader) envList(key string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range r.strs(key) {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			r.fail(key, "entry %q must look like NAME=value", kv)
+			continue
+		}
+		out[name] = val
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+// Command broker connects chat conversations to Agent Client Protocol
+// agents: one agent process per thread, streamed answers, permission
+// questions put to people.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+	"acpbroker/chat"
+	"acpbroker/chat/console"
+	"acpbroker/pool"
+
+	"github.com/rs/zerolog"
+)
+
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is main with its inputs explicit; it returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "TOML configuration `file`")
+	platform := fs.String("platform", "", "chat platform: console or discord (overrides chat.platform)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "acp-broker", version)
+		return 0
+	}
+	environ := os.Environ()
+	if *platform != "" {
+		environ = append(environ, "BROKER_CHAT_PLATFORM="+*platform)
+	}
+	cfg, err := LoadConfig(*configPath, environ)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker:", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log, stdin, stdout); err != nil {
+		log.Error().Err(err).Msg("broker stopped")
+		fmt.Fprintln(stderr, "broker:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(cfg.Log.Level)
+	if err != nil || cfg.Log.Level == "" {
+		level = zerolog.InfoLevel
+	}
+	if cfg.Log.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// serve wires pool, engine and platform together and runs until ctx ends or
+// the platform returns; then it shuts down in order: turns, then agents.
+func serve(ctx context.Context, cfg *Config, log zerolog.Logger, stdin io.Reader, stdout io.Writer) error {
+	env, err := pool.BuildEnv(nil, cfg.Agent.Env)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	cwd, err := filepath.Abs(cfg.Agent.Cwd)
+	if err != nil {
+		return fmt.Errorf("config: agent.cwd: %w", err)
+	}
+	state, interrupted, err := adapter.OpenState(filepath.Join(cfg.State.Dir, "turns.json"))
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	p := pool.New(pool.Config{
+		Command:      cfg.Agent.Command,
+		Args:         cfg.Agent.Args,
+		Env:          env,
+		WorkDir:      cwd,
+		PerThreadDir: cfg.Agent.PerThreadDir,
+		MaxSessions:  cfg.Pool.MaxSessions,
+		IdleTimeout:  cfg.Pool.IdleTimeout,
+		StartTimeout: cfg.Agent.StartTimeout,
+		ExitGrace:    cfg.Agent.ExitGrace,
+		Conn: acp.Options{
+			MaxLineBytes: cfg.Agent.MaxLineBytes,
+			UpdateQueue:  cfg.Turn.UpdateQueue,
+			ClientInfo:   acp.Implementation{Name: "acp-broker", Version: version},
+			AuthMethod:   cfg.Agent.AuthMethod,
+		},
+		Logger: log,
+	})
+	defer p.Close()
+	engine := adapter.New(p, adapter.Config{
+		TurnTimeout:       cfg.Turn.Timeout,
+		LivenessInterval:  cfg.Turn.LivenessInterval,
+		CancelGrace:       cfg.Turn.CancelGrace,
+		SlotWait:          cfg.Pool.SlotWait,
+		QueueSize:         cfg.Turn.QueueSize,
+		PermissionMode:    cfg.Turn.PermissionMode,
+		PermissionTimeout: cfg.Turn.PermissionTimeout,
+		State:             state,
+		Logger:            log,
+	})
+	defer engine.Close()
+
+	var platform chat.Platform
+	switch cfg.Chat.Platform {
+	case "console":
+		for _, it := range interrupted {
+			fmt.Fprintf(stdout, "[the broker restarted while a turn started %s was running; it did not finish]\n", it.Started.Local().Format(time.DateTime))
+		}
+		platform = &console.Console{Engine: engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts}
+	default:
+		return errors.New("chat.platform " + cfg.Chat.Platform + " is not available in this build")
+	}
+	log.Info().Str("platform", cfg.Chat.Platform).Str("agent", cfg.Agent.Command).Msg("broker started")
+	err = platform.Run(ctx)
+	log.Info().Msg("shutting down")
+	return err
+}
