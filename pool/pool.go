@@ -451,8 +451,8 @@ func (p *Pool) janitor() {
 // Stats is a snapshot of the pool.
 type Stats struct {
 	Live, Busy, Starting, Stopping, Waiting, Resumable int
-	Evicted                                             uint64
-	Conn                                                acp.Stats
+	Evicted                                            uint64
+	Conn                                               acp.Stats
 }
 
 // Stats returns the pool's size and the sum of its connections' counters.
