@@ -1,0 +1,70 @@
+// Package agenttest runs the repository's fake ACP agent for tests: built
+// as a real subprocess over real pipes, or in-process for synctest bubbles.
+package agenttest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Build compiles testdata/fakeagent into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(dir, "fakeagent")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/fakeagent")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build fake agent: %w\n%s", err, b)
+	}
+	return bin, nil
+}
+
+// MustBuild is Build for TestMain: it exits the test binary on failure.
+// The caller removes dir when done.
+func MustBuild() (bin, dir string) {
+	dir, err := os.MkdirTemp("", "fakeagent-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	bin, err = Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	return bin, dir
+}
+
+// Running reports whether pid is a live process: it exists and is not a
+// zombie waiting to be reaped.
+func Running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+// WaitGone waits up to within for pid to stop running and reports whether
+// it did.
+func WaitGone(pid int, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for Running(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}

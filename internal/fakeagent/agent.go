@@ -1,0 +1,367 @@
+package fakeagent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Options shape the agent's capabilities and process behaviour.
+type Options struct {
+	// LoadSession advertises and serves session/load. Sessions are kept as
+	// files under <cwd>/.fakeagent, so a new process can load a session an
+	// earlier one created; an id with no file is refused.
+	LoadSession bool
+	// AuthMethod, if set, makes session/new answer "authentication
+	// required" until authenticate is called with this method id.
+	AuthMethod string
+	// StringIDs makes the agent's own request ids strings.
+	StringIDs bool
+	// NoExitOnEOF keeps the agent running after its stdin closes (until
+	// killed, or until ctx ends in-process).
+	NoExitOnEOF bool
+	// JunkAtStart prints non-JSON lines before anything else.
+	JunkAtStart bool
+	// Executable is the agent's own program, for spawn-child; empty when
+	// running in-process.
+	Executable string
+	// PID names the agent in session ids (os.Getpid() for a real process).
+	PID int
+}
+
+// Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
+// until ctx ends), a scripted exit, or ctx ending. It returns the exit
+// status the process should have. Every goroutine it starts has ended when
+// it returns, except the one reading in, which ends when in is closed.
+func Serve(ctx context.Context, in io.Reader, out, stderr io.Writer, opts Options) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a := &agent{
+		opts:     opts,
+		ctx:      ctx,
+		out:      bufio.NewWriter(out),
+		errw:     stderr,
+		waiting:  map[string]chan message{},
+		cancels:  map[string]chan struct{}{},
+		exitCode: make(chan int, 1),
+	}
+	if opts.JunkAtStart {
+		a.raw("Starting fake agent v0 ...")
+		a.raw("loading plugins: none")
+	}
+	lines := make(chan []byte)
+	eof := make(chan struct{})
+	go func() {
+		defer close(eof)
+		r := bufio.NewReaderSize(in, 1<<20)
+		for {
+			line, err := r.ReadBytes('\n')
+			if len(strings.TrimSpace(string(line))) > 0 {
+				select {
+				case lines <- line:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer a.wg.Wait()
+	defer cancel()
+	for {
+		select {
+		case line := <-lines:
+			a.handle(line)
+		case <-eof:
+			a.logf("stdin closed")
+			if !opts.NoExitOnEOF {
+				return 0
+			}
+			eof = nil
+		case code := <-a.exitCode:
+			return code
+		case <-ctx.Done():
+			return 137
+		}
+	}
+}
+
+type message struct {
+	JSONRPC string           `json:"jsonrpc"`
+	ID      *json.RawMessage `json:"id,omitempty"`
+	Method  string           `json:"method,omitempty"`
+	Params  json.RawMessage  `json:"params,omitempty"`
+	Result  json.RawMessage  `json:"result,omitempty"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error,omitempty"`
+}
+
+type agent struct {
+	opts     Options
+	ctx      context.Context // ends when Serve returns
+	errw     io.Writer
+	exitCode chan int
+	wg       sync.WaitGroup
+
+	outMu sync.Mutex
+	out   *bufio.Writer
+
+	mu       sync.Mutex
+	nextID   int
+	waiting  map[string]chan message
+	cancels  map[string]chan struct{} // session -> closed on session/cancel
+	authed   bool
+	sessions int
+	cwds     map[string]string
+	resumed  map[string]bool // loaded, and not yet prompted since
+}
+
+func (a *agent) logf(format string, args ...any) {
+	a.outMu.Lock()
+	defer a.outMu.Unlock()
+	fmt.Fprintf(a.errw, "fakeagent: "+format+"\n", args...)
+}
+
+// exit ends Serve with code, as os.Exit would end a process.
+func (a *agent) exit(code int) {
+	select {
+	case a.exitCode <- code:
+	default:
+	}
+}
+
+func (a *agent) raw(s string) {
+	a.outMu.Lock()
+	defer a.outMu.Unlock()
+	a.out.WriteString(s + "\n")
+	a.out.Flush()
+}
+
+func (a *agent) send(v any) {
+	b, _ := json.Marshal(v)
+	a.raw(string(b))
+}
+
+func (a *agent) reply(id *json.RawMessage, result any) {
+	a.send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+func (a *agent) replyErr(id *json.RawMessage, code int, text string) {
+	a.send(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": text}})
+}
+
+func (a *agent) update(sid string, u map[string]any) {
+	a.send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": sid, "update": u}})
+}
+
+func (a *agent) chunk(sid, text string) {
+	a.update(sid, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+}
+
+// request sends a request to the client and waits for its answer. idRaw,
+// if set, is used verbatim as the id. ok is false if Serve ended first.
+func (a *agent) request(method string, params any, idRaw string) (message, bool) {
+	a.mu.Lock()
+	id := idRaw
+	if id == "" {
+		if a.opts.StringIDs {
+			id = strconv.Quote(fmt.Sprintf("req-%08x-%d", a.opts.PID, a.nextID))
+		} else {
+			id = strconv.Itoa(a.nextID)
+		}
+		a.nextID++
+	}
+	ch := make(chan message, 1)
+	a.waiting[id] = ch
+	a.mu.Unlock()
+	raw := json.RawMessage(id)
+	a.send(map[string]any{"jsonrpc": "2.0", "id": &raw, "method": method, "params": params})
+	select {
+	case m := <-ch:
+		return m, true
+	case <-a.ctx.Done():
+		return message{}, false
+	}
+}
+
+func (a *agent) handle(line []byte) {
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		a.logf("bad line: %v", err)
+		return
+	}
+	if m.Method == "" {
+		if m.ID == nil {
+			return
+		}
+		a.mu.Lock()
+		ch := a.waiting[string(*m.ID)]
+		delete(a.waiting, string(*m.ID))
+		a.mu.Unlock()
+		if ch != nil {
+			ch <- m
+		}
+		return
+	}
+	switch m.Method {
+	case "initialize":
+		var auth []any
+		if a.opts.AuthMethod != "" {
+			auth = []any{map[string]string{"id": a.opts.AuthMethod, "name": a.opts.AuthMethod}}
+		}
+		a.reply(m.ID, map[string]any{"protocolVersion": 1, "authMethods": auth,
+			"agentInfo": map[string]string{"name": "fakeagent", "version": "1"},
+			"agentCapabilities": map[string]any{
+				"loadSession":        a.opts.LoadSession,
+				"promptCapabilities": map[string]bool{"image": true, "embeddedContext": true}}})
+	case "authenticate":
+		var p struct{ MethodID string }
+		json.Unmarshal(m.Params, &p)
+		if p.MethodID != a.opts.AuthMethod {
+			a.replyErr(m.ID, -32602, "unknown auth method")
+			return
+		}
+		a.mu.Lock()
+		a.authed = true
+		a.mu.Unlock()
+		a.reply(m.ID, map[string]any{})
+	case "session/new":
+		a.newSession(m)
+	case "session/load":
+		a.loadSession(m)
+	case "session/prompt":
+		var p promptParams
+		json.Unmarshal(m.Params, &p)
+		// The cancel channel exists before the next line is read, so a
+		// session/cancel right behind the prompt is never lost.
+		cancel := make(chan struct{})
+		a.mu.Lock()
+		a.cancels[p.SessionID] = cancel
+		a.mu.Unlock()
+		a.wg.Go(func() { a.prompt(m.ID, &p, cancel) })
+	case "session/cancel":
+		var p struct{ SessionID string }
+		json.Unmarshal(m.Params, &p)
+		a.logf("got session/cancel")
+		a.mu.Lock()
+		if ch, ok := a.cancels[p.SessionID]; ok {
+			close(ch)
+			delete(a.cancels, p.SessionID)
+		}
+		a.mu.Unlock()
+	default:
+		if m.ID != nil {
+			a.replyErr(m.ID, -32601, "method not found: "+m.Method)
+		}
+	}
+}
+
+func (a *agent) newSession(m message) {
+	var p struct{ Cwd string }
+	json.Unmarshal(m.Params, &p)
+	a.mu.Lock()
+	if a.opts.AuthMethod != "" && !a.authed {
+		a.mu.Unlock()
+		a.replyErr(m.ID, -32000, "authentication required")
+		return
+	}
+	if !filepath.IsAbs(p.Cwd) {
+		a.mu.Unlock()
+		a.replyErr(m.ID, -32602, "cwd must be absolute")
+		return
+	}
+	a.sessions++
+	sid := fmt.Sprintf("sess-%d-%d", a.opts.PID, a.sessions)
+	a.remember(sid, p.Cwd)
+	a.mu.Unlock()
+	if a.opts.LoadSession {
+		a.appendHistory(sid, "")
+	}
+	// Real agents send updates before the session/new answer.
+	a.update(sid, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
+	a.reply(m.ID, map[string]string{"sessionId": sid})
+}
+
+func (a *agent) remember(sid, cwd string) {
+	if a.cwds == nil {
+		a.cwds = map[string]string{}
+	}
+	a.cwds[sid] = cwd
+}
+
+func (a *agent) loadSession(m message) {
+	if !a.opts.LoadSession {
+		a.replyErr(m.ID, -32601, "method not found")
+		return
+	}
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Cwd       string `json:"cwd"`
+	}
+	json.Unmarshal(m.Params, &p)
+	b, err := os.ReadFile(historyPath(p.Cwd, p.SessionID))
+	if err != nil {
+		a.replyErr(m.ID, -32002, "session not found: "+p.SessionID)
+		return
+	}
+	a.mu.Lock()
+	a.remember(p.SessionID, p.Cwd)
+	if a.resumed == nil {
+		a.resumed = map[string]bool{}
+	}
+	a.resumed[p.SessionID] = true
+	a.mu.Unlock()
+	for _, h := range strings.Split(string(b), "\n") {
+		if h != "" {
+			a.update(p.SessionID, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": h}})
+		}
+	}
+	a.reply(m.ID, nil)
+}
+
+func historyPath(cwd, sid string) string {
+	return filepath.Join(cwd, ".fakeagent", filepath.Base(sid))
+}
+
+// appendHistory records a prompt of a loadable session on disk.
+func (a *agent) appendHistory(sid, text string) {
+	a.mu.Lock()
+	cwd := a.cwds[sid]
+	a.mu.Unlock()
+	if cwd == "" {
+		return
+	}
+	path := historyPath(cwd, sid)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		a.logf("history: %v", err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		a.logf("history: %v", err)
+		return
+	}
+	defer f.Close()
+	if text != "" {
+		fmt.Fprintln(f, strings.ReplaceAll(text, "\n", " "))
+	}
+}
+
+type promptParams struct {
+	SessionID string `json:"sessionId"`
+	Prompt    []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"prompt"`
+}

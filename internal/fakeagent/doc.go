@@ -1,0 +1,34 @@
+// Package fakeagent is a scriptable ACP agent for the broker's tests and
+// demo. It runs as a real subprocess (testdata/fakeagent) or on goroutines
+// over pipes inside a test. The first word of each prompt picks how the
+// turn behaves, as listed below.
+//
+// Durations are Go durations ("300ms"); every wait ends early when the
+// agent stops, and where it says so, when the turn is cancelled.
+//
+//	stream N [D]       N chunks "chunk i\n", D apart; honours cancel
+//	slow D [N]         the same with the delay first (default 100ms, 3)
+//	burst N            N one-character chunks as fast as possible
+//	hang               one chunk, then nothing until session/cancel
+//	ignore-cancel      one chunk, then never answers, not even a cancel
+//	late D TEXT...     ignores cancel, waits D, then answers TEXT
+//	crash [CODE]       one chunk, a line on stderr, exits with CODE (1)
+//	exit-after D [C]   exits with C (1) after D without answering
+//	junk               non-JSON lines on stdout, then a normal answer
+//	big N              one N-MiB chunk (a line that long), then "after big"
+//	permission         a tool call that asks permission, then says what
+//	                   was chosen; "permission-twice" asks twice;
+//	                   "same-id" asks with the prompt's own request id
+//	tool-stuck         a tool call in_progress, then silence until cancel
+//	tool-progress D N  a tool call updated every D, N times, then done
+//	silent D           says nothing for D (honours cancel), then answers
+//	spawn-child        starts a child that ignores SIGTERM, waits for cancel
+//	fs-read PATH       asks the client to read PATH, answers the content
+//	fs-write PATH TEXT asks the client to write TEXT to PATH
+//	unknown-request    sends the client a request it does not know
+//	stderr N           N long stderr lines and one of 100 KiB
+//	update-after       answers, then sends one more update
+//	other-session      sends an update for a session it never created
+//	env                answers with its environment, one NAME=value a line
+//	anything else      a demo turn: thought, tool call, plan, echo
+package fakeagent

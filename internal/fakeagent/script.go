@@ -1,0 +1,386 @@
+package fakeagent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+type turn struct {
+	a      *agent
+	id     *json.RawMessage
+	sid    string
+	cancel <-chan struct{}
+	once   sync.Once
+}
+
+// sleep waits d; false if the turn was cancelled or the agent is ending.
+func (t *turn) sleep(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-t.cancel:
+		return false
+	case <-t.a.ctx.Done():
+		return false
+	}
+}
+
+// wait waits d whatever the client says; false if the agent is ending.
+func (t *turn) wait(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-t.a.ctx.Done():
+		return false
+	}
+}
+
+// waitCancel waits for session/cancel; false if the agent is ending.
+func (t *turn) waitCancel() bool {
+	select {
+	case <-t.cancel:
+		return true
+	case <-t.a.ctx.Done():
+		return false
+	}
+}
+
+func (t *turn) stop(reason string) {
+	t.once.Do(func() { t.a.reply(t.id, map[string]string{"stopReason": reason}) })
+}
+
+func (a *agent) tool(sid, id, title, status string) {
+	a.update(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": id, "title": title, "kind": "execute", "status": status})
+}
+
+func (a *agent) toolStatus(sid, id, status string) {
+	a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status})
+}
+
+func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struct{}) {
+	var text []string
+	images, files := 0, 0
+	for _, b := range p.Prompt {
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+		case "image":
+			images++
+		case "resource", "resource_link":
+			files++
+		}
+	}
+	full := strings.Join(text, "\n")
+	sid := p.SessionID
+	a.appendHistory(sid, full)
+	a.mu.Lock()
+	resumed := a.resumed[sid]
+	delete(a.resumed, sid)
+	a.mu.Unlock()
+	t := &turn{a: a, id: id, sid: sid, cancel: cancel}
+	defer func() {
+		a.mu.Lock()
+		if a.cancels[sid] == cancel {
+			delete(a.cancels, sid)
+		}
+		a.mu.Unlock()
+	}()
+
+	fields := strings.Fields(full)
+	cmd, args := "", []string(nil)
+	if len(fields) > 0 {
+		cmd, args = fields[0], fields[1:]
+	}
+	arg := func(i int, def string) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return def
+	}
+	rest := func(from int) string {
+		if from < len(args) {
+			return strings.Join(args[from:], " ")
+		}
+		return ""
+	}
+	switch cmd {
+	case "stream", "slow":
+		n, delay := atoi(arg(0, "3")), dur(arg(1, "0s"))
+		if cmd == "slow" {
+			delay, n = dur(arg(0, "100ms")), atoi(arg(1, "3"))
+		}
+		for i := 1; i <= n; i++ {
+			if i > 1 && delay > 0 && !t.sleep(delay) {
+				t.stop("cancelled")
+				return
+			}
+			a.chunk(sid, fmt.Sprintf("chunk %d\n", i))
+		}
+		t.stop("end_turn")
+	case "burst":
+		for range atoi(arg(0, "100")) {
+			a.chunk(sid, "x")
+		}
+		t.stop("end_turn")
+	case "hang":
+		a.chunk(sid, "working…")
+		if t.waitCancel() {
+			t.stop("cancelled")
+		}
+	case "ignore-cancel":
+		a.chunk(sid, "working…")
+		<-a.ctx.Done()
+	case "late":
+		if t.wait(dur(arg(0, "1s"))) {
+			a.chunk(sid, rest(1))
+			t.stop("end_turn")
+		}
+	case "crash":
+		a.chunk(sid, "about to crash")
+		a.logf("fatal: simulated crash")
+		a.exit(atoi(arg(0, "1")))
+	case "exit-after":
+		if t.wait(dur(arg(0, "1s"))) {
+			a.logf("exiting without an answer")
+			a.exit(atoi(arg(1, "1")))
+		}
+	case "junk":
+		a.raw("this is not json")
+		a.raw(`{"hello":"world"}`)
+		a.raw(`[1,2,3]`)
+		a.chunk(sid, "after junk")
+		t.stop("end_turn")
+	case "big":
+		a.chunk(sid, strings.Repeat("x", atoi(arg(0, "12"))<<20))
+		a.chunk(sid, "after big")
+		t.stop("end_turn")
+	case "permission", "permission-twice", "same-id":
+		a.permission(t, cmd, id)
+	case "tool-stuck":
+		a.tool(sid, "call-s", "Long build", "in_progress")
+		if t.waitCancel() {
+			t.stop("cancelled")
+		}
+	case "tool-progress":
+		every, n := dur(arg(0, "100ms")), atoi(arg(1, "3"))
+		a.tool(sid, "call-p", "Compile", "in_progress")
+		for i := range n {
+			if !t.sleep(every) {
+				t.stop("cancelled")
+				return
+			}
+			a.update(sid, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-p",
+				"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": fmt.Sprintf("step %d", i+1)}}}})
+		}
+		a.toolStatus(sid, "call-p", "completed")
+		a.chunk(sid, "compiled")
+		t.stop("end_turn")
+	case "silent":
+		if !t.sleep(dur(arg(0, "1s"))) {
+			t.stop("cancelled")
+			return
+		}
+		a.chunk(sid, "done after silence")
+		t.stop("end_turn")
+	case "spawn-child":
+		a.spawnChild(t)
+	case "fs-read", "fs-write", "unknown-request":
+		a.clientRequest(t, cmd, arg(0, ""), rest(1))
+	case "stderr":
+		for i := range atoi(arg(0, "10")) {
+			a.logf("noise %d %s", i, strings.Repeat("y", 300))
+		}
+		a.logf("%s", strings.Repeat("z", 100<<10))
+		a.chunk(sid, "ok")
+		t.stop("end_turn")
+	case "update-after":
+		a.chunk(sid, "first")
+		t.stop("end_turn")
+		if t.wait(50 * time.Millisecond) {
+			a.chunk(sid, "straggler")
+		}
+	case "other-session":
+		a.chunk("sess-unknown", "not yours")
+		a.chunk(sid, "mine")
+		t.stop("end_turn")
+	case "env":
+		env := os.Environ()
+		sort.Strings(env)
+		a.chunk(sid, strings.Join(env, "\n"))
+		t.stop("end_turn")
+	default:
+		a.demo(t, full, images, files, resumed)
+	}
+}
+
+func (a *agent) permission(t *turn, cmd string, promptID *json.RawMessage) {
+	sid := t.sid
+	rounds := 1
+	if cmd == "permission-twice" {
+		rounds = 2
+	}
+	idRaw := ""
+	if cmd == "same-id" {
+		idRaw = string(*promptID)
+	}
+	var chosen []string
+	for i := range rounds {
+		callID := fmt.Sprintf("call-p%d", i)
+		a.tool(sid, callID, "Run rm -rf build", "pending")
+		resp, ok := a.request("session/request_permission", map[string]any{"sessionId": sid,
+			"toolCall": map[string]any{"toolCallId": callID, "title": "Run rm -rf build"},
+			"options": []map[string]string{
+				{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+				{"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+				{"optionId": "reject", "name": "Reject", "kind": "reject_once"}}}, idRaw)
+		if !ok {
+			return
+		}
+		var out struct {
+			Outcome struct{ Outcome, OptionID string }
+		}
+		json.Unmarshal(resp.Result, &out)
+		if out.Outcome.Outcome != "selected" {
+			a.toolStatus(sid, callID, "failed")
+			t.stop("cancelled")
+			return
+		}
+		status := "completed"
+		if !strings.HasPrefix(out.Outcome.OptionID, "allow") {
+			status = "failed"
+		}
+		a.toolStatus(sid, callID, status)
+		chosen = append(chosen, out.Outcome.OptionID)
+	}
+	for _, c := range chosen {
+		if strings.HasPrefix(c, "allow") {
+			a.chunk(sid, "permission granted: "+c+"\n")
+		} else {
+			a.chunk(sid, "permission denied: "+c+"\n")
+		}
+	}
+	t.stop("end_turn")
+}
+
+func (a *agent) spawnChild(t *turn) {
+	if a.opts.Executable == "" {
+		a.chunk(t.sid, "spawn-child needs a real process")
+		t.stop("end_turn")
+		return
+	}
+	c := exec.Command(a.opts.Executable, "--child-ignore-term")
+	if err := c.Start(); err != nil {
+		a.logf("spawn child: %v", err)
+		t.stop("end_turn")
+		return
+	}
+	// The child is deliberately never waited for: it outlives this agent
+	// unless its process group is killed.
+	a.chunk(t.sid, fmt.Sprintf("child:%d", c.Process.Pid))
+	if t.waitCancel() {
+		t.stop("cancelled")
+	}
+}
+
+func (a *agent) clientRequest(t *turn, cmd, path, text string) {
+	sid := t.sid
+	var (
+		resp message
+		ok   bool
+	)
+	switch cmd {
+	case "fs-read":
+		resp, ok = a.request("fs/read_text_file", map[string]any{"sessionId": sid, "path": path}, "")
+	case "fs-write":
+		resp, ok = a.request("fs/write_text_file", map[string]any{"sessionId": sid, "path": path, "content": text}, "")
+	default:
+		resp, ok = a.request("x/unknown", map[string]any{}, "")
+	}
+	if !ok {
+		return
+	}
+	switch {
+	case resp.Error != nil:
+		a.chunk(sid, fmt.Sprintf("error %d: %s", resp.Error.Code, resp.Error.Message))
+	case cmd == "fs-read":
+		var r struct{ Content string }
+		json.Unmarshal(resp.Result, &r)
+		a.chunk(sid, "read: "+r.Content)
+	default:
+		a.chunk(sid, "wrote")
+	}
+	t.stop("end_turn")
+}
+
+// demo is a pleasant default turn: a thought, a tool call, a plan, and the
+// echoed prompt in a few chunks.
+func (a *agent) demo(t *turn, text string, images, files int, resumed bool) {
+	sid := t.sid
+	a.update(sid, map[string]any{"sessionUpdate": "agent_thought_chunk", "content": map[string]any{"type": "text", "text": "Thinking about it…"}})
+	a.tool(sid, "call-1", "Read notes", "pending")
+	if !t.sleep(20 * time.Millisecond) {
+		t.stop("cancelled")
+		return
+	}
+	a.toolStatus(sid, "call-1", "completed")
+	a.update(sid, map[string]any{"sessionUpdate": "plan", "entries": []map[string]string{
+		{"content": "Read the message", "priority": "medium", "status": "completed"},
+		{"content": "Answer it", "priority": "medium", "status": "completed"}}})
+	answer := "You said: " + text
+	if images > 0 {
+		answer += fmt.Sprintf(" (and %d image(s))", images)
+	}
+	if files > 0 {
+		answer += fmt.Sprintf(" (and %d file(s))", files)
+	}
+	if resumed {
+		answer = "(resumed) " + answer
+	}
+	for _, piece := range pieces(answer, 3) {
+		if !t.sleep(20 * time.Millisecond) {
+			t.stop("cancelled")
+			return
+		}
+		a.chunk(sid, piece)
+	}
+	t.stop("end_turn")
+}
+
+func pieces(s string, n int) []string {
+	r := []rune(s)
+	size := max(1, (len(r)+n-1)/n)
+	var out []string
+	for len(r) > 0 {
+		k := min(size, len(r))
+		out = append(out, string(r[:k]))
+		r = r[k:]
+	}
+	return out
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func dur(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d
+}

@@ -1,0 +1,40 @@
+// Command fakeagent is the scriptable ACP agent of package
+// internal/fakeagent as a program: the broker's demo agent, and the real
+// subprocess its tests drive.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"acpbroker/internal/fakeagent"
+)
+
+func main() {
+	var opts fakeagent.Options
+	flag.BoolVar(&opts.LoadSession, "load-session", false, "advertise and serve session/load")
+	flag.StringVar(&opts.AuthMethod, "auth", "", "require authenticate with this method id")
+	flag.BoolVar(&opts.StringIDs, "string-ids", false, "use string ids for the agent's own requests")
+	flag.BoolVar(&opts.NoExitOnEOF, "no-exit-on-eof", false, "keep running after stdin closes")
+	flag.BoolVar(&opts.JunkAtStart, "junk-at-start", false, "print non-JSON lines before anything")
+	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
+	child := flag.Bool("child-ignore-term", false, "be a child that ignores SIGTERM and never exits")
+	flag.Parse()
+	if *child || *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	// A registered signal keeps the runtime from calling a process that
+	// only waits a deadlock.
+	hold := make(chan os.Signal, 1)
+	signal.Notify(hold, syscall.SIGUSR1)
+	if *child {
+		for range hold {
+		}
+	}
+	opts.Executable, _ = os.Executable()
+	opts.PID = os.Getpid()
+	os.Exit(fakeagent.Serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, opts))
+}
