@@ -185,7 +185,7 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	}
 	e.mu.Unlock()
 	if a := e.pool.Lookup(threadID); a != nil {
-		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID, time.Since(a.Started)
+		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID(), time.Since(a.Started)
 	}
 	return s
 }
@@ -235,7 +235,7 @@ func (e *Engine) work(t *thread) {
 		t.cancel, t.started = cancel, time.Now()
 		e.mu.Unlock()
 
-		e.runTurn(ctx, t.id, p)
+		e.runTurn(ctx, cancel, t.id, p)
 
 		e.mu.Lock()
 		t.cancel, t.started = nil, time.Time{}

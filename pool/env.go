@@ -13,9 +13,10 @@ var inherited = []string{"PATH", "HOME", "USER", "LANG"}
 
 // IsSecret reports whether a broker variable must never reach an agent:
 // the broker's own settings (which hold the Discord token) and systemd's
-// notification socket.
+// notification socket and watchdog settings.
 func IsSecret(name string) bool {
-	return strings.HasPrefix(name, "BROKER_") || name == "NOTIFY_SOCKET" || name == "DISCORD_TOKEN"
+	return strings.HasPrefix(name, "BROKER_") || strings.HasPrefix(name, "WATCHDOG_") ||
+		name == "NOTIFY_SOCKET" || name == "DISCORD_TOKEN"
 }
 
 // BuildEnv returns an agent's environment: PATH, HOME, USER and LANG from

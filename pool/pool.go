@@ -17,6 +17,8 @@ import (
 
 // Config configures a Pool.
 type Config struct {
+	// Launch starts agent processes (default Exec).
+	Launch  Launcher
 	Command string
 	Args    []string
 	// Env is the agent's complete environment (see BuildEnv).
@@ -53,12 +55,18 @@ var (
 type Agent struct {
 	Thread    string
 	SessionID string
-	Resumed   bool
-	Conn      *acp.Conn
-	Proc      *Process
-	Started   time.Time
+	// Resumed is set when the session was loaded with session/load.
+	Resumed bool
+	// Lost is the session id the thread had but could not resume (the
+	// agent cannot load sessions, or refused this one); SessionID is then
+	// a new session.
+	Lost    string
+	Conn    *acp.Conn
+	Proc    Proc
+	Started time.Time
 
 	busy     bool
+	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
 }
 
@@ -78,6 +86,7 @@ type Pool struct {
 	resume   map[string]string // thread -> session id, for session/load
 	order    []string          // resume insertion order, for bounding it
 	evicted  uint64
+	retired  acp.Stats // counters of connections already closed
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -98,6 +107,9 @@ func New(cfg Config) *Pool {
 	}
 	if cfg.ExitGrace <= 0 {
 		cfg.ExitGrace = 2 * time.Second
+	}
+	if cfg.Launch == nil {
+		cfg.Launch = Exec
 	}
 	if cfg.MaxResumable <= 0 {
 		cfg.MaxResumable = 4096
@@ -207,16 +219,22 @@ func (p *Pool) lruIdle() *Agent {
 	return victim
 }
 
-// evictLocked removes an idle agent and stops it in the background; its
-// slot stays taken until the process is gone. p.mu must be held.
+// evictLocked removes an idle agent, keeping its session id for resume,
+// and stops it in the background. p.mu must be held.
 func (p *Pool) evictLocked(a *Agent, why string) {
 	delete(p.agents, a.Thread)
 	p.remember(a.Thread, a.SessionID)
-	p.stopping++
 	p.evicted++
 	p.log.Info().Str("thread", a.Thread).Str("session", a.SessionID).Str("cause", why).Msg("stopping idle agent")
+	p.retireLocked(a, p.cfg.ExitGrace)
+}
+
+// retireLocked stops a removed agent on a goroutine the pool owns; its slot
+// stays taken until the process is gone. p.mu must be held.
+func (p *Pool) retireLocked(a *Agent, grace time.Duration) {
+	p.stopping++
 	p.wg.Go(func() {
-		p.shutdown(a, p.cfg.ExitGrace)
+		p.shutdown(a, grace)
 		p.mu.Lock()
 		p.stopping--
 		p.signalLocked()
@@ -289,13 +307,13 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		return nil, fmt.Errorf("agent working directory: %w", err)
 	}
 	log := p.log.With().Str("thread", thread).Logger()
-	proc, err := StartProcess(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log})
+	proc, err := p.cfg.Launch(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	opts := p.cfg.Conn
-	opts.Logger = log.With().Int("pid", proc.PID).Logger()
-	conn := acp.NewConn(proc.Stdout, proc.Stdin, opts)
+	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
+	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
 	a := &Agent{Thread: thread, Conn: conn, Proc: proc, Started: time.Now()}
 
@@ -316,7 +334,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	if resumeID != "" && info.AgentCapabilities.LoadSession {
 		if _, err := conn.LoadSession(ctx, resumeID, dir); err == nil {
 			a.SessionID, a.Resumed = resumeID, true
-			log.Info().Str("session", resumeID).Int("pid", proc.PID).Msg("agent resumed session")
+			log.Info().Str("session", resumeID).Int("pid", proc.PID()).Msg("agent resumed session")
 			return a, nil
 		} else if ctx.Err() != nil {
 			return fail(context.Cause(ctx))
@@ -324,6 +342,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 			log.Warn().Err(err).Str("session", resumeID).Msg("session/load failed; starting a new session")
 		}
 	}
+	a.Lost = resumeID
 	sid, _, err := conn.NewSession(ctx, dir)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -332,7 +351,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		return fail(err)
 	}
 	a.SessionID = sid
-	log.Info().Str("session", sid).Int("pid", proc.PID).Msg("agent started")
+	log.Info().Str("session", sid).Int("pid", proc.PID()).Msg("agent started")
 	return a, nil
 }
 
@@ -362,6 +381,11 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		a.Proc.Stop(grace)
 	}
 	_ = a.Conn.Close()
+	st := a.Conn.Stats()
+	st.PendingRequests, st.PendingPermissions, st.Subscribers = 0, 0, 0
+	p.mu.Lock()
+	p.retired = p.retired.Add(st)
+	p.mu.Unlock()
 }
 
 // Release returns an agent after a turn. With discard, the agent is not
@@ -380,17 +404,12 @@ func (p *Pool) Release(a *Agent, discard bool) {
 		discard = true
 	default:
 	}
-	if discard {
+	if discard || a.reset {
 		delete(p.agents, a.Thread)
-		p.remember(a.Thread, a.SessionID)
-		p.stopping++
-		p.wg.Go(func() {
-			p.shutdown(a, 0)
-			p.mu.Lock()
-			p.stopping--
-			p.signalLocked()
-			p.mu.Unlock()
-		})
+		if !a.reset {
+			p.remember(a.Thread, a.SessionID)
+		}
+		p.retireLocked(a, 0)
 	}
 	p.signalLocked()
 	select {
@@ -406,16 +425,11 @@ func (p *Pool) Reset(thread string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.forget(thread)
-	if a := p.agents[thread]; a != nil && !a.busy {
+	if a := p.agents[thread]; a != nil && a.busy {
+		a.reset = true
+	} else if a != nil {
 		delete(p.agents, thread)
-		p.stopping++
-		p.wg.Go(func() {
-			p.shutdown(a, p.cfg.ExitGrace)
-			p.mu.Lock()
-			p.stopping--
-			p.signalLocked()
-			p.mu.Unlock()
-		})
+		p.retireLocked(a, p.cfg.ExitGrace)
 	}
 }
 
@@ -466,6 +480,7 @@ func (p *Pool) Stats() Stats {
 		}
 		conns = append(conns, a.Conn)
 	}
+	s.Conn = p.retired
 	p.mu.Unlock()
 	for _, c := range conns {
 		s.Conn = s.Conn.Add(c.Stats())

@@ -36,9 +36,9 @@ type ProcessSpec struct {
 // as soon as it happens, without reaping it, so the owner can finish reading
 // its stdout before Wait closes the pipe.
 type Process struct {
-	PID    int
-	Stdin  io.WriteCloser
-	Stdout io.ReadCloser
+	pid    int
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
 
 	log    zerolog.Logger
 	cmd    *exec.Cmd
@@ -88,9 +88,9 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		return nil, fmt.Errorf("start %s: %w", spec.Command, err)
 	}
 	p := &Process{
-		PID:    cmd.Process.Pid,
-		Stdin:  stdin,
-		Stdout: stdout,
+		pid:    cmd.Process.Pid,
+		stdin:  stdin,
+		stdout: stdout,
 		log:    spec.Logger.With().Int("pid", cmd.Process.Pid).Logger(),
 		cmd:    cmd,
 		tail:   &tail{max: spec.StderrTail},
@@ -102,6 +102,17 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	p.wg.Go(p.watchExit)
 	return p, nil
 }
+
+var _ Proc = (*Process)(nil)
+
+// PID is the process id, which is also its process group id.
+func (p *Process) PID() int { return p.pid }
+
+// Stdin is the agent's standard input.
+func (p *Process) Stdin() io.WriteCloser { return p.stdin }
+
+// Stdout is the agent's standard output.
+func (p *Process) Stdout() io.ReadCloser { return p.stdout }
 
 // Monitor starts the reaper: once the process has exited it kills the rest
 // of its group, waits (bounded) for readerDone and the stderr drain, then
@@ -127,10 +138,10 @@ func (p *Process) Alive() bool {
 		return false
 	default:
 	}
-	if err := unix.Kill(p.PID, 0); err != nil {
+	if err := unix.Kill(p.pid, 0); err != nil {
 		return false
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
 	if err != nil {
 		return true // no /proc: kill(0) is the best we have
 	}
@@ -156,7 +167,7 @@ func (p *Process) watchExit() {
 	defer close(p.exited)
 	var info unix.Siginfo
 	for {
-		err := unix.Waitid(unix.P_PID, p.PID, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if !errors.Is(err, unix.EINTR) {
 			if err != nil {
 				p.log.Warn().Err(err).Msg("waitid failed; treating the agent as exited")
@@ -222,7 +233,7 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.msg }
 
 func (p *Process) killGroup(sig syscall.Signal) {
-	if err := unix.Kill(-p.PID, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+	if err := unix.Kill(-p.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		p.log.Debug().Err(err).Str("signal", sig.String()).Msg("signal to process group failed")
 	}
 }
@@ -233,7 +244,7 @@ func (p *Process) killGroup(sig syscall.Signal) {
 // more than once and concurrently; Monitor must have been called.
 func (p *Process) Stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
-		_ = p.Stdin.Close()
+		_ = p.stdin.Close()
 		if !p.waitExit(grace) {
 			p.log.Info().Dur("grace", grace).Msg("agent still running after stdin closed; sending SIGTERM to its group")
 			p.killGroup(syscall.SIGTERM)

@@ -1,0 +1,511 @@
+package pool_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/internal/agenttest"
+	"acpbroker/pool"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) {
+	bin, dir := agenttest.MustBuild()
+	fakeAgent = bin
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func testLogger(t *testing.T) zerolog.Logger {
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+}
+
+// newPool starts a pool of fake agents that is closed when the test ends.
+func newPool(t *testing.T, cfg pool.Config) *pool.Pool {
+	t.Helper()
+	if cfg.Command == "" {
+		cfg.Command = fakeAgent
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = t.TempDir()
+	}
+	cfg.PerThreadDir = true
+	if cfg.Logger.GetLevel() == zerolog.DebugLevel { // the zero Logger
+		cfg.Logger = testLogger(t)
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = 4
+	}
+	if cfg.ExitGrace == 0 {
+		cfg.ExitGrace = 500 * time.Millisecond
+	}
+	p := pool.New(cfg)
+	t.Cleanup(p.Close)
+	return p
+}
+
+func acquire(t *testing.T, p *pool.Pool, thread string) *pool.Agent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := p.Acquire(ctx, thread, nil)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", thread, err)
+	}
+	return a
+}
+
+// prompt runs one turn on a and returns the answer text.
+func prompt(t *testing.T, a *pool.Agent, text string) string {
+	t.Helper()
+	sub, err := a.Conn.Subscribe(a.SessionID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	call, err := a.Conn.Prompt(context.Background(), a.SessionID, []acp.ContentBlock{acp.TextBlock(text)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	add := func(u acp.Update) {
+		if u.Kind == acp.UpdateMessageChunk && u.Content != nil {
+			b.WriteString(u.Content.Text)
+		}
+	}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case u := <-sub.Updates():
+			add(u)
+		case <-call.Done():
+			for len(sub.Updates()) > 0 {
+				add(<-sub.Updates())
+			}
+			if err := call.Result(nil); err != nil {
+				t.Fatalf("prompt %q: %v", text, err)
+			}
+			return b.String()
+		case <-timeout:
+			t.Fatalf("prompt %q: no answer within 20s", text)
+		}
+	}
+}
+
+// firstChunk starts a turn on a and returns its first message chunk,
+// leaving the turn running.
+func firstChunk(t *testing.T, a *pool.Agent, text string) string {
+	t.Helper()
+	sub, err := a.Conn.Subscribe(a.SessionID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	if _, err := a.Conn.Prompt(context.Background(), a.SessionID, []acp.ContentBlock{acp.TextBlock(text)}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case u := <-sub.Updates():
+			if u.Kind == acp.UpdateMessageChunk && u.Content != nil {
+				return u.Content.Text
+			}
+		case <-timeout:
+			t.Fatalf("prompt %q: no chunk within 20s", text)
+		}
+	}
+}
+
+// The agent's environment holds PATH, HOME, USER, LANG and what agent.env
+// names (expanded from the broker's environment), and nothing else: the
+// broker's token and systemd's socket never reach it.
+func TestSpawn_AgentEnvironmentIsClearedAndCarriesNoBrokerSecrets(t *testing.T) {
+	broker := map[string]string{
+		"PATH": os.Getenv("PATH"), "HOME": "/home/broker", "USER": "broker", "LANG": "C.UTF-8",
+		"BROKER_DISCORD_TOKEN": "tok-secret", "NOTIFY_SOCKET": "/run/systemd/notify", "WATCHDOG_USEC": "30000000",
+		"AWS_SECRET_ACCESS_KEY": "aws-secret", "MODEL_KEY": "k-123",
+	}
+	lookup := func(k string) (string, bool) { v, ok := broker[k]; return v, ok }
+	env, err := pool.BuildEnv(lookup, map[string]string{"API_KEY": "${MODEL_KEY}", "MODE": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, pool.Config{Env: env})
+	a := acquire(t, p, "t")
+	got := strings.Split(prompt(t, a, "env"), "\n")
+	want := []string{"API_KEY=k-123", "HOME=/home/broker", "LANG=C.UTF-8", "MODE=test", "PATH=" + os.Getenv("PATH"), "USER=broker"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("agent environment:\n%s\nwant exactly:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestBuildEnv_NamingABrokerSecretIsAnErrorThatNamesTheKey(t *testing.T) {
+	lookup := func(k string) (string, bool) { return "secret-value", true }
+	for _, extra := range []map[string]string{
+		{"TOKEN": "${BROKER_DISCORD_TOKEN}"},
+		{"SOCK": "$NOTIFY_SOCKET"},
+		{"BROKER_DISCORD_TOKEN": "x"},
+		{"W": "${WATCHDOG_USEC}"},
+	} {
+		env, err := pool.BuildEnv(lookup, extra)
+		if err == nil || !strings.Contains(err.Error(), "agent.env.") {
+			t.Fatalf("BuildEnv(%v) = %v, %v; want an error naming agent.env.<key>", extra, env, err)
+		}
+		if strings.Contains(strings.Join(env, " "), "secret-value") {
+			t.Fatalf("secret leaked into %v", env)
+		}
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(s.b.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stderr is always drained (an agent writing far more than a pipe holds
+// does not block), each line becomes a log entry capped in length and
+// tagged with thread and pid, and a bounded tail is kept.
+func TestProcess_StderrIsDrainedIntoCappedTaggedLogLines(t *testing.T) {
+	var logs syncBuffer
+	p := newPool(t, pool.Config{Logger: zerolog.New(&logs)})
+	a := acquire(t, p, "thread-9")
+	if got := prompt(t, a, "stderr 500"); got != "ok" {
+		t.Fatalf("answer %q: the agent was blocked by its stderr", got)
+	}
+	a.Conn.Close()
+	p.Release(a, true)
+	<-a.Proc.Reaped()
+	var stderrLines, truncated int
+	for _, m := range logs.lines() {
+		if m["stream"] != "stderr" {
+			continue
+		}
+		stderrLines++
+		if m["thread"] != "thread-9" || m["pid"] != float64(a.Proc.PID()) {
+			t.Fatalf("stderr line not tagged with thread and pid: %v", m)
+		}
+		if n := len(m["message"].(string)); n > 2048 {
+			t.Fatalf("a stderr log line is %d bytes, over the 2 KiB cap", n)
+		}
+		if m["truncated"] == true {
+			truncated++
+		}
+	}
+	if stderrLines < 501 || truncated != 1 {
+		t.Fatalf("stderr lines logged = %d (want ≥ 501), truncated = %d (want 1)", stderrLines, truncated)
+	}
+	if n := len(a.Proc.StderrTail()); n == 0 || n > 2048+1 {
+		t.Fatalf("stderr tail is %d bytes, want 1..2049", n)
+	}
+}
+
+// A crash is noticed at once, and the exit error says the status and the
+// end of stderr.
+func TestProcess_ExitIsNoticedAtOnceWithStatusAndStderr(t *testing.T) {
+	p := newPool(t, pool.Config{})
+	a := acquire(t, p, "t")
+	sub, _ := a.Conn.Subscribe(a.SessionID, nil)
+	defer sub.Close()
+	if _, err := a.Conn.Prompt(context.Background(), a.SessionID, []acp.ContentBlock{acp.TextBlock("crash 3")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.Proc.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("exit not noticed")
+	}
+	<-a.Proc.Reaped()
+	err := a.Proc.ExitErr()
+	if err == nil || !strings.Contains(err.Error(), "exited with status 3") || !strings.Contains(err.Error(), "simulated crash") {
+		t.Fatalf("exit error = %v", err)
+	}
+	if a.Proc.Alive() {
+		t.Fatal("Alive after exit")
+	}
+	p.Release(a, false)
+	if p.Lookup("t") != nil {
+		t.Fatal("a dead agent stayed in the pool")
+	}
+}
+
+// Stop escalates: stdin closed, then SIGTERM to the group, then SIGKILL;
+// an agent and its child that both ignore SIGTERM are gone after two
+// graces, and nothing is left running.
+func TestProcess_StopEscalatesToSIGKILLAndLeavesNoOrphans(t *testing.T) {
+	grace := 300 * time.Millisecond
+	p := newPool(t, pool.Config{Args: []string{"--ignore-term", "--no-exit-on-eof"}})
+	a := acquire(t, p, "t")
+	child, err := strconv.Atoi(strings.TrimPrefix(firstChunk(t, a, "spawn-child"), "child:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.Proc.Stop(grace)
+	took := time.Since(start)
+	if took < 2*grace || took > 2*grace+5*time.Second {
+		t.Fatalf("Stop took %s, want two graces (%s) and then the kill", took, 2*grace)
+	}
+	for _, pid := range []int{a.Proc.PID(), child} {
+		if !agenttest.WaitGone(pid, 5*time.Second) {
+			t.Fatalf("process %d still running after Stop", pid)
+		}
+	}
+	a.Conn.Close()
+	p.Release(a, true)
+}
+
+// An agent that exits when its stdin closes stops without waiting out the
+// grace; its child, which ignores SIGTERM, is still killed with the group.
+func TestProcess_StopOfAPoliteAgentIsQuickAndStillKillsItsGroup(t *testing.T) {
+	grace := 3 * time.Second
+	p := newPool(t, pool.Config{})
+	a := acquire(t, p, "t")
+	child, err := strconv.Atoi(strings.TrimPrefix(firstChunk(t, a, "spawn-child"), "child:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a.Proc.Stop(grace)
+	if took := time.Since(start); took >= grace {
+		t.Fatalf("Stop took %s; an agent that exits on EOF should not wait out the grace", took)
+	}
+	if !agenttest.WaitGone(child, 5*time.Second) {
+		t.Fatalf("child %d outlived its agent", child)
+	}
+	a.Conn.Close()
+	p.Release(a, true)
+}
+
+// A full pool stops its least recently used idle agent to make room; that
+// thread's next prompt resumes its session with session/load.
+func TestPool_FullPoolEvictsLeastRecentlyUsedIdleAgentAndResumesIt(t *testing.T) {
+	p := newPool(t, pool.Config{Args: []string{"--load-session"}, MaxSessions: 2})
+	a := acquire(t, p, "a")
+	prompt(t, a, "hello from a")
+	p.Release(a, false)
+	b := acquire(t, p, "b")
+	p.Release(b, false)
+	c := acquire(t, p, "c")
+	if p.Lookup("a") != nil || p.Lookup("b") == nil {
+		t.Fatal("evicted the wrong agent: want a (least recently used) gone, b kept")
+	}
+	if !agenttest.WaitGone(a.Proc.PID(), 5*time.Second) {
+		t.Fatal("evicted agent still running")
+	}
+	p.Release(c, false)
+	a2 := acquire(t, p, "a")
+	if !a2.Resumed || a2.SessionID != a.SessionID || a2.Lost != "" {
+		t.Fatalf("a came back with session %q (resumed %v), want %q resumed", a2.SessionID, a2.Resumed, a.SessionID)
+	}
+	if got := prompt(t, a2, "again"); !strings.HasPrefix(got, "(resumed) You said: again") {
+		t.Fatalf("answer after resume = %q", got)
+	}
+	if s := p.Stats(); s.Evicted != 2 || s.Live != 2 {
+		t.Fatalf("stats = %+v, want 2 evictions and 2 live", s)
+	}
+	p.Release(a2, false)
+}
+
+// A thread whose session cannot be resumed gets a new one and learns which
+// session it lost: when the agent cannot load sessions, and when it
+// refuses a stale id.
+func TestPool_UnresumableSessionFallsBackToANewOne(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"agent without loadSession", nil},
+		{"stale session id", []string{"--load-session"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := t.TempDir()
+			p := newPool(t, pool.Config{Args: tc.args, MaxSessions: 1, WorkDir: work})
+			a := acquire(t, p, "a")
+			p.Release(a, true)
+			os.RemoveAll(filepath.Join(work, "a", ".fakeagent")) // the agent forgets its sessions
+			a2 := acquire(t, p, "a")
+			defer p.Release(a2, false)
+			if a2.Resumed || a2.Lost != a.SessionID || a2.SessionID == "" || a2.SessionID == a.SessionID {
+				t.Fatalf("after losing %q: session %q resumed=%v lost=%q", a.SessionID, a2.SessionID, a2.Resumed, a2.Lost)
+			}
+		})
+	}
+}
+
+// When every slot is busy, Acquire waits in line (saying so once) until a
+// slot frees, and gives up with its context's cause.
+func TestPool_BusyPoolWaitsInLineBoundedByTheCallersDeadline(t *testing.T) {
+	p := newPool(t, pool.Config{MaxSessions: 1})
+	a := acquire(t, p, "a")
+
+	waiting := make(chan struct{})
+	got := make(chan *pool.Agent, 1)
+	go func() {
+		b, err := p.Acquire(context.Background(), "b", func() { close(waiting) })
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}()
+	<-waiting
+	if s := p.Stats(); s.Waiting != 1 {
+		t.Fatalf("waiting = %d, want 1", s.Waiting)
+	}
+
+	cause := errors.New("no slot within 300ms")
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, cause)
+	defer cancel()
+	start := time.Now()
+	if _, err := p.Acquire(ctx, "c", nil); !errors.Is(err, cause) {
+		t.Fatalf("Acquire with a deadline = %v, want its cause", err)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("gave up after %s", took)
+	}
+
+	p.Release(a, false)
+	select {
+	case b := <-got:
+		if b == nil {
+			t.Fatal("no agent for b")
+		}
+		p.Release(b, false)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting Acquire never got the freed slot")
+	}
+}
+
+// pool.idle_timeout is consumed: with 300ms an idle agent is stopped soon
+// after, and its session is kept for resume.
+func TestPool_IdleTimeoutKnobStopsIdleAgents(t *testing.T) {
+	p := newPool(t, pool.Config{IdleTimeout: 300 * time.Millisecond})
+	a := acquire(t, p, "t")
+	released := time.Now()
+	p.Release(a, false)
+	if !agenttest.WaitGone(a.Proc.PID(), 10*time.Second) {
+		t.Fatal("idle agent still running")
+	}
+	if took := time.Since(released); took < 300*time.Millisecond {
+		t.Fatalf("stopped after %s, before the idle timeout", took)
+	}
+	if s := p.Stats(); s.Live != 0 || s.Resumable != 1 {
+		t.Fatalf("stats = %+v, want 0 live and 1 resumable session", s)
+	}
+}
+
+// agent.start_timeout is consumed: a program that never answers initialize
+// fails to start after it, and is not left running.
+func TestPool_StartTimeoutKnobBoundsAnAgentThatNeverAnswers(t *testing.T) {
+	p := newPool(t, pool.Config{Command: "/bin/sh", Args: []string{"-c", "echo started >&2; exec sleep 60"}, StartTimeout: 500 * time.Millisecond})
+	start := time.Now()
+	_, err := p.Acquire(context.Background(), "t", nil)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "did not start within 500ms") {
+		t.Fatalf("Acquire = %v", err)
+	}
+	if took < 500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("failed after %s, want about 500ms", took)
+	}
+	if s := p.Stats(); s.Live != 0 || s.Starting != 0 {
+		t.Fatalf("stats after a failed start = %+v", s)
+	}
+}
+
+func TestPool_AgentThatExitsAtStartIsReportedWithItsStderr(t *testing.T) {
+	p := newPool(t, pool.Config{Command: "/bin/sh", Args: []string{"-c", "echo 'no API key configured' >&2; exit 3"}})
+	_, err := p.Acquire(context.Background(), "t", nil)
+	if err == nil || !strings.Contains(err.Error(), "status 3") || !strings.Contains(err.Error(), "no API key configured") {
+		t.Fatalf("Acquire = %v, want the exit status and stderr", err)
+	}
+}
+
+// Close stops every agent in parallel, each with its own escalation, so
+// six agents that ignore EOF and SIGTERM take about as long as one.
+func TestPool_CloseStopsAllAgentsInParallel(t *testing.T) {
+	grace := 400 * time.Millisecond
+	p := pool.New(pool.Config{Command: fakeAgent, Args: []string{"--ignore-term", "--no-exit-on-eof"}, WorkDir: t.TempDir(),
+		MaxSessions: 6, ExitGrace: grace, Logger: testLogger(t)})
+	var pids []int
+	for i := range 6 {
+		a := acquire(t, p, "t"+strconv.Itoa(i))
+		pids = append(pids, a.Proc.PID())
+		p.Release(a, false)
+	}
+	start := time.Now()
+	p.Close()
+	took := time.Since(start)
+	// One agent needs two graces; six in a row would need twelve.
+	if took > 6*grace {
+		t.Fatalf("Close took %s for six agents, want about %s (parallel)", took, 2*grace)
+	}
+	for _, pid := range pids {
+		if agenttest.Running(pid) {
+			t.Fatalf("agent %d still running after Close", pid)
+		}
+	}
+	if _, err := p.Acquire(context.Background(), "late", nil); !errors.Is(err, pool.ErrClosed) {
+		t.Fatalf("Acquire after Close = %v", err)
+	}
+}
+
+// Reset during a turn takes effect when the turn releases the agent: the
+// process is stopped and the session forgotten, not resumed.
+func TestPool_ResetOfABusyAgentDiscardsItOnRelease(t *testing.T) {
+	p := newPool(t, pool.Config{Args: []string{"--load-session"}})
+	a := acquire(t, p, "t")
+	p.Reset("t")
+	if p.Lookup("t") != a {
+		t.Fatal("a busy agent was taken away from its turn")
+	}
+	p.Release(a, false)
+	if !agenttest.WaitGone(a.Proc.PID(), 5*time.Second) {
+		t.Fatal("reset agent still running")
+	}
+	a2 := acquire(t, p, "t")
+	defer p.Release(a2, false)
+	if a2.Resumed || a2.Lost != "" || a2.SessionID == a.SessionID {
+		t.Fatalf("after reset: session %q resumed=%v lost=%q, want a fresh session", a2.SessionID, a2.Resumed, a2.Lost)
+	}
+}

@@ -1,0 +1,87 @@
+package pool_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"acpbroker/internal/agenttest"
+	"acpbroker/pool"
+)
+
+// newBubblePool starts a pool of in-process fake agents; call it inside a
+// synctest bubble, where time only moves when every goroutine waits.
+func newBubblePool(t *testing.T, cfg pool.Config, opts agenttest.InProcessOptions) *pool.Pool {
+	t.Helper()
+	cfg.Launch = agenttest.InProcess(opts)
+	cfg.Command = "fakeagent"
+	cfg.WorkDir = t.TempDir()
+	cfg.Logger = testLogger(t)
+	p := pool.New(cfg)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// An agent idle for less than pool.idle_timeout (30m) keeps running; at
+// 30m it is stopped and its slot freed, and it keeps its session for
+// resume. A busy agent is never stopped for idleness.
+func TestPool_IdleTimeoutOfThirtyMinutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newBubblePool(t, pool.Config{MaxSessions: 2, IdleTimeout: 30 * time.Minute, ExitGrace: 2 * time.Second}, agenttest.InProcessOptions{})
+		ctx := context.Background()
+		idle, err := p.Acquire(ctx, "idle", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy, err := p.Acquire(ctx, "busy", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release(idle, false)
+
+		time.Sleep(30*time.Minute - time.Second)
+		synctest.Wait()
+		if p.Lookup("idle") == nil {
+			t.Fatal("stopped before 30m of idleness")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if p.Lookup("idle") != nil {
+			t.Fatal("still live after 30m of idleness")
+		}
+		<-idle.Proc.Reaped()
+		if s := p.Stats(); s.Live != 1 || s.Resumable != 1 || s.Evicted != 1 {
+			t.Fatalf("stats = %+v, want the busy agent live and one resumable session", s)
+		}
+
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if p.Lookup("busy") != busy {
+			t.Fatal("a busy agent was stopped for idleness")
+		}
+		p.Release(busy, false)
+	})
+}
+
+// A wait for a slot is bounded by the caller's deadline (the turn's
+// pool.slot_wait): it gives up exactly then, not a tick later.
+func TestPool_WaitForASlotEndsAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newBubblePool(t, pool.Config{MaxSessions: 1}, agenttest.InProcessOptions{})
+		a, err := p.Acquire(context.Background(), "a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		start := time.Now()
+		if _, err := p.Acquire(ctx, "b", nil); err == nil {
+			t.Fatal("got a slot from a full, busy pool")
+		}
+		if took := time.Since(start); took != 10*time.Minute {
+			t.Fatalf("gave up after %s, want exactly 10m", took)
+		}
+		p.Release(a, false)
+	})
+}
