@@ -30,14 +30,13 @@ type turn struct {
 }
 
 // runTurn takes the prompt from acquiring an agent to its one Outcome.
-func (e *Engine) runTurn(ctx context.Context, threadID string, p *Prompt) {
+func (e *Engine) runTurn(ctx context.Context, end context.CancelCauseFunc, threadID string, p *Prompt) {
 	t := &turn{e: e, thread: threadID, p: p, start: time.Now(),
 		log: e.log.With().Str("thread", threadID).Logger()}
 	if e.cfg.State != nil {
 		e.cfg.State.Begin(threadID, p.Ref)
-		defer e.cfg.State.End(threadID)
 	}
-	out := t.run(ctx)
+	out := t.run(ctx, end)
 	out.Text = t.text.String()
 	out.ToolCalls = t.tools
 	out.Plan = t.plan
@@ -47,10 +46,13 @@ func (e *Engine) runTurn(ctx context.Context, threadID string, p *Prompt) {
 		ev = t.log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 	}
 	ev.Msg("turn ended")
+	if e.cfg.State != nil {
+		e.cfg.State.End(threadID)
+	}
 	p.Sink.Done(out)
 }
 
-func (t *turn) run(ctx context.Context) Outcome {
+func (t *turn) run(ctx context.Context, end context.CancelCauseFunc) Outcome {
 	cfg := t.e.cfg
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
@@ -71,7 +73,7 @@ func (t *turn) run(ctx context.Context) Outcome {
 		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentStart, err)}
 	}
 	t.agent = agent
-	t.log = t.log.With().Str("session", agent.SessionID).Int("pid", agent.Proc.PID).Logger()
+	t.log = t.log.With().Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger()
 
 	t.sub, err = agent.Conn.Subscribe(agent.SessionID, acp.ApproverFunc(t.approve))
 	if err != nil {
@@ -89,17 +91,20 @@ func (t *turn) run(ctx context.Context) Outcome {
 	}
 	t.log.Debug().Str("req", t.call.ID.String()).Msg("prompt sent")
 	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working"})
-	return t.loop(ctx)
+	return t.loop(ctx, end)
 }
 
 // loop waits for this turn's answer. Silence is not failure: only the
-// answer, the agent's death, the ceiling, or ctx ends it.
-func (t *turn) loop(ctx context.Context) Outcome {
+// answer or the end of ctx ends it. The turn's one context merges every
+// other ending (user cancel, shutdown, the ceiling, agent death, a failed
+// liveness check, an overflowing queue) and carries its cause.
+func (t *turn) loop(ctx context.Context, end context.CancelCauseFunc) Outcome {
 	cfg := t.e.cfg
-	ceiling := time.NewTimer(cfg.TurnTimeout)
-	defer ceiling.Stop()
+	ctx, stop := context.WithTimeoutCause(ctx, cfg.TurnTimeout, timedOut(cfg.TurnTimeout))
+	defer stop()
 	liveness := time.NewTicker(cfg.LivenessInterval)
 	defer liveness.Stop()
+	exited, overflow := t.agent.Proc.Exited(), t.sub.Overflowed()
 	for {
 		select {
 		case u := <-t.sub.Updates():
@@ -116,16 +121,16 @@ func (t *turn) loop(ctx context.Context) Outcome {
 			}
 			t.e.pool.Release(t.agent, false)
 			return Outcome{StopReason: res.StopReason}
-		case <-t.agent.Proc.Exited():
-			return t.abandon(t.deathCause(nil))
+		case <-exited:
+			exited = nil
+			end(t.deathCause(nil))
 		case <-liveness.C:
 			if !t.agent.Proc.Alive() {
-				return t.abandon(fmt.Errorf("%w: its process is gone", ErrAgentUnhealthy))
+				end(fmt.Errorf("%w: its process is gone", ErrAgentUnhealthy))
 			}
-		case <-ceiling.C:
-			return t.abandon(timedOut(cfg.TurnTimeout))
-		case <-t.sub.Overflowed():
-			return t.abandon(ErrOverflow)
+		case <-overflow:
+			overflow = nil
+			end(ErrOverflow)
 		case <-ctx.Done():
 			return t.abandon(causeOf(ctx))
 		}
@@ -172,6 +177,7 @@ func (t *turn) abandon(cause error) Outcome {
 		conn.CancelSession(sid)
 		trusted = t.awaitCancelled(cfg.CancelGrace)
 	}
+	t.drain()
 	t.call.Abandon()
 	t.sub.Close()
 	if alive && !trusted {

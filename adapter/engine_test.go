@@ -1,0 +1,528 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/internal/agenttest"
+	"acpbroker/pool"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) {
+	bin, dir := agenttest.MustBuild()
+	fakeAgent = bin
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// recorder is a Sink that keeps everything a turn reports.
+type recorder struct {
+	mu       sync.Mutex
+	statuses []Status
+	updates  []acp.Update
+	notices  []string
+	answer   func(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome
+	asked    chan *acp.PermissionRequest
+	working  chan struct{}
+	done     chan Outcome
+	doneN    int
+}
+
+func newRecorder() *recorder {
+	return &recorder{asked: make(chan *acp.PermissionRequest, 10), working: make(chan struct{}, 1), done: make(chan Outcome, 2)}
+}
+
+func (r *recorder) Status(s Status) {
+	r.mu.Lock()
+	r.statuses = append(r.statuses, s)
+	r.mu.Unlock()
+	if s.Phase == PhaseWorking {
+		select {
+		case r.working <- struct{}{}:
+		default:
+		}
+	}
+}
+func (r *recorder) Update(u acp.Update) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.updates = append(r.updates, u)
+}
+func (r *recorder) Notice(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notices = append(r.notices, s)
+}
+func (r *recorder) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+	r.asked <- req
+	if r.answer != nil {
+		return r.answer(ctx, req)
+	}
+	<-ctx.Done()
+	return acp.PermissionOutcome{}
+}
+func (r *recorder) Done(o Outcome) {
+	r.mu.Lock()
+	r.doneN++
+	r.mu.Unlock()
+	r.done <- o
+}
+
+func (r *recorder) statusList() []Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Status(nil), r.statuses...)
+}
+
+func (r *recorder) noticeList() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.notices...)
+}
+
+func (r *recorder) updateList() []acp.Update {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]acp.Update(nil), r.updates...)
+}
+
+func (r *recorder) wait(t *testing.T, within time.Duration) Outcome {
+	t.Helper()
+	select {
+	case o := <-r.done:
+		return o
+	case <-time.After(within):
+		t.Fatalf("no outcome within %s", within)
+		return Outcome{}
+	}
+}
+
+func (r *recorder) waitWorking(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.working:
+	case <-time.After(10 * time.Second):
+		t.Fatal("turn never started working")
+	}
+}
+
+type rig struct {
+	t      *testing.T
+	pool   *pool.Pool
+	engine *Engine
+}
+
+func newRig(t *testing.T, args []string, pcfg pool.Config, cfg Config) *rig {
+	t.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	pcfg.Command = fakeAgent
+	pcfg.Args = args
+	pcfg.WorkDir = t.TempDir()
+	pcfg.Logger = log
+	if pcfg.MaxSessions == 0 {
+		pcfg.MaxSessions = 4
+	}
+	if pcfg.ExitGrace == 0 {
+		pcfg.ExitGrace = 500 * time.Millisecond
+	}
+	cfg.Logger = log
+	if cfg.CancelGrace == 0 {
+		cfg.CancelGrace = 2 * time.Second
+	}
+	p := pool.New(pcfg)
+	e := New(p, cfg)
+	r := &rig{t: t, pool: p, engine: e}
+	t.Cleanup(func() {
+		e.Close()
+		p.Close()
+	})
+	return r
+}
+
+func (r *rig) prompt(thread, text string) *recorder {
+	r.t.Helper()
+	rec := newRecorder()
+	if err := r.engine.Submit(thread, &Prompt{Ref: thread, Blocks: []acp.ContentBlock{acp.TextBlock(text)}, Sink: rec}); err != nil {
+		r.t.Fatalf("Submit(%q): %v", text, err)
+	}
+	return rec
+}
+
+func TestTurn_StreamsTheAnswerAndEndsOnce(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	rec := r.prompt("t1", "hello there")
+	o := rec.wait(t, 20*time.Second)
+	if o.Err != nil || o.StopReason != acp.StopEndTurn {
+		t.Fatalf("outcome = %+v", o)
+	}
+	if !strings.Contains(o.Text, "You said: hello there") {
+		t.Fatalf("answer %q does not echo the prompt", o.Text)
+	}
+	if len(o.ToolCalls) == 0 || o.ToolCalls[0].Status != "completed" || len(o.Plan) == 0 {
+		t.Fatalf("tool calls %+v / plan %+v not tracked", o.ToolCalls, o.Plan)
+	}
+	kinds := map[string]bool{}
+	for _, u := range rec.updateList() {
+		kinds[u.Kind] = true
+	}
+	for _, k := range []string{acp.UpdateMessageChunk, acp.UpdateThoughtChunk, acp.UpdateToolCall, acp.UpdateToolCallUpdate, acp.UpdatePlan} {
+		if !kinds[k] {
+			t.Errorf("sink never saw a %s update", k)
+		}
+	}
+	if rec.doneN != 1 {
+		t.Fatalf("Done called %d times", rec.doneN)
+	}
+}
+
+// The ceiling abandons prompt 1; prompts 2 and 3 each get their own answer
+// and never the abandoned turn's output.
+func TestTurn_StaleAnswerNeverEndsTheNextTurn(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{TurnTimeout: time.Second, CancelGrace: 300 * time.Millisecond})
+	first := r.prompt("t", "late 1500ms STALE-ANSWER")
+	second := r.prompt("t", "stream 3")
+	third := r.prompt("t", "stream 2")
+	o1 := first.wait(t, 20*time.Second)
+	if !errors.Is(o1.Err, ErrTimeout) {
+		t.Fatalf("first outcome = %+v, want a timeout", o1)
+	}
+	o2 := second.wait(t, 20*time.Second)
+	o3 := third.wait(t, 20*time.Second)
+	if o2.Err != nil || o2.Text != "chunk 1\nchunk 2\nchunk 3\n" {
+		t.Fatalf("second outcome = %+v (text %q)", o2, o2.Text)
+	}
+	if o3.Err != nil || o3.Text != "chunk 1\nchunk 2\n" {
+		t.Fatalf("third outcome = %+v (text %q)", o3, o3.Text)
+	}
+	for _, o := range []Outcome{o2, o3} {
+		if strings.Contains(o.Text, "STALE") {
+			t.Fatalf("a later turn saw the abandoned turn's output: %q", o.Text)
+		}
+	}
+	if s := r.engine.Stats().Pool.Conn; s.PendingRequests != 0 || s.PendingPermissions != 0 {
+		t.Fatalf("bookkeeping left: %+v", s)
+	}
+}
+
+// turn.timeout is consumed: with 2s a hung agent fails in about 2s.
+func TestTurn_TimeoutKnobEndsAHungTurn(t *testing.T) {
+	grace := 500 * time.Millisecond
+	r := newRig(t, nil, pool.Config{}, Config{TurnTimeout: 2 * time.Second, CancelGrace: grace})
+	rec := r.prompt("t", "ignore-cancel")
+	o := rec.wait(t, 20*time.Second)
+	if !errors.Is(o.Err, ErrTimeout) || o.Err.Error() != "timed out after 2s" {
+		t.Fatalf("outcome err = %v, want \"timed out after 2s\"", o.Err)
+	}
+	// Start-up is part of Elapsed; the ceiling counts from the prompt.
+	if o.Elapsed < 2*time.Second || o.Elapsed > 2*time.Second+grace+3*time.Second {
+		t.Fatalf("elapsed %s, want about 2s + grace %s", o.Elapsed, grace)
+	}
+	if !strings.Contains(o.Text, "working") {
+		t.Fatalf("partial answer lost: %q", o.Text)
+	}
+}
+
+// turn.cancel_grace is consumed: an agent ignoring cancel is killed after it.
+func TestTurn_CancelGraceKnobBoundsTheWaitForAnUnresponsiveAgent(t *testing.T) {
+	for _, grace := range []time.Duration{200 * time.Millisecond, 1500 * time.Millisecond} {
+		r := newRig(t, nil, pool.Config{}, Config{CancelGrace: grace})
+		rec := r.prompt("t", "ignore-cancel")
+		rec.waitWorking(t)
+		pid := r.pool.Lookup("t").Proc.PID()
+		start := time.Now()
+		r.engine.Cancel("t", CancelledBy("tester"))
+		o := rec.wait(t, 20*time.Second)
+		took := time.Since(start)
+		if o.Err == nil || o.Err.Error() != "cancelled by tester" {
+			t.Fatalf("outcome err = %v", o.Err)
+		}
+		if took < grace || took > grace+2*time.Second {
+			t.Fatalf("grace %s: the turn ended after %s", grace, took)
+		}
+		waitGone(t, pid)
+	}
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	if !agenttest.WaitGone(pid, 10*time.Second) {
+		t.Fatalf("process %d still running", pid)
+	}
+}
+
+func TestTurn_CancelReachesTheAgentAndKeepsAHonestProcess(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	rec := r.prompt("t", "hang")
+	rec.waitWorking(t)
+	pid := r.pool.Lookup("t").Proc.PID()
+	start := time.Now()
+	r.engine.Cancel("t", CancelledBy("alice"))
+	o := rec.wait(t, 10*time.Second)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("cancel took %s, want under a second", took)
+	}
+	if o.Err == nil || o.Err.Error() != "cancelled by alice" {
+		t.Fatalf("outcome = %+v", o)
+	}
+	next := r.prompt("t", "stream 1")
+	if o := next.wait(t, 10*time.Second); o.Err != nil || o.Text != "chunk 1\n" {
+		t.Fatalf("next turn = %+v", o)
+	}
+	if a := r.pool.Lookup("t"); a == nil || a.Proc.PID() != pid {
+		t.Fatal("an agent that answered the cancel was replaced")
+	}
+}
+
+func TestTurn_AgentCrashIsReportedAtOnceWithStatusAndStderr(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{TurnTimeout: time.Minute})
+	rec := r.prompt("t", "crash 3")
+	o := rec.wait(t, 10*time.Second)
+	if !errors.Is(o.Err, ErrAgentExited) {
+		t.Fatalf("outcome = %+v", o)
+	}
+	msg := o.Err.Error()
+	if !strings.Contains(msg, "status 3") || !strings.Contains(msg, "simulated crash") {
+		t.Fatalf("cause %q lacks the exit status or stderr tail", msg)
+	}
+	if o.Elapsed > 10*time.Second {
+		t.Fatalf("crash noticed after %s", o.Elapsed)
+	}
+	// The thread carries on with a fresh process.
+	if o := r.prompt("t", "stream 1").wait(t, 20*time.Second); o.Err != nil {
+		t.Fatalf("turn after crash: %+v", o)
+	}
+}
+
+// A long silent tool run that is alive is not an error.
+func TestTurn_SilentButAliveIsNotAFailure(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{LivenessInterval: 50 * time.Millisecond, TurnTimeout: 30 * time.Second})
+	o := r.prompt("t", "silent 1500ms").wait(t, 20*time.Second)
+	if o.Err != nil || !strings.Contains(o.Text, "done after silence") {
+		t.Fatalf("outcome = %+v", o)
+	}
+}
+
+func TestTurn_PermissionModes(t *testing.T) {
+	t.Run("allow", func(t *testing.T) {
+		r := newRig(t, nil, pool.Config{}, Config{PermissionMode: PermissionAllow})
+		rec := r.prompt("t", "permission")
+		o := rec.wait(t, 20*time.Second)
+		if o.Err != nil || !strings.Contains(o.Text, "permission granted: allow") {
+			t.Fatalf("outcome = %+v", o)
+		}
+		if n := rec.noticeList(); len(n) != 1 || !strings.Contains(n[0], "automatically") {
+			t.Fatalf("notices = %q", n)
+		}
+	})
+	t.Run("deny", func(t *testing.T) {
+		r := newRig(t, nil, pool.Config{}, Config{PermissionMode: PermissionDeny})
+		o := r.prompt("t", "permission").wait(t, 20*time.Second)
+		if o.Err != nil || !strings.Contains(o.Text, "permission denied: reject") {
+			t.Fatalf("outcome = %+v", o)
+		}
+	})
+	t.Run("ask", func(t *testing.T) {
+		r := newRig(t, nil, pool.Config{}, Config{})
+		rec := newRecorder()
+		rec.answer = func(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+			return acp.PermissionOutcome{OptionID: "allow-always"}
+		}
+		r.engine.Submit("t", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("permission")}, Sink: rec})
+		o := rec.wait(t, 20*time.Second)
+		if o.Err != nil || !strings.Contains(o.Text, "permission granted: allow-always") {
+			t.Fatalf("outcome = %+v", o)
+		}
+	})
+}
+
+// turn.permission_timeout is consumed: nobody answers, and after ~1s the
+// agent is told "cancelled" (fail closed) and the request's slot is freed.
+func TestTurn_PermissionTimeoutFailsClosed(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{PermissionTimeout: time.Second})
+	rec := r.prompt("t", "permission")
+	var asked time.Time
+	select {
+	case <-rec.asked:
+		asked = time.Now()
+	case <-time.After(20 * time.Second):
+		t.Fatal("never asked")
+	}
+	o := rec.wait(t, 20*time.Second)
+	took := time.Since(asked)
+	if o.StopReason != acp.StopCancelled {
+		t.Fatalf("outcome = %+v, want the agent's cancelled stop", o)
+	}
+	if took < time.Second || took > 4*time.Second {
+		t.Fatalf("permission timed out after %s, want ~1s", took)
+	}
+	if n := rec.noticeList(); len(n) == 0 || !strings.Contains(n[0], "not answered within 1s") {
+		t.Fatalf("notices = %q", n)
+	}
+	if s := r.engine.Stats().Pool.Conn; s.PendingPermissions != 0 {
+		t.Fatalf("pending permissions = %d", s.PendingPermissions)
+	}
+}
+
+func TestTurn_QueueKeepsOrderAndRefusesOverflow(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{QueueSize: 2})
+	first := r.prompt("t", "slow 300ms 2")
+	first.waitWorking(t)
+	a := r.prompt("t", "stream 1")
+	b := r.prompt("t", "stream 2")
+	err := r.engine.Submit("t", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("x")}, Sink: newRecorder()})
+	if !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third queued prompt: err = %v, want ErrQueueFull", err)
+	}
+	if st := a.statusList(); len(st) == 0 || st[0].Phase != PhaseQueued || st[0].Position != 1 {
+		t.Fatalf("queued status = %+v", st)
+	}
+	o0, oa, ob := first.wait(t, 20*time.Second), a.wait(t, 20*time.Second), b.wait(t, 20*time.Second)
+	if o0.Err != nil || oa.Text != "chunk 1\n" || ob.Text != "chunk 1\nchunk 2\n" {
+		t.Fatalf("outcomes: %+v / %+v / %+v", o0, oa, ob)
+	}
+}
+
+func TestTurn_ShutdownEndsRunningAndQueuedTurnsWithACause(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	running := r.prompt("t", "hang")
+	running.waitWorking(t)
+	queued := r.prompt("t", "stream 1")
+	r.engine.Close()
+	for _, rec := range []*recorder{running, queued} {
+		if o := rec.wait(t, 10*time.Second); !errors.Is(o.Err, ErrShutdown) {
+			t.Fatalf("outcome = %+v, want broker shutting down", o)
+		}
+	}
+	if err := r.engine.Submit("t", &Prompt{Sink: newRecorder()}); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("Submit after Close = %v", err)
+	}
+}
+
+// Every abandon cleans up: after 1,000 abandoned turns (half of them with a
+// permission request open), no bookkeeping is left.
+func TestTurn_ThousandAbandonedTurnsLeaveNothingPending(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long")
+	}
+	r := newRig(t, nil, pool.Config{}, Config{})
+	for i := range 1000 {
+		text := "hang"
+		if i%2 == 1 {
+			text = "permission"
+		}
+		rec := r.prompt("t", text)
+		if i%2 == 1 {
+			<-rec.asked
+		} else {
+			rec.waitWorking(t)
+		}
+		r.engine.Cancel("t", CancelledBy("tester"))
+		if o := rec.wait(t, 10*time.Second); o.Err == nil {
+			t.Fatalf("turn %d: outcome %+v", i, o)
+		}
+	}
+	s := r.engine.Stats()
+	if s.Pool.Conn.PendingRequests != 0 || s.Pool.Conn.PendingPermissions != 0 || s.Pool.Conn.Subscribers != 0 {
+		t.Fatalf("bookkeeping left after 1000 abandoned turns: %+v", s.Pool.Conn)
+	}
+	if s.Pool.Live != 1 {
+		t.Fatalf("live agents = %d, want the one honest agent reused", s.Pool.Live)
+	}
+	waitThreads(t, r.engine, 0)
+}
+
+func waitThreads(t *testing.T, e *Engine, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Stats().Threads != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("threads = %d, want %d", e.Stats().Threads, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestTurn_BusyPoolQueuesForASlotWithAStatus(t *testing.T) {
+	r := newRig(t, nil, pool.Config{MaxSessions: 1}, Config{})
+	a := r.prompt("a", "slow 200ms 3")
+	a.waitWorking(t)
+	b := r.prompt("b", "stream 1")
+	if o := a.wait(t, 20*time.Second); o.Err != nil {
+		t.Fatalf("a: %+v", o)
+	}
+	if o := b.wait(t, 20*time.Second); o.Err != nil || o.Text != "chunk 1\n" {
+		t.Fatalf("b: %+v", o)
+	}
+	if st := b.statusList(); st[0].Phase != PhaseWaitingForSlot || st[0].Text != "waiting for a free agent slot" {
+		t.Fatalf("b statuses = %+v", st)
+	}
+}
+
+// pool.slot_wait is consumed: a prompt waiting for a busy pool gives up
+// after it.
+func TestTurn_SlotWaitKnobBoundsTheWait(t *testing.T) {
+	r := newRig(t, nil, pool.Config{MaxSessions: 1}, Config{SlotWait: time.Second})
+	a := r.prompt("a", "hang")
+	a.waitWorking(t)
+	start := time.Now()
+	o := r.prompt("b", "stream 1").wait(t, 10*time.Second)
+	if !errors.Is(o.Err, ErrNoSlot) || time.Since(start) > 4*time.Second || time.Since(start) < time.Second {
+		t.Fatalf("outcome %v after %s, want no slot after ~1s", o.Err, time.Since(start))
+	}
+	r.engine.Cancel("a", CancelledBy("tester"))
+	a.wait(t, 10*time.Second)
+}
+
+func TestTurn_StatePersistsRunningTurnsUntilTheyEnd(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "turns.json")
+	st, left, err := OpenState(path)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("OpenState: %v %v", left, err)
+	}
+	r := newRig(t, nil, pool.Config{}, Config{State: st})
+	rec := r.prompt("t", "hang")
+	rec.waitWorking(t)
+	// A second process opening the file now sees the running turn, as a
+	// restarted broker would.
+	_, left, err = OpenState(path + ".copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if !strings.Contains(string(b), `"thread":"t"`) {
+		t.Fatalf("state file = %s", b)
+	}
+	os.WriteFile(path+".crash", b, 0o600)
+	_, left, err = OpenState(path + ".crash")
+	if err != nil || len(left) != 1 || left[0].Thread != "t" || left[0].Ref != "t" {
+		t.Fatalf("after a crash the next start sees %+v, %v", left, err)
+	}
+	// Reported once: reopening finds nothing.
+	if _, again, _ := OpenState(path + ".crash"); len(again) != 0 {
+		t.Fatalf("interrupted turns reported twice: %+v", again)
+	}
+	r.engine.Cancel("t", CancelledBy("tester"))
+	rec.wait(t, 10*time.Second)
+	if st.Len() != 0 {
+		t.Fatalf("state still holds %d running turns", st.Len())
+	}
+}

@@ -1,0 +1,154 @@
+package adapter
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/internal/agenttest"
+	"acpbroker/pool"
+
+	"github.com/rs/zerolog"
+)
+
+// newBubbleRig is newRig with in-process agents and the engine's defaults;
+// call it inside a synctest bubble, where time is virtual.
+func newBubbleRig(t *testing.T, opts agenttest.InProcessOptions, cfg Config) *rig {
+	t.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	p := pool.New(pool.Config{Launch: agenttest.InProcess(opts), Command: "fakeagent", WorkDir: t.TempDir(),
+		MaxSessions: 4, Logger: log})
+	cfg.Logger = log
+	e := New(p, cfg)
+	t.Cleanup(func() {
+		e.Close()
+		p.Close()
+	})
+	return &rig{t: t, pool: p, engine: e}
+}
+
+// The ceiling defaults to 30m: a hung agent that ignores cancel fails at
+// 30m plus the default 10s cancel grace, not a moment sooner or later.
+func TestTurn_DefaultCeilingIsThirtyMinutesPlusTheGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{})
+		start := time.Now()
+		o := r.prompt("t", "ignore-cancel").wait(t, 2*time.Hour)
+		if !errors.Is(o.Err, ErrTimeout) || o.Err.Error() != "timed out after 30m" {
+			t.Fatalf("outcome = %v, want timed out after 30m", o.Err)
+		}
+		if took := time.Since(start); took != 30*time.Minute+10*time.Second {
+			t.Fatalf("ended after %s, want 30m10s", took)
+		}
+	})
+}
+
+// Silence is not death: an agent that says nothing for 20 minutes but is
+// alive (the liveness check passes 40 times) still delivers its answer.
+func TestTurn_TwentyMinutesOfSilenceIsNotAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{})
+		o := r.prompt("t", "silent 20m").wait(t, 2*time.Hour)
+		if o.Err != nil || !strings.Contains(o.Text, "done after silence") {
+			t.Fatalf("outcome = %+v", o)
+		}
+	})
+}
+
+// The liveness check (every 30s by default) is the backstop: an agent
+// that dies while its exit goes unnoticed and its stdout stays open is
+// found at the next check, not at the ceiling.
+func TestTurn_LivenessCheckFindsADeathTheExitWatcherMissed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{LoseExit: true, HoldStdout: true}, Config{})
+		start := time.Now()
+		o := r.prompt("t", "exit-after 45s").wait(t, 2*time.Hour)
+		if !errors.Is(o.Err, ErrAgentUnhealthy) {
+			t.Fatalf("outcome = %v, want the agent found dead", o.Err)
+		}
+		if took := time.Since(start); took != time.Minute {
+			t.Fatalf("death at 45s noticed after %s, want at the 60s check", took)
+		}
+	})
+}
+
+// turn.liveness_interval is consumed: with 5s, the same death is found at
+// 45s.
+func TestTurn_LivenessIntervalKnob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{LoseExit: true, HoldStdout: true}, Config{LivenessInterval: 5 * time.Second})
+		start := time.Now()
+		o := r.prompt("t", "exit-after 42s").wait(t, 2*time.Hour)
+		if took := time.Since(start); !errors.Is(o.Err, ErrAgentUnhealthy) || took != 45*time.Second {
+			t.Fatalf("outcome %v after %s, want the agent found dead at 45s", o.Err, took)
+		}
+	})
+}
+
+// A cancel reaches an honest agent at once; an agent that ignores it is
+// given the default 10s grace and then killed.
+func TestTurn_CancelIsImmediateAndTheDefaultGraceIsTenSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{})
+		for _, tc := range []struct {
+			prompt string
+			want   time.Duration
+		}{{"hang", 0}, {"ignore-cancel", 10 * time.Second}} {
+			rec := r.prompt("t", tc.prompt)
+			rec.waitWorking(t)
+			synctest.Wait()
+			start := time.Now()
+			r.engine.Cancel("t", CancelledBy("bob"))
+			o := rec.wait(t, time.Hour)
+			if took := time.Since(start); o.Err == nil || o.Err.Error() != "cancelled by bob" || took != tc.want {
+				t.Fatalf("%s: outcome %v after %s, want cancelled by bob after %s", tc.prompt, o.Err, took, tc.want)
+			}
+		}
+	})
+}
+
+// A permission request nobody answers is answered "cancelled" after the
+// default 5m, and the thread is told.
+func TestTurn_DefaultPermissionTimeoutIsFiveMinutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{})
+		rec := r.prompt("t", "permission")
+		<-rec.asked
+		start := time.Now()
+		o := rec.wait(t, time.Hour)
+		if took := time.Since(start); took != 5*time.Minute || o.StopReason != acp.StopCancelled {
+			t.Fatalf("outcome %+v after %s, want the agent's cancelled stop after 5m", o, took)
+		}
+		if n := rec.noticeList(); len(n) != 1 || !strings.Contains(n[0], "not answered within 5m") {
+			t.Fatalf("notices = %q", n)
+		}
+	})
+}
+
+// Shutdown ends every busy thread in parallel: three agents that ignore
+// cancel cost one grace, not three.
+func TestTurn_ShutdownCancelsAllTurnsInParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{})
+		var recs []*recorder
+		for _, th := range []string{"a", "b", "c"} {
+			rec := r.prompt(th, "ignore-cancel")
+			rec.waitWorking(t)
+			recs = append(recs, rec)
+		}
+		synctest.Wait()
+		start := time.Now()
+		r.engine.Close()
+		if took := time.Since(start); took != 10*time.Second {
+			t.Fatalf("Close took %s, want one 10s grace", took)
+		}
+		for _, rec := range recs {
+			if o := rec.wait(t, time.Second); !errors.Is(o.Err, ErrShutdown) {
+				t.Fatalf("outcome = %v", o.Err)
+			}
+		}
+	})
+}
