@@ -1,6 +1,12 @@
 // Command broker connects chat conversations to Agent Client Protocol
 // agents: one agent process per thread, streamed answers, permission
 // questions put to people.
+//
+// Usage:
+//
+//	broker [run] --config FILE     serve (the default command)
+//	broker check-config --config FILE
+//	broker version
 package main
 
 import (
@@ -12,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,24 +34,32 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run is main with its inputs explicit; it returns the exit status.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
+// run is the program with its inputs explicit; it returns the exit status:
+// 0 after a clean stop, 1 when serving failed, 2 for bad usage or config.
+func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "version":
+		fmt.Fprintf(stdout, "acp-broker %s\n", version)
+		return 0
+	case "run", "check-config":
+	default:
+		fmt.Fprintf(stderr, "broker: unknown command %q (want run, check-config or version)\n", cmd)
+		return 2
+	}
+	fs := flag.NewFlagSet("broker "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "TOML configuration `file`")
 	platform := fs.String("platform", "", "chat platform: console or discord (overrides chat.platform)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *showVersion {
-		fmt.Fprintln(stdout, "acp-broker", version)
-		return 0
-	}
-	environ := os.Environ()
 	if *platform != "" {
 		environ = append(environ, "BROKER_CHAT_PLATFORM="+*platform)
 	}
@@ -53,15 +68,39 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
+	lookup := envLookup(environ)
+	agentEnv, err := pool.BuildEnv(lookup, cfg.Agent.Env)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker: config:", err)
+		return 2
+	}
+	if cmd == "check-config" {
+		fmt.Fprintln(stdout, "configuration is valid")
+		return 0
+	}
 	log := newLogger(cfg, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, log, stdin, stdout); err != nil {
+	if err := serve(ctx, cfg, agentEnv, log, stdin, stdout); err != nil {
 		log.Error().Err(err).Msg("broker stopped")
 		fmt.Fprintln(stderr, "broker:", err)
 		return 1
 	}
 	return 0
+}
+
+// envLookup looks names up in an os.Environ-style list; later entries win.
+func envLookup(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
 }
 
 func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
@@ -77,11 +116,7 @@ func newLogger(cfg *Config, w io.Writer) zerolog.Logger {
 
 // serve wires pool, engine and platform together and runs until ctx ends or
 // the platform returns; then it shuts down in order: turns, then agents.
-func serve(ctx context.Context, cfg *Config, log zerolog.Logger, stdin io.Reader, stdout io.Writer) error {
-	env, err := pool.BuildEnv(nil, cfg.Agent.Env)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
+func serve(ctx context.Context, cfg *Config, agentEnv []string, log zerolog.Logger, stdin io.Reader, stdout io.Writer) error {
 	cwd, err := filepath.Abs(cfg.Agent.Cwd)
 	if err != nil {
 		return fmt.Errorf("config: agent.cwd: %w", err)
@@ -93,7 +128,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, stdin io.Reader
 	p := pool.New(pool.Config{
 		Command:      cfg.Agent.Command,
 		Args:         cfg.Agent.Args,
-		Env:          env,
+		Env:          agentEnv,
 		WorkDir:      cwd,
 		PerThreadDir: cfg.Agent.PerThreadDir,
 		MaxSessions:  cfg.Pool.MaxSessions,

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every configuration key can be set from the environment as BROKER_ plus
+// the key in upper case with dots as underscores, and the value lands in
+// the configuration. The table must name every key there is.
+func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
+	cases := map[string]struct {
+		env  string
+		got  func(*Config) any
+		want any
+	}{
+		"log.level":                  {"debug", func(c *Config) any { return c.Log.Level }, "debug"},
+		"log.format":                 {"json", func(c *Config) any { return c.Log.Format }, "json"},
+		"chat.platform":              {"discord", func(c *Config) any { return c.Chat.Platform }, "discord"},
+		"agent.command":              {"my-agent", func(c *Config) any { return c.Agent.Command }, "my-agent"},
+		"agent.args":                 {"--a,--b", func(c *Config) any { return c.Agent.Args }, []string{"--a", "--b"}},
+		"agent.env":                  {"K=v,L=w", func(c *Config) any { return c.Agent.Env }, map[string]string{"K": "v", "L": "w"}},
+		"agent.cwd":                  {"/srv/work", func(c *Config) any { return c.Agent.Cwd }, "/srv/work"},
+		"agent.per_thread_dir":       {"false", func(c *Config) any { return c.Agent.PerThreadDir }, false},
+		"agent.auth_method":          {"api-key", func(c *Config) any { return c.Agent.AuthMethod }, "api-key"},
+		"agent.start_timeout":        {"90s", func(c *Config) any { return c.Agent.StartTimeout }, 90 * time.Second},
+		"agent.exit_grace":           {"3s", func(c *Config) any { return c.Agent.ExitGrace }, 3 * time.Second},
+		"agent.max_line_bytes":       {"2097152", func(c *Config) any { return c.Agent.MaxLineBytes }, 2 << 20},
+		"turn.timeout":               {"5m", func(c *Config) any { return c.Turn.Timeout }, 5 * time.Minute},
+		"turn.liveness_interval":     {"10s", func(c *Config) any { return c.Turn.LivenessInterval }, 10 * time.Second},
+		"turn.cancel_grace":          {"4s", func(c *Config) any { return c.Turn.CancelGrace }, 4 * time.Second},
+		"turn.queue_size":            {"3", func(c *Config) any { return c.Turn.QueueSize }, 3},
+		"turn.update_queue":          {"64", func(c *Config) any { return c.Turn.UpdateQueue }, 64},
+		"turn.permission_mode":       {"deny", func(c *Config) any { return c.Turn.PermissionMode }, "deny"},
+		"turn.permission_timeout":    {"2m", func(c *Config) any { return c.Turn.PermissionTimeout }, 2 * time.Minute},
+		"pool.max_sessions":          {"3", func(c *Config) any { return c.Pool.MaxSessions }, 3},
+		"pool.idle_timeout":          {"1h", func(c *Config) any { return c.Pool.IdleTimeout }, time.Hour},
+		"pool.slot_wait":             {"20s", func(c *Config) any { return c.Pool.SlotWait }, 20 * time.Second},
+		"state.dir":                  {"/var/lib/x", func(c *Config) any { return c.State.Dir }, "/var/lib/x"},
+		"discord.token":              {"tok", func(c *Config) any { return c.Discord.Token }, "tok"},
+		"discord.api_url":            {"http://127.0.0.1:9/api/v9/", func(c *Config) any { return c.Discord.APIURL }, "http://127.0.0.1:9/api/v9/"},
+		"discord.allowed_channels":   {"1,2", func(c *Config) any { return c.Discord.AllowedChannels }, []string{"1", "2"}},
+		"discord.allow_all_channels": {"true", func(c *Config) any { return c.Discord.AllowAllChannels }, true},
+		"discord.allowed_users":      {"u1 u2", func(c *Config) any { return c.Discord.AllowedUsers }, []string{"u1", "u2"}},
+		"discord.allowed_roles":      {"r1", func(c *Config) any { return c.Discord.AllowedRoles }, []string{"r1"}},
+		"discord.approvers":          {"a1", func(c *Config) any { return c.Discord.Approvers }, []string{"a1"}},
+		"discord.allowed_bots":       {"b1", func(c *Config) any { return c.Discord.AllowedBots }, []string{"b1"}},
+		"discord.show_thoughts":      {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
+	}
+	var missing []string
+	for k := range defaults {
+		if _, ok := cases[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Fatalf("keys with no environment test: %s", strings.Join(missing, ", "))
+	}
+	var environ []string
+	for k, tc := range cases {
+		environ = append(environ, fmt.Sprintf("BROKER_%s=%s", strings.ToUpper(strings.ReplaceAll(k, ".", "_")), tc.env))
+	}
+	c, err := LoadConfig("", environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, tc := range cases {
+		if got := tc.got(c); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s from the environment = %#v, want %#v", k, got, tc.want)
+		}
+	}
+}
+
+// The environment wins over the file.
+func TestLoadConfig_EnvironmentOverridesTheFile(t *testing.T) {
+	path := writeConfig(t, "[turn]\ntimeout = \"10m\"\nqueue_size = 5")
+	c, err := LoadConfig(path, []string{"BROKER_TURN_TIMEOUT=5m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Turn.Timeout != 5*time.Minute || c.Turn.QueueSize != 5 {
+		t.Fatalf("turn.timeout = %s (want 5m from the environment), queue_size = %d (want 5 from the file)", c.Turn.Timeout, c.Turn.QueueSize)
+	}
+}

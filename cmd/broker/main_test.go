@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"acpbroker/internal/agenttest"
+
+	"go.uber.org/goleak"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) {
+	bin, dir := agenttest.MustBuild()
+	fakeAgent = bin
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// screen is a terminal the broker writes to; tests wait for text on it.
+type screen struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{}
+}
+
+func newScreen() *screen { return &screen{changed: make(chan struct{})} }
+
+func (s *screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// waitFor waits until the screen shows want and returns how long it took.
+func (s *screen) waitFor(t *testing.T, want string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := time.After(within)
+	for {
+		s.mu.Lock()
+		ok, changed := strings.Contains(s.buf.String(), want), s.changed
+		s.mu.Unlock()
+		if ok {
+			return time.Since(start)
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("screen never showed %q within %s; it shows:\n%s", want, within, s.String())
+		}
+	}
+}
+
+// broker is a broker process run in the test: config from a TOML file and
+// the environment, a console on pipes.
+type broker struct {
+	in       *io.PipeWriter
+	out, err *screen
+	done     chan int
+	cancel   context.CancelFunc
+}
+
+func writeConfig(t *testing.T, extra string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "broker.toml")
+	text := fmt.Sprintf(`
+[log]
+format = "json"
+level = "warn"
+[agent]
+command = %q
+cwd = %q
+[state]
+dir = %q
+%s
+`, fakeAgent, filepath.Join(dir, "work"), filepath.Join(dir, "state"), extra)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func startBroker(t *testing.T, config string, env ...string) *broker {
+	t.Helper()
+	inR, inW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &broker{in: inW, out: newScreen(), err: newScreen(), done: make(chan int, 1), cancel: cancel}
+	environ := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	go func() {
+		b.done <- run(ctx, []string{"--config", config}, environ, inR, b.out, b.err)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		select {
+		case <-b.done:
+		case <-time.After(30 * time.Second):
+			t.Error("broker did not stop")
+		}
+	})
+	return b
+}
+
+func (b *broker) say(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(b.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exit closes the console's input and returns the exit status.
+func (b *broker) exit(t *testing.T) int {
+	t.Helper()
+	b.in.Close()
+	select {
+	case code := <-b.done:
+		b.done <- code
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("broker did not exit after its input ended")
+		return -1
+	}
+}
+
+// The demo set-up shows a full turn on a terminal: the streamed answer,
+// the tool call, the plan, and how the turn ended.
+func TestRun_ConsoleShowsAFullTurnWithTheDemoAgent(t *testing.T) {
+	b := startBroker(t, writeConfig(t, ""))
+	b.say(t, "hello broker")
+	b.out.waitFor(t, "[done in", 20*time.Second)
+	for _, want := range []string{"[tool] Read notes: running", "[tool] Read notes: done", "[plan] [x] Answer it", "agent> You said: hello broker"} {
+		if !strings.Contains(b.out.String(), want) {
+			t.Errorf("screen lacks %q:\n%s", want, b.out)
+		}
+	}
+	b.say(t, "second message")
+	b.out.waitFor(t, "You said: second message", 20*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, b.err)
+	}
+}
+
+// In ask mode the console puts the agent's permission question to the
+// user, whose typed choice reaches the agent.
+func TestRun_ConsolePermissionQuestionIsAnsweredByTyping(t *testing.T) {
+	b := startBroker(t, writeConfig(t, ""))
+	b.say(t, "permission")
+	b.out.waitFor(t, "Answer with a number", 20*time.Second)
+	if !strings.Contains(b.out.String(), "3) Reject (reject_once)") {
+		t.Fatalf("options not shown:\n%s", b.out)
+	}
+	b.say(t, "3")
+	b.out.waitFor(t, "permission denied: reject", 20*time.Second)
+	b.exit(t)
+}
+
+// turn.timeout set from the environment is consumed: with 2s, an agent
+// that hangs and ignores cancel fails in about 2s plus the cancel grace,
+// and the user reads the cause.
+func TestRun_TurnTimeoutFromTheEnvironmentEndsAHungTurn(t *testing.T) {
+	b := startBroker(t, writeConfig(t, ""), "BROKER_TURN_TIMEOUT=2s", "BROKER_TURN_CANCEL_GRACE=300ms")
+	b.say(t, "ignore-cancel")
+	b.out.waitFor(t, "agent> working", 20*time.Second)
+	took := b.out.waitFor(t, "[turn failed: timed out after 2s", 20*time.Second)
+	if took < 2*time.Second || took > 2*time.Second+300*time.Millisecond+4*time.Second {
+		t.Fatalf("the turn failed %s after its first chunk, want about 2.3s", took)
+	}
+	b.say(t, "stream 1")
+	b.out.waitFor(t, "agent> chunk 1", 20*time.Second)
+	b.exit(t)
+}
+
+// A bad configuration is refused before anything starts: the message names
+// the key and the reason, and the exit status is 2.
+func TestRun_BadConfigurationNamesTheKeyAndExitsNonZero(t *testing.T) {
+	cases := []struct {
+		name   string
+		toml   string
+		env    []string
+		reason string
+	}{
+		{"typo", "[turn]\ntimout = \"5m\"", nil, "unknown key(s): turn.timout"},
+		{"ceiling over 6h", "[turn]\ntimeout = \"7h\"", nil, "turn.timeout = 7h0m0s is out of range [1s, 6h0m0s]"},
+		{"not a duration", "", []string{"BROKER_TURN_CANCEL_GRACE=soon"}, `turn.cancel_grace = "soon" is not a duration`},
+		{"bad mode", "[turn]\npermission_mode = \"yolo\"", nil, `turn.permission_mode = "yolo" must be one of ask, allow, deny`},
+		{"no channels", "[chat]\nplatform = \"discord\"\n[discord]\ntoken = \"t\"", nil, "discord.allowed_channels is empty"},
+		{"secret in agent env", "[agent]\nenv = [\"T=${BROKER_DISCORD_TOKEN}\"]", nil, "agent.env.T: refers to ${BROKER_DISCORD_TOKEN}"},
+		{"not TOML", "[turn\n", nil, "toml"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, "")
+			if tc.toml != "" {
+				path = filepath.Join(t.TempDir(), "c.toml")
+				os.WriteFile(path, []byte(tc.toml), 0o600)
+			}
+			env := append([]string{"BROKER_AGENT_COMMAND=x"}, tc.env...)
+			var stderr bytes.Buffer
+			code := run(context.Background(), []string{"--config", path}, env, strings.NewReader(""), io.Discard, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), tc.reason) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tc.reason)
+			}
+		})
+	}
+}
+
+func TestRun_VersionAndCheckConfig(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, nil, nil, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "acp-broker ") {
+		t.Fatalf("version: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"check-config", "--config", writeConfig(t, "")}, nil, nil, &out, io.Discard); code != 0 {
+		t.Fatalf("check-config of a good file: exit %d", code)
+	}
+	if code := run(context.Background(), []string{"frobnicate"}, nil, nil, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
