@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -194,6 +195,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 
 	if c.Agent.Command == "" {
 		r.fail("agent.command", "is required: the agent program to run")
+	} else if resolved, err := resolveCommand(c.Agent.Command, env["PATH"]); err != nil {
+		r.fail("agent.command", "%v", err)
+	} else {
+		c.Agent.Command = resolved
 	}
 	if c.Chat.Platform == "discord" {
 		if d.Token == "" {
@@ -207,6 +212,39 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	return c, nil
+}
+
+// resolveCommand makes the agent program an absolute path: a name with a
+// slash is taken relative to the broker's working directory (not the
+// agent's), a bare name is looked up on path. It must be an executable
+// file.
+func resolveCommand(cmd, path string) (string, error) {
+	var candidates []string
+	if strings.ContainsRune(cmd, '/') {
+		abs, err := filepath.Abs(cmd)
+		if err != nil {
+			return "", err
+		}
+		candidates = []string{abs}
+	} else {
+		for _, dir := range filepath.SplitList(path) {
+			if dir == "" {
+				dir = "."
+			}
+			if abs, err := filepath.Abs(filepath.Join(dir, cmd)); err == nil {
+				candidates = append(candidates, abs)
+			}
+		}
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	if strings.ContainsRune(cmd, '/') {
+		return "", fmt.Errorf("= %q: %s is not an executable file", cmd, candidates[0])
+	}
+	return "", fmt.Errorf("= %q is not found on PATH", cmd)
 }
 
 // reader reads typed values and collects one error per bad key.

@@ -213,6 +213,7 @@ func TestRun_BadConfigurationNamesTheKeyAndExitsNonZero(t *testing.T) {
 		{"no channels", "[chat]\nplatform = \"discord\"\n[discord]\ntoken = \"t\"", nil, "discord.allowed_channels is empty"},
 		{"secret in agent env", "[agent]\nenv = [\"T=${BROKER_DISCORD_TOKEN}\"]", nil, "agent.env.T: refers to ${BROKER_DISCORD_TOKEN}"},
 		{"not TOML", "[turn\n", nil, "toml"},
+		{"agent not installed", "", []string{"BROKER_AGENT_COMMAND=claude-agent-acp-missing"}, `agent.command = "claude-agent-acp-missing" is not found on PATH`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,7 +222,7 @@ func TestRun_BadConfigurationNamesTheKeyAndExitsNonZero(t *testing.T) {
 				path = filepath.Join(t.TempDir(), "c.toml")
 				os.WriteFile(path, []byte(tc.toml), 0o600)
 			}
-			env := append([]string{"BROKER_AGENT_COMMAND=x"}, tc.env...)
+			env := append([]string{"BROKER_AGENT_COMMAND=" + fakeAgent}, tc.env...)
 			var stderr bytes.Buffer
 			code := run(context.Background(), []string{"--config", path}, env, strings.NewReader(""), io.Discard, &stderr)
 			if code != 2 || !strings.Contains(stderr.String(), tc.reason) {
