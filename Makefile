@@ -26,7 +26,7 @@ run: build
 	$(BIN)/broker --config config.example.toml
 
 $(STATICCHECK):
-	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@2025.1.1
+	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 lint: $(STATICCHECK)
 	$(GO) vet ./...

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -79,7 +80,12 @@ type Outcome struct {
 
 // Summary is the outcome in words, never empty.
 func (o Outcome) Summary() string {
-	if o.Err != nil {
+	switch {
+	case errors.Is(o.Err, ErrCancelled):
+		return o.Err.Error()
+	case errors.Is(o.Err, ErrShutdown):
+		return "stopped: " + o.Err.Error()
+	case o.Err != nil:
 		return "failed: " + o.Err.Error()
 	}
 	switch o.StopReason {

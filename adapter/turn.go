@@ -42,7 +42,10 @@ func (e *Engine) runTurn(ctx context.Context, end context.CancelCauseFunc, threa
 	out.Plan = t.plan
 	out.Elapsed = time.Since(t.start)
 	ev := t.log.Info().Dur("elapsed", out.Elapsed).Str("stop", out.StopReason)
-	if out.Err != nil {
+	switch {
+	case errors.Is(out.Err, ErrCancelled), errors.Is(out.Err, ErrShutdown):
+		ev = t.log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+	case out.Err != nil:
 		ev = t.log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 	}
 	ev.Msg("turn ended")

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -122,7 +123,7 @@ func (c *Console) command(line string) bool {
 		if s.Busy {
 			state = "busy"
 		}
-		c.printf("[%s, %d queued, session %q, pid %d, agent up %s]\n", state, s.Queued, s.SessionID, s.PID, s.AgentUp.Round(1e9))
+		c.printf("[%s, %d queued, session %q, pid %d, agent up %s]\n", state, s.Queued, s.SessionID, s.PID, s.AgentUp.Round(time.Second))
 		return false
 	}
 	s := &sink{c: c}
@@ -257,12 +258,12 @@ func (s *sink) Done(o adapter.Outcome) {
 	defer s.c.pending.Done()
 	s.breakLine()
 	if o.Err != nil {
-		s.c.printf("[turn %s after %s]\n", o.Summary(), o.Elapsed.Round(1e6))
+		s.c.printf("[turn %s after %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))
 		return
 	}
 	if strings.TrimSpace(o.Text) == "" {
 		s.c.printf("[%s]\n", o.Summary())
 		return
 	}
-	s.c.printf("[%s in %s]\n", o.Summary(), o.Elapsed.Round(1e6))
+	s.c.printf("[%s in %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))
 }
