@@ -1,0 +1,231 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a settable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func open(t *testing.T, dir string, opts Options) *Store {
+	t.Helper()
+	opts.Dir = dir
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Turns left queued or running by a process that died are interrupted at
+// the next start, reported once, and never stay live.
+func TestStore_RecoveryInterruptsLeftoversAndReportsThemOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	done := s.TurnQueued("t1", "msg-1", "finished one", "alice")
+	s.TurnStarted(done)
+	s.TurnEnded(done, Done, "")
+	running := s.TurnQueued("t2", "msg-2", "build the thing", "bob")
+	s.TurnStarted(running)
+	s.ToolCall(running, "call-1", "cargo build", "in_progress")
+	queued := s.TurnQueued("t2", "msg-3", "and then test it", "bob")
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // as if the process died: nothing more is written
+
+	s2 := open(t, dir, Options{})
+	left, err := s2.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || left[0].ID != running || left[1].ID != queued {
+		t.Fatalf("recovered %+v, want turns %d and %d", left, running, queued)
+	}
+	for _, tr := range left {
+		if tr.State != Interrupted || tr.Ended.IsZero() || tr.Tools != nil || tr.Title == "" || tr.Ref == "" {
+			t.Fatalf("recovered turn %+v", tr)
+		}
+	}
+	if st := s2.Stats(); st.ActiveTurns != 0 || st.FinishedTurns != 3 {
+		t.Fatalf("stats after recovery = %+v", st)
+	}
+	if err := s2.MarkReported(running); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+
+	s3 := open(t, dir, Options{})
+	again, _ := s3.Recover()
+	if len(again) != 1 || again[0].ID != queued {
+		t.Fatalf("after reporting one, recovery returns %+v, want only the unreported turn %d", again, queued)
+	}
+	if tr, ok := s3.Turn(done); !ok || tr.State != Done {
+		t.Fatalf("finished turn = %+v", tr)
+	}
+}
+
+// A second broker on the same directory is refused with a clear error
+// instead of sharing the database.
+func TestStore_SecondOpenOfTheDirectoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir, Options{})
+	start := time.Now()
+	_, err := Open(Options{Dir: dir, LockTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) || time.Since(start) > 5*time.Second {
+		t.Fatalf("second Open = %v after %s, want ErrLocked", err, time.Since(start))
+	}
+}
+
+// A running turn's tool calls are kept with their last update time until
+// they end.
+func TestStore_ToolCallsOfRunningTurnsAreKeptWithTheirUpdateTime(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := open(t, t.TempDir(), Options{Now: clk.Now})
+	id := s.TurnQueued("t", "m", "x", "u")
+	s.TurnStarted(id)
+	s.ToolCall(id, "a", "Run tests", "pending")
+	clk.advance(time.Minute)
+	s.ToolCall(id, "a", "", "in_progress")
+	s.ToolCall(id, "b", "Read file", "in_progress")
+	s.ToolCall(id, "b", "", "completed")
+	tr, _ := s.Turn(id)
+	if len(tr.Tools) != 1 || tr.Tools["a"].Title != "Run tests" || tr.Tools["a"].Status != "in_progress" || !tr.Tools["a"].Updated.Equal(clk.Now()) {
+		t.Fatalf("tools = %+v", tr.Tools)
+	}
+	s.TurnEnded(id, Failed, "timed out after 30m")
+	s.Flush()
+	tr, _ = s.Turn(id)
+	if tr.State != Failed || tr.Cause != "timed out after 30m" || tr.Tools != nil {
+		t.Fatalf("ended turn = %+v", tr)
+	}
+}
+
+// Thread sessions survive a restart, and a forgotten one is gone.
+func TestStore_ThreadSessionsSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	s.RememberSession("t1", "sess-1")
+	s.RememberSession("t2", "sess-2")
+	s.PutThreadChat("t1", []byte(`{"starter":"u1"}`))
+	s.ForgetSession("t2")
+	s.Close()
+	s2 := open(t, dir, Options{})
+	if sid, ok := s2.Session("t1"); !ok || sid != "sess-1" {
+		t.Fatalf("t1 session = %q, %v", sid, ok)
+	}
+	if th, _ := s2.Thread("t1"); string(th.Chat) != `{"starter":"u1"}` {
+		t.Fatalf("t1 chat record = %s", th.Chat)
+	}
+	if sid, ok := s2.Session("t2"); ok {
+		t.Fatalf("forgotten session came back: %q", sid)
+	}
+}
+
+// Finished turns older than the retention are pruned, and so are the
+// oldest beyond MaxFinished; running turns never are.
+func TestStore_PruneByAgeAndCount(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := open(t, t.TempDir(), Options{Now: clk.Now, Retention: 24 * time.Hour, MaxFinished: 3})
+	var ids []uint64
+	for i := range 5 {
+		id := s.TurnQueued("t", fmt.Sprint(i), "", "")
+		s.TurnEnded(id, Done, "")
+		ids = append(ids, id)
+	}
+	live := s.TurnQueued("t", "live", "", "")
+	s.TurnStarted(live)
+	s.Flush()
+	s.Prune()
+	for i, id := range ids {
+		_, ok := s.Turn(id)
+		if want := i >= 2; ok != want {
+			t.Fatalf("turn %d kept=%v, want %v (only the newest 3 finished)", i, ok, want)
+		}
+	}
+	clk.advance(25 * time.Hour)
+	s.Prune()
+	for _, id := range ids {
+		if _, ok := s.Turn(id); ok {
+			t.Fatalf("turn %d older than the retention was kept", id)
+		}
+	}
+	if tr, ok := s.Turn(live); !ok || tr.State != Running {
+		t.Fatalf("a running turn was pruned: %+v", tr)
+	}
+	if st := s.Stats(); st.FinishedTurns != 0 || st.Pruned != 5 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// The store stays bounded: after 10,000 turns (each with tool calls) the
+// file is about the size it had after the first 5,000, and holds no more
+// finished turns than MaxFinished.
+func TestStore_SizeBoundedAfterTenThousandTurns(t *testing.T) {
+	s := open(t, t.TempDir(), Options{MaxFinished: 1000})
+	run := func(n int) {
+		for i := range n {
+			id := s.TurnQueued(fmt.Sprintf("thread-%d", i%50), fmt.Sprintf("guild/channel/%d", i), "please refactor the parser and run the tests", "user-1")
+			s.TurnStarted(id)
+			for j := range 3 {
+				s.ToolCall(id, fmt.Sprint(j), "Run cargo test --workspace", "in_progress")
+			}
+			s.TurnEnded(id, Done, "")
+			if i%500 == 499 {
+				s.Flush()
+				s.Prune()
+			}
+		}
+		s.Flush()
+		s.Prune()
+	}
+	run(5000)
+	half := s.Stats().FileBytes
+	run(5000)
+	st := s.Stats()
+	if st.FinishedTurns > 1000 || st.ActiveTurns != 0 {
+		t.Fatalf("stats after 10,000 turns = %+v", st)
+	}
+	if st.FileBytes > half*3/2 || st.FileBytes > 16<<20 {
+		t.Fatalf("file grew from %d bytes after 5,000 turns to %d after 10,000", half, st.FileBytes)
+	}
+	t.Logf("file size after 5,000 turns: %d bytes; after 10,000: %d bytes; %d finished turns kept", half, st.FileBytes, st.FinishedTurns)
+}
+
+func BenchmarkStore_ToolCallUpdate(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	id := s.TurnQueued("t", "m", "", "")
+	s.TurnStarted(id)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.ToolCall(id, "call", "Run", "in_progress")
+	}
+}
