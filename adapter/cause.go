@@ -19,6 +19,7 @@ var (
 	ErrAgentStart     = errors.New("agent could not be started")
 	ErrOverflow       = errors.New("agent sent updates faster than they could be shown")
 	ErrAgentError     = errors.New("agent returned an error")
+	ErrToolStuck      = errors.New("a tool call made no progress")
 )
 
 // CancelledBy is the cause of a user's cancel.

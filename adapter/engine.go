@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"acpbroker/pool"
+	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 )
@@ -18,6 +19,15 @@ const (
 	PermissionAllow = "allow"
 	PermissionDeny  = "deny"
 )
+
+// Journal records turns as they happen so that they outlive the process
+// (*store.Store is one). Its methods must not block for long.
+type Journal interface {
+	TurnQueued(thread, ref, title, author string) uint64
+	TurnStarted(id uint64)
+	ToolCall(id uint64, toolCallID, title, status string)
+	TurnEnded(id uint64, state store.State, cause string)
+}
 
 // Config configures an Engine.
 type Config struct {
@@ -37,9 +47,16 @@ type Config struct {
 	PermissionMode string
 	// PermissionTimeout bounds one human permission decision.
 	PermissionTimeout time.Duration
-	// State, if set, records running turns so that a restart can report them.
-	State  *StateStore
-	Logger zerolog.Logger
+	// WatchdogInterval is how often the watchdog looks at running turns,
+	// apart from their own timers (default 15s).
+	WatchdogInterval time.Duration
+	// ToolTimeout: a tool call with no update for this long, in a turn
+	// with no other progress and no open permission request, cancels the
+	// turn (0: never).
+	ToolTimeout time.Duration
+	// Journal, if set, records every turn.
+	Journal Journal
+	Logger  zerolog.Logger
 }
 
 func (c *Config) defaults() {
@@ -64,10 +81,14 @@ func (c *Config) defaults() {
 	if c.PermissionTimeout <= 0 {
 		c.PermissionTimeout = 5 * time.Minute
 	}
+	if c.WatchdogInterval <= 0 {
+		c.WatchdogInterval = 15 * time.Second
+	}
 }
 
-// Engine runs prompt turns against a pool of agents. Close ends every turn
-// with ErrShutdown and returns when all of its goroutines are gone.
+// Engine runs prompt turns against a pool of agents, one at a time per
+// thread, with a watchdog over all of them. Close ends every turn with
+// ErrShutdown and returns when all of its goroutines are gone.
 type Engine struct {
 	cfg  Config
 	pool *pool.Pool
@@ -79,21 +100,29 @@ type Engine struct {
 	mu      sync.Mutex
 	closed  bool
 	threads map[string]*thread // threads with a running or queued turn
+	stats   Stats
 	wg      sync.WaitGroup
+
+	// loopHook, if set, runs at each step of every turn loop (tests use it
+	// to make a loop miss its abort).
+	loopHook func(*Prompt)
 }
 
+// thread is one conversation's queue and its worker.
 type thread struct {
-	id      string
-	queue   []*Prompt
-	cancel  context.CancelCauseFunc // of the running turn, nil between turns
-	started time.Time
+	id     string
+	queue  []*turn
+	cur    *turn  // the running turn, nil between turns
+	worker uint64 // generation of the goroutine serving the queue
 }
 
 // New returns an Engine that takes agents from p. The Engine does not own p.
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
 	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}}
+	e.stats.Outcomes = map[string]uint64{}
 	e.ctx, e.shutdown = context.WithCancelCause(context.Background())
+	e.wg.Go(e.watchdog)
 	return e
 }
 
@@ -103,22 +132,22 @@ func New(p *pool.Pool, cfg Config) *Engine {
 // the Sink receives the turn's progress and exactly one Done.
 func (e *Engine) Submit(threadID string, p *Prompt) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.closed {
-		e.mu.Unlock()
 		return ErrShutdown
 	}
-	t := e.threads[threadID]
-	if t == nil {
-		t = &thread{id: threadID}
-		e.threads[threadID] = t
-		e.wg.Go(func() { e.work(t) })
-	} else if len(t.queue) >= e.cfg.QueueSize {
-		e.mu.Unlock()
+	th := e.threads[threadID]
+	if th == nil {
+		th = &thread{id: threadID}
+		e.threads[threadID] = th
+		e.startWorkerLocked(th)
+	} else if len(th.queue) >= e.cfg.QueueSize {
 		return ErrQueueFull
 	}
-	t.queue = append(t.queue, p)
-	ahead := len(t.queue) - 1
-	if t.cancel != nil {
+	t := e.newTurn(threadID, p)
+	th.queue = append(th.queue, t)
+	ahead := len(th.queue) - 1
+	if th.cur != nil {
 		ahead++
 	}
 	// Status is sent before the worker can reach this prompt: the worker
@@ -127,8 +156,13 @@ func (e *Engine) Submit(threadID string, p *Prompt) error {
 	if ahead > 0 {
 		p.Sink.Status(Status{Phase: PhaseQueued, Position: ahead, Text: fmt.Sprintf("queued behind %d other message(s)", ahead)})
 	}
-	e.mu.Unlock()
 	return nil
+}
+
+func (e *Engine) startWorkerLocked(th *thread) {
+	th.worker++
+	gen := th.worker
+	e.wg.Go(func() { e.work(th, gen) })
 }
 
 // Cancel ends thread's running turn with cause (see CancelledBy). Queued
@@ -136,31 +170,30 @@ func (e *Engine) Submit(threadID string, p *Prompt) error {
 func (e *Engine) Cancel(threadID string, cause error) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	t := e.threads[threadID]
-	if t == nil || t.cancel == nil {
+	th := e.threads[threadID]
+	if th == nil || th.cur == nil {
 		return false
 	}
-	t.cancel(cause)
+	th.cur.end(cause)
 	return true
 }
 
 // Reset cancels the thread's turn and queued prompts and ends its agent
 // session: the next prompt starts a fresh one.
 func (e *Engine) Reset(threadID string, cause error) {
+	var dropped []*turn
 	e.mu.Lock()
-	if t := e.threads[threadID]; t != nil {
-		dropped := t.queue
-		t.queue = nil
-		if t.cancel != nil {
-			t.cancel(cause)
+	if th := e.threads[threadID]; th != nil {
+		dropped = th.queue
+		th.queue = nil
+		if th.cur != nil {
+			th.cur.end(cause)
 		}
-		defer func() {
-			for _, p := range dropped {
-				p.Sink.Done(Outcome{Err: cause})
-			}
-		}()
 	}
 	e.mu.Unlock()
+	for _, t := range dropped {
+		t.finish(Outcome{Err: cause})
+	}
 	e.pool.Reset(threadID)
 }
 
@@ -178,10 +211,11 @@ type ThreadStatus struct {
 func (e *Engine) Status(threadID string) ThreadStatus {
 	var s ThreadStatus
 	e.mu.Lock()
-	if t := e.threads[threadID]; t != nil {
-		s.Busy = t.cancel != nil
-		s.Queued = len(t.queue)
-		s.TurnStarted = t.started
+	if th := e.threads[threadID]; th != nil {
+		s.Queued = len(th.queue)
+		if th.cur != nil {
+			s.Busy, s.TurnStarted = true, th.cur.start
+		}
 	}
 	e.mu.Unlock()
 	if a := e.pool.Lookup(threadID); a != nil {
@@ -190,23 +224,39 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	return s
 }
 
-// Stats are the engine's gauges.
+// Stats are the engine's gauges and counters.
 type Stats struct {
-	Threads int
-	Pool    pool.Stats
+	Threads, Running, Queued int
+	// Outcomes counts ended turns by Outcome.Class.
+	Outcomes map[string]uint64
+	// ToolStuck and ForceEnded count watchdog actions.
+	ToolStuck, ForceEnded uint64
+	Pool                  pool.Stats
 }
 
 // Stats returns the engine's and its pool's gauges.
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
-	n := len(e.threads)
+	s := e.stats
+	s.Outcomes = make(map[string]uint64, len(e.stats.Outcomes))
+	for k, v := range e.stats.Outcomes {
+		s.Outcomes[k] = v
+	}
+	s.Threads = len(e.threads)
+	for _, th := range e.threads {
+		s.Queued += len(th.queue)
+		if th.cur != nil {
+			s.Running++
+		}
+	}
 	e.mu.Unlock()
-	return Stats{Threads: n, Pool: e.pool.Stats()}
+	s.Pool = e.pool.Stats()
+	return s
 }
 
-// Close ends every running turn with ErrShutdown (each gets its cancel
-// grace), fails queued prompts with the same cause, and returns when all
-// turn goroutines are gone. Safe to call twice.
+// Close ends every running turn with ErrShutdown, in parallel, each with
+// its cancel grace, fails queued prompts with the same cause, and returns
+// when all turn goroutines are gone. Safe to call twice.
 func (e *Engine) Close() {
 	e.mu.Lock()
 	e.closed = true
@@ -215,30 +265,39 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 }
 
-// work runs a thread's prompts one at a time until its queue is empty.
-func (e *Engine) work(t *thread) {
+// work runs a thread's prompts one at a time until its queue is empty, or
+// until the watchdog hands the queue to a new worker.
+func (e *Engine) work(th *thread, gen uint64) {
 	for {
 		e.mu.Lock()
-		if len(t.queue) == 0 {
-			delete(e.threads, t.id)
+		if th.worker != gen {
 			e.mu.Unlock()
 			return
 		}
-		p := t.queue[0]
-		t.queue = t.queue[1:]
+		if len(th.queue) == 0 {
+			delete(e.threads, th.id)
+			e.mu.Unlock()
+			return
+		}
+		t := th.queue[0]
+		th.queue = th.queue[1:]
 		if e.ctx.Err() != nil {
 			e.mu.Unlock()
-			p.Sink.Done(Outcome{Err: ErrShutdown})
+			t.finish(Outcome{Err: ErrShutdown})
 			continue
 		}
 		ctx, cancel := context.WithCancelCause(e.ctx)
-		t.cancel, t.started = cancel, time.Now()
+		t.cancel = cancel
+		t.start = time.Now()
+		th.cur = t
 		e.mu.Unlock()
 
-		e.runTurn(ctx, cancel, t.id, p)
+		t.run(ctx)
 
 		e.mu.Lock()
-		t.cancel, t.started = nil, time.Time{}
+		if th.cur == t {
+			th.cur = nil
+		}
 		e.mu.Unlock()
 		cancel(nil)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/internal/agenttest"
 	"acpbroker/pool"
+	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -492,32 +492,46 @@ func TestTurn_SlotWaitKnobBoundsTheWait(t *testing.T) {
 	a.wait(t, 10*time.Second)
 }
 
-func TestTurn_StatePersistsRunningTurnsUntilTheyEnd(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "turns.json")
-	st, left, err := OpenState(path)
-	if err != nil || len(left) != 0 {
-		t.Fatalf("OpenState: %v %v", left, err)
+// The journal sees every turn's life: queued, running with its open tool
+// calls, and its final state and cause.
+func TestTurn_JournalRecordsEveryTurn(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := newRig(t, nil, pool.Config{}, Config{State: st})
-	rec := r.prompt("t", "hang")
-	rec.waitWorking(t)
-	// A restarted broker opening a copy of the file now sees the running turn.
-	b, _ := os.ReadFile(path)
-	if !strings.Contains(string(b), `"thread":"t"`) {
-		t.Fatalf("state file = %s", b)
+	defer st.Close()
+	r := newRig(t, nil, pool.Config{}, Config{Journal: st, TurnTimeout: time.Second, CancelGrace: 200 * time.Millisecond})
+	done := r.prompt("a", "hello")
+	stuck := r.prompt("b", "tool-stuck")
+	done.wait(t, 20*time.Second)
+	stuck.waitWorking(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for tr, _ := st.Turn(2); tr.Tools["call-s"] == nil || tr.Tools["call-s"].Status != "in_progress"; tr, _ = st.Turn(2) {
+		if time.Now().After(deadline) {
+			t.Fatalf("running turn's tool call not recorded: %+v", tr)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	os.WriteFile(path+".crash", b, 0o600)
-	_, left, err = OpenState(path + ".crash")
-	if err != nil || len(left) != 1 || left[0].Thread != "t" || left[0].Ref != "t" {
-		t.Fatalf("after a crash the next start sees %+v, %v", left, err)
+	o := stuck.wait(t, 20*time.Second)
+	if !errors.Is(o.Err, ErrTimeout) {
+		t.Fatalf("outcome = %+v", o)
 	}
-	// Reported once: reopening finds nothing.
-	if _, again, _ := OpenState(path + ".crash"); len(again) != 0 {
-		t.Fatalf("interrupted turns reported twice: %+v", again)
+	cancelled := r.prompt("c", "hang")
+	cancelled.waitWorking(t)
+	r.engine.Cancel("c", CancelledBy("carol"))
+	cancelled.wait(t, 20*time.Second)
+	st.Flush()
+	want := map[uint64]struct {
+		state store.State
+		cause string
+	}{1: {store.Done, ""}, 2: {store.Failed, "timed out after 1s"}, 3: {store.Cancelled, "cancelled by carol"}}
+	for id, w := range want {
+		tr, ok := st.Turn(id)
+		if !ok || tr.State != w.state || tr.Cause != w.cause || tr.Started.IsZero() || tr.Ended.IsZero() || tr.Tools != nil {
+			t.Fatalf("turn %d = %+v, want %s %q", id, tr, w.state, w.cause)
+		}
 	}
-	r.engine.Cancel("t", CancelledBy("tester"))
-	rec.wait(t, 10*time.Second)
-	if st.Len() != 0 {
-		t.Fatalf("state still holds %d running turns", st.Len())
+	if s := st.Stats(); s.ActiveTurns != 0 || s.FinishedTurns != 3 {
+		t.Fatalf("store stats = %+v", s)
 	}
 }

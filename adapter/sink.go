@@ -53,9 +53,14 @@ type Sink interface {
 type Prompt struct {
 	// Ref identifies the message to the chat layer; it is stored while the
 	// turn runs so a restart can report the interrupted turn.
-	Ref    string
+	Ref string
+	// Title names the message for people, e.g. its first words.
+	Title  string
 	Author string
 	Blocks []acp.ContentBlock
+	// Images are sent as image blocks if the agent accepts images;
+	// otherwise they are left out and the thread is told.
+	Images []acp.ContentBlock
 	Sink   Sink
 }
 
@@ -104,5 +109,30 @@ func (o Outcome) Summary() string {
 		return "the agent refused to continue"
 	default:
 		return "stopped: " + o.StopReason
+	}
+}
+
+// Class names the kind of outcome in one word, for metrics and logs:
+// done, stopped (another stop reason), or the failure's cause.
+func (o Outcome) Class() string {
+	for _, c := range []struct {
+		err  error
+		name string
+	}{
+		{ErrCancelled, "cancelled"}, {ErrTimeout, "timeout"}, {ErrToolStuck, "tool_stuck"},
+		{ErrAgentExited, "agent_exited"}, {ErrAgentUnhealthy, "agent_unhealthy"}, {ErrShutdown, "shutdown"},
+		{ErrNoSlot, "no_slot"}, {ErrAgentStart, "agent_start"}, {ErrOverflow, "overflow"}, {ErrAgentError, "agent_error"},
+	} {
+		if errors.Is(o.Err, c.err) {
+			return c.name
+		}
+	}
+	switch {
+	case o.Err != nil:
+		return "error"
+	case o.StopReason == acp.StopEndTurn:
+		return "done"
+	default:
+		return "stopped"
 	}
 }

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -149,6 +150,90 @@ func TestTurn_ShutdownCancelsAllTurnsInParallel(t *testing.T) {
 			if o := rec.wait(t, time.Second); !errors.Is(o.Err, ErrShutdown) {
 				t.Fatalf("outcome = %v", o.Err)
 			}
+		}
+	})
+}
+
+// turn.tool_timeout: a tool call that stays in_progress with no update,
+// in a turn that makes no other progress, is cancelled by the watchdog
+// after the tool timeout (plus at most one watchdog interval), not at the
+// ceiling; the user reads why.
+func TestWatchdog_StuckToolCallIsCancelledAfterTheToolTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{ToolTimeout: 10 * time.Minute})
+		start := time.Now()
+		o := r.prompt("t", "tool-stuck").wait(t, 2*time.Hour)
+		took := time.Since(start)
+		if !errors.Is(o.Err, ErrToolStuck) || o.Err.Error() != "a tool call made no progress for 10m: Long build" {
+			t.Fatalf("outcome = %v", o.Err)
+		}
+		if took < 10*time.Minute || took > 10*time.Minute+15*time.Second {
+			t.Fatalf("cancelled after %s, want within one 15s watchdog interval of 10m", took)
+		}
+		if s := r.engine.Stats(); s.ToolStuck != 1 || s.Outcomes["tool_stuck"] != 1 {
+			t.Fatalf("stats = %+v", s)
+		}
+	})
+}
+
+// A tool call that keeps reporting progress is not stuck, however long it
+// runs; nor is one waiting for a person to answer a permission request.
+func TestWatchdog_ProgressAndPermissionWaitsAreNotStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{ToolTimeout: 10 * time.Minute, PermissionTimeout: time.Hour})
+		o := r.prompt("a", "tool-progress 5m 5").wait(t, 2*time.Hour)
+		if o.Err != nil || o.Text != "compiled" {
+			t.Fatalf("a tool call updated every 5m for 25m: outcome %+v", o)
+		}
+		rec := newRecorder()
+		rec.answer = func(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+			time.Sleep(25 * time.Minute) // a slow human
+			return acp.PermissionOutcome{OptionID: "allow"}
+		}
+		r.engine.Submit("b", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("permission")}, Sink: rec})
+		if o := rec.wait(t, 2*time.Hour); o.Err != nil || !strings.Contains(o.Text, "permission granted: allow") {
+			t.Fatalf("a tool call waiting 25m on a permission: outcome %+v", o)
+		}
+	})
+}
+
+// A turn whose loop misses its abort (here it is blocked) is still ended by
+// the watchdog once past its ceiling: the agent is killed, the thread is
+// told, and the thread's next prompt runs.
+func TestWatchdog_EndsATurnWhoseLoopMissedItsAbort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBubbleRig(t, agenttest.InProcessOptions{}, Config{TurnTimeout: time.Minute})
+		unblock := make(chan struct{})
+		r.engine.loopHook = func(p *Prompt) {
+			if p.Title == "stuck" {
+				<-unblock
+			}
+		}
+		rec := newRecorder()
+		start := time.Now()
+		r.engine.Submit("t", &Prompt{Title: "stuck", Blocks: []acp.ContentBlock{acp.TextBlock("hang")}, Sink: rec})
+		rec.waitWorking(t)
+		proc := r.pool.Lookup("t").Proc
+		o := rec.wait(t, time.Hour)
+		took := time.Since(start)
+		if !errors.Is(o.Err, ErrTimeout) || !strings.Contains(o.Err.Error(), "ended by the watchdog") {
+			t.Fatalf("outcome = %v", o.Err)
+		}
+		// ceiling 1m + cancel grace 10s + one interval, found at the next tick
+		if took < time.Minute+25*time.Second || took > time.Minute+40*time.Second {
+			t.Fatalf("force-ended after %s", took)
+		}
+		<-proc.Reaped()
+		if o := r.prompt("t", "stream 2").wait(t, time.Hour); o.Err != nil || o.Text != "chunk 1\nchunk 2\n" {
+			t.Fatalf("next prompt in the thread: %+v", o)
+		}
+		if s := r.engine.Stats(); s.ForceEnded != 1 {
+			t.Fatalf("stats = %+v", s)
+		}
+		close(unblock)
+		synctest.Wait()
+		if rec.doneN != 1 {
+			t.Fatalf("Done called %d times", rec.doneN)
 		}
 	})
 }

@@ -4,58 +4,111 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"acpbroker/acp"
 	"acpbroker/pool"
+	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 )
 
-// turn is one prompt's run against an agent.
+// turn is one prompt from its submission to its one Outcome.
 type turn struct {
 	e      *Engine
 	thread string
 	p      *Prompt
+	id     uint64 // in the journal
 	log    zerolog.Logger
-	agent  *pool.Agent
-	sub    *acp.Subscription
-	call   *acp.Call
+	start  time.Time // dequeued
+	cancel context.CancelCauseFunc
+	once   sync.Once
 
+	// owned by the turn's goroutine
+	agent *pool.Agent
+	sub   *acp.Subscription
+	call  *acp.Call
 	text  strings.Builder
 	tools []ToolCall
 	plan  []acp.PlanEntry
-	start time.Time
+
+	// read by the watchdog
+	mu       sync.Mutex
+	sent     time.Time // the prompt went to the agent
+	progress time.Time // the agent's last update
+	open     map[string]toolProgress
+	asking   int // permission requests open
 }
 
-// runTurn takes the prompt from acquiring an agent to its one Outcome.
-func (e *Engine) runTurn(ctx context.Context, end context.CancelCauseFunc, threadID string, p *Prompt) {
-	t := &turn{e: e, thread: threadID, p: p, start: time.Now(),
-		log: e.log.With().Str("thread", threadID).Logger()}
-	if e.cfg.State != nil {
-		e.cfg.State.Begin(threadID, p.Ref)
+type toolProgress struct {
+	title   string
+	updated time.Time
+}
+
+func (e *Engine) newTurn(threadID string, p *Prompt) *turn {
+	t := &turn{e: e, thread: threadID, p: p, log: e.log.With().Str("thread", threadID).Logger()}
+	if j := e.cfg.Journal; j != nil {
+		t.id = j.TurnQueued(threadID, p.Ref, p.Title, p.Author)
 	}
-	out := t.run(ctx, end)
+	return t
+}
+
+// end asks the running turn to stop with cause.
+func (t *turn) end(cause error) {
+	if t.cancel != nil {
+		t.cancel(cause)
+	}
+}
+
+// run takes the turn from acquiring an agent to its Outcome.
+func (t *turn) run(ctx context.Context) {
+	out := t.attempt(ctx)
 	out.Text = t.text.String()
 	out.ToolCalls = t.tools
 	out.Plan = t.plan
-	out.Elapsed = time.Since(t.start)
-	ev := t.log.Info().Dur("elapsed", out.Elapsed).Str("stop", out.StopReason)
-	switch {
-	case errors.Is(out.Err, ErrCancelled), errors.Is(out.Err, ErrShutdown):
-		ev = t.log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
-	case out.Err != nil:
-		ev = t.log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
-	}
-	ev.Msg("turn ended")
-	if e.cfg.State != nil {
-		e.cfg.State.End(threadID)
-	}
-	p.Sink.Done(out)
+	t.finish(out)
 }
 
-func (t *turn) run(ctx context.Context, end context.CancelCauseFunc) Outcome {
+// finish delivers the turn's one Outcome: logged, counted, journaled, then
+// given to the Sink. Only the first call counts (the watchdog may end a
+// turn whose loop is stuck).
+func (t *turn) finish(out Outcome) {
+	t.once.Do(func() {
+		if !t.start.IsZero() {
+			out.Elapsed = time.Since(t.start)
+		}
+		ev := t.log.Info().Dur("elapsed", out.Elapsed).Str("stop", out.StopReason)
+		state := store.Done
+		switch {
+		case errors.Is(out.Err, ErrCancelled):
+			state = store.Cancelled
+			ev = t.log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+		case errors.Is(out.Err, ErrShutdown):
+			state = store.Interrupted
+			ev = t.log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+		case out.Err != nil:
+			state = store.Failed
+			ev = t.log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+		}
+		ev.Str("outcome", out.Class()).Msg("turn ended")
+		t.e.mu.Lock()
+		t.e.stats.Outcomes[out.Class()]++
+		t.e.mu.Unlock()
+		if j := t.e.cfg.Journal; j != nil {
+			cause := ""
+			if out.Err != nil {
+				cause = out.Err.Error()
+			}
+			j.TurnEnded(t.id, state, cause)
+		}
+		t.p.Sink.Done(out)
+	})
+}
+
+func (t *turn) attempt(ctx context.Context) Outcome {
 	cfg := t.e.cfg
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
@@ -84,7 +137,10 @@ func (t *turn) run(ctx context.Context, end context.CancelCauseFunc) Outcome {
 		return Outcome{Err: t.deathCause(err)}
 	}
 	defer t.sub.Close()
-	t.call, err = agent.Conn.Prompt(ctx, agent.SessionID, t.p.Blocks)
+	if j := t.e.cfg.Journal; j != nil {
+		j.TurnStarted(t.id) // on disk before the agent can see the prompt
+	}
+	t.call, err = agent.Conn.Prompt(ctx, agent.SessionID, t.blocks())
 	if err != nil {
 		t.e.pool.Release(agent, true)
 		if ctx.Err() != nil {
@@ -93,22 +149,30 @@ func (t *turn) run(ctx context.Context, end context.CancelCauseFunc) Outcome {
 		return Outcome{Err: t.deathCause(err)}
 	}
 	t.log.Debug().Str("req", t.call.ID.String()).Msg("prompt sent")
+	t.mu.Lock()
+	t.sent = time.Now()
+	t.progress = t.sent
+	t.mu.Unlock()
 	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working"})
-	return t.loop(ctx, end)
+	return t.loop(ctx)
 }
 
 // loop waits for this turn's answer. Silence is not failure: only the
 // answer or the end of ctx ends it. The turn's one context merges every
 // other ending (user cancel, shutdown, the ceiling, agent death, a failed
 // liveness check, an overflowing queue) and carries its cause.
-func (t *turn) loop(ctx context.Context, end context.CancelCauseFunc) Outcome {
+func (t *turn) loop(ctx context.Context) Outcome {
 	cfg := t.e.cfg
+	end := t.cancel
 	ctx, stop := context.WithTimeoutCause(ctx, cfg.TurnTimeout, timedOut(cfg.TurnTimeout))
 	defer stop()
 	liveness := time.NewTicker(cfg.LivenessInterval)
 	defer liveness.Stop()
 	exited, overflow := t.agent.Proc.Exited(), t.sub.Overflowed()
 	for {
+		if t.e.loopHook != nil {
+			t.e.loopHook(t.p)
+		}
 		select {
 		case u := <-t.sub.Updates():
 			t.forward(u)
@@ -138,6 +202,22 @@ func (t *turn) loop(ctx context.Context, end context.CancelCauseFunc) Outcome {
 			return t.abandon(causeOf(ctx))
 		}
 	}
+}
+
+// blocks is the prompt's content for this agent: images only if it
+// accepts them.
+func (t *turn) blocks() []acp.ContentBlock {
+	if len(t.p.Images) == 0 {
+		return t.p.Blocks
+	}
+	if t.agent.Conn.Capabilities().PromptCapabilities.Image {
+		return append(append([]acp.ContentBlock(nil), t.p.Blocks...), t.p.Images...)
+	}
+	t.p.Sink.Notice(fmt.Sprintf("This agent does not accept images; %d image(s) were left out.", len(t.p.Images)))
+	if len(t.p.Blocks) == 0 {
+		return []acp.ContentBlock{acp.TextBlock("(the user sent only images, which this agent cannot see)")}
+	}
+	return t.p.Blocks
 }
 
 func isDeath(err error) bool {
@@ -227,39 +307,55 @@ func (t *turn) drain() {
 }
 
 func (t *turn) forward(u acp.Update) {
+	now := time.Now()
+	t.mu.Lock()
+	t.progress = now
+	t.mu.Unlock()
 	switch u.Kind {
 	case acp.UpdateMessageChunk:
 		if u.Content != nil && u.Content.Type == "text" {
 			t.text.WriteString(u.Content.Text)
 		}
 	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
-		t.trackTool(u)
+		t.trackTool(u, now)
 	case acp.UpdatePlan:
 		t.plan = u.Entries
 	}
 	t.p.Sink.Update(u)
 }
 
-func (t *turn) trackTool(u acp.Update) {
-	for i := range t.tools {
-		if t.tools[i].ID == u.ToolCallID {
-			if u.Title != nil {
-				t.tools[i].Title = *u.Title
-			}
-			if u.Status != "" {
-				t.tools[i].Status = u.Status
-			}
-			return
-		}
+// trackTool keeps the last state of each tool call: for the Outcome, for
+// the journal, and the open ones with their last update for the watchdog.
+func (t *turn) trackTool(u acp.Update, now time.Time) {
+	i := slices.IndexFunc(t.tools, func(tc ToolCall) bool { return tc.ID == u.ToolCallID })
+	if i < 0 {
+		t.tools = append(t.tools, ToolCall{ID: u.ToolCallID, Kind: u.ToolKind, Status: "pending"})
+		i = len(t.tools) - 1
 	}
-	tc := ToolCall{ID: u.ToolCallID, Kind: u.ToolKind, Status: u.Status}
+	tc := &t.tools[i]
 	if u.Title != nil {
 		tc.Title = *u.Title
 	}
-	if tc.Status == "" {
-		tc.Status = "pending"
+	if u.Status != "" {
+		tc.Status = u.Status
 	}
-	t.tools = append(t.tools, tc)
+	t.mu.Lock()
+	if tc.Status == "completed" || tc.Status == "failed" {
+		delete(t.open, tc.ID)
+	} else {
+		if t.open == nil {
+			t.open = map[string]toolProgress{}
+		}
+		t.open[tc.ID] = toolProgress{title: tc.Title, updated: now}
+	}
+	t.mu.Unlock()
+	if j := t.e.cfg.Journal; j != nil {
+		title := ""
+		if u.Title != nil {
+			title = *u.Title
+		}
+		j.ToolCall(t.id, tc.ID, title, u.Status)
+	}
 }
 
 // approve answers the agent's permission request by the configured mode.
@@ -284,6 +380,14 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 		t.p.Sink.Notice(fmt.Sprintf("Permission for %q answered automatically (turn.permission_mode = %s): %s.", title, cfg.PermissionMode, opt.Name))
 		return acp.PermissionOutcome{OptionID: opt.OptionID}
 	}
+	t.mu.Lock()
+	t.asking++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.asking--
+		t.mu.Unlock()
+	}()
 	askCtx, cancel := context.WithTimeoutCause(ctx, cfg.PermissionTimeout,
 		fmt.Errorf("no answer within %s", shortDuration(cfg.PermissionTimeout)))
 	defer cancel()

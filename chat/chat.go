@@ -4,6 +4,7 @@ package chat
 
 import (
 	"context"
+	"time"
 
 	"acpbroker/adapter"
 )
@@ -19,8 +20,34 @@ type Engine interface {
 var _ Engine = (*adapter.Engine)(nil)
 
 // Platform is a chat front end. Run serves conversations until ctx ends or
-// the platform's input is exhausted, then returns after its own goroutines
-// are gone.
+// the platform's input is exhausted; once it returns no new prompt is
+// submitted. Close, called after the engine has ended every turn, gives
+// the platform up to grace to show those turns' last words, disconnects,
+// and returns when the platform's goroutines are gone.
 type Platform interface {
+	// Report tells each thread of a turn the broker was working on when
+	// it last stopped; reported is called for each thread told. The
+	// platform does it once connected, before or during Run.
+	Report(turns []Interruption, reported func(id uint64))
 	Run(ctx context.Context) error
+	Close(grace time.Duration) error
+}
+
+// Interruption is a turn that was queued or running when the broker
+// stopped, and never finished.
+type Interruption struct {
+	ID     uint64
+	Thread string
+	// Ref and Title are the prompt's, as the platform submitted them.
+	Ref, Title string
+	Queued     time.Time
+}
+
+// InterruptionText says what happened to an interrupted turn, in words.
+func InterruptionText(it Interruption) string {
+	what := "your message"
+	if it.Title != "" {
+		what = "your message “" + it.Title + "”"
+	}
+	return "The broker restarted while working on " + what + " (sent " + it.Queued.Local().Format("Jan 2 15:04") + "). It did not finish; please send it again."
 }

@@ -38,10 +38,12 @@ type Config struct {
 	ExitGrace time.Duration
 	// Conn options for every agent (logger fields are added per agent).
 	Conn acp.Options
-	// MaxResumable bounds how many evicted threads keep a session id for
-	// session/load (default 4096).
-	MaxResumable int
-	Logger       zerolog.Logger
+	// Sessions remembers each thread's agent session for session/load
+	// (default: in memory, for the last 4096 threads).
+	Sessions SessionBook
+	// Registry, if set, records the agent processes alive.
+	Registry Registry
+	Logger   zerolog.Logger
 }
 
 // Sentinel errors.
@@ -83,8 +85,6 @@ type Pool struct {
 	stopping int               // slots held by agents being stopped
 	queue    []*waiter         // Acquire calls waiting for a slot, in order
 	changed  chan struct{}     // closed and replaced whenever a slot may have freed
-	resume   map[string]string // thread -> session id, for session/load
-	order    []string          // resume insertion order, for bounding it
 	evicted  uint64
 	retired  acp.Stats // counters of connections already closed
 
@@ -111,15 +111,14 @@ func New(cfg Config) *Pool {
 	if cfg.Launch == nil {
 		cfg.Launch = Exec
 	}
-	if cfg.MaxResumable <= 0 {
-		cfg.MaxResumable = 4096
+	if cfg.Sessions == nil {
+		cfg.Sessions = NewMemoryBook(4096)
 	}
 	p := &Pool{
 		cfg:     cfg,
 		log:     cfg.Logger,
 		agents:  map[string]*Agent{},
 		changed: make(chan struct{}),
-		resume:  map[string]string{},
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -165,7 +164,7 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 				p.leaveQueue(me)
 				me = nil
 			}
-			sid := p.resume[thread]
+			sid, _ := p.cfg.Sessions.Session(thread)
 			p.mu.Unlock()
 			return p.start(ctx, thread, sid)
 		}
@@ -219,11 +218,10 @@ func (p *Pool) lruIdle() *Agent {
 	return victim
 }
 
-// evictLocked removes an idle agent, keeping its session id for resume,
-// and stops it in the background. p.mu must be held.
+// evictLocked removes an idle agent, whose session stays in the book for
+// resume, and stops it in the background. p.mu must be held.
 func (p *Pool) evictLocked(a *Agent, why string) {
 	delete(p.agents, a.Thread)
-	p.remember(a.Thread, a.SessionID)
 	p.evicted++
 	p.log.Info().Str("thread", a.Thread).Str("session", a.SessionID).Str("cause", why).Msg("stopping idle agent")
 	p.retireLocked(a, p.cfg.ExitGrace)
@@ -240,33 +238,6 @@ func (p *Pool) retireLocked(a *Agent, grace time.Duration) {
 		p.signalLocked()
 		p.mu.Unlock()
 	})
-}
-
-func (p *Pool) remember(thread, sessionID string) {
-	if sessionID == "" {
-		return
-	}
-	if _, ok := p.resume[thread]; !ok {
-		p.order = append(p.order, thread)
-	}
-	p.resume[thread] = sessionID
-	for len(p.order) > p.cfg.MaxResumable {
-		delete(p.resume, p.order[0])
-		p.order = p.order[1:]
-	}
-}
-
-func (p *Pool) forget(thread string) {
-	if _, ok := p.resume[thread]; !ok {
-		return
-	}
-	delete(p.resume, thread)
-	for i, t := range p.order {
-		if t == thread {
-			p.order = append(p.order[:i], p.order[i+1:]...)
-			break
-		}
-	}
 }
 
 // start spawns and sets up an agent in a reserved slot.
@@ -289,6 +260,10 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 	a.busy = true
 	a.lastUsed = time.Now()
 	p.agents[thread] = a
+	if a.SessionID != resumeID {
+		// Remembered at start, so that even a crash can resume it.
+		p.cfg.Sessions.RememberSession(thread, a.SessionID)
+	}
 	return a, nil
 }
 
@@ -310,6 +285,11 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	proc, err := p.cfg.Launch(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log})
 	if err != nil {
 		return nil, err
+	}
+	if r := p.cfg.Registry; r != nil {
+		if ticks, err := startTicks(proc.PID()); err == nil {
+			r.AgentStarted(proc.PID(), ticks)
+		}
 	}
 	opts := p.cfg.Conn
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
@@ -381,6 +361,9 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		a.Proc.Stop(grace)
 	}
 	_ = a.Conn.Close()
+	if r := p.cfg.Registry; r != nil {
+		r.AgentGone(a.Proc.PID())
+	}
 	st := a.Conn.Stats()
 	st.PendingRequests, st.PendingPermissions, st.Subscribers = 0, 0, 0
 	p.mu.Lock()
@@ -406,9 +389,6 @@ func (p *Pool) Release(a *Agent, discard bool) {
 	}
 	if discard || a.reset {
 		delete(p.agents, a.Thread)
-		if !a.reset {
-			p.remember(a.Thread, a.SessionID)
-		}
 		p.retireLocked(a, 0)
 	}
 	p.signalLocked()
@@ -418,13 +398,25 @@ func (p *Pool) Release(a *Agent, discard bool) {
 	}
 }
 
+// Discard kills the thread's agent at once, busy or not; its session stays
+// in the book for resume. A later Release of it is ignored. It is for an
+// agent whose turn is being ended from outside (the watchdog).
+func (p *Pool) Discard(thread string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.agents[thread]; a != nil {
+		delete(p.agents, thread)
+		p.retireLocked(a, 0)
+	}
+}
+
 // Reset stops the thread's agent, if any, and forgets its session: the next
 // prompt starts a fresh one. A busy agent is left to its turn and discarded
 // when released.
 func (p *Pool) Reset(thread string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.forget(thread)
+	p.cfg.Sessions.ForgetSession(thread)
 	if a := p.agents[thread]; a != nil && a.busy {
 		a.reset = true
 	} else if a != nil {
@@ -464,7 +456,7 @@ func (p *Pool) janitor() {
 
 // Stats is a snapshot of the pool.
 type Stats struct {
-	Live, Busy, Starting, Stopping, Waiting, Resumable int
+	Live, Busy, Starting, Stopping, Waiting int
 	Evicted                                            uint64
 	Conn                                               acp.Stats
 }
@@ -472,7 +464,7 @@ type Stats struct {
 // Stats returns the pool's size and the sum of its connections' counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Resumable: len(p.resume), Evicted: p.evicted}
+	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted}
 	conns := make([]*acp.Conn, 0, len(p.agents))
 	for _, a := range p.agents {
 		if a.busy {

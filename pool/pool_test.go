@@ -420,7 +420,8 @@ func TestPool_BusyPoolWaitsInLineBoundedByTheCallersDeadline(t *testing.T) {
 // pool.idle_timeout is consumed: with 300ms an idle agent is stopped soon
 // after, and its session is kept for resume.
 func TestPool_IdleTimeoutKnobStopsIdleAgents(t *testing.T) {
-	p := newPool(t, pool.Config{IdleTimeout: 300 * time.Millisecond})
+	book := pool.NewMemoryBook(10)
+	p := newPool(t, pool.Config{IdleTimeout: 300 * time.Millisecond, Sessions: book})
 	a := acquire(t, p, "t")
 	released := time.Now()
 	p.Release(a, false)
@@ -430,8 +431,11 @@ func TestPool_IdleTimeoutKnobStopsIdleAgents(t *testing.T) {
 	if took := time.Since(released); took < 300*time.Millisecond {
 		t.Fatalf("stopped after %s, before the idle timeout", took)
 	}
-	if s := p.Stats(); s.Live != 0 || s.Resumable != 1 {
-		t.Fatalf("stats = %+v, want 0 live and 1 resumable session", s)
+	if s := p.Stats(); s.Live != 0 {
+		t.Fatalf("stats = %+v, want 0 live", s)
+	}
+	if sid, ok := book.Session("t"); !ok || sid != a.SessionID {
+		t.Fatalf("session kept for resume = %q, %v; want %q", sid, ok, a.SessionID)
 	}
 }
 

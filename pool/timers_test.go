@@ -28,7 +28,8 @@ func newBubblePool(t *testing.T, cfg pool.Config, opts agenttest.InProcessOption
 // resume. A busy agent is never stopped for idleness.
 func TestPool_IdleTimeoutOfThirtyMinutes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newBubblePool(t, pool.Config{MaxSessions: 2, IdleTimeout: 30 * time.Minute, ExitGrace: 2 * time.Second}, agenttest.InProcessOptions{})
+		book := pool.NewMemoryBook(10)
+		p := newBubblePool(t, pool.Config{MaxSessions: 2, IdleTimeout: 30 * time.Minute, ExitGrace: 2 * time.Second, Sessions: book}, agenttest.InProcessOptions{})
 		ctx := context.Background()
 		idle, err := p.Acquire(ctx, "idle", nil)
 		if err != nil {
@@ -51,8 +52,11 @@ func TestPool_IdleTimeoutOfThirtyMinutes(t *testing.T) {
 			t.Fatal("still live after 30m of idleness")
 		}
 		<-idle.Proc.Reaped()
-		if s := p.Stats(); s.Live != 1 || s.Resumable != 1 || s.Evicted != 1 {
-			t.Fatalf("stats = %+v, want the busy agent live and one resumable session", s)
+		if s := p.Stats(); s.Live != 1 || s.Evicted != 1 {
+			t.Fatalf("stats = %+v, want the busy agent live and one eviction", s)
+		}
+		if sid, ok := book.Session("idle"); !ok || sid != idle.SessionID {
+			t.Fatalf("session kept for resume = %q, %v", sid, ok)
 		}
 
 		time.Sleep(2 * time.Hour)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,6 +80,9 @@ type Options struct {
 	// FlushInterval is the longest a tool-call update waits to be written
 	// (default 200ms); state changes are written at once.
 	FlushInterval time.Duration
+	// SyncTimeout bounds how long TurnStarted waits for the disk (default
+	// 2s); past it the turn goes on and the write follows.
+	SyncTimeout time.Duration
 	// LockTimeout bounds the wait for another process's lock (default 1s).
 	LockTimeout time.Duration
 	Logger      zerolog.Logger
@@ -89,6 +93,7 @@ type Options struct {
 var (
 	bucketTurns   = []byte("turns")
 	bucketThreads = []byte("threads")
+	bucketAgents  = []byte("agents")
 )
 
 // ErrLocked means another process holds the state directory.
@@ -110,9 +115,15 @@ type Store struct {
 	ended    map[uint64]*Turn // ended, not yet written
 	threads  map[string]*Thread
 	dirtyThr map[string]bool
+	agents   map[int]uint64 // live agent pid -> start ticks, to write
+	goneAgts map[int]bool   // agent pids to delete
 	finished int // finished turns on disk
 	stats    Stats
 	closed   bool
+	// Flush generations: a change made while nextGen is g is on disk once
+	// doneGen >= g; flushed is closed and replaced after every flush.
+	nextGen, doneGen uint64
+	flushed          chan struct{}
 
 	kick chan struct{}
 	stop chan struct{}
@@ -145,6 +156,9 @@ func Open(opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
 	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = 2 * time.Second
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -163,6 +177,8 @@ func Open(opts Options) (*Store, error) {
 		opts: opts, log: opts.Logger, db: db, path: path,
 		active: map[uint64]*Turn{}, dirty: map[uint64]bool{}, ended: map[uint64]*Turn{},
 		threads: map[string]*Thread{}, dirtyThr: map[string]bool{},
+		agents: map[int]uint64{}, goneAgts: map[int]bool{},
+		nextGen: 1, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := s.load(); err != nil {
@@ -182,6 +198,9 @@ func (s *Store) load() error {
 		}
 		threads, err := tx.CreateBucketIfNotExists(bucketThreads)
 		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists(bucketAgents); err != nil {
 			return err
 		}
 		if k, _ := turns.Cursor().Last(); k != nil {
@@ -243,6 +262,64 @@ func (s *Store) Recover() ([]Turn, error) {
 	return out, err
 }
 
+// Agent is an agent process a broker recorded as started.
+type Agent struct {
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"start"`
+}
+
+// Leftovers returns the agent processes the previous broker recorded as
+// alive, and forgets them: the caller kills those still running.
+func (s *Store) Leftovers() ([]Agent, error) {
+	var out []Agent
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAgents)
+		var keys [][]byte
+		if err := b.ForEach(func(k, v []byte) error {
+			var a Agent
+			if json.Unmarshal(v, &a) == nil {
+				out = append(out, a)
+			}
+			keys = append(keys, append([]byte(nil), k...))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// AgentStarted records a live agent process (pool.Registry).
+func (s *Store) AgentStarted(pid int, startTicks uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.goneAgts, pid)
+	s.agents[pid] = startTicks
+	s.kickLocked()
+}
+
+// AgentGone records that an agent process ended (pool.Registry).
+func (s *Store) AgentGone(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.agents, pid)
+	s.goneAgts[pid] = true
+	s.kickLocked()
+}
+
+func (s *Store) kickLocked() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // MarkReported records that an interrupted turn's thread was told.
 func (s *Store) MarkReported(id uint64) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
@@ -286,13 +363,41 @@ func (s *Store) TurnQueued(thread, ref, title, author string) uint64 {
 	return id
 }
 
-// TurnStarted records that the turn's prompt went to the agent.
+// TurnStarted records that the turn's prompt is about to go to the
+// agent, and returns once that is on disk (or SyncTimeout passed): a turn
+// the agent has seen is always found by Recover after a crash.
 func (s *Store) TurnStarted(id uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.active[id]; t != nil {
-		t.State, t.Started = Running, s.opts.Now().UTC()
-		s.markLocked(id, true)
+	t := s.active[id]
+	if t == nil {
+		s.mu.Unlock()
+		return
+	}
+	t.State, t.Started = Running, s.opts.Now().UTC()
+	s.markLocked(id, true)
+	gen := s.nextGen
+	s.mu.Unlock()
+	s.waitFlushed(gen)
+}
+
+// waitFlushed waits until the flush of generation gen is done, for at
+// most SyncTimeout.
+func (s *Store) waitFlushed(gen uint64) {
+	timeout := time.NewTimer(s.opts.SyncTimeout)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		done, flushed, closed := s.doneGen >= gen, s.flushed, s.closed
+		s.mu.Unlock()
+		if done || closed {
+			return
+		}
+		select {
+		case <-flushed:
+		case <-timeout.C:
+			s.log.Warn().Dur("waited", s.opts.SyncTimeout).Msg("state write is slow; the turn goes on before it is on disk")
+			return
+		}
 	}
 }
 
@@ -345,10 +450,7 @@ func (s *Store) TurnEnded(id uint64, state State, cause string) {
 func (s *Store) markLocked(id uint64, urgent bool) {
 	s.dirty[id] = true
 	if urgent {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		s.kickLocked()
 	}
 }
 
@@ -430,10 +532,7 @@ func (s *Store) updateThread(id string, f func(*Thread)) {
 	f(t)
 	t.Updated = s.opts.Now().UTC()
 	s.dirtyThr[id] = true
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	s.kickLocked()
 }
 
 // flusher writes what changed: at once after a state change, at most
@@ -464,10 +563,15 @@ func (s *Store) Flush() error { return s.flush() }
 
 func (s *Store) flush() error {
 	s.mu.Lock()
-	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 {
+	gen := s.nextGen
+	s.nextGen++
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 {
+		s.doneLocked(gen)
 		s.mu.Unlock()
 		return nil
 	}
+	agents, gone := s.agents, s.goneAgts
+	s.agents, s.goneAgts = map[int]uint64{}, map[int]bool{}
 	turns := make(map[uint64][]byte, len(s.dirty))
 	for id := range s.dirty {
 		t := s.active[id]
@@ -502,6 +606,18 @@ func (s *Store) flush() error {
 				return err
 			}
 		}
+		ab := tx.Bucket(bucketAgents)
+		for pid, ticks := range agents {
+			v, _ := json.Marshal(Agent{PID: pid, StartTicks: ticks})
+			if err := ab.Put([]byte(strconv.Itoa(pid)), v); err != nil {
+				return err
+			}
+		}
+		for pid := range gone {
+			if err := ab.Delete([]byte(strconv.Itoa(pid))); err != nil {
+				return err
+			}
+		}
 		s.mu.Lock()
 		s.finished += len(ended)
 		s.mu.Unlock()
@@ -510,6 +626,7 @@ func (s *Store) flush() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Flushes++
+	s.doneLocked(gen)
 	if err != nil {
 		// Keep the changes for the next flush.
 		s.stats.WriteErrors++
@@ -523,12 +640,30 @@ func (s *Store) flush() error {
 		for id, t := range ended {
 			s.ended[id] = t
 		}
+		for pid, ticks := range agents {
+			if !s.goneAgts[pid] {
+				s.agents[pid] = ticks
+			}
+		}
+		for pid := range gone {
+			if _, again := s.agents[pid]; !again {
+				s.goneAgts[pid] = true
+			}
+		}
 		s.finished -= len(ended)
 		s.log.Error().Err(err).Msg("state not written; will retry")
 		return err
 	}
 	s.stats.LastError = ""
 	return nil
+}
+
+// doneLocked records that flush gen is over and wakes its waiters. After a
+// failed write they stop waiting too: the change is retried, not lost.
+func (s *Store) doneLocked(gen uint64) {
+	s.doneGen = max(s.doneGen, gen)
+	close(s.flushed)
+	s.flushed = make(chan struct{})
 }
 
 // Prune deletes finished turns older than the retention, the oldest

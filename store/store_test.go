@@ -1,12 +1,14 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 )
 
@@ -190,7 +192,6 @@ func TestStore_SizeBoundedAfterTenThousandTurns(t *testing.T) {
 	run := func(n int) {
 		for i := range n {
 			id := s.TurnQueued(fmt.Sprintf("thread-%d", i%50), fmt.Sprintf("guild/channel/%d", i), "please refactor the parser and run the tests", "user-1")
-			s.TurnStarted(id)
 			for j := range 3 {
 				s.ToolCall(id, fmt.Sprint(j), "Run cargo test --workspace", "in_progress")
 			}
@@ -227,5 +228,44 @@ func BenchmarkStore_ToolCallUpdate(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		s.ToolCall(id, "call", "Run", "in_progress")
+	}
+}
+
+// The agents recorded alive are handed back once at the next start, and
+// an agent recorded gone is not.
+func TestStore_LeftoverAgentsAreReturnedOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	s.AgentStarted(100, 5)
+	s.AgentStarted(200, 6)
+	s.AgentGone(100)
+	s.Flush()
+	s.Close()
+	s2 := open(t, dir, Options{})
+	left, err := s2.Leftovers()
+	if err != nil || len(left) != 1 || left[0] != (Agent{PID: 200, StartTicks: 6}) {
+		t.Fatalf("leftovers = %+v, %v", left, err)
+	}
+	if again, _ := s2.Leftovers(); len(again) != 0 {
+		t.Fatalf("leftovers returned twice: %+v", again)
+	}
+}
+
+// TurnStarted returns only once the running turn is on disk, so a crash
+// right after the prompt is sent still finds it.
+func TestStore_TurnStartedIsOnDiskWhenItReturns(t *testing.T) {
+	s := open(t, t.TempDir(), Options{FlushInterval: time.Hour})
+	id := s.TurnQueued("t", "m", "", "")
+	s.TurnStarted(id)
+	var tr Turn
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketTurns).Get(key(id))
+		if v == nil {
+			return errors.New("not on disk")
+		}
+		return json.Unmarshal(v, &tr)
+	})
+	if err != nil || tr.State != Running {
+		t.Fatalf("on disk after TurnStarted: %+v, %v", tr, err)
 	}
 }

@@ -37,17 +37,25 @@ type Console struct {
 
 var _ chat.Platform = (*Console)(nil)
 
-// Run reads lines until EOF or ctx ends, then waits for submitted turns to
-// finish. An open permission question at EOF is answered "cancelled".
+// Run reads lines until EOF or ctx ends. At EOF it waits (while ctx
+// lasts) for the turns already submitted, answering an open permission
+// question "cancelled"; when ctx ends it returns at once and Close waits.
 func (c *Console) Run(ctx context.Context) error {
 	lines := make(chan string)
 	readErr := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
-		// Reading stdin cannot be interrupted; this goroutine ends at EOF.
+		// A read of stdin cannot be interrupted: this goroutine ends at
+		// EOF, or at the next line once Run has returned.
 		sc := bufio.NewScanner(c.In)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-stop:
+				return
+			}
 		}
 		readErr <- sc.Err()
 		close(lines)
@@ -56,23 +64,54 @@ func (c *Console) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			c.pending.Wait()
 			return nil
 		case line, ok := <-lines:
 			if !ok {
 				c.closeQuestion()
-				c.pending.Wait()
+				c.waitTurns(ctx.Done())
 				return <-readErr
 			}
 			if c.answer(line) {
 				continue
 			}
 			if c.command(strings.TrimSpace(line)) {
-				c.pending.Wait()
+				c.waitTurns(ctx.Done())
 				return nil
 			}
 		}
 	}
+}
+
+// waitTurns waits for the submitted turns to end, or for stop.
+func (c *Console) waitTurns(stop <-chan struct{}) bool {
+	done := make(chan struct{})
+	go func() {
+		c.pending.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// Report implements chat.Platform: it prints each interrupted turn.
+func (c *Console) Report(turns []chat.Interruption, reported func(uint64)) {
+	for _, it := range turns {
+		c.printf("[%s]\n", chat.InterruptionText(it))
+		reported(it.ID)
+	}
+}
+
+// Close implements chat.Platform: it waits up to grace for the last turns
+// to print their outcome.
+func (c *Console) Close(grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	c.waitTurns(ctx.Done())
+	return nil
 }
 
 // answer hands line to an open permission question, if there is one.
@@ -128,7 +167,7 @@ func (c *Console) command(line string) bool {
 	}
 	s := &sink{c: c}
 	c.pending.Add(1)
-	if err := c.Engine.Submit(Thread, &adapter.Prompt{Ref: "console", Author: "console user", Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
+	if err := c.Engine.Submit(Thread, &adapter.Prompt{Ref: "console", Title: title(line), Author: "console user", Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
 		c.pending.Done()
 		c.printf("[refused: %v]\n", err)
 	}
@@ -266,4 +305,13 @@ func (s *sink) Done(o adapter.Outcome) {
 		return
 	}
 	s.c.printf("[%s in %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))
+}
+
+// title names a prompt by its first words.
+func title(line string) string {
+	line = strings.Join(strings.Fields(line), " ")
+	if r := []rune(line); len(r) > 60 {
+		line = string(r[:59]) + "…"
+	}
+	return line
 }

@@ -41,6 +41,7 @@ type Config struct {
 		UpdateQueue       int
 		PermissionMode    string
 		PermissionTimeout time.Duration
+		ToolTimeout       time.Duration
 	}
 	Pool struct {
 		MaxSessions int
@@ -48,9 +49,16 @@ type Config struct {
 		SlotWait    time.Duration
 	}
 	State struct {
-		Dir string
+		Dir       string
+		Retention time.Duration
 	}
-	Discord DiscordConfig
+	Watchdog struct {
+		Interval time.Duration
+	}
+	Discord  DiscordConfig
+	Shutdown struct {
+		Grace time.Duration
+	}
 }
 
 // DiscordConfig is the [discord] table.
@@ -64,6 +72,10 @@ type DiscordConfig struct {
 	Approvers        []string
 	AllowedBots      []string
 	ShowThoughts     bool
+	EditInterval     time.Duration
+	MaxMessages      int
+	MaxImageBytes    int64
+	MaxTextBytes     int64
 }
 
 // MaxTurnTimeout is the largest turn.timeout accepted.
@@ -94,22 +106,32 @@ var defaults = map[string]any{
 	"turn.update_queue":       1024,
 	"turn.permission_mode":    "ask",
 	"turn.permission_timeout": "5m",
+	"turn.tool_timeout":       "10m",
 
 	"pool.max_sessions": 8,
 	"pool.idle_timeout": "30m",
 	"pool.slot_wait":    "10m",
 
-	"state.dir": "./state",
+	"state.dir":       "./state",
+	"state.retention": "168h",
 
-	"discord.token":              "",
-	"discord.api_url":            "https://discord.com/api/v9/",
-	"discord.allowed_channels":   []string{},
-	"discord.allow_all_channels": false,
-	"discord.allowed_users":      []string{},
-	"discord.allowed_roles":      []string{},
-	"discord.approvers":          []string{},
-	"discord.allowed_bots":       []string{},
-	"discord.show_thoughts":      false,
+	"watchdog.interval": "15s",
+
+	"discord.token":               "",
+	"discord.api_url":             "https://discord.com/api/v9/",
+	"discord.allowed_channels":    []string{},
+	"discord.allow_all_channels":  false,
+	"discord.allowed_users":       []string{},
+	"discord.allowed_roles":       []string{},
+	"discord.approvers":           []string{},
+	"discord.allowed_bots":        []string{},
+	"discord.show_thoughts":       false,
+	"discord.edit_interval":       "1250ms",
+	"discord.max_answer_messages": 6,
+	"discord.max_image_bytes":     8 << 20,
+	"discord.max_text_bytes":      256 << 10,
+
+	"shutdown.grace": "15s",
 }
 
 // LoadConfig reads the TOML file (if path is set), applies BROKER_*
@@ -180,7 +202,13 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Pool.IdleTimeout = r.dur("pool.idle_timeout", 0, 30*24*time.Hour)
 	c.Pool.SlotWait = r.dur("pool.slot_wait", time.Second, 24*time.Hour)
 
+	c.Turn.ToolTimeout = r.dur("turn.tool_timeout", 0, MaxTurnTimeout)
+	if c.Turn.ToolTimeout > 0 && c.Turn.ToolTimeout < time.Second {
+		r.fail("turn.tool_timeout", "= %s is too short: use 0s to disable, or at least 1s", c.Turn.ToolTimeout)
+	}
 	c.State.Dir = r.str("state.dir")
+	c.State.Retention = r.dur("state.retention", time.Hour, 365*24*time.Hour)
+	c.Watchdog.Interval = r.dur("watchdog.interval", 100*time.Millisecond, 10*time.Minute)
 
 	d := &c.Discord
 	d.Token = r.str("discord.token")
@@ -192,6 +220,12 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	d.Approvers = r.strs("discord.approvers")
 	d.AllowedBots = r.strs("discord.allowed_bots")
 	d.ShowThoughts = r.boolean("discord.show_thoughts")
+	d.EditInterval = r.dur("discord.edit_interval", 200*time.Millisecond, time.Minute)
+	d.MaxMessages = r.integer("discord.max_answer_messages", 1, 50)
+	d.MaxImageBytes = int64(r.integer("discord.max_image_bytes", 1, 25<<20))
+	d.MaxTextBytes = int64(r.integer("discord.max_text_bytes", 1, 4<<20))
+
+	c.Shutdown.Grace = r.dur("shutdown.grace", time.Second, 10*time.Minute)
 
 	if c.Agent.Command == "" {
 		r.fail("agent.command", "is required: the agent program to run")

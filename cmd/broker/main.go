@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 	"acpbroker/chat"
 	"acpbroker/chat/console"
 	"acpbroker/pool"
+	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 )
@@ -121,9 +121,23 @@ func serve(ctx context.Context, cfg *Config, agentEnv []string, log zerolog.Logg
 	if err != nil {
 		return fmt.Errorf("config: agent.cwd: %w", err)
 	}
-	state, interrupted, err := adapter.OpenState(filepath.Join(cfg.State.Dir, "turns.json"))
+	st, err := store.Open(store.Options{Dir: cfg.State.Dir, Retention: cfg.State.Retention, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	interrupted, err := st.Recover()
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
+	}
+	if left, err := st.Leftovers(); err != nil {
+		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")
+	} else if len(left) > 0 {
+		list := make([]pool.Leftover, len(left))
+		for i, a := range left {
+			list[i] = pool.Leftover{PID: a.PID, StartTicks: a.StartTicks}
+		}
+		pool.KillLeftovers(list, log)
 	}
 	p := pool.New(pool.Config{
 		Command:      cfg.Agent.Command,
@@ -135,6 +149,8 @@ func serve(ctx context.Context, cfg *Config, agentEnv []string, log zerolog.Logg
 		IdleTimeout:  cfg.Pool.IdleTimeout,
 		StartTimeout: cfg.Agent.StartTimeout,
 		ExitGrace:    cfg.Agent.ExitGrace,
+		Sessions:     st,
+		Registry:     st,
 		Conn: acp.Options{
 			MaxLineBytes: cfg.Agent.MaxLineBytes,
 			UpdateQueue:  cfg.Turn.UpdateQueue,
@@ -152,23 +168,42 @@ func serve(ctx context.Context, cfg *Config, agentEnv []string, log zerolog.Logg
 		QueueSize:         cfg.Turn.QueueSize,
 		PermissionMode:    cfg.Turn.PermissionMode,
 		PermissionTimeout: cfg.Turn.PermissionTimeout,
-		State:             state,
+		ToolTimeout:       cfg.Turn.ToolTimeout,
+		WatchdogInterval:  cfg.Watchdog.Interval,
+		Journal:           st,
 		Logger:            log,
 	})
-	defer engine.Close()
+	defer engine.Close() // for the early returns; Close is idempotent
 
 	var platform chat.Platform
 	switch cfg.Chat.Platform {
 	case "console":
-		for _, it := range interrupted {
-			fmt.Fprintf(stdout, "[the broker restarted while a turn started %s was running; it did not finish]\n", it.Started.Local().Format(time.DateTime))
-		}
 		platform = &console.Console{Engine: engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts}
 	default:
-		return errors.New("chat.platform " + cfg.Chat.Platform + " is not available in this build")
+		return fmt.Errorf("chat.platform %s is not available in this build", cfg.Chat.Platform)
 	}
-	log.Info().Str("platform", cfg.Chat.Platform).Str("agent", cfg.Agent.Command).Msg("broker started")
-	err = platform.Run(ctx)
+	platform.Report(interruptions(interrupted), func(id uint64) {
+		if err := st.MarkReported(id); err != nil {
+			log.Warn().Err(err).Uint64("turn", id).Msg("interrupted turn not marked as reported")
+		}
+	})
+	log.Info().Str("platform", cfg.Chat.Platform).Str("agent", cfg.Agent.Command).Int("interrupted", len(interrupted)).Msg("broker started")
+	runErr := platform.Run(ctx)
+	// Stop in order: no new prompts (Run has returned), end every turn,
+	// let the platform show their last words, then stop the agents.
 	log.Info().Msg("shutting down")
-	return err
+	deadline := time.Now().Add(cfg.Shutdown.Grace)
+	engine.Close()
+	if err := platform.Close(time.Until(deadline)); err != nil {
+		log.Warn().Err(err).Msg("chat connection did not close cleanly")
+	}
+	return runErr
+}
+
+func interruptions(turns []store.Turn) []chat.Interruption {
+	out := make([]chat.Interruption, len(turns))
+	for i, t := range turns {
+		out[i] = chat.Interruption{ID: t.ID, Thread: t.Thread, Ref: t.Ref, Title: t.Title, Queued: t.Queued}
+	}
+	return out
 }

@@ -88,6 +88,17 @@ type broker struct {
 
 func writeConfig(t *testing.T, extra string) string {
 	t.Helper()
+	return writeConfigArgs(t, nil, extra)
+}
+
+// writeConfigArgs writes a configuration for the fake agent with args,
+// plus extra TOML tables.
+func writeConfigArgs(t *testing.T, args []string, extra string) string {
+	t.Helper()
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "broker.toml")
 	text := fmt.Sprintf(`
@@ -96,11 +107,12 @@ format = "json"
 level = "warn"
 [agent]
 command = %q
+args = [%s]
 cwd = %q
 [state]
 dir = %q
 %s
-`, fakeAgent, filepath.Join(dir, "work"), filepath.Join(dir, "state"), extra)
+`, fakeAgent, strings.Join(quoted, ", "), filepath.Join(dir, "work"), filepath.Join(dir, "state"), extra)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +126,9 @@ func startBroker(t *testing.T, config string, env ...string) *broker {
 	b := &broker{in: inW, out: newScreen(), err: newScreen(), done: make(chan int, 1), cancel: cancel}
 	environ := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	go func() {
-		b.done <- run(ctx, []string{"--config", config}, environ, inR, b.out, b.err)
+		code := run(ctx, []string{"--config", config}, environ, inR, b.out, b.err)
+		inR.CloseWithError(fmt.Errorf("broker exited with status %d; stderr:\n%s", code, b.err))
+		b.done <- code
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -244,4 +258,18 @@ func TestRun_VersionAndCheckConfig(t *testing.T) {
 	if code := run(context.Background(), []string{"frobnicate"}, nil, nil, io.Discard, io.Discard); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
 	}
+}
+
+// turn.tool_timeout and watchdog.interval are consumed: with 2s and 500ms,
+// a tool call that never reports progress ends the turn in about 2s,
+// far before the ceiling.
+func TestRun_ToolTimeoutAndWatchdogIntervalEndAStuckToolCall(t *testing.T) {
+	b := startBroker(t, writeConfig(t, "[turn]\ntool_timeout = \"2s\"\ncancel_grace = \"300ms\"\n[watchdog]\ninterval = \"500ms\""))
+	b.say(t, "tool-stuck")
+	b.out.waitFor(t, "[tool] Long build: running", 20*time.Second)
+	took := b.out.waitFor(t, "[turn failed: a tool call made no progress for 2s: Long build", 20*time.Second)
+	if took < 1500*time.Millisecond || took > 2*time.Second+500*time.Millisecond+4*time.Second {
+		t.Fatalf("the stuck tool call ended the turn %s after it started, want about 2-2.5s", took)
+	}
+	b.exit(t)
 }

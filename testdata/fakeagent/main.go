@@ -26,6 +26,9 @@ func main() {
 	if *child || *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
+	// Like Node-based agents, outlive a closed stdout or stderr instead of
+	// dying of SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	// A registered signal keeps the runtime from calling a process that
 	// only waits a deadlock.
 	hold := make(chan os.Signal, 1)
