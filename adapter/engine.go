@@ -56,7 +56,18 @@ type Config struct {
 	ToolTimeout time.Duration
 	// Journal, if set, records every turn.
 	Journal Journal
-	Logger  zerolog.Logger
+	// Observer, if set, is told of every turn's timings.
+	Observer Observer
+	Logger   zerolog.Logger
+}
+
+// Observer receives turn timings, for metrics. Its methods must not block.
+type Observer interface {
+	// TurnEnded reports an outcome's class (Outcome.Class) and duration.
+	TurnEnded(class string, elapsed time.Duration)
+	// FirstChunk reports the time from the prompt to the answer's first
+	// text.
+	FirstChunk(d time.Duration)
 }
 
 func (c *Config) defaults() {
@@ -96,6 +107,8 @@ type Engine struct {
 
 	ctx      context.Context // cancelled with ErrShutdown by Close
 	shutdown context.CancelCauseFunc
+	hurry    chan struct{}   // closed when shutdown has no time left for graces
+	hurried  sync.Once
 
 	mu      sync.Mutex
 	closed  bool
@@ -119,7 +132,7 @@ type thread struct {
 // New returns an Engine that takes agents from p. The Engine does not own p.
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}}
+	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
 	e.ctx, e.shutdown = context.WithCancelCause(context.Background())
 	e.wg.Go(e.watchdog)
@@ -254,15 +267,69 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
-// Close ends every running turn with ErrShutdown, in parallel, each with
-// its cancel grace, fails queued prompts with the same cause, and returns
-// when all turn goroutines are gone. Safe to call twice.
-func (e *Engine) Close() {
+// config returns the engine's current configuration.
+func (e *Engine) config() Config {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg
+}
+
+// Reconfigure changes the timeouts, permission mode, queue size and
+// watchdog settings for turns that start from now on; the Journal,
+// Observer and Logger stay. Running turns keep the settings they started
+// with.
+func (e *Engine) Reconfigure(c Config) {
+	c.defaults()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c.Journal, c.Observer, c.Logger = e.cfg.Journal, e.cfg.Observer, e.cfg.Logger
+	e.cfg = c
+}
+
+// Close is Shutdown with no deadline: every turn gets its full cancel
+// grace. Safe to call twice.
+func (e *Engine) Close() { e.Shutdown(context.Background()) }
+
+// Shutdown ends every running turn with ErrShutdown, in parallel, each
+// with its cancel grace, and fails queued prompts with the same cause.
+// When ctx ends first, agents still finishing are killed without waiting
+// out their grace, and any turn still not ended is ended from outside, so
+// Shutdown returns soon after ctx ends however many agents hang. Without a
+// wedged turn loop, every goroutine of the Engine is gone when it returns.
+func (e *Engine) Shutdown(ctx context.Context) {
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
 	e.shutdown(ErrShutdown)
-	e.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	e.hurried.Do(func() { close(e.hurry) })
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	e.mu.Lock()
+	var wedged []*turn
+	for _, th := range e.threads {
+		if th.cur != nil {
+			wedged = append(wedged, th.cur)
+		}
+	}
+	e.mu.Unlock()
+	for _, w := range wedged {
+		e.forceEnd(w, ErrShutdown)
+	}
 }
 
 // work runs a thread's prompts one at a time until its queue is empty, or
@@ -289,6 +356,7 @@ func (e *Engine) work(th *thread, gen uint64) {
 		ctx, cancel := context.WithCancelCause(e.ctx)
 		t.cancel = cancel
 		t.start = time.Now()
+		t.cfg = e.cfg
 		th.cur = t
 		e.mu.Unlock()
 

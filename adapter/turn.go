@@ -24,6 +24,7 @@ type turn struct {
 	id     uint64 // in the journal
 	log    zerolog.Logger
 	start  time.Time // dequeued
+	cfg    Config    // the engine's, when the turn started
 	cancel context.CancelCauseFunc
 	once   sync.Once
 
@@ -49,7 +50,7 @@ type toolProgress struct {
 }
 
 func (e *Engine) newTurn(threadID string, p *Prompt) *turn {
-	t := &turn{e: e, thread: threadID, p: p, log: e.log.With().Str("thread", threadID).Logger()}
+	t := &turn{e: e, thread: threadID, p: p, cfg: e.cfg, log: e.log.With().Str("thread", threadID).Logger()}
 	if j := e.cfg.Journal; j != nil {
 		t.id = j.TurnQueued(threadID, p.Ref, p.Title, p.Author)
 	}
@@ -97,7 +98,10 @@ func (t *turn) finish(out Outcome) {
 		t.e.mu.Lock()
 		t.e.stats.Outcomes[out.Class()]++
 		t.e.mu.Unlock()
-		if j := t.e.cfg.Journal; j != nil {
+		if o := t.cfg.Observer; o != nil {
+			o.TurnEnded(out.Class(), out.Elapsed)
+		}
+		if j := t.cfg.Journal; j != nil {
 			cause := ""
 			if out.Err != nil {
 				cause = out.Err.Error()
@@ -109,7 +113,7 @@ func (t *turn) finish(out Outcome) {
 }
 
 func (t *turn) attempt(ctx context.Context) Outcome {
-	cfg := t.e.cfg
+	cfg := t.cfg
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
 	agent, err := t.e.pool.Acquire(waitCtx, t.thread, func() {
@@ -137,7 +141,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		return Outcome{Err: t.deathCause(err)}
 	}
 	defer t.sub.Close()
-	if j := t.e.cfg.Journal; j != nil {
+	if j := t.cfg.Journal; j != nil {
 		j.TurnStarted(t.id) // on disk before the agent can see the prompt
 	}
 	t.call, err = agent.Conn.Prompt(ctx, agent.SessionID, t.blocks())
@@ -162,7 +166,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 // other ending (user cancel, shutdown, the ceiling, agent death, a failed
 // liveness check, an overflowing queue) and carries its cause.
 func (t *turn) loop(ctx context.Context) Outcome {
-	cfg := t.e.cfg
+	cfg := t.cfg
 	end := t.cancel
 	ctx, stop := context.WithTimeoutCause(ctx, cfg.TurnTimeout, timedOut(cfg.TurnTimeout))
 	defer stop()
@@ -249,7 +253,7 @@ func (t *turn) deathCause(err error) error {
 // forwarding what it still sends; then the request is forgotten so a late
 // answer is dropped, and an agent that did not answer is killed.
 func (t *turn) abandon(cause error) Outcome {
-	cfg := t.e.cfg
+	cfg := t.cfg
 	t.log.Info().Str("cause", cause.Error()).Msg("abandoning turn")
 	conn, sid := t.agent.Conn, t.agent.SessionID
 	conn.CancelPermissions(sid, cause)
@@ -289,6 +293,8 @@ func (t *turn) awaitCancelled(grace time.Duration) bool {
 			return false
 		case <-timer.C:
 			return false
+		case <-t.e.hurry:
+			return false
 		}
 	}
 }
@@ -310,10 +316,14 @@ func (t *turn) forward(u acp.Update) {
 	now := time.Now()
 	t.mu.Lock()
 	t.progress = now
+	sent := t.sent
 	t.mu.Unlock()
 	switch u.Kind {
 	case acp.UpdateMessageChunk:
 		if u.Content != nil && u.Content.Type == "text" {
+			if t.text.Len() == 0 && u.Content.Text != "" && t.cfg.Observer != nil && !sent.IsZero() {
+				t.cfg.Observer.FirstChunk(now.Sub(sent))
+			}
 			t.text.WriteString(u.Content.Text)
 		}
 	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
@@ -349,7 +359,7 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 		t.open[tc.ID] = toolProgress{title: tc.Title, updated: now}
 	}
 	t.mu.Unlock()
-	if j := t.e.cfg.Journal; j != nil {
+	if j := t.cfg.Journal; j != nil {
 		title := ""
 		if u.Title != nil {
 			title = *u.Title
@@ -361,7 +371,7 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 // approve answers the agent's permission request by the configured mode.
 // It runs on a goroutine of the Conn; ctx ends when the turn abandons.
 func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
-	cfg := t.e.cfg
+	cfg := t.cfg
 	title := req.ToolCall.Title
 	if title == "" {
 		title = req.ToolCall.ToolCallID

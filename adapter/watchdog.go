@@ -11,13 +11,13 @@ import (
 // way; a turn past its ceiling whose loop did not end it is ended from
 // outside. It stops when the engine closes.
 func (e *Engine) watchdog() {
-	tick := time.NewTicker(e.cfg.WatchdogInterval)
-	defer tick.Stop()
 	for {
+		t := time.NewTimer(e.config().WatchdogInterval)
 		select {
 		case <-e.ctx.Done():
+			t.Stop()
 			return
-		case now := <-tick.C:
+		case now := <-t.C:
 			e.check(now)
 		}
 	}
@@ -32,10 +32,11 @@ func (e *Engine) check(now time.Time) {
 		}
 	}
 	e.mu.Unlock()
+	interval := e.config().WatchdogInterval
 	for _, t := range running {
-		if cause := e.overdue(t, now); cause != nil {
+		if cause := overdue(t, now, interval); cause != nil {
 			e.forceEnd(t, cause)
-		} else if cause := e.stuckTool(t, now); cause != nil {
+		} else if cause := stuckTool(t, now); cause != nil {
 			e.mu.Lock()
 			e.stats.ToolStuck++
 			e.mu.Unlock()
@@ -47,25 +48,25 @@ func (e *Engine) check(now time.Time) {
 
 // overdue reports a turn that its own loop should have ended by now: past
 // the ceiling, the cancel grace and one more watchdog interval.
-func (e *Engine) overdue(t *turn, now time.Time) error {
+func overdue(t *turn, now time.Time, interval time.Duration) error {
 	t.mu.Lock()
 	sent := t.sent
 	t.mu.Unlock()
-	limit := t.start.Add(e.cfg.SlotWait + e.cfg.TurnTimeout)
+	limit := t.start.Add(t.cfg.SlotWait + t.cfg.TurnTimeout)
 	if !sent.IsZero() {
-		limit = sent.Add(e.cfg.TurnTimeout + e.cfg.CancelGrace + e.cfg.WatchdogInterval)
+		limit = sent.Add(t.cfg.TurnTimeout + t.cfg.CancelGrace + interval)
 	}
 	if now.Before(limit) {
 		return nil
 	}
-	return fmt.Errorf("%w (ended by the watchdog: the turn did not stop by itself)", timedOut(e.cfg.TurnTimeout))
+	return fmt.Errorf("%w (ended by the watchdog: the turn did not stop by itself)", timedOut(t.cfg.TurnTimeout))
 }
 
 // stuckTool reports an open tool call with no update for ToolTimeout in a
 // turn with no other progress for as long. A tool call waiting on a
 // permission request is not stuck: the request has its own timeout.
-func (e *Engine) stuckTool(t *turn, now time.Time) error {
-	limit := e.cfg.ToolTimeout
+func stuckTool(t *turn, now time.Time) error {
+	limit := t.cfg.ToolTimeout
 	if limit <= 0 {
 		return nil
 	}

@@ -108,6 +108,10 @@ type Store struct {
 	db   *bolt.DB
 	path string
 
+	// flushMu orders flushes: each writes a snapshot taken after the one
+	// before it committed, so an older snapshot never overwrites a newer.
+	flushMu sync.Mutex
+
 	mu       sync.Mutex
 	nextID   uint64
 	active   map[uint64]*Turn // queued and running turns
@@ -128,6 +132,10 @@ type Store struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+
+	// beforeCommit, if set, runs in each flush between taking its snapshot
+	// and writing it (tests use it to hold a flush there).
+	beforeCommit func()
 }
 
 // Stats describe the store.
@@ -562,6 +570,8 @@ func (s *Store) flusher() {
 func (s *Store) Flush() error { return s.flush() }
 
 func (s *Store) flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.mu.Lock()
 	gen := s.nextGen
 	s.nextGen++
@@ -590,7 +600,11 @@ func (s *Store) flush() error {
 	}
 	ended := s.ended
 	s.dirty, s.dirtyThr, s.ended = map[uint64]bool{}, map[string]bool{}, map[uint64]*Turn{}
+	hook := s.beforeCommit
 	s.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 
 	// Counts change inside the transaction: bbolt runs one writer at a
 	// time, so a concurrent Prune sees them consistent with the disk.

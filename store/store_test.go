@@ -269,3 +269,37 @@ func TestStore_TurnStartedIsOnDiskWhenItReturns(t *testing.T) {
 		t.Fatalf("on disk after TurnStarted: %+v, %v", tr, err)
 	}
 }
+
+// Two flushes never commit out of order: a flush holding an older
+// snapshot cannot overwrite the newer state another flush wrote.
+func TestStore_FlushesCommitInOrder(t *testing.T) {
+	s := open(t, t.TempDir(), Options{FlushInterval: time.Hour})
+	id := s.TurnQueued("t", "m", "", "")
+	s.Flush()
+	s.mu.Lock()
+	s.active[id].State = Running // TurnStarted without waiting for the disk
+	s.dirty[id] = true
+	held, release := make(chan struct{}), make(chan struct{})
+	first := true
+	s.beforeCommit = func() {
+		if first {
+			first = false
+			close(held)
+			<-release
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Flush() }) // snapshots "running", then is held
+	<-held
+	s.TurnEnded(id, Cancelled, "x")
+	wg.Go(func() { s.Flush() }) // "cancelled"
+	time.Sleep(100 * time.Millisecond) // let the second flush commit, if it can
+	close(release)
+	wg.Wait()
+	var tr Turn
+	s.db.View(func(tx *bolt.Tx) error { return json.Unmarshal(tx.Bucket(bucketTurns).Get(key(id)), &tr) })
+	if tr.State != Cancelled {
+		t.Fatalf("on disk the turn is %s; the older snapshot overwrote the newer", tr.State)
+	}
+}
