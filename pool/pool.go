@@ -86,6 +86,11 @@ type Pool struct {
 	queue    []*waiter         // Acquire calls waiting for a slot, in order
 	changed  chan struct{}     // closed and replaced whenever a slot may have freed
 	evicted  uint64
+	spawned  uint64            // agents that started
+	failed   uint64            // agents that failed to start
+	stopped  map[string]uint64 // agents stopped, by reason
+	killed   uint64            // agents stopped without a grace
+	retiring map[*Agent]bool   // agents being stopped
 	retired  acp.Stats // counters of connections already closed
 
 	kick   chan struct{}
@@ -118,6 +123,8 @@ func New(cfg Config) *Pool {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		agents:  map[string]*Agent{},
+		stopped: map[string]uint64{},
+		retiring: map[*Agent]bool{},
 		changed: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -170,7 +177,7 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 		}
 		if first {
 			if victim := p.lruIdle(); victim != nil {
-				p.evictLocked(victim, "making room for another thread")
+				p.evictLocked(victim, StopLRU, "making room for another thread")
 			}
 		}
 		if me == nil {
@@ -220,17 +227,18 @@ func (p *Pool) lruIdle() *Agent {
 
 // evictLocked removes an idle agent, whose session stays in the book for
 // resume, and stops it in the background. p.mu must be held.
-func (p *Pool) evictLocked(a *Agent, why string) {
+func (p *Pool) evictLocked(a *Agent, reason, why string) {
 	delete(p.agents, a.Thread)
 	p.evicted++
 	p.log.Info().Str("thread", a.Thread).Str("session", a.SessionID).Str("cause", why).Msg("stopping idle agent")
-	p.retireLocked(a, p.cfg.ExitGrace)
+	p.retireLocked(a, p.cfg.ExitGrace, reason)
 }
 
 // retireLocked stops a removed agent on a goroutine the pool owns; its slot
 // stays taken until the process is gone. p.mu must be held.
-func (p *Pool) retireLocked(a *Agent, grace time.Duration) {
+func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
 	p.stopping++
+	p.countStopLocked(reason, grace)
 	p.wg.Go(func() {
 		p.shutdown(a, grace)
 		p.mu.Lock()
@@ -254,9 +262,11 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 		err = ErrClosed
 	}
 	if err != nil {
+		p.failed++
 		p.signalLocked()
 		return nil, err
 	}
+	p.spawned++
 	a.busy = true
 	a.lastUsed = time.Now()
 	p.agents[thread] = a
@@ -355,6 +365,14 @@ func safeName(s string) string {
 // shutdown stops the process with the escalation and closes the Conn.
 // grace 0 kills at once.
 func (p *Pool) shutdown(a *Agent, grace time.Duration) {
+	p.mu.Lock()
+	p.retiring[a] = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.retiring, a)
+		p.mu.Unlock()
+	}()
 	if grace <= 0 {
 		a.Proc.Kill()
 	} else {
@@ -382,14 +400,18 @@ func (p *Pool) Release(a *Agent, discard bool) {
 	}
 	a.busy = false
 	a.lastUsed = time.Now()
+	reason := StopUntrusted
 	select {
 	case <-a.Proc.Exited():
-		discard = true
+		discard, reason = true, StopCrashed
 	default:
 	}
-	if discard || a.reset {
+	if a.reset {
+		discard, reason = true, StopReset
+	}
+	if discard {
 		delete(p.agents, a.Thread)
-		p.retireLocked(a, 0)
+		p.retireLocked(a, 0, reason)
 	}
 	p.signalLocked()
 	select {
@@ -406,7 +428,7 @@ func (p *Pool) Discard(thread string) {
 	defer p.mu.Unlock()
 	if a := p.agents[thread]; a != nil {
 		delete(p.agents, thread)
-		p.retireLocked(a, 0)
+		p.retireLocked(a, 0, StopForced)
 	}
 }
 
@@ -421,7 +443,7 @@ func (p *Pool) Reset(thread string) {
 		a.reset = true
 	} else if a != nil {
 		delete(p.agents, thread)
-		p.retireLocked(a, p.cfg.ExitGrace)
+		p.retireLocked(a, p.cfg.ExitGrace, StopReset)
 	}
 }
 
@@ -444,7 +466,7 @@ func (p *Pool) janitor() {
 				continue
 			}
 			if idle := now.Sub(a.lastUsed); idle >= p.cfg.IdleTimeout {
-				p.evictLocked(a, fmt.Sprintf("idle for %s", p.cfg.IdleTimeout))
+				p.evictLocked(a, StopIdle, fmt.Sprintf("idle for %s", p.cfg.IdleTimeout))
 			} else if left := p.cfg.IdleTimeout - idle; left < next {
 				next = left
 			}
@@ -454,17 +476,44 @@ func (p *Pool) janitor() {
 	}
 }
 
+// Reasons an agent is stopped, as counted in Stats.Stopped.
+const (
+	StopIdle        = "idle"         // idle for IdleTimeout
+	StopLRU         = "lru"          // made room for another thread
+	StopCrashed     = "crashed"      // it exited during or after a turn
+	StopUntrusted   = "untrusted"    // it did not answer a cancelled prompt
+	StopReset       = "reset"        // its session was reset
+	StopForced      = "forced"       // its turn was ended from outside
+	StopStartFailed = "start_failed" // it could not be set up
+	StopShutdown    = "shutdown"     // the pool closed
+)
+
+func (p *Pool) countStopLocked(reason string, grace time.Duration) {
+	p.stopped[reason]++
+	if grace <= 0 {
+		p.killed++
+	}
+}
+
 // Stats is a snapshot of the pool.
 type Stats struct {
 	Live, Busy, Starting, Stopping, Waiting int
 	Evicted                                            uint64
+	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
+	// reason, and Killed those stopped without a grace (SIGKILL at once).
+	Spawned, SpawnFailed, Killed uint64
+	Stopped                      map[string]uint64
 	Conn                                               acp.Stats
 }
 
 // Stats returns the pool's size and the sum of its connections' counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted}
+	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
+		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, Stopped: make(map[string]uint64, len(p.stopped))}
+	for k, v := range p.stopped {
+		s.Stopped[k] = v
+	}
 	conns := make([]*acp.Conn, 0, len(p.agents))
 	for _, a := range p.agents {
 		if a.busy {
@@ -487,28 +536,31 @@ func (p *Pool) Lookup(thread string) *Agent {
 	return p.agents[thread]
 }
 
-// Close stops every agent, each with its own bounded escalation, in
-// parallel, and returns when all processes and goroutines are gone. Busy
-// agents are killed; their turns should have been ended first.
-func (p *Pool) Close() {
+// Close is Shutdown without a deadline.
+func (p *Pool) Close() { p.Shutdown(context.Background()) }
+
+// Shutdown stops every agent, each with its own escalation, in parallel;
+// busy agents are killed at once (their turns should have been ended
+// first). If ctx ends before they are all gone, the process groups still
+// stopping are killed without waiting out their graces. It returns when all
+// processes and goroutines are gone. Safe to call twice.
+func (p *Pool) Shutdown(ctx context.Context) {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		p.wg.Wait()
-		return
-	}
-	p.closed = true
-	close(p.stop)
-	p.cancel(ErrClosed)
-	for _, a := range p.agents {
-		delete(p.agents, a.Thread)
-		grace := p.cfg.ExitGrace
-		if a.busy {
-			grace = 0
+	if !p.closed {
+		p.closed = true
+		close(p.stop)
+		p.cancel(ErrClosed)
+		for _, a := range p.agents {
+			delete(p.agents, a.Thread)
+			grace := p.cfg.ExitGrace
+			if a.busy {
+				grace = 0
+			}
+			p.countStopLocked(StopShutdown, grace)
+			p.wg.Go(func() { p.shutdown(a, grace) })
 		}
-		p.wg.Go(func() { p.shutdown(a, grace) })
+		p.signalLocked()
 	}
-	p.signalLocked()
 	for p.starting > 0 {
 		changed := p.changed
 		p.mu.Unlock()
@@ -516,5 +568,25 @@ func (p *Pool) Close() {
 		p.mu.Lock()
 	}
 	p.mu.Unlock()
-	p.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	var hurry []*Agent
+	for a := range p.retiring {
+		hurry = append(hurry, a)
+	}
+	p.mu.Unlock()
+	for _, a := range hurry {
+		p.log.Warn().Str("thread", a.Thread).Int("pid", a.Proc.PID()).Msg("shutdown deadline: killing the agent's process group")
+		a.Proc.Kill()
+	}
+	<-done
 }

@@ -513,3 +513,31 @@ func TestPool_ResetOfABusyAgentDiscardsItOnRelease(t *testing.T) {
 		t.Fatalf("after reset: session %q resumed=%v lost=%q, want a fresh session", a2.SessionID, a2.Resumed, a2.Lost)
 	}
 }
+
+// A shutdown deadline bounds the stop: agents that would need two 5s
+// graces are killed when the deadline passes, and none is left running.
+func TestPool_ShutdownDeadlineKillsWhatIsStillStopping(t *testing.T) {
+	p := pool.New(pool.Config{Command: fakeAgent, Args: []string{"--ignore-term", "--no-exit-on-eof"}, WorkDir: t.TempDir(),
+		MaxSessions: 4, ExitGrace: 5 * time.Second, Logger: testLogger(t)})
+	var pids []int
+	for i := range 4 {
+		a := acquire(t, p, "t"+strconv.Itoa(i))
+		pids = append(pids, a.Proc.PID())
+		p.Release(a, false)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	p.Shutdown(ctx)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Shutdown took %s with a 500ms deadline; the graces alone are 10s", took)
+	}
+	for _, pid := range pids {
+		if agenttest.Running(pid) {
+			t.Fatalf("agent %d still running after Shutdown", pid)
+		}
+	}
+	if s := p.Stats(); s.Stopped[pool.StopShutdown] != 4 {
+		t.Fatalf("stops = %v", s.Stopped)
+	}
+}
