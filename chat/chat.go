@@ -30,6 +30,10 @@ type Platform interface {
 	// platform does it once connected, before or during Run.
 	Report(turns []Interruption, reported func(id uint64))
 	Run(ctx context.Context) error
+	// Ready is closed once the platform takes messages.
+	Ready() <-chan struct{}
+	// Healthy reports why the platform cannot serve, or nil.
+	Healthy() error
 	Close(grace time.Duration) error
 }
 

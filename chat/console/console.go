@@ -97,6 +97,18 @@ func (c *Console) waitTurns(stop <-chan struct{}) bool {
 	}
 }
 
+var ready = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Ready implements chat.Platform: a terminal is ready at once.
+func (c *Console) Ready() <-chan struct{} { return ready }
+
+// Healthy implements chat.Platform.
+func (c *Console) Healthy() error { return nil }
+
 // Report implements chat.Platform: it prints each interrupted turn.
 func (c *Console) Report(turns []chat.Interruption, reported func(uint64)) {
 	for _, it := range turns {

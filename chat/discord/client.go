@@ -1,0 +1,357 @@
+// Package discord is the Discord front end: a mention in an allowed channel
+// opens a thread whose messages are prompts for one agent session; answers
+// stream into the thread, permission questions become buttons, and
+// /cancel, /reset, /status and a 🛑 reaction control the turn.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"acpbroker/chat"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/rs/zerolog"
+)
+
+// DefaultAPIURL is Discord's REST base.
+const DefaultAPIURL = "https://discord.com/api/v9/"
+
+// Config configures a Client. Zero values have usable defaults, except
+// Token.
+type Config struct {
+	Token string
+	// APIURL is the REST base that discordgo's requests (and its gateway
+	// lookup) go to instead of Discord's.
+	APIURL string
+	// Access says who may use the bot where; SetAccess changes it.
+	Access Access
+
+	// EditInterval is the least time between two message calls of one
+	// answer (default 1.25s: at most 4 in Discord's 5 per 5s window).
+	EditInterval time.Duration
+	// MaxMessages is how many 2,000-character messages an answer may
+	// span; a longer one is attached as answer.md (default 6).
+	MaxMessages int
+	// MaxImageBytes bounds one image attachment (default 8 MiB) and
+	// MaxTextBytes one text attachment inlined into the prompt (default
+	// 256 KiB).
+	MaxImageBytes int64
+	MaxTextBytes  int64
+	// RequestTimeout bounds one REST call (default 15s).
+	RequestTimeout time.Duration
+	// TypingInterval is how often the typing indicator is renewed while a
+	// turn works (default 8s; Discord shows it for 10s).
+	TypingInterval time.Duration
+	// HTTPClient is used for downloads of attachments (default: one with
+	// a 60s timeout).
+	HTTPClient *http.Client
+	// Memory, if set, keeps conversations across restarts.
+	Memory Memory
+	Logger zerolog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.APIURL == "" {
+		c.APIURL = DefaultAPIURL
+	}
+	if c.EditInterval <= 0 {
+		c.EditInterval = 1250 * time.Millisecond
+	}
+	if c.MaxMessages <= 0 {
+		c.MaxMessages = 6
+	}
+	if c.MaxImageBytes <= 0 {
+		c.MaxImageBytes = 8 << 20
+	}
+	if c.MaxTextBytes <= 0 {
+		c.MaxTextBytes = 256 << 10
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 15 * time.Second
+	}
+	if c.TypingInterval <= 0 {
+		c.TypingInterval = 8 * time.Second
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+	}
+}
+
+// Access says who may use the bot, and where.
+type Access struct {
+	AllowedChannels  []string
+	AllowAllChannels bool
+	// AllowedUsers and AllowedRoles, when both empty, allow everyone who
+	// can write in an allowed channel.
+	AllowedUsers []string
+	AllowedRoles []string
+	// Approvers may answer any thread's permission requests.
+	Approvers []string
+	// AllowedBots are bots whose messages are treated like a user's.
+	AllowedBots  []string
+	ShowThoughts bool
+}
+
+// Client is the Discord platform. Run connects and serves; Close, after
+// the engine has ended every turn, waits for the last messages to be
+// posted and disconnects.
+type Client struct {
+	cfg    Config
+	engine chat.Engine
+	log    zerolog.Logger
+	s      *discordgo.Session
+
+	// ctx bounds every REST call and wait; it ends when Close gives up.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	botID atomic.Pointer[string]
+	ready chan struct{} // closed at the first READY
+	once  sync.Once
+
+	mu        sync.Mutex
+	access    Access
+	accepting bool
+	convs     map[string]*conversation // by thread id
+	seen      recentSet                // message ids already handled
+	perms     map[string]*openPermission
+	permSeq   uint64
+	stats     Stats
+
+	wg sync.WaitGroup
+}
+
+var _ chat.Platform = (*Client)(nil)
+
+// New returns a Client that submits prompts to engine. It does not
+// connect until Run.
+func New(cfg Config, engine chat.Engine) (*Client, error) {
+	cfg.defaults()
+	if cfg.Token == "" {
+		return nil, errors.New("discord: no token")
+	}
+	s, err := discordgo.New("Bot " + cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	transport, err := rewriteTransport(cfg.APIURL, http.DefaultTransport)
+	if err != nil {
+		return nil, err
+	}
+	s.Client = &http.Client{Transport: transport}
+	// 429s are retried here with waits a shutdown can interrupt, not by
+	// discordgo's uninterruptible sleep.
+	s.ShouldRetryOnRateLimit = false
+	s.SyncEvents = true
+	s.StateEnabled = true
+	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
+		discordgo.IntentsGuildMessageReactions | discordgo.IntentsMessageContent
+	s.LogLevel = discordgo.LogError
+	c := &Client{
+		cfg:    cfg,
+		access: cfg.Access,
+		engine: engine,
+		log:    cfg.Logger.With().Str("platform", "discord").Logger(),
+		s:      s,
+		ready:  make(chan struct{}),
+		convs:  map[string]*conversation{},
+		seen:   newRecentSet(4096),
+		perms:  map[string]*openPermission{},
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.recall()
+	empty := ""
+	c.botID.Store(&empty)
+	s.AddHandler(c.onReady)
+	s.AddHandler(c.onResumed)
+	s.AddHandler(c.onDisconnect)
+	s.AddHandler(c.onMessage)
+	s.AddHandler(c.onReaction)
+	s.AddHandler(c.onInteraction)
+	return c, nil
+}
+
+// Run connects to the gateway, registers the slash commands and serves
+// messages until ctx ends. It returns once no new prompt will be
+// submitted; the connection stays open for Close.
+func (c *Client) Run(ctx context.Context) error {
+	if err := c.s.Open(); err != nil {
+		return fmt.Errorf("discord: connect: %w", err)
+	}
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	c.mu.Lock()
+	c.accepting = true
+	c.mu.Unlock()
+	c.log.Info().Str("bot", c.me()).Msg("connected to Discord")
+	<-ctx.Done()
+	c.mu.Lock()
+	c.accepting = false
+	c.mu.Unlock()
+	return nil
+}
+
+// Ready is closed once the gateway connection is up.
+func (c *Client) Ready() <-chan struct{} { return c.ready }
+
+// Close waits up to grace for the answers of ended turns to be posted,
+// then abandons what is left and disconnects. Call it after the engine has
+// ended every turn. It returns when every goroutine of the Client is gone.
+func (c *Client) Close(grace time.Duration) error {
+	c.mu.Lock()
+	c.accepting = false
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.log.Warn().Dur("grace", grace).Msg("messages still being posted at shutdown; giving up on them")
+	}
+	c.cancel()
+	<-done
+	err := c.s.Close()
+	c.s.Client.CloseIdleConnections()
+	return err
+}
+
+// spawn runs f on a goroutine the Client owns.
+func (c *Client) spawn(f func()) {
+	c.wg.Go(f)
+}
+
+func (c *Client) me() string { return *c.botID.Load() }
+
+func (c *Client) onReady(s *discordgo.Session, r *discordgo.Ready) {
+	id := r.User.ID
+	c.botID.Store(&id)
+	appID := id
+	if r.Application != nil && r.Application.ID != "" {
+		appID = r.Application.ID
+	}
+	c.spawn(func() { c.registerCommands(appID) })
+	c.once.Do(func() { close(c.ready) })
+}
+
+func (c *Client) onResumed(*discordgo.Session, *discordgo.Resumed) {
+	c.log.Info().Msg("gateway session resumed")
+}
+
+func (c *Client) onDisconnect(*discordgo.Session, *discordgo.Disconnect) {
+	c.mu.Lock()
+	c.stats.GatewayReconnects++
+	c.mu.Unlock()
+	c.log.Warn().Msg("gateway connection lost; reconnecting")
+}
+
+// Stats are the Client's counters and gauges.
+type Stats struct {
+	RESTCalls          uint64
+	RateLimited        uint64
+	GatewayReconnects  uint64
+	OpenPermissions    int
+	Conversations      int
+	RefusedUsers       uint64
+	RefusedAttachments uint64
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.OpenPermissions = len(c.perms)
+	s.Conversations = len(c.convs)
+	return s
+}
+
+// Healthy implements chat.Platform: the gateway is connected and has
+// answered a heartbeat within the last two minutes (Discord asks for one
+// every 41 seconds or so).
+func (c *Client) Healthy() error {
+	c.s.RLock()
+	last := c.s.LastHeartbeatAck
+	ready := c.s.DataReady
+	c.s.RUnlock()
+	switch {
+	case !ready:
+		return errors.New("gateway not connected")
+	case time.Since(last) > 2*time.Minute:
+		return fmt.Errorf("no gateway heartbeat answered for %s", time.Since(last).Round(time.Second))
+	}
+	return nil
+}
+
+// SetAccess changes who may use the bot, from the next message on.
+func (c *Client) SetAccess(a Access) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.access = a
+}
+
+func (c *Client) acl() Access {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.access
+}
+
+func (c *Client) allowedChannel(id string) bool {
+	a := c.acl()
+	return a.AllowAllChannels || slices.Contains(a.AllowedChannels, id)
+}
+
+func (c *Client) allowedUser(userID string, roles []string) bool {
+	a := c.acl()
+	if len(a.AllowedUsers) == 0 && len(a.AllowedRoles) == 0 {
+		return true
+	}
+	if slices.Contains(a.AllowedUsers, userID) {
+		return true
+	}
+	for _, r := range roles {
+		if slices.Contains(a.AllowedRoles, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// recentSet remembers the last n ids added.
+type recentSet struct {
+	ids  map[string]struct{}
+	ring []string
+	next int
+}
+
+func newRecentSet(n int) recentSet {
+	return recentSet{ids: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+// add records id and reports whether it was new.
+func (r *recentSet) add(id string) bool {
+	if _, ok := r.ids[id]; ok {
+		return false
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.ids, old)
+	}
+	r.ring[r.next] = id
+	r.next = (r.next + 1) % len(r.ring)
+	r.ids[id] = struct{}{}
+	return true
+}

@@ -1,0 +1,182 @@
+package discord
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"acpbroker/adapter"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+var commands = []*discordgo.ApplicationCommand{
+	{Name: "cancel", Description: "Stop the agent's current turn in this thread"},
+	{Name: "reset", Description: "End this thread's agent session; the next message starts a fresh one"},
+	{Name: "status", Description: "Show this thread's agent: session, busy or idle, queue, uptime"},
+}
+
+func (c *Client) registerCommands(appID string) {
+	err := c.do(c.ctx, 5, func(opts ...discordgo.RequestOption) error {
+		_, err := c.s.ApplicationCommandBulkOverwrite(appID, "", commands, opts...)
+		return err
+	})
+	if err != nil {
+		c.log.Error().Err(err).Msg("slash commands not registered")
+		return
+	}
+	c.log.Info().Int("commands", len(commands)).Msg("slash commands registered")
+}
+
+func (c *Client) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
+	c.mu.Lock()
+	accepting := c.accepting
+	c.mu.Unlock()
+	i := ic.Interaction
+	c.spawn(func() {
+		if !accepting {
+			c.ephemeral(i, "The broker is shutting down; try again in a moment.")
+			return
+		}
+		switch i.Type {
+		case discordgo.InteractionMessageComponent:
+			if id := i.MessageComponentData().CustomID; strings.HasPrefix(id, "perm:") {
+				c.onPermissionClick(i, id)
+			}
+		case discordgo.InteractionApplicationCommand:
+			c.onCommand(i)
+		}
+	})
+}
+
+func (c *Client) onCommand(i *discordgo.Interaction) {
+	user, roles := interactionUser(i)
+	if !c.allowedUser(user.ID, roles) {
+		c.ephemeral(i, "You are not allowed to use this bot.")
+		return
+	}
+	conv := c.conversation(i.ChannelID)
+	if conv == nil {
+		c.ephemeral(i, "Use this command inside one of my conversation threads.")
+		return
+	}
+	name := i.ApplicationCommandData().Name
+	c.log.Info().Str("thread", conv.thread).Str("user", user.ID).Str("command", name).Msg("slash command")
+	switch name {
+	case "cancel":
+		if c.engine.Cancel(conv.thread, adapter.CancelledBy(displayName(user))) {
+			c.public(i, fmt.Sprintf("🛑 <@%s> cancelled the current turn.", user.ID))
+		} else {
+			c.ephemeral(i, "Nothing is running in this thread.")
+		}
+	case "reset":
+		c.engine.Reset(conv.thread, adapter.CancelledBy(displayName(user)+" (session reset)"))
+		c.public(i, fmt.Sprintf("🔄 <@%s> reset the session: the next message starts a fresh agent session.", user.ID))
+	case "status":
+		st := c.engine.Status(conv.thread)
+		var b strings.Builder
+		state := "idle"
+		if st.Busy {
+			state = fmt.Sprintf("busy (turn running for %s)", time.Since(st.TurnStarted).Round(time.Second))
+		}
+		fmt.Fprintf(&b, "**State**: %s, %d message(s) queued\n", state, st.Queued)
+		if st.PID != 0 {
+			fmt.Fprintf(&b, "**Agent**: pid %d, up %s\n**Session**: `%s`", st.PID, st.AgentUp.Round(time.Second), st.SessionID)
+		} else {
+			b.WriteString("**Agent**: not running (it starts with the next message)")
+		}
+		c.ephemeral(i, b.String())
+	default:
+		c.ephemeral(i, "Unknown command.")
+	}
+}
+
+// onReaction cancels a thread's turn when an allowed user reacts 🛑 to a
+// message in it, or to the message the thread was started from.
+func (c *Client) onReaction(_ *discordgo.Session, r *discordgo.MessageReactionAdd) {
+	if r.Emoji.Name != emojiCancel || r.UserID == c.me() {
+		return
+	}
+	c.mu.Lock()
+	conv := c.convs[r.ChannelID]
+	if conv == nil {
+		conv = c.convs[r.MessageID] // the thread's starter message shares its id
+	}
+	accepting := c.accepting
+	c.mu.Unlock()
+	if conv == nil || !accepting {
+		return
+	}
+	var roles []string
+	name := "<@" + r.UserID + ">"
+	if r.Member != nil {
+		roles = r.Member.Roles
+		if r.Member.User != nil {
+			name = displayName(r.Member.User)
+			if r.Member.User.Bot {
+				return
+			}
+		}
+	}
+	if !c.allowedUser(r.UserID, roles) {
+		return
+	}
+	if c.engine.Cancel(conv.thread, adapter.CancelledBy(name)) {
+		c.log.Info().Str("thread", conv.thread).Str("user", r.UserID).Msg("turn cancelled by reaction")
+	}
+}
+
+func (c *Client) conversation(channel string) *conversation {
+	c.mu.Lock()
+	conv := c.convs[channel]
+	c.mu.Unlock()
+	if conv != nil {
+		return conv
+	}
+	return c.adoptThread(c.ctx, channel)
+}
+
+func interactionUser(i *discordgo.Interaction) (*discordgo.User, []string) {
+	if i.Member != nil && i.Member.User != nil {
+		return i.Member.User, i.Member.Roles
+	}
+	if i.User != nil {
+		return i.User, nil
+	}
+	return &discordgo.User{}, nil
+}
+
+func displayName(u *discordgo.User) string {
+	if u.GlobalName != "" {
+		return u.GlobalName
+	}
+	if u.Username != "" {
+		return u.Username
+	}
+	return "<@" + u.ID + ">"
+}
+
+func (c *Client) ephemeral(i *discordgo.Interaction, text string) {
+	c.respond(i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions},
+	})
+}
+
+func (c *Client) public(i *discordgo.Interaction, text string) {
+	c.respond(i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Content: text, AllowedMentions: noMentions},
+	})
+}
+
+// respond answers an interaction once; Discord gives 3 seconds, so there
+// is one retry at most.
+func (c *Client) respond(i *discordgo.Interaction, r *discordgo.InteractionResponse) {
+	err := c.do(c.ctx, 2, func(opts ...discordgo.RequestOption) error {
+		return c.s.InteractionRespond(i, r, opts...)
+	})
+	if err != nil {
+		c.log.Warn().Err(err).Str("interaction", i.ID).Msg("interaction not answered")
+	}
+}

@@ -1,0 +1,303 @@
+package discord
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+// conversation is a thread the broker opened: its messages are prompts
+// for one agent session.
+type conversation struct {
+	thread  string // the thread's channel id, and the engine's thread key
+	parent  string
+	starter string // the user who started it; may answer its permissions
+}
+
+// Status reactions on the user's message.
+const (
+	emojiQueued    = "⏳"
+	emojiWorking   = "⚙️"
+	emojiDone      = "✅"
+	emojiFailed    = "❌"
+	emojiCancelled = "⏹️"
+	emojiRefused   = "🚫"
+	emojiCancel    = "🛑" // a user's reaction that cancels the turn
+)
+
+func (c *Client) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {
+	if m.Author == nil || m.GuildID == "" {
+		return
+	}
+	me := c.me()
+	if m.Author.ID == me || (m.Author.Bot && !slices.Contains(c.acl().AllowedBots, m.Author.ID)) {
+		return
+	}
+	c.mu.Lock()
+	if !c.accepting || !c.seen.add(m.ID) {
+		c.mu.Unlock()
+		return
+	}
+	conv := c.convs[m.ChannelID]
+	c.mu.Unlock()
+	mentioned := mentions(m.Message, me)
+	if conv == nil && !mentioned && c.allowedChannel(m.ChannelID) {
+		return // ordinary chatter in an allowed channel
+	}
+	c.spawn(func() { c.handleMessage(m.Message, conv, mentioned) })
+}
+
+func mentions(m *discordgo.Message, me string) bool {
+	for _, u := range m.Mentions {
+		if u != nil && u.ID == me {
+			return true
+		}
+	}
+	return strings.Contains(m.Content, "<@"+me+">") || strings.Contains(m.Content, "<@!"+me+">")
+}
+
+func stripMention(s, me string) string {
+	s = strings.ReplaceAll(s, "<@!"+me+">", "")
+	s = strings.ReplaceAll(s, "<@"+me+">", "")
+	return strings.TrimSpace(s)
+}
+
+// handleMessage turns a message into a prompt: in a conversation thread,
+// the next prompt; with a mention in an allowed channel, the first prompt
+// of a new thread.
+func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mentioned bool) {
+	ctx := c.ctx
+	if conv == nil {
+		conv = c.adoptThread(ctx, m.ChannelID)
+		if conv == nil && (!mentioned || !c.allowedChannel(m.ChannelID)) {
+			return
+		}
+	}
+	var roles []string
+	if m.Member != nil {
+		roles = m.Member.Roles
+	}
+	if !c.allowedUser(m.Author.ID, roles) {
+		c.mu.Lock()
+		c.stats.RefusedUsers++
+		c.mu.Unlock()
+		c.log.Info().Str("user", m.Author.ID).Str("channel", m.ChannelID).Msg("message from a user who is not allowed; refused")
+		c.react(m.ChannelID, m.ID, emojiRefused)
+		return
+	}
+	text := stripMention(m.Content, c.me())
+	blocks, images, refusal := c.attachments(ctx, m)
+	if refusal == "" && text == "" && len(blocks) == 0 && len(images) == 0 {
+		refusal = "Mention me with a question or a task, and I will start an agent on it in a thread."
+	}
+	if refusal != "" {
+		c.mu.Lock()
+		c.stats.RefusedAttachments++
+		c.mu.Unlock()
+		c.react(m.ChannelID, m.ID, emojiFailed)
+		c.replyTo(ctx, m, refusal)
+		return
+	}
+	if text != "" {
+		blocks = append([]acp.ContentBlock{acp.TextBlock(text)}, blocks...)
+	}
+	if conv == nil {
+		var err error
+		if conv, err = c.openThread(ctx, m, text); err != nil {
+			c.log.Error().Err(err).Str("channel", m.ChannelID).Msg("could not open a thread")
+			c.react(m.ChannelID, m.ID, emojiFailed)
+			c.replyTo(ctx, m, "I could not open a thread for this: "+err.Error())
+			return
+		}
+	}
+	sink := newTurnSink(c, conv, m)
+	p := &adapter.Prompt{Ref: ref(m), Title: excerpt(text, 80), Author: m.Author.ID, Blocks: blocks, Images: images, Sink: sink}
+	if err := c.engine.Submit(conv.thread, p); err != nil {
+		sink.refused(err)
+	}
+}
+
+// openThread starts a thread from the message that mentioned the bot.
+func (c *Client) openThread(ctx context.Context, m *discordgo.Message, text string) (*conversation, error) {
+	name := threadName(text, m.Author)
+	var ch *discordgo.Channel
+	err := c.do(ctx, 10, func(opts ...discordgo.RequestOption) error {
+		var err error
+		ch, err = c.s.MessageThreadStartComplex(m.ChannelID, m.ID, &discordgo.ThreadStart{Name: name, AutoArchiveDuration: 1440}, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	conv := &conversation{thread: ch.ID, parent: m.ChannelID, starter: m.Author.ID}
+	c.mu.Lock()
+	c.convs[ch.ID] = conv
+	c.mu.Unlock()
+	c.remember(conv)
+	c.log.Info().Str("thread", ch.ID).Str("user", m.Author.ID).Str("name", name).Msg("conversation started")
+	return conv, nil
+}
+
+// adoptThread recognises a thread the broker opened before it restarted:
+// a thread of an allowed channel owned by the bot. Its starter is the
+// author of the message it was started from, which shares its id.
+func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
+	ch, err := c.s.State.Channel(id)
+	if err != nil {
+		err = c.call(ctx, func(opts ...discordgo.RequestOption) error {
+			var err error
+			ch, err = c.s.Channel(id, opts...)
+			return err
+		})
+	}
+	if err != nil || ch == nil || !ch.IsThread() || ch.OwnerID != c.me() || !c.allowedChannel(ch.ParentID) {
+		return nil
+	}
+	conv := &conversation{thread: ch.ID, parent: ch.ParentID}
+	var first *discordgo.Message
+	if c.call(ctx, func(opts ...discordgo.RequestOption) error {
+		var err error
+		first, err = c.s.ChannelMessage(ch.ParentID, ch.ID, opts...)
+		return err
+	}) == nil && first.Author != nil {
+		conv.starter = first.Author.ID
+	}
+	c.mu.Lock()
+	known := c.convs[id]
+	if known == nil {
+		c.convs[id] = conv
+	}
+	c.mu.Unlock()
+	if known != nil {
+		return known
+	}
+	c.remember(conv)
+	return conv
+}
+
+// threadName is the first line of the prompt, trimmed to Discord's limit.
+func threadName(text string, author *discordgo.User) string {
+	line, _, _ := strings.Cut(text, "\n")
+	if name := excerpt(line, 90); name != "" {
+		return name
+	}
+	return "Conversation with " + author.Username
+}
+
+// excerpt collapses whitespace and cuts s to at most n runes.
+func excerpt(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func (c *Client) replyTo(ctx context.Context, m *discordgo.Message, text string) {
+	_, err := c.send(ctx, m.ChannelID, &discordgo.MessageSend{
+		Content:         text,
+		Reference:       m.Reference(),
+		AllowedMentions: &discordgo.MessageAllowedMentions{},
+	})
+	if err != nil {
+		c.log.Warn().Err(err).Msg("reply not sent")
+	}
+}
+
+// textExts are attachments inlined as text whatever their content type.
+var textExts = []string{".md", ".txt", ".log", ".go", ".py", ".js", ".ts", ".tsx", ".jsx", ".rs", ".java", ".kt", ".c", ".h",
+	".cc", ".cpp", ".hpp", ".cs", ".rb", ".php", ".swift", ".sh", ".bash", ".zsh", ".ps1", ".json", ".yaml", ".yml", ".toml",
+	".ini", ".cfg", ".conf", ".xml", ".html", ".css", ".scss", ".sql", ".csv", ".tsv", ".diff", ".patch", ".proto", ".graphql"}
+
+// attachments turns a message's attachments into prompt content: text
+// files inlined, images as image blocks. Anything over a limit or of
+// another kind refuses the whole message, with the reason in words, so
+// the user can send it again without it.
+func (c *Client) attachments(ctx context.Context, m *discordgo.Message) (text, images []acp.ContentBlock, refusal string) {
+	for _, a := range m.Attachments {
+		ctype, _, _ := strings.Cut(a.ContentType, ";")
+		isImage := strings.HasPrefix(ctype, "image/")
+		isText := strings.HasPrefix(ctype, "text/") || ctype == "application/json" ||
+			slices.Contains(textExts, strings.ToLower(filepath.Ext(a.Filename)))
+		limit := c.cfg.MaxTextBytes
+		kind := "text files"
+		switch {
+		case isImage:
+			limit, kind = c.cfg.MaxImageBytes, "images"
+		case !isText:
+			return nil, nil, fmt.Sprintf("I can't pass %q (%s) to the agent: only images and text files can be attached. Nothing was sent; please try again without it.", a.Filename, orUnknown(ctype))
+		}
+		if int64(a.Size) > limit {
+			return nil, nil, fmt.Sprintf("%q is %s; the limit for %s is %s. Nothing was sent; please try again with a smaller file.", a.Filename, size(int64(a.Size)), kind, size(limit))
+		}
+		body, err := c.download(ctx, a.URL, limit)
+		if err != nil {
+			return nil, nil, fmt.Sprintf("I could not read %q: %v. Nothing was sent; please try again.", a.Filename, err)
+		}
+		if isImage {
+			images = append(images, acp.ContentBlock{Type: "image", MimeType: ctype, Data: base64.StdEncoding.EncodeToString(body)})
+			continue
+		}
+		if !utf8.Valid(body) {
+			return nil, nil, fmt.Sprintf("%q is not UTF-8 text. Nothing was sent; please try again without it.", a.Filename)
+		}
+		text = append(text, acp.TextBlock(fmt.Sprintf("Attached file %s:\n```\n%s\n```", a.Filename, strings.TrimRight(string(body), "\n"))))
+	}
+	return text, images, ""
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown type"
+	}
+	return s
+}
+
+// download fetches an attachment, refusing more than limit bytes.
+func (c *Client) download(ctx context.Context, url string, limit int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("download answered %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("it is larger than the limit of %s", size(limit))
+	}
+	return body, nil
+}
+
+// size prints a byte count for people.
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

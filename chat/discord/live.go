@@ -1,0 +1,334 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+	"acpbroker/chat"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+// pieceLimit is the most characters one answer message holds (Discord
+// allows 2,000; the margin covers a closing code fence).
+const pieceLimit = 1950
+
+// turnSink shows one prompt's turn in its thread: the answer as it
+// streams, edited in place and split across messages, a status reaction
+// on the user's message, and the typing indicator while the agent works.
+// All Discord calls happen on one goroutine the Client owns, so the
+// engine's calls never wait on Discord.
+type turnSink struct {
+	c     *Client
+	conv  *conversation
+	msg   *discordgo.Message // the user's message
+	wake  chan struct{}
+	start time.Time
+
+	mu       sync.Mutex
+	tr       chat.Transcript
+	status   string // a line under the answer while the turn runs
+	working  bool
+	reaction string
+	outcome  *adapter.Outcome
+	refusal  string
+
+	// owned by run
+	posted  []posted
+	applied string // the reaction on the user's message
+}
+
+type posted struct {
+	id, content string
+}
+
+var _ adapter.Sink = (*turnSink)(nil)
+
+func newTurnSink(c *Client, conv *conversation, m *discordgo.Message) *turnSink {
+	s := &turnSink{c: c, conv: conv, msg: m, wake: make(chan struct{}, 1), start: time.Now()}
+	s.tr.ShowThoughts = c.acl().ShowThoughts
+	c.spawn(s.run)
+	return s
+}
+
+func (s *turnSink) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Status implements adapter.Sink.
+func (s *turnSink) Status(st adapter.Status) {
+	s.mu.Lock()
+	switch st.Phase {
+	case adapter.PhaseQueued:
+		s.reaction = emojiQueued
+	case adapter.PhaseWaitingForSlot:
+		s.status = "-# ⏳ " + st.Text
+	case adapter.PhaseWorking:
+		s.reaction, s.working, s.status = emojiWorking, true, ""
+	case adapter.PhaseCancelling:
+		s.status = "-# ⏹️ " + st.Text
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// Update implements adapter.Sink.
+func (s *turnSink) Update(u acp.Update) {
+	s.mu.Lock()
+	changed := s.tr.Add(u)
+	s.mu.Unlock()
+	if changed {
+		s.poke()
+	}
+}
+
+// Notice implements adapter.Sink.
+func (s *turnSink) Notice(text string) {
+	s.mu.Lock()
+	s.tr.Notice(text)
+	s.mu.Unlock()
+	s.poke()
+}
+
+// Done implements adapter.Sink.
+func (s *turnSink) Done(o adapter.Outcome) {
+	s.mu.Lock()
+	s.outcome = &o
+	s.working = false
+	switch {
+	case o.Err == nil:
+		s.reaction = emojiDone
+	case errors.Is(o.Err, adapter.ErrCancelled):
+		s.reaction = emojiCancelled
+	default:
+		s.reaction = emojiFailed
+	}
+	s.mu.Unlock()
+	s.poke()
+}
+
+// refused ends a prompt the engine did not take, saying why.
+func (s *turnSink) refused(err error) {
+	s.mu.Lock()
+	s.refusal = "⚠️ " + err.Error()
+	s.reaction = emojiFailed
+	s.mu.Unlock()
+	s.poke()
+}
+
+// view is what the thread should show now.
+type view struct {
+	pieces   []string
+	final    bool
+	working  bool
+	reaction string
+	full     string // the whole answer, when it is attached as a file
+}
+
+func (s *turnSink) view() view {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := view{working: s.working, reaction: s.reaction}
+	if s.refusal != "" {
+		v.final = true
+		v.pieces = []string{s.refusal}
+		return v
+	}
+	body := s.tr.Render()
+	footer := s.status
+	if s.outcome != nil {
+		v.final = true
+		footer = s.footer(*s.outcome)
+	}
+	if strings.TrimSpace(body) == "" && footer == "" {
+		return v // nothing to show yet
+	}
+	text := strings.TrimRight(body, "\n")
+	if footer != "" {
+		if text != "" {
+			text += "\n"
+		}
+		text += footer
+	}
+	v.pieces = chat.Split(text, pieceLimit)
+	if max := s.c.cfg.MaxMessages; len(v.pieces) > max {
+		note := "-# … the answer continues; it will be attached in full when the turn ends."
+		if v.final {
+			v.full = body
+			note = fmt.Sprintf("-# … the full answer (%d characters) is attached as answer.md.\n%s", len([]rune(body)), footer)
+		}
+		v.pieces = append(v.pieces[:max-1], note)
+	}
+	return v
+}
+
+func (s *turnSink) footer(o adapter.Outcome) string {
+	took := o.Elapsed.Round(time.Second)
+	if o.Elapsed < time.Second {
+		took = o.Elapsed.Round(time.Millisecond)
+	}
+	switch {
+	case errors.Is(o.Err, adapter.ErrCancelled):
+		return fmt.Sprintf("-# ⏹️ %s after %s", o.Summary(), took)
+	case o.Err != nil:
+		return fmt.Sprintf("-# ❌ %s (after %s)", o.Summary(), took)
+	case o.StopReason == acp.StopEndTurn && strings.TrimSpace(o.Text) != "":
+		return fmt.Sprintf("-# ✅ done in %s", took)
+	default:
+		return fmt.Sprintf("-# ☑️ %s (after %s)", o.Summary(), took)
+	}
+}
+
+// run makes the thread show the latest view, one Discord call at a time:
+// message calls at least EditInterval apart (updates that arrive meanwhile
+// are coalesced, never dropped), a 429 waited out, the typing indicator
+// renewed while the agent works. It returns once the final view is shown,
+// or when the Client gives up at shutdown.
+func (s *turnSink) run() {
+	c := s.c
+	var lastCall, lastTyping time.Time
+	failures := 0
+	for {
+		v := s.view()
+		if v.reaction != s.applied {
+			s.setReaction(v.reaction)
+			continue
+		}
+		if i, edit := s.next(v.pieces); i >= 0 {
+			if wait := c.cfg.EditInterval - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
+				if !c.sleep(c.ctx, wait) {
+					return
+				}
+				continue // more may have arrived; show the newest
+			}
+			var file []byte
+			if v.full != "" && i == len(v.pieces)-1 {
+				file = []byte(v.full)
+			}
+			err := s.show(i, edit, v.pieces[i], file)
+			lastCall = time.Now()
+			if wait, limited := retryAfter(err); limited {
+				if !c.sleep(c.ctx, wait) {
+					return
+				}
+				continue
+			}
+			if err != nil {
+				failures++
+				c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
+				if failures >= 5 || c.ctx.Err() != nil {
+					return
+				}
+			}
+			continue
+		}
+		if v.final {
+			return
+		}
+		if !s.idle(v.working, &lastTyping) {
+			return
+		}
+	}
+}
+
+// idle waits for news, renewing the typing indicator while the agent
+// works. It reports false when the Client is giving up.
+func (s *turnSink) idle(working bool, lastTyping *time.Time) bool {
+	c := s.c
+	var typing <-chan time.Time
+	if working {
+		due := c.cfg.TypingInterval - time.Since(*lastTyping)
+		if lastTyping.IsZero() || due <= 0 {
+			s.typing()
+			*lastTyping = time.Now()
+			due = c.cfg.TypingInterval
+		}
+		t := time.NewTimer(due)
+		defer t.Stop()
+		typing = t.C
+	}
+	select {
+	case <-s.wake:
+	case <-typing:
+	case <-c.ctx.Done():
+		return false
+	}
+	return true
+}
+
+// next finds the first piece that is not shown as it should be: its index
+// and whether an existing message is edited (else a new one is sent).
+func (s *turnSink) next(pieces []string) (int, bool) {
+	for i, p := range pieces {
+		if i >= len(s.posted) {
+			return i, false
+		}
+		if s.posted[i].content != p {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+var noMentions = &discordgo.MessageAllowedMentions{}
+
+// show sends or edits piece i; the agent's text never pings anyone.
+func (s *turnSink) show(i int, edit bool, piece string, file []byte) error {
+	c := s.c
+	var files []*discordgo.File
+	if file != nil {
+		files = []*discordgo.File{{Name: "answer.md", ContentType: "text/markdown", Reader: bytes.NewReader(file)}}
+	}
+	return c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
+		if edit {
+			e := discordgo.NewMessageEdit(s.conv.thread, s.posted[i].id).SetContent(piece)
+			e.AllowedMentions = noMentions
+			e.Files = files
+			if _, err := c.s.ChannelMessageEditComplex(e, opts...); err != nil {
+				return err
+			}
+			s.posted[i].content = piece
+			return nil
+		}
+		m, err := c.s.ChannelMessageSendComplex(s.conv.thread, &discordgo.MessageSend{Content: piece, AllowedMentions: noMentions, Files: files}, opts...)
+		if err != nil {
+			return err
+		}
+		s.posted = append(s.posted, posted{id: m.ID, content: piece})
+		return nil
+	})
+}
+
+func (s *turnSink) setReaction(emoji string) {
+	if s.applied != "" {
+		s.c.unreact(s.msg.ChannelID, s.msg.ID, s.applied)
+	}
+	if emoji != "" {
+		s.c.react(s.msg.ChannelID, s.msg.ID, emoji)
+	}
+	s.applied = emoji
+}
+
+func (s *turnSink) typing() {
+	err := s.c.call(s.c.ctx, func(opts ...discordgo.RequestOption) error {
+		return s.c.s.ChannelTyping(s.conv.thread, opts...)
+	})
+	if err != nil {
+		s.c.log.Debug().Err(err).Msg("typing indicator not sent")
+	}
+}
+
+// Ask implements adapter.Sink: see permission.go.
+func (s *turnSink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+	return s.c.ask(ctx, s.conv, req)
+}
