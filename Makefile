@@ -15,9 +15,10 @@ $(BIN)/demo-agent: FORCE
 
 FORCE:
 
-# Interop tests need the ACP SDK example agent from npm.
+# Interop tests run real agents from npm: the ACP SDK example agent,
+# codex-acp and claude-agent-acp (against fake model servers).
 interop-deps:
-	cd testdata/sdkagent && npm ci --no-audit --no-fund --loglevel=error
+	cd testdata/interop && npm ci --no-audit --no-fund --loglevel=error
 
 test: interop-deps
 	$(GO) test -race -count=1 ./...

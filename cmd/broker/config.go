@@ -59,6 +59,11 @@ type Config struct {
 	Shutdown struct {
 		Grace time.Duration
 	}
+	HTTP struct {
+		Listen string
+	}
+	// values holds every key's value as read, for reload diffs.
+	values map[string]string
 }
 
 // DiscordConfig is the [discord] table.
@@ -85,7 +90,7 @@ const MaxTurnTimeout = 6 * time.Hour
 // unknown and refused.
 var defaults = map[string]any{
 	"log.level":  "info",
-	"log.format": "console",
+	"log.format": "auto",
 
 	"chat.platform": "console",
 
@@ -118,6 +123,7 @@ var defaults = map[string]any{
 	"watchdog.interval": "15s",
 
 	"discord.token":               "",
+	"discord.token_file":          "",
 	"discord.api_url":             "https://discord.com/api/v9/",
 	"discord.allowed_channels":    []string{},
 	"discord.allow_all_channels":  false,
@@ -132,6 +138,8 @@ var defaults = map[string]any{
 	"discord.max_text_bytes":      256 << 10,
 
 	"shutdown.grace": "15s",
+
+	"http.listen": "127.0.0.1:9464",
 }
 
 // LoadConfig reads the TOML file (if path is set), applies BROKER_*
@@ -174,10 +182,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		sort.Strings(unknown)
 		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
-	r := reader{v: v}
+	r := reader{v: v, vals: map[string]string{}}
 	c := &Config{}
 	c.Log.Level = r.str("log.level")
-	c.Log.Format = r.oneOf("log.format", "console", "json")
+	c.Log.Format = r.oneOf("log.format", "auto", "console", "json")
 	c.Chat.Platform = r.oneOf("chat.platform", "console", "discord")
 
 	c.Agent.Command = r.str("agent.command")
@@ -212,6 +220,13 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 
 	d := &c.Discord
 	d.Token = r.str("discord.token")
+	if file := r.str("discord.token_file"); file != "" && d.Token == "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			r.fail("discord.token_file", "cannot be read: %v", err)
+		}
+		d.Token = strings.TrimSpace(string(b))
+	}
 	d.APIURL = r.str("discord.api_url")
 	d.AllowedChannels = r.strs("discord.allowed_channels")
 	d.AllowAllChannels = r.boolean("discord.allow_all_channels")
@@ -226,6 +241,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	d.MaxTextBytes = int64(r.integer("discord.max_text_bytes", 1, 4<<20))
 
 	c.Shutdown.Grace = r.dur("shutdown.grace", time.Second, 10*time.Minute)
+	c.HTTP.Listen = r.str("http.listen")
 
 	if c.Agent.Command == "" {
 		r.fail("agent.command", "is required: the agent program to run")
@@ -245,6 +261,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	if len(r.errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
+	c.values = r.vals
 	return c, nil
 }
 
@@ -281,11 +298,15 @@ func resolveCommand(cmd, path string) (string, error) {
 	return "", fmt.Errorf("= %q is not found on PATH", cmd)
 }
 
-// reader reads typed values and collects one error per bad key.
+// reader reads typed values, records them, and collects one error per bad
+// key.
 type reader struct {
 	v    *viper.Viper
 	errs []error
+	vals map[string]string
 }
+
+func (r *reader) record(key string, v any) { r.vals[key] = fmt.Sprint(v) }
 
 func (r *reader) fail(key, format string, args ...any) {
 	r.errs = append(r.errs, fmt.Errorf("%s %s", key, fmt.Sprintf(format, args...)))
@@ -296,18 +317,22 @@ func (r *reader) str(key string) string {
 	if err != nil {
 		r.fail(key, "must be a string: %v", err)
 	}
+	r.record(key, s)
 	return s
 }
 
 func (r *reader) strs(key string) []string {
 	raw := r.v.Get(key)
 	if s, ok := raw.(string); ok { // from the environment: comma or space separated
-		return strings.FieldsFunc(s, func(c rune) bool { return c == ',' || c == ' ' })
+		out := strings.FieldsFunc(s, func(c rune) bool { return c == ',' || c == ' ' })
+		r.record(key, out)
+		return out
 	}
 	out, err := cast.ToStringSliceE(raw)
 	if err != nil {
 		r.fail(key, "must be a list of strings: %v", err)
 	}
+	r.record(key, out)
 	return out
 }
 
@@ -316,6 +341,7 @@ func (r *reader) boolean(key string) bool {
 	if err != nil {
 		r.fail(key, "must be true or false: %v", err)
 	}
+	r.record(key, b)
 	return b
 }
 
@@ -328,6 +354,7 @@ func (r *reader) integer(key string, lo, hi int) int {
 	if n < lo || n > hi {
 		r.fail(key, "= %d is out of range [%d, %d]", n, lo, hi)
 	}
+	r.record(key, n)
 	return n
 }
 
@@ -341,6 +368,7 @@ func (r *reader) dur(key string, lo, hi time.Duration) time.Duration {
 	if d < lo || d > hi {
 		r.fail(key, "= %s is out of range [%s, %s]", d, lo, hi)
 	}
+	r.record(key, d)
 	return d
 }
 

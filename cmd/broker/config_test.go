@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/viper"
 )
 
 // Every configuration key can be set from the environment as BROKER_ plus
@@ -20,6 +24,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 	if err := os.WriteFile(agent, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	tokenFile := filepath.Join(bin, "token")
+	os.WriteFile(tokenFile, []byte("from-file\n"), 0o600)
 	cases := map[string]struct {
 		env  string
 		got  func(*Config) any
@@ -63,6 +69,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"turn.tool_timeout":           {"20m", func(c *Config) any { return c.Turn.ToolTimeout }, 20 * time.Minute},
 		"state.retention":             {"48h", func(c *Config) any { return c.State.Retention }, 48 * time.Hour},
 		"watchdog.interval":           {"5s", func(c *Config) any { return c.Watchdog.Interval }, 5 * time.Second},
+		"http.listen":                 {"127.0.0.1:0", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:0"},
+		"discord.token_file":          {tokenFile, func(c *Config) any { return c.Discord.Token }, "tok"},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
 	}
@@ -126,5 +134,55 @@ func TestLoadConfig_AgentCommandIsResolved(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%q: err = %v, want %q", tc.command, err, tc.err)
 		}
+	}
+}
+
+// The Discord token can come from a file (for systemd credentials);
+// discord.token, from the file or the environment, wins over it.
+func TestLoadConfig_TokenFromAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte("secret-from-file\n"), 0o600)
+	c, err := LoadConfig("", []string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_DISCORD_TOKEN_FILE=" + file})
+	if err != nil || c.Discord.Token != "secret-from-file" {
+		t.Fatalf("token = %q, %v", c.Discord.Token, err)
+	}
+	_, err = LoadConfig("", []string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_DISCORD_TOKEN_FILE=/nonexistent/token"})
+	if err == nil || !strings.Contains(err.Error(), "discord.token_file cannot be read") {
+		t.Fatalf("missing token file: %v", err)
+	}
+}
+
+// The example configuration names every key there is, with its default,
+// and passes check-config.
+func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
+	v := viper.New()
+	v.SetConfigFile("../../config.example.toml")
+	if err := v.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for k := range defaults {
+		if !v.IsSet(k) {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Fatalf("config.example.toml lacks: %s", strings.Join(missing, ", "))
+	}
+	for k, d := range defaults {
+		if k == "log.level" || k == "agent.command" {
+			continue // the demo's choices
+		}
+		if got, want := fmt.Sprint(v.Get(k)), fmt.Sprint(d); got != want && !(got == "[]" && want == "[]") {
+			t.Errorf("config.example.toml: %s = %s, but the default is %s", k, got, want)
+		}
+	}
+	var out bytes.Buffer
+	dir := t.TempDir()
+	code := run(context.Background(), []string{"check-config", "--config", "../../config.example.toml"},
+		[]string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_STATE_DIR=" + dir, "BROKER_AGENT_CWD=" + dir}, nil, &out, &out)
+	if code != 0 {
+		t.Fatalf("check-config of the example: %d\n%s", code, out.String())
 	}
 }

@@ -79,7 +79,7 @@ func (s *screen) waitFor(t *testing.T, want string, within time.Duration) time.D
 
 // broker is a broker process run in the test: config from a TOML file and
 // the environment, a console on pipes.
-type broker struct {
+type running struct {
 	in       *io.PipeWriter
 	out, err *screen
 	done     chan int
@@ -111,6 +111,8 @@ args = [%s]
 cwd = %q
 [state]
 dir = %q
+[http]
+listen = "127.0.0.1:0"
 %s
 `, fakeAgent, strings.Join(quoted, ", "), filepath.Join(dir, "work"), filepath.Join(dir, "state"), extra)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -119,11 +121,11 @@ dir = %q
 	return path
 }
 
-func startBroker(t *testing.T, config string, env ...string) *broker {
+func startBroker(t *testing.T, config string, env ...string) *running {
 	t.Helper()
 	inR, inW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &broker{in: inW, out: newScreen(), err: newScreen(), done: make(chan int, 1), cancel: cancel}
+	b := &running{in: inW, out: newScreen(), err: newScreen(), done: make(chan int, 1), cancel: cancel}
 	environ := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	go func() {
 		code := run(ctx, []string{"--config", config}, environ, inR, b.out, b.err)
@@ -142,7 +144,7 @@ func startBroker(t *testing.T, config string, env ...string) *broker {
 	return b
 }
 
-func (b *broker) say(t *testing.T, line string) {
+func (b *running) say(t *testing.T, line string) {
 	t.Helper()
 	if _, err := io.WriteString(b.in, line+"\n"); err != nil {
 		t.Fatal(err)
@@ -150,7 +152,7 @@ func (b *broker) say(t *testing.T, line string) {
 }
 
 // exit closes the console's input and returns the exit status.
-func (b *broker) exit(t *testing.T) int {
+func (b *running) exit(t *testing.T) int {
 	t.Helper()
 	b.in.Close()
 	select {

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// levelWriter drops log entries below a level that can change while the
+// broker runs (SIGHUP), without a global.
+type levelWriter struct {
+	w     io.Writer
+	level atomic.Int32
+}
+
+func (l *levelWriter) Write(p []byte) (int, error) { return l.w.Write(p) }
+
+func (l *levelWriter) WriteLevel(level zerolog.Level, p []byte) (int, error) {
+	if level < zerolog.Level(l.level.Load()) {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+func (l *levelWriter) set(level string) {
+	lv, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		lv = zerolog.InfoLevel
+	}
+	l.level.Store(int32(lv))
+}
+
+// newLogger logs to w as JSON, or for people when format is console (or
+// auto and w is a terminal). The returned writer sets the level.
+func newLogger(format, level string, w io.Writer) (zerolog.Logger, *levelWriter) {
+	if format == "console" || (format == "auto" && isTerminal(w)) {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	lw := &levelWriter{w: w}
+	lw.set(level)
+	return zerolog.New(lw).With().Timestamp().Logger(), lw
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

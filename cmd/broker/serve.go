@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"syscall"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+	"acpbroker/chat"
+	"acpbroker/chat/console"
+	"acpbroker/chat/discord"
+	"acpbroker/metrics"
+	"acpbroker/pool"
+	"acpbroker/store"
+
+	"github.com/rs/zerolog"
+)
+
+// broker is one running broker: its parts, in the order they start.
+type broker struct {
+	cfg      *Config
+	path     string   // of the configuration, for reloads
+	environ  []string // for reloads
+	log      zerolog.Logger
+	level    *levelWriter
+	notify   *notifier
+	store    *store.Store
+	pool     *pool.Pool
+	engine   *adapter.Engine
+	platform chat.Platform
+	discord  *discord.Client // the platform, when it is Discord
+	metrics  *metrics.Metrics
+	http     *metrics.Server
+	started  time.Time
+}
+
+// open starts everything but the chat platform's serving: the store (with
+// recovery), the pool, the engine, the platform client and the HTTP
+// endpoints. On error, what was started is stopped again.
+func open(cfg *Config, path string, environ []string, agentEnv []string, log zerolog.Logger, level *levelWriter, stdin io.Reader, stdout io.Writer) (b *broker, err error) {
+	lookup := envLookup(environ)
+	b = &broker{cfg: cfg, path: path, environ: environ, log: log, level: level, notify: newNotifier(lookup, os.Getpid()), started: time.Now()}
+	defer func() {
+		if err != nil {
+			b.stop(context.Background())
+		}
+	}()
+	cwd, err := filepath.Abs(cfg.Agent.Cwd)
+	if err != nil {
+		return b, fmt.Errorf("config: agent.cwd: %w", err)
+	}
+	b.store, err = store.Open(store.Options{Dir: cfg.State.Dir, Retention: cfg.State.Retention, Logger: log})
+	if err != nil {
+		return b, err
+	}
+	if left, err := b.store.Leftovers(); err != nil {
+		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")
+	} else if len(left) > 0 {
+		list := make([]pool.Leftover, len(left))
+		for i, a := range left {
+			list[i] = pool.Leftover{PID: a.PID, StartTicks: a.StartTicks}
+		}
+		pool.KillLeftovers(list, log)
+	}
+	b.pool = pool.New(pool.Config{
+		Command:      cfg.Agent.Command,
+		Args:         cfg.Agent.Args,
+		Env:          agentEnv,
+		WorkDir:      cwd,
+		PerThreadDir: cfg.Agent.PerThreadDir,
+		MaxSessions:  cfg.Pool.MaxSessions,
+		IdleTimeout:  cfg.Pool.IdleTimeout,
+		StartTimeout: cfg.Agent.StartTimeout,
+		ExitGrace:    cfg.Agent.ExitGrace,
+		Sessions:     b.store,
+		Registry:     b.store,
+		Conn: acp.Options{
+			MaxLineBytes: cfg.Agent.MaxLineBytes,
+			UpdateQueue:  cfg.Turn.UpdateQueue,
+			ClientInfo:   acp.Implementation{Name: "acp-broker", Version: version},
+			AuthMethod:   cfg.Agent.AuthMethod,
+		},
+		Logger: log,
+	})
+	b.metrics = metrics.New(metrics.Sources{
+		Engine: func() adapter.Stats { return b.engine.Stats() },
+		Store:  b.store.Stats,
+		Chat:   b.chatStats,
+	})
+	b.engine = adapter.New(b.pool, engineConfig(cfg, b.store, b.metrics, log))
+	switch cfg.Chat.Platform {
+	case "console":
+		b.platform = &console.Console{Engine: b.engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts}
+	case "discord":
+		b.discord, err = discord.New(discordConfig(cfg, b.store, log), b.engine)
+		if err != nil {
+			return b, err
+		}
+		b.platform = b.discord
+	}
+	if cfg.HTTP.Listen != "" {
+		b.http, err = metrics.Listen(cfg.HTTP.Listen, b.metrics, []metrics.Check{{Name: "engine", Func: b.engineAnswers}}, b.readiness(), log)
+		if err != nil {
+			return b, err
+		}
+		log.Info().Str("addr", b.http.Addr()).Msg("serving /metrics, /healthz and /readyz")
+	}
+	return b, nil
+}
+
+func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolog.Logger) adapter.Config {
+	return adapter.Config{
+		TurnTimeout:       cfg.Turn.Timeout,
+		LivenessInterval:  cfg.Turn.LivenessInterval,
+		CancelGrace:       cfg.Turn.CancelGrace,
+		SlotWait:          cfg.Pool.SlotWait,
+		QueueSize:         cfg.Turn.QueueSize,
+		PermissionMode:    cfg.Turn.PermissionMode,
+		PermissionTimeout: cfg.Turn.PermissionTimeout,
+		ToolTimeout:       cfg.Turn.ToolTimeout,
+		WatchdogInterval:  cfg.Watchdog.Interval,
+		Journal:           j,
+		Observer:          o,
+		Logger:            log,
+	}
+}
+
+func discordConfig(cfg *Config, memory discord.Memory, log zerolog.Logger) discord.Config {
+	d := cfg.Discord
+	return discord.Config{
+		Token:          d.Token,
+		APIURL:         d.APIURL,
+		Access:         discordAccess(cfg),
+		EditInterval:   d.EditInterval,
+		MaxMessages:    d.MaxMessages,
+		MaxImageBytes:  d.MaxImageBytes,
+		MaxTextBytes:   d.MaxTextBytes,
+		Memory:         memory,
+		Logger:         log,
+		RequestTimeout: 15 * time.Second,
+	}
+}
+
+func discordAccess(cfg *Config) discord.Access {
+	d := cfg.Discord
+	return discord.Access{
+		AllowedChannels:  d.AllowedChannels,
+		AllowAllChannels: d.AllowAllChannels,
+		AllowedUsers:     d.AllowedUsers,
+		AllowedRoles:     d.AllowedRoles,
+		Approvers:        d.Approvers,
+		AllowedBots:      d.AllowedBots,
+		ShowThoughts:     d.ShowThoughts,
+	}
+}
+
+func (b *broker) chatStats() metrics.ChatStats {
+	if b.discord == nil {
+		return metrics.ChatStats{}
+	}
+	s := b.discord.Stats()
+	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
+		OpenPermissions: s.OpenPermissions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments}
+}
+
+// engineAnswers fails if the engine's lock is wedged.
+func (b *broker) engineAnswers() error {
+	b.engine.Stats()
+	return nil
+}
+
+// readiness: the chat connection is up, the store writes, and the broker
+// is not stopping.
+func (b *broker) readiness() []metrics.Check {
+	return []metrics.Check{
+		{Name: "chat", Func: func() error {
+			select {
+			case <-b.platform.Ready():
+				return b.platform.Healthy()
+			default:
+				return errors.New("not connected yet")
+			}
+		}},
+		{Name: "store", Func: func() error {
+			if !b.store.Healthy() {
+				return errors.New(b.store.Stats().LastError)
+			}
+			return nil
+		}},
+		{Name: "engine", Func: b.engineAnswers},
+	}
+}
+
+// serve runs the platform until ctx ends or its input ends. Signals:
+// SIGHUP reloads; SIGTERM or SIGINT stops; a second one forces an
+// immediate exit after killing every agent's process group.
+func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit func()) error {
+	interrupted, err := b.store.Recover()
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	b.platform.Report(interruptions(interrupted), func(id uint64) {
+		if err := b.store.MarkReported(id); err != nil {
+			b.log.Warn().Err(err).Uint64("turn", id).Msg("interrupted turn not marked as reported")
+		}
+	})
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.platform.Run(ctx) }()
+	b.log.Info().Str("platform", b.cfg.Chat.Platform).Str("agent", b.cfg.Agent.Command).Int("interrupted", len(interrupted)).Msg("broker started")
+
+	ready := b.platform.Ready()
+	var ping <-chan time.Time
+	if b.notify.watchdog > 0 {
+		t := time.NewTicker(b.notify.watchdog / 2)
+		defer t.Stop()
+		ping = t.C
+	}
+	for {
+		select {
+		case <-ready:
+			ready = nil
+			if err := b.notify.notify("READY=1", "STATUS=serving"); err != nil {
+				b.log.Warn().Err(err).Msg("systemd notification failed")
+			}
+		case <-ping:
+			b.watchdogPing()
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				b.reload()
+				continue
+			}
+			b.log.Info().Str("signal", sig.String()).Msg("stopping")
+			stopRun()
+			go b.forceOnSecondSignal(signals, forceExit)
+			return <-runErr
+		case err := <-runErr:
+			return err
+		}
+	}
+}
+
+// watchdogPing tells systemd the broker is alive only while its parts are
+// healthy: a wedged broker stops pinging and is restarted.
+func (b *broker) watchdogPing() {
+	for _, c := range b.readiness() {
+		if err := c.Func(); err != nil {
+			b.log.Warn().Str("check", c.Name).Err(err).Msg("unhealthy: no watchdog ping")
+			return
+		}
+	}
+	if err := b.notify.notify("WATCHDOG=1"); err != nil {
+		b.log.Warn().Err(err).Msg("systemd watchdog ping failed")
+	}
+}
+
+func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, forceExit func()) {
+	for sig := range signals {
+		if sig == syscall.SIGHUP {
+			continue
+		}
+		b.log.Warn().Str("signal", sig.String()).Msg("second signal: killing every agent and exiting now")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		b.pool.Shutdown(ctx)
+		forceExit()
+		return
+	}
+}
+
+// stop shuts down in order within ctx's deadline: no new prompts (Run has
+// returned), every busy thread told and every turn ended in parallel, the
+// platform given what time is left to post the last words, the agents
+// stopped (killed when the deadline passes), then the store closed.
+func (b *broker) stop(ctx context.Context) {
+	if err := b.notify.notify("STOPPING=1"); err != nil {
+		b.log.Warn().Err(err).Msg("systemd notification failed")
+	}
+	if b.engine != nil {
+		b.engine.Shutdown(ctx)
+	}
+	if b.platform != nil {
+		grace := time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			grace = max(time.Until(dl), 0)
+		}
+		if err := b.platform.Close(grace); err != nil {
+			b.log.Warn().Err(err).Msg("chat connection did not close cleanly")
+		}
+	}
+	if b.pool != nil {
+		b.pool.Shutdown(ctx)
+	}
+	if b.http != nil {
+		hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		b.http.Close(hctx)
+		cancel()
+	}
+	if b.store != nil {
+		b.store.Close()
+	}
+}
+
+// liveKeys can change on SIGHUP; any other changed key needs a restart.
+var liveKeys = []string{
+	"log.level",
+	"turn.timeout", "turn.liveness_interval", "turn.cancel_grace", "turn.tool_timeout", "turn.queue_size",
+	"turn.permission_mode", "turn.permission_timeout", "pool.slot_wait", "watchdog.interval", "shutdown.grace",
+	"discord.allowed_channels", "discord.allow_all_channels", "discord.allowed_users", "discord.allowed_roles",
+	"discord.approvers", "discord.allowed_bots", "discord.show_thoughts",
+}
+
+// secretKeys are never logged, changed or not.
+var secretKeys = []string{"discord.token", "discord.token_file"}
+
+// reload reads the configuration again and applies what can change while
+// running; it says in the log what changed and what needs a restart. A
+// configuration with errors is refused whole.
+func (b *broker) reload() {
+	cfg, err := LoadConfig(b.path, b.environ)
+	if err != nil {
+		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
+		return
+	}
+	var applied, restart []string
+	for k, v := range cfg.values {
+		old := b.cfg.values[k]
+		if v == old {
+			continue
+		}
+		desc := k
+		if !slices.Contains(secretKeys, k) {
+			desc = fmt.Sprintf("%s: %s -> %s", k, old, v)
+		}
+		if slices.Contains(liveKeys, k) {
+			applied = append(applied, desc)
+		} else {
+			restart = append(restart, desc)
+		}
+	}
+	sort.Strings(applied)
+	sort.Strings(restart)
+	// Apply only the live keys: keep everything else as it was started.
+	live := *b.cfg
+	live.Log.Level = cfg.Log.Level
+	live.Turn.Timeout, live.Turn.LivenessInterval, live.Turn.CancelGrace = cfg.Turn.Timeout, cfg.Turn.LivenessInterval, cfg.Turn.CancelGrace
+	live.Turn.ToolTimeout, live.Turn.QueueSize = cfg.Turn.ToolTimeout, cfg.Turn.QueueSize
+	live.Turn.PermissionMode, live.Turn.PermissionTimeout = cfg.Turn.PermissionMode, cfg.Turn.PermissionTimeout
+	live.Pool.SlotWait, live.Watchdog.Interval, live.Shutdown.Grace = cfg.Pool.SlotWait, cfg.Watchdog.Interval, cfg.Shutdown.Grace
+	live.Discord.AllowedChannels, live.Discord.AllowAllChannels = cfg.Discord.AllowedChannels, cfg.Discord.AllowAllChannels
+	live.Discord.AllowedUsers, live.Discord.AllowedRoles = cfg.Discord.AllowedUsers, cfg.Discord.AllowedRoles
+	live.Discord.Approvers, live.Discord.AllowedBots, live.Discord.ShowThoughts = cfg.Discord.Approvers, cfg.Discord.AllowedBots, cfg.Discord.ShowThoughts
+	live.values = map[string]string{}
+	for k, v := range b.cfg.values {
+		live.values[k] = v
+		if slices.Contains(liveKeys, k) {
+			live.values[k] = cfg.values[k]
+		}
+	}
+	b.cfg = &live
+	b.level.set(live.Log.Level)
+	b.engine.Reconfigure(engineConfig(&live, nil, nil, b.log))
+	if b.discord != nil {
+		b.discord.SetAccess(discordAccess(&live))
+	}
+	ev := b.log.Info().Strs("applied", applied)
+	if len(restart) > 0 {
+		ev = b.log.Warn().Strs("applied", applied).Strs("need_restart", restart)
+	}
+	ev.Msg("configuration reloaded")
+}
+
+func interruptions(turns []store.Turn) []chat.Interruption {
+	out := make([]chat.Interruption, len(turns))
+	for i, t := range turns {
+		out[i] = chat.Interruption{ID: t.ID, Thread: t.Thread, Ref: t.Ref, Title: t.Title, Queued: t.Queued}
+	}
+	return out
+}
+
+// checkWritable makes sure a directory exists and the broker can write
+// there.
+func checkWritable(key, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s = %q: %w", key, dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("%s = %q is not writable: %w", key, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
+}

@@ -1,0 +1,265 @@
+// Package metrics exposes the broker's gauges and counters to Prometheus
+// and its health over HTTP: /metrics, /healthz and /readyz.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"acpbroker/adapter"
+	"acpbroker/store"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+)
+
+const ns = "acp_broker"
+
+// ChatStats are the chat platform's counters.
+type ChatStats struct {
+	RESTCalls, RateLimited, GatewayReconnects uint64
+	OpenPermissions, Conversations          int
+	RefusedUsers, RefusedAttachments         uint64
+}
+
+// Sources are read at every scrape. Engine is required; the others may be
+// nil.
+type Sources struct {
+	Engine func() adapter.Stats
+	Store  func() store.Stats
+	Chat   func() ChatStats
+}
+
+// Metrics is the broker's registry. It implements adapter.Observer for
+// the histograms; everything else is read from Sources when scraped.
+type Metrics struct {
+	reg          *prometheus.Registry
+	turnDuration *prometheus.HistogramVec
+	firstChunk   prometheus.Histogram
+}
+
+var _ adapter.Observer = (*Metrics)(nil)
+
+// New returns a registry reading src.
+func New(src Sources) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Name: "turn_duration_seconds",
+			Help:    "How long turns took, from leaving the queue to their outcome, by outcome.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+		}, []string{"outcome"}),
+		firstChunk: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Name: "turn_first_chunk_seconds",
+			Help:    "Time from sending a prompt to the answer's first text.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
+		}),
+	}
+	m.reg.MustRegister(m.turnDuration, m.firstChunk, &collector{src: src},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// TurnEnded implements adapter.Observer.
+func (m *Metrics) TurnEnded(class string, d time.Duration) {
+	m.turnDuration.WithLabelValues(class).Observe(d.Seconds())
+}
+
+// FirstChunk implements adapter.Observer.
+func (m *Metrics) FirstChunk(d time.Duration) { m.firstChunk.Observe(d.Seconds()) }
+
+// Registry is the Prometheus registry, for tests and extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// collector turns the Sources' snapshots into metrics at scrape time.
+type collector struct{ src Sources }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(ns+"_"+name, help, labels, nil)
+}
+
+var (
+	dAgentsLive       = desc("agents_live", "Agent processes running.")
+	dAgentsBusy       = desc("agents_busy", "Agent processes running a turn.")
+	dAgentsStarting   = desc("agents_starting", "Agent processes being started.")
+	dTurnsRunning     = desc("turns_running", "Turns running.")
+	dPromptsWaiting   = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
+	dTurns            = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
+	dSpawns           = desc("agent_spawns_total", "Agent processes started.")
+	dSpawnFailures    = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
+	dStops            = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
+	dKills            = desc("agent_kills_total", "Agent process groups killed without a grace.")
+	dPendingRequests  = desc("acp_pending_requests", "JSON-RPC requests to agents awaiting an answer.")
+	dPendingPerms     = desc("acp_pending_permission_requests", "Agent permission requests not yet answered.")
+	dStale            = desc("acp_stale_responses_total", "Agent responses dropped because no live request had their id.")
+	dJunk             = desc("acp_junk_lines_total", "Agent output lines skipped because they were not JSON-RPC.")
+	dOversize         = desc("acp_oversize_lines_total", "Agent output lines skipped for exceeding the size cap.")
+	dLateUpdates      = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
+	dDroppedUpdates   = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
+	dBadMessages      = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
+	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
+	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
+	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
+	dStoreBytes       = desc("store_file_bytes", "Size of the state database file.")
+	dStoreErrors      = desc("store_write_errors_total", "Failed writes of the state store.")
+	dRESTCalls        = desc("discord_rest_calls_total", "Discord REST calls made.")
+	dRateLimited      = desc("discord_rate_limited_total", "Discord REST calls answered 429.")
+	dReconnects       = desc("discord_gateway_reconnects_total", "Discord gateway connections lost and re-established.")
+	dOpenPermsChat    = desc("discord_open_permission_requests", "Permission requests shown as buttons, waiting for a click.")
+	dConversations    = desc("discord_conversations", "Conversation threads known.")
+	dRefusedUsers     = desc("discord_refused_messages_total", "Messages refused because their author is not allowed.")
+	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dTurnsRunning, dPromptsWaiting, dTurns,
+		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
+		dDroppedUpdates, dBadMessages, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
+		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	e := c.src.Engine()
+	p := e.Pool
+	gauge(dAgentsLive, float64(p.Live))
+	gauge(dAgentsBusy, float64(p.Busy))
+	gauge(dAgentsStarting, float64(p.Starting))
+	gauge(dTurnsRunning, float64(e.Running))
+	gauge(dPromptsWaiting, float64(e.Queued), "queued")
+	gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")
+	for class, n := range e.Outcomes {
+		counter(dTurns, n, class)
+	}
+	counter(dSpawns, p.Spawned)
+	counter(dSpawnFailures, p.SpawnFailed)
+	for reason, n := range p.Stopped {
+		counter(dStops, n, reason)
+	}
+	counter(dKills, p.Killed)
+	gauge(dPendingRequests, float64(p.Conn.PendingRequests))
+	gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
+	counter(dStale, p.Conn.StaleResponses)
+	counter(dJunk, p.Conn.JunkLines)
+	counter(dOversize, p.Conn.OversizeLines)
+	counter(dLateUpdates, p.Conn.LateUpdates)
+	counter(dDroppedUpdates, p.Conn.DroppedUpdates)
+	counter(dBadMessages, p.Conn.BadMessages)
+	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
+	counter(dWatchdog, e.ForceEnded, "force_end")
+	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
+	if c.src.Store != nil {
+		s := c.src.Store()
+		gauge(dStoreActive, float64(s.ActiveTurns))
+		gauge(dStoreFinished, float64(s.FinishedTurns))
+		gauge(dStoreBytes, float64(s.FileBytes))
+		counter(dStoreErrors, s.WriteErrors)
+	}
+	if c.src.Chat != nil {
+		s := c.src.Chat()
+		counter(dRESTCalls, s.RESTCalls)
+		counter(dRateLimited, s.RateLimited)
+		counter(dReconnects, s.GatewayReconnects)
+		gauge(dOpenPermsChat, float64(s.OpenPermissions))
+		gauge(dConversations, float64(s.Conversations))
+		counter(dRefusedUsers, s.RefusedUsers)
+		counter(dRefusedAttachmts, s.RefusedAttachments)
+	}
+}
+
+// Check is one named health condition; it returns nil when healthy.
+type Check struct {
+	Name string
+	Func func() error
+}
+
+// Server serves /metrics, /healthz (the broker's loop answers) and
+// /readyz (every readiness check passes).
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	log  zerolog.Logger
+	done chan struct{}
+
+	ready []Check
+	live  []Check
+}
+
+// Listen starts serving on addr (host:port; port 0 picks one).
+func Listen(addr string, m *Metrics, live, ready []Check, log zerolog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http.listen %s: %w", addr, err)
+	}
+	s := &Server{ln: ln, log: log, done: make(chan struct{}), live: live, ready: ready}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, s.live) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, s.ready) })
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("metrics server stopped")
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address served.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+func (s *Server) serveChecks(w http.ResponseWriter, checks []Check) {
+	var failed []string
+	for _, c := range checks {
+		if err := runCheck(c); err != nil {
+			failed = append(failed, c.Name+": "+err.Error())
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, strings.Join(failed, "\n"))
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// runCheck runs a check with a deadline: a check that hangs (a deadlocked
+// loop) fails instead of hanging the probe.
+func runCheck(c Check) error {
+	res := make(chan error, 1)
+	go func() { res <- c.Func() }()
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+		return errors.New("no answer within 2s")
+	}
+}
+
+// Close stops serving within the time ctx allows.
+func (s *Server) Close(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	<-s.done
+	return err
+}
