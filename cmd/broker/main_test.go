@@ -60,11 +60,24 @@ func (s *screen) String() string {
 // waitFor waits until the screen shows want and returns how long it took.
 func (s *screen) waitFor(t *testing.T, want string, within time.Duration) time.Duration {
 	t.Helper()
+	return s.waitFrom(t, 0, want, within)
+}
+
+// mark is where the screen ends now, for waitFrom.
+func (s *screen) mark() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Len()
+}
+
+// waitFrom waits until the screen shows want after byte offset from.
+func (s *screen) waitFrom(t *testing.T, from int, want string, within time.Duration) time.Duration {
+	t.Helper()
 	start := time.Now()
 	deadline := time.After(within)
 	for {
 		s.mu.Lock()
-		ok, changed := strings.Contains(s.buf.String(), want), s.changed
+		ok, changed := strings.Contains(s.buf.String()[from:], want), s.changed
 		s.mu.Unlock()
 		if ok {
 			return time.Since(start)

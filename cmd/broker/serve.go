@@ -241,7 +241,7 @@ func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit 
 			}
 			b.log.Info().Str("signal", sig.String()).Msg("stopping")
 			stopRun()
-			go b.forceOnSecondSignal(signals, forceExit)
+			go b.forceOnSecondSignal(signals, time.Now(), forceExit)
 			return <-runErr
 		case err := <-runErr:
 			return err
@@ -263,9 +263,13 @@ func (b *broker) watchdogPing() {
 	}
 }
 
-func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, forceExit func()) {
+// forceOnSecondSignal kills every agent and exits at a second SIGTERM or
+// SIGINT. One that comes within 250ms of the first is the same signal
+// delivered twice (to the process and to its group, as timeout(1) and
+// shells do), not a second request.
+func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, first time.Time, forceExit func()) {
 	for sig := range signals {
-		if sig == syscall.SIGHUP {
+		if sig == syscall.SIGHUP || time.Since(first) < 250*time.Millisecond {
 			continue
 		}
 		b.log.Warn().Str("signal", sig.String()).Msg("second signal: killing every agent and exiting now")

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// sdkAgent is the ACP SDK's example agent, installed by make interop-deps
+// (which make test runs).
+func sdkAgent(t *testing.T) string {
+	t.Helper()
+	path, _ := filepath.Abs("../../testdata/interop/node_modules/@agentclientprotocol/sdk/dist/examples/agent.js")
+	if _, err := os.Stat(path); err != nil {
+		t.Skip("the SDK example agent is not installed: run make interop-deps")
+	}
+	return path
+}
+
+// A full turn through the broker with an agent someone else wrote: the
+// SDK example agent streams, runs tool calls, asks permission (answered at
+// the console), and finishes; a second turn is cancelled mid-way and the
+// agent honours it.
+func TestRun_ConsoleWithTheSDKExampleAgent(t *testing.T) {
+	agent := sdkAgent(t)
+	b := startBroker(t, writeConfig(t, ""), "BROKER_AGENT_COMMAND=node", "BROKER_AGENT_ARGS="+agent)
+	b.say(t, "hello")
+	b.out.waitFor(t, "[tool] Reading project files: done", 30*time.Second)
+	b.out.waitFor(t, "1) Allow this change (allow_once)", 30*time.Second)
+	b.say(t, "1")
+	b.out.waitFor(t, "[chose Allow this change]", 10*time.Second)
+	b.out.waitFor(t, "[done in", 30*time.Second)
+
+	from := b.out.mark()
+	b.say(t, "again")
+	b.out.waitFrom(t, from, "[tool] Reading project files: running", 30*time.Second)
+	b.say(t, "/cancel")
+	took := b.out.waitFrom(t, from, "[turn cancelled by console user after", 10*time.Second)
+	if took > 3*time.Second {
+		t.Fatalf("the SDK agent took %s to honour the cancel", took)
+	}
+	b.say(t, "/status")
+	b.out.waitFrom(t, from, "[idle, 0 queued", 10*time.Second)
+	b.exit(t)
+}

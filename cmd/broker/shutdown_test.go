@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+	"acpbroker/internal/agenttest"
+)
+
+// doneSink waits for a turn's outcome.
+type doneSink struct {
+	working chan struct{}
+	once    sync.Once
+	done    chan adapter.Outcome
+}
+
+func newDoneSink() *doneSink {
+	return &doneSink{working: make(chan struct{}), done: make(chan adapter.Outcome, 1)}
+}
+
+func (s *doneSink) Status(st adapter.Status) {
+	if st.Phase == adapter.PhaseWorking {
+		s.once.Do(func() { close(s.working) })
+	}
+}
+func (s *doneSink) Update(acp.Update) {}
+func (s *doneSink) Ask(ctx context.Context, _ *acp.PermissionRequest) acp.PermissionOutcome {
+	<-ctx.Done()
+	return acp.PermissionOutcome{}
+}
+func (s *doneSink) Notice(string)           {}
+func (s *doneSink) Done(o adapter.Outcome) { s.done <- o }
+
+// Shutdown is bounded by shutdown.grace however many agents hang: twenty
+// agents that ignore session/cancel, EOF and SIGTERM, with a 30s cancel
+// grace and a 30s exit grace, are all gone within about the 2s grace, and
+// every busy thread is told the broker is stopping.
+func TestShutdown_TwentyHungAgentsAreBoundedByTheGrace(t *testing.T) {
+	cfg, err := LoadConfig(writeConfigArgs(t, []string{"--ignore-term", "--no-exit-on-eof"},
+		"[turn]\ncancel_grace = \"30s\"\n[pool]\nmax_sessions = 20\n[shutdown]\ngrace = \"2s\""), []string{"BROKER_AGENT_EXIT_GRACE=30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, level := newLogger("json", "warn", io.Discard)
+	b, err := open(cfg, "", nil, nil, log, level, strings.NewReader(""), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sinks []*doneSink
+	var pids []int
+	for i := range 20 {
+		s := newDoneSink()
+		thread := fmt.Sprintf("t%d", i)
+		if err := b.engine.Submit(thread, &adapter.Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("ignore-cancel")}, Sink: s}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.working:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("turn %d never started", i)
+		}
+		pids = append(pids, b.pool.Lookup(thread).Proc.PID())
+		sinks = append(sinks, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace)
+	defer cancel()
+	start := time.Now()
+	b.stop(ctx)
+	took := time.Since(start)
+	if took > 2*time.Second+3*time.Second {
+		t.Fatalf("shutdown took %s with a 2s grace", took)
+	}
+	for i, s := range sinks {
+		select {
+		case o := <-s.done:
+			if !errors.Is(o.Err, adapter.ErrShutdown) {
+				t.Fatalf("turn %d: %v", i, o.Err)
+			}
+		default:
+			t.Fatalf("turn %d was never told", i)
+		}
+	}
+	for _, pid := range pids {
+		if agenttest.Running(pid) {
+			t.Fatalf("agent %d still running after shutdown", pid)
+		}
+	}
+	t.Logf("20 hung agents: shutdown took %s (grace 2s)", took)
+}
+
+// A second SIGTERM during a slow shutdown kills every agent group and exits
+// at once.
+func TestShutdown_SecondSignalForcesExit(t *testing.T) {
+	bin := brokerBin(t)
+	config := writeConfigArgs(t, []string{"--ignore-term", "--no-exit-on-eof"}, "[turn]\ncancel_grace = \"60s\"\n[shutdown]\ngrace = \"60s\"")
+	p := startProcess(t, bin, config)
+	p.say(t, "ignore-cancel")
+	p.out.waitFor(t, "agent> working", 20*time.Second)
+	p.say(t, "/status")
+	p.out.waitFor(t, "[busy,", 20*time.Second)
+	m := statusPID.FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("no pid in /status:\n%s", p.out)
+	}
+	var agentPID int
+	fmt.Sscan(m[1], &agentPID)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.out.waitFor(t, "stopping: broker shutting down", 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if !agenttest.Running(p.cmd.Process.Pid) {
+		t.Fatal("the broker did not wait for its turns after one signal")
+	}
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	err := p.cmd.Wait()
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the second signal took %s to end the broker", took)
+	}
+	if err == nil {
+		t.Fatal("a forced exit reported success")
+	}
+	if !agenttest.WaitGone(agentPID, 5*time.Second) {
+		t.Fatalf("agent %d outlived the forced exit", agentPID)
+	}
+}
+
+// The same signal delivered twice at once (to the process and to its
+// group) is one request to stop; one that comes later forces the exit.
+func TestShutdown_DuplicateDeliveryIsNotASecondSignal(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, level := newLogger("json", "warn", io.Discard)
+	b, err := open(cfg, "", nil, nil, log, level, strings.NewReader(""), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop(context.Background())
+	signals := make(chan os.Signal, 2)
+	forced := make(chan struct{})
+	first := time.Now()
+	go b.forceOnSecondSignal(signals, first, func() { close(forced) })
+	signals <- syscall.SIGTERM // the duplicate
+	signals <- syscall.SIGHUP
+	select {
+	case <-forced:
+		t.Fatal("a duplicate delivery forced the exit")
+	case <-time.After(300 * time.Millisecond):
+	}
+	signals <- syscall.SIGTERM
+	select {
+	case <-forced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a second signal did not force the exit")
+	}
+}
