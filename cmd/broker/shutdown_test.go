@@ -38,7 +38,7 @@ func (s *doneSink) Ask(ctx context.Context, _ *acp.PermissionRequest) acp.Permis
 	<-ctx.Done()
 	return acp.PermissionOutcome{}
 }
-func (s *doneSink) Notice(string)           {}
+func (s *doneSink) Notice(string)          {}
 func (s *doneSink) Done(o adapter.Outcome) { s.done <- o }
 
 // Shutdown is bounded by shutdown.grace however many agents hang: twenty
