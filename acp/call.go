@@ -110,19 +110,19 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 
 // deliver hands a response to the Call that sent its id, or drops and
 // counts it when no live Call has that id.
-func (c *Conn) deliver(resp *jsonrpc2.Response, rawResult json.RawMessage) {
+func (c *Conn) deliver(id jsonrpc2.ID, result json.RawMessage, rpcErr *jsonrpc2.Error) {
 	c.mu.Lock()
-	call := c.pending[resp.ID]
-	delete(c.pending, resp.ID)
+	call := c.pending[id]
+	delete(c.pending, id)
 	c.mu.Unlock()
 	if call == nil {
 		c.stats.staleResponses.Add(1)
-		c.log.Warn().Str("req", resp.ID.String()).Msg("dropped a response with no live request (late or unknown id)")
+		c.log.Warn().Str("req", id.String()).Msg("dropped a response with no live request (late or unknown id)")
 		return
 	}
-	if resp.Error != nil {
-		call.finish(nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Method: call.Method})
+	if rpcErr != nil {
+		call.finish(nil, &RPCError{Code: rpcErr.Code, Message: rpcErr.Message, Method: call.Method})
 		return
 	}
-	call.finish(rawResult, nil)
+	call.finish(result, nil)
 }

@@ -121,8 +121,6 @@ type handler struct{ c *Conn }
 func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	c := h.c
 	switch req.Method {
-	case MethodSessionUpdate:
-		c.routeUpdate(req)
 	case MethodRequestPermission:
 		c.servePermission(req)
 	case MethodReadTextFile, MethodWriteTextFile:
@@ -136,11 +134,13 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 	}
 }
 
-func (c *Conn) routeUpdate(req *jsonrpc2.Request) {
+// routeUpdate delivers a session/update to the session's turn through its
+// bounded queue; it never blocks.
+func (c *Conn) routeUpdate(params json.RawMessage) {
 	var n SessionNotification
-	if req.Params == nil || json.Unmarshal(*req.Params, &n) != nil || n.SessionID == "" {
+	if params == nil || json.Unmarshal(params, &n) != nil || n.SessionID == "" {
 		c.stats.badMessages.Add(1)
-		c.log.Warn().Str("method", req.Method).Msg("session/update with unusable params; skipped")
+		c.log.Warn().Str("method", MethodSessionUpdate).Msg("session/update with unusable params; skipped")
 		return
 	}
 	c.mu.Lock()

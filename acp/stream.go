@@ -97,32 +97,37 @@ func (s *lineStream) ReadObject(v any) error {
 	}
 }
 
-// dispatch classifies one line. It reports true when v now holds a request
-// or notification for jsonrpc2 to handle.
+// envelope is a JSON-RPC message decoded once: enough to route it.
+type envelope struct {
+	Method string          `json:"method"`
+	ID     *jsonrpc2.ID    `json:"id"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *jsonrpc2.Error `json:"error"`
+}
+
+// dispatch classifies one line, decoding it once. Responses and
+// session/update notifications (the hot path) are routed here; it reports
+// true when v holds a request or another notification for jsonrpc2.
 func (s *lineStream) dispatch(line []byte, v any) bool {
-	var fields map[string]json.RawMessage
-	if line[0] != '{' || json.Unmarshal(line, &fields) != nil {
-		s.conn.junk(line, "not a JSON object")
+	var e envelope
+	if line[0] != '{' || json.Unmarshal(line, &e) != nil {
+		s.conn.junk(line, "not a JSON-RPC message")
 		return false
 	}
-	_, hasMethod := fields["method"]
-	_, hasResult := fields["result"]
-	_, hasError := fields["error"]
 	switch {
-	case hasMethod:
+	case e.Method == MethodSessionUpdate && e.ID == nil:
+		s.conn.routeUpdate(e.Params)
+		return false
+	case e.Method != "":
 		// A method makes it a request or notification, whatever its id.
 		if err := json.Unmarshal(line, v); err != nil {
 			s.conn.junk(line, err.Error())
 			return false
 		}
 		return true
-	case hasResult || hasError:
-		var resp jsonrpc2.Response
-		if err := json.Unmarshal(line, &resp); err != nil {
-			s.conn.junk(line, err.Error())
-			return false
-		}
-		s.conn.deliver(&resp, fields["result"])
+	case e.ID != nil && (e.Result != nil || e.Error != nil):
+		s.conn.deliver(*e.ID, e.Result, e.Error)
 		return false
 	default:
 		s.conn.junk(line, "neither request nor response")

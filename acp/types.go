@@ -162,31 +162,32 @@ const (
 	UpdatePlan             = "plan"
 )
 
-// UnmarshalJSON decodes an update, tolerating the polymorphic "content"
-// field (a block for chunks, a list for tool calls) and unknown kinds.
+// UnmarshalJSON decodes an update in one pass, tolerating the polymorphic
+// "content" field (a block for chunks, a list for tool calls) and unknown
+// kinds.
 func (u *Update) UnmarshalJSON(b []byte) error {
 	type plain Update
-	var p plain
+	var p struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	*u = Update(p)
+	*u = Update(p.plain)
 	u.Raw = append(json.RawMessage(nil), b...)
-	var c struct {
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(b, &c); err != nil || len(c.Content) == 0 {
+	if len(p.Content) == 0 {
 		return nil
 	}
 	switch u.Kind {
 	case UpdateMessageChunk, UpdateThoughtChunk, UpdateUserMessageChunk:
 		var blk ContentBlock
-		if err := json.Unmarshal(c.Content, &blk); err == nil {
+		if err := json.Unmarshal(p.Content, &blk); err == nil {
 			u.Content = &blk
 		}
 	case UpdateToolCall, UpdateToolCallUpdate:
 		var out []ToolCallContent
-		if err := json.Unmarshal(c.Content, &out); err == nil {
+		if err := json.Unmarshal(p.Content, &out); err == nil {
 			u.ToolOutput = out
 		}
 	}
