@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -96,17 +97,25 @@ func (c *Conn) CancelPermissions(sessionID string, cause error) {
 	}
 }
 
-// CancelSession tells the agent to stop the session's current turn. It does
-// not block; the notification is sent by a goroutine the Conn owns.
+// CancelSession tells the agent to stop the session's current turn. The
+// notification is queued before CancelSession returns, so it reaches the
+// agent before anything queued after it, such as the "cancelled" answers
+// to open permission requests: some agents carry on with a turn whose
+// permission is answered before the cancel arrives. It waits at most one
+// second for room in the writer's queue.
 func (c *Conn) CancelSession(sessionID string) {
-	c.spawn(func() {
-		err := c.rpc.Notify(context.Background(), MethodSessionCancel, cancelParams{SessionID: sessionID})
-		if err != nil {
-			c.log.Debug().Err(err).Str("session", sessionID).Msg("session/cancel not sent")
-			return
-		}
-		c.log.Debug().Str("session", sessionID).Msg("session/cancel sent")
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b, _ := json.Marshal(struct {
+		JSONRPC string       `json:"jsonrpc"`
+		Method  string       `json:"method"`
+		Params  cancelParams `json:"params"`
+	}{"2.0", MethodSessionCancel, cancelParams{SessionID: sessionID}})
+	if err := c.enqueue(ctx, b); err != nil {
+		c.log.Debug().Err(err).Str("session", sessionID).Msg("session/cancel not sent")
+		return
+	}
+	c.log.Debug().Str("session", sessionID).Msg("session/cancel sent")
 }
 
 type permission struct {

@@ -107,7 +107,7 @@ type Engine struct {
 
 	ctx      context.Context // cancelled with ErrShutdown by Close
 	shutdown context.CancelCauseFunc
-	hurry    chan struct{}   // closed when shutdown has no time left for graces
+	hurry    chan struct{} // closed when shutdown has no time left for graces
 	hurried  sync.Once
 
 	mu      sync.Mutex

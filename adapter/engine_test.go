@@ -535,3 +535,20 @@ func TestTurn_JournalRecordsEveryTurn(t *testing.T) {
 		t.Fatalf("store stats = %+v", s)
 	}
 }
+
+// A turn cancelled while a permission request is open sends session/cancel
+// before it answers the request "cancelled": an agent that would carry on
+// after a refused tool call (claude-agent-acp) sees the cancel first and
+// stops.
+func TestTurn_CancelReachesTheAgentBeforeThePermissionAnswer(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	for i := range 20 {
+		rec := r.prompt("t", "permission")
+		<-rec.asked
+		r.engine.Cancel("t", CancelledBy("tester"))
+		o := rec.wait(t, 20*time.Second)
+		if strings.Contains(o.Text, "before session/cancel") {
+			t.Fatalf("turn %d: the agent got the permission answer before the cancel: %q", i, o.Text)
+		}
+	}
+}

@@ -256,12 +256,16 @@ func (t *turn) abandon(cause error) Outcome {
 	cfg := t.cfg
 	t.log.Info().Str("cause", cause.Error()).Msg("abandoning turn")
 	conn, sid := t.agent.Conn, t.agent.SessionID
-	conn.CancelPermissions(sid, cause)
+	// session/cancel first, then the open permission requests answered
+	// "cancelled", in that order on the wire, as the protocol has it.
 	alive := t.agent.Proc.Alive()
+	if alive {
+		conn.CancelSession(sid)
+	}
+	conn.CancelPermissions(sid, cause)
 	trusted := false
 	if alive {
 		t.p.Sink.Status(Status{Phase: PhaseCancelling, Text: "stopping: " + cause.Error()})
-		conn.CancelSession(sid)
 		trusted = t.awaitCancelled(cfg.CancelGrace)
 	}
 	t.drain()

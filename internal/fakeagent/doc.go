@@ -9,6 +9,7 @@
 //	stream N [D]       N chunks "chunk i\n", D apart; honours cancel
 //	slow D [N]         the same with the delay first (default 100ms, 3)
 //	burst N            N one-character chunks as fast as possible
+//	code N             a fenced Go block of N lines, in small chunks
 //	hang               one chunk, then nothing until session/cancel
 //	ignore-cancel      one chunk, then never answers, not even a cancel
 //	late D TEXT...     ignores cancel, waits D, then answers TEXT
@@ -18,6 +19,8 @@
 //	big N              one N-MiB chunk (a line that long), then "after big"
 //	permission         a tool call that asks permission, then says what
 //	                   was chosen; "permission-twice" asks twice;
+//	                   answered "cancelled" before session/cancel, it
+//	                   carries on and says so (as claude-agent-acp does);
 //	                   "same-id" asks with the prompt's own request id
 //	tool-stuck         a tool call in_progress, then silence until cancel
 //	tool-progress D N  a tool call updated every D, N times, then done

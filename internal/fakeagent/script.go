@@ -128,6 +128,14 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 			a.chunk(sid, fmt.Sprintf("chunk %d\n", i))
 		}
 		t.stop("end_turn")
+	case "code":
+		// An answer with a long fenced code block, in small chunks.
+		a.chunk(sid, "Here is the code:\n```go\n")
+		for i := range atoi(arg(0, "100")) {
+			a.chunk(sid, fmt.Sprintf("fmt.Println(\"line %d of the generated program\")\n", i+1))
+		}
+		a.chunk(sid, "```\nThat is all.")
+		t.stop("end_turn")
 	case "burst":
 		for range atoi(arg(0, "100")) {
 			a.chunk(sid, "x")
@@ -253,7 +261,16 @@ func (a *agent) permission(t *turn, cmd string, promptID *json.RawMessage) {
 		json.Unmarshal(resp.Result, &out)
 		if out.Outcome.Outcome != "selected" {
 			a.toolStatus(sid, callID, "failed")
-			t.stop("cancelled")
+			select {
+			case <-t.cancel:
+				t.stop("cancelled")
+			default:
+				// Like claude-agent-acp: a permission answered "cancelled"
+				// before session/cancel arrives is a refused tool call, and
+				// the turn goes on.
+				a.chunk(sid, "permission cancelled before session/cancel; carrying on\n")
+				t.stop("end_turn")
+			}
 			return
 		}
 		status := "completed"
