@@ -368,8 +368,9 @@ func TestTurn_PermissionTimeoutFailsClosed(t *testing.T) {
 	}
 	o := rec.wait(t, 20*time.Second)
 	took := time.Since(asked)
-	if o.StopReason != acp.StopCancelled {
-		t.Fatalf("outcome = %+v, want the agent's cancelled stop", o)
+	// The agent was told "cancelled" and went on without the tool.
+	if o.Err != nil || !strings.Contains(o.Text, "permission cancelled") {
+		t.Fatalf("outcome = %+v, want the agent told cancelled", o)
 	}
 	if took < time.Second || took > 4*time.Second {
 		t.Fatalf("permission timed out after %s, want ~1s", took)

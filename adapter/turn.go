@@ -398,8 +398,15 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 	t.asking++
 	t.mu.Unlock()
 	defer func() {
+		// The decision is progress: the tool call waited on it, and the
+		// agent's next update may take a moment to arrive.
 		t.mu.Lock()
 		t.asking--
+		t.progress = time.Now()
+		for id, tc := range t.open {
+			tc.updated = t.progress
+			t.open[id] = tc
+		}
 		t.mu.Unlock()
 	}()
 	askCtx, cancel := context.WithTimeoutCause(ctx, cfg.PermissionTimeout,

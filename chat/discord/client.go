@@ -310,13 +310,15 @@ func (c *Client) acl() Access {
 	return c.access
 }
 
-func (c *Client) allowedChannel(id string) bool {
-	a := c.acl()
+func (c *Client) allowedChannel(id string) bool { return c.acl().channel(id) }
+
+func (c *Client) allowedUser(userID string, roles []string) bool { return c.acl().user(userID, roles) }
+
+func (a Access) channel(id string) bool {
 	return a.AllowAllChannels || slices.Contains(a.AllowedChannels, id)
 }
 
-func (c *Client) allowedUser(userID string, roles []string) bool {
-	a := c.acl()
+func (a Access) user(userID string, roles []string) bool {
 	if len(a.AllowedUsers) == 0 && len(a.AllowedRoles) == 0 {
 		return true
 	}

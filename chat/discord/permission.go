@@ -168,6 +168,7 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 	key := customID[:max(cut, 0)]
 	idx, _ := strconv.Atoi(customID[cut+1:])
 	user, roles := interactionUser(i)
+	access := c.acl()
 	c.mu.Lock()
 	op := c.perms[key]
 	switch {
@@ -175,7 +176,7 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 		c.mu.Unlock()
 		c.ephemeral(i, "This permission request is no longer open.")
 		return
-	case !c.mayApprove(op, user.ID, roles):
+	case !mayApprove(access, op, user.ID, roles):
 		c.mu.Unlock()
 		who := "An approver"
 		if op.starter != "" {
@@ -209,9 +210,9 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 
 // mayApprove: the thread's starter or an approver. A thread whose starter
 // is unknown may be answered by anyone allowed to use the bot.
-func (c *Client) mayApprove(op *openPermission, user string, roles []string) bool {
-	if slices.Contains(c.acl().Approvers, user) || user == op.starter {
+func mayApprove(a Access, op *openPermission, user string, roles []string) bool {
+	if slices.Contains(a.Approvers, user) || user == op.starter {
 		return true
 	}
-	return op.starter == "" && c.allowedUser(user, roles)
+	return op.starter == "" && a.user(user, roles)
 }
