@@ -54,6 +54,11 @@ type Config struct {
 	// with no other progress and no open permission request, cancels the
 	// turn (0: never).
 	ToolTimeout time.Duration
+	// RestartAfterCancel discards an agent after every abandoned turn,
+	// even one that answered the cancel: for agents whose session goes
+	// wrong after a cancel. The thread's next prompt resumes the session
+	// in a new process where the agent supports session/load.
+	RestartAfterCancel bool
 	// Journal, if set, records every turn.
 	Journal Journal
 	// Observer, if set, is told of every turn's timings.

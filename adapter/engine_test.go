@@ -553,3 +553,23 @@ func TestTurn_CancelReachesTheAgentBeforeThePermissionAnswer(t *testing.T) {
 		}
 	}
 }
+
+// agent.restart_after_cancel: an agent that answered the cancel is still
+// replaced, and the thread's next prompt resumes the session in the new
+// process.
+func TestTurn_RestartAfterCancelResumesInAFreshProcess(t *testing.T) {
+	r := newRig(t, []string{"--load-session"}, pool.Config{}, Config{RestartAfterCancel: true})
+	rec := r.prompt("t", "hang")
+	rec.waitWorking(t)
+	first := r.pool.Lookup("t")
+	r.engine.Cancel("t", CancelledBy("tester"))
+	rec.wait(t, 10*time.Second)
+	waitGone(t, first.Proc.PID())
+	o := r.prompt("t", "next").wait(t, 20*time.Second)
+	if o.Err != nil || !strings.HasPrefix(o.Text, "(resumed) You said: next") {
+		t.Fatalf("next turn = %+v", o)
+	}
+	if a := r.pool.Lookup("t"); a == nil || a.Proc.PID() == first.Proc.PID() || a.SessionID != first.SessionID {
+		t.Fatal("the next turn did not run on a fresh process with the same session")
+	}
+}

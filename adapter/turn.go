@@ -274,7 +274,10 @@ func (t *turn) abandon(cause error) Outcome {
 	if alive && !trusted {
 		t.log.Warn().Dur("grace", cfg.CancelGrace).Msg("agent did not answer the cancelled prompt in time; killing it")
 	}
-	t.e.pool.Release(t.agent, !trusted)
+	if trusted && cfg.RestartAfterCancel {
+		t.log.Info().Msg("agent answered the cancel; restarting it anyway (agent.restart_after_cancel)")
+	}
+	t.e.pool.Release(t.agent, !trusted || cfg.RestartAfterCancel)
 	return Outcome{Err: cause}
 }
 

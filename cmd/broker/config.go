@@ -32,6 +32,8 @@ type Config struct {
 		StartTimeout time.Duration
 		ExitGrace    time.Duration
 		MaxLineBytes int
+		// RestartAfterCancel: see adapter.Config.RestartAfterCancel.
+		RestartAfterCancel bool
 	}
 	Turn struct {
 		Timeout           time.Duration
@@ -94,15 +96,16 @@ var defaults = map[string]any{
 
 	"chat.platform": "console",
 
-	"agent.command":        "",
-	"agent.args":           []string{},
-	"agent.env":            []string{},
-	"agent.cwd":            "./work",
-	"agent.per_thread_dir": true,
-	"agent.auth_method":    "",
-	"agent.start_timeout":  "60s",
-	"agent.exit_grace":     "2s",
-	"agent.max_line_bytes": 32 << 20,
+	"agent.command":              "",
+	"agent.args":                 []string{},
+	"agent.env":                  []string{},
+	"agent.cwd":                  "./work",
+	"agent.per_thread_dir":       true,
+	"agent.auth_method":          "",
+	"agent.start_timeout":        "60s",
+	"agent.exit_grace":           "2s",
+	"agent.max_line_bytes":       32 << 20,
+	"agent.restart_after_cancel": false,
 
 	"turn.timeout":            "30m",
 	"turn.liveness_interval":  "30s",
@@ -197,6 +200,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.StartTimeout = r.dur("agent.start_timeout", time.Second, time.Hour)
 	c.Agent.ExitGrace = r.dur("agent.exit_grace", 10*time.Millisecond, time.Minute)
 	c.Agent.MaxLineBytes = r.integer("agent.max_line_bytes", 1<<20, 1<<30)
+	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
 
 	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)
 	c.Turn.LivenessInterval = r.dur("turn.liveness_interval", 10*time.Millisecond, time.Hour)

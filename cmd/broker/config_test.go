@@ -71,6 +71,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"watchdog.interval":           {"5s", func(c *Config) any { return c.Watchdog.Interval }, 5 * time.Second},
 		"http.listen":                 {"127.0.0.1:0", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:0"},
 		"discord.token_file":          {tokenFile, func(c *Config) any { return c.Discord.Token }, "tok"},
+		"agent.restart_after_cancel":  {"true", func(c *Config) any { return c.Agent.RestartAfterCancel }, true},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
 	}

@@ -118,18 +118,19 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 
 func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolog.Logger) adapter.Config {
 	return adapter.Config{
-		TurnTimeout:       cfg.Turn.Timeout,
-		LivenessInterval:  cfg.Turn.LivenessInterval,
-		CancelGrace:       cfg.Turn.CancelGrace,
-		SlotWait:          cfg.Pool.SlotWait,
-		QueueSize:         cfg.Turn.QueueSize,
-		PermissionMode:    cfg.Turn.PermissionMode,
-		PermissionTimeout: cfg.Turn.PermissionTimeout,
-		ToolTimeout:       cfg.Turn.ToolTimeout,
-		WatchdogInterval:  cfg.Watchdog.Interval,
-		Journal:           j,
-		Observer:          o,
-		Logger:            log,
+		TurnTimeout:        cfg.Turn.Timeout,
+		LivenessInterval:   cfg.Turn.LivenessInterval,
+		CancelGrace:        cfg.Turn.CancelGrace,
+		SlotWait:           cfg.Pool.SlotWait,
+		QueueSize:          cfg.Turn.QueueSize,
+		PermissionMode:     cfg.Turn.PermissionMode,
+		PermissionTimeout:  cfg.Turn.PermissionTimeout,
+		ToolTimeout:        cfg.Turn.ToolTimeout,
+		WatchdogInterval:   cfg.Watchdog.Interval,
+		RestartAfterCancel: cfg.Agent.RestartAfterCancel,
+		Journal:            j,
+		Observer:           o,
+		Logger:             log,
 	}
 }
 
