@@ -119,6 +119,7 @@ type Client struct {
 	mu        sync.Mutex
 	access    Access
 	accepting bool
+	closing   bool // Close disconnects: not a lost connection
 	convs     map[string]*conversation // by thread id
 	seen      recentSet                // message ids already handled
 	perms     map[string]*openPermission
@@ -225,6 +226,14 @@ func (c *Client) Close(grace time.Duration) error {
 	}
 	c.cancel()
 	<-done
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	// A heartbeat due while discordgo closes can start a reconnect that
+	// outlives Close; forbid reconnecting first.
+	c.s.Lock()
+	c.s.ShouldReconnectOnError = false
+	c.s.Unlock()
 	err := c.s.Close()
 	c.s.Client.CloseIdleConnections()
 	return err
@@ -254,8 +263,14 @@ func (c *Client) onResumed(*discordgo.Session, *discordgo.Resumed) {
 
 func (c *Client) onDisconnect(*discordgo.Session, *discordgo.Disconnect) {
 	c.mu.Lock()
-	c.stats.GatewayReconnects++
+	closing := c.closing
+	if !closing {
+		c.stats.GatewayReconnects++
+	}
 	c.mu.Unlock()
+	if closing {
+		return
+	}
 	c.log.Warn().Msg("gateway connection lost; reconnecting")
 }
 

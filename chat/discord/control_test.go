@@ -1,0 +1,80 @@
+package discord_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitWorking waits until the agent has started on the thread's prompt.
+func (h *harness) waitWorking(thread string) {
+	h.t.Helper()
+	h.srv.Await("agent working", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "working")
+	})
+}
+
+// A 🛑 reaction on a thread's message cancels the running turn within a
+// second: the agent gets session/cancel, the answer says who cancelled it
+// (keeping what had streamed), and the user's message shows ⏹️.
+func TestControl_StopReactionCancels(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hang")
+	h.waitWorking(thread)
+	start := time.Now()
+	h.srv.AddReaction(h.channel, thread, alice.ID, "🛑")
+	msgs := h.answer(thread, "⏹️ cancelled by Alice")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("cancel shown after %s", took)
+	}
+	if !strings.HasPrefix(msgs[0].Content, "working…") {
+		t.Fatalf("partial answer lost: %q", msgs[0].Content)
+	}
+	h.srv.Await("⏹️ reaction", func() bool { return h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "⏹️") })
+}
+
+// /cancel in the thread stops the turn and says so; with nothing running
+// it says that, privately.
+func TestControl_SlashCancel(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hang")
+	h.waitWorking(thread)
+	r := h.response(h.srv.SlashCommand(thread, bob.ID, "cancel", nil))
+	if r.Ephemeral() || !strings.Contains(r.Content, "<@"+bob.ID+"> cancelled the current turn") {
+		t.Fatalf("/cancel answered %+v", r)
+	}
+	h.answer(thread, "⏹️ cancelled by Bob")
+	r = h.response(h.srv.SlashCommand(thread, bob.ID, "cancel", nil))
+	if !r.Ephemeral() || r.Content != "Nothing is running in this thread." {
+		t.Fatalf("/cancel with nothing running answered %+v", r)
+	}
+	r = h.response(h.srv.SlashCommand(h.channel, bob.ID, "cancel", nil))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "inside one of my conversation threads") {
+		t.Fatalf("/cancel outside a thread answered %+v", r)
+	}
+}
+
+// /status shows the agent, session, busy or idle and the queue; /reset
+// ends the session, so the next message starts a fresh agent session.
+func TestControl_StatusAndReset(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	before := h.engine.Status(thread)
+	r := h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "**State**: idle, 0 message(s) queued") || !strings.Contains(r.Content, before.SessionID) {
+		t.Fatalf("/status answered %+v", r)
+	}
+	r = h.response(h.srv.SlashCommand(thread, alice.ID, "reset", nil))
+	if !strings.Contains(r.Content, "reset the session") {
+		t.Fatalf("/reset answered %+v", r)
+	}
+	h.srv.SendMessage(thread, alice, "fresh start")
+	h.srv.Await("answer after reset", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "You said: fresh start")
+	})
+	if after := h.engine.Status(thread); after.SessionID == before.SessionID {
+		t.Fatalf("session %q kept after /reset", after.SessionID)
+	}
+}
+

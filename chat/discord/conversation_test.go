@@ -1,0 +1,162 @@
+package discord_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/chat/discord"
+	"acpbroker/internal/fakediscord"
+)
+
+// A mention in an allowed channel opens a thread named after the prompt,
+// and the answer streams into it: a first message as soon as the agent
+// says something, edited as more arrives, ending with how the turn ended.
+// The user's message shows ⚙️ while the agent works and ✅ at the end.
+func TestConversation_MentionOpensAThreadAndTheAnswerStreams(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "slow 300ms 6")
+	ch, _ := h.srv.Channel(thread)
+	if ch.ParentID != h.channel || ch.Name != "slow 300ms 6" {
+		t.Fatalf("thread = %+v", ch)
+	}
+	// While the turn runs: a first message with part of the answer, and
+	// the working reaction.
+	h.srv.Await("first chunk shown", func() bool {
+		msgs := h.botMessages(thread)
+		return len(msgs) > 0 && strings.Contains(msgs[0].Content, "chunk 1")
+	})
+	if !h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "⚙️") {
+		t.Error("no ⚙️ reaction on the user's message while the agent works")
+	}
+	msgs := h.answer(thread, "✅ done in")
+	if len(msgs) != 1 {
+		t.Fatalf("answer in %d messages, want 1: %q", len(msgs), joined(msgs))
+	}
+	want := "chunk 1\nchunk 2\nchunk 3\nchunk 4\nchunk 5\nchunk 6"
+	if !strings.HasPrefix(msgs[0].Content, want) {
+		t.Fatalf("answer = %q", msgs[0].Content)
+	}
+	revs := h.srv.Revisions(thread, msgs[0].ID)
+	if len(revs) < 2 || strings.Contains(revs[0].Content, "chunk 6") {
+		t.Fatalf("the answer was not streamed: %d revisions, first %q", len(revs), revs[0].Content)
+	}
+	h.srv.Await("✅ reaction", func() bool { return h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "✅") })
+	if h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "⚙️") {
+		t.Error("⚙️ reaction left after the turn ended")
+	}
+	if h.srv.Typing(thread) == 0 {
+		t.Error("no typing indicator while the agent worked")
+	}
+	if u := h.srv.UnknownRequests(); len(u) > 0 {
+		t.Fatalf("requests to routes Discord does not have: %+v", u)
+	}
+}
+
+// Later messages in the thread, without a mention, are the next prompts of
+// the same agent session.
+func TestConversation_FollowUpsContinueTheSameSession(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	first := h.engine.Status(thread)
+	h.srv.SendMessage(thread, alice, "and another thing")
+	h.srv.Await("second answer", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "You said: and another thing")
+	})
+	h.answer(thread, "✅")
+	if second := h.engine.Status(thread); second.SessionID != first.SessionID || second.PID != first.PID {
+		t.Fatalf("session %q (pid %d) then %q (pid %d): want the same agent session", first.SessionID, first.PID, second.SessionID, second.PID)
+	}
+}
+
+// A user who is not allowed gets a 🚫 and nothing else; other bots and
+// chatter without a mention are ignored; a channel not allowed is not
+// answered.
+func TestConversation_OnlyAllowedUsersInAllowedChannels(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.client.SetAccess(accessFor(h, alice.ID))
+	refused := h.srv.SendMessage(h.channel, bob, h.srv.Bot().Mention()+" let me in")
+	h.srv.Await("🚫 for bob", func() bool { return h.srv.HasReaction(h.channel, refused, h.srv.Bot().ID, "🚫") })
+	otherBot := fakediscord.User{ID: "299", Username: "otherbot", Bot: true}
+	h.srv.SendMessage(h.channel, otherBot, h.srv.Bot().Mention()+" I am a bot")
+	h.srv.SendMessage(h.channel, alice, "just talking, no mention")
+	h.srv.SendMessage(h.other, alice, h.srv.Bot().Mention()+" wrong channel")
+	// A message that is answered proves the ones before it were seen.
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	if n := len(h.srv.Threads()); n != 1 {
+		t.Fatalf("%d threads, want only alice's", n)
+	}
+	for _, ch := range []string{h.channel, h.other} {
+		for _, m := range h.srv.Messages(ch) {
+			if m.Author.ID == h.srv.Bot().ID {
+				t.Fatalf("the bot wrote in %s: %q", ch, m.Content)
+			}
+		}
+	}
+	if s := h.client.Stats(); s.RefusedUsers != 1 {
+		t.Fatalf("refused users = %d", s.RefusedUsers)
+	}
+}
+
+// A long answer is split into messages of at most 2,000 characters; a code
+// block open at a cut is closed there and reopened in the next message.
+func TestConversation_LongAnswersSplitWithoutBreakingCodeFences(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "code 120")
+	msgs := h.answer(thread, "✅")
+	if len(msgs) < 3 {
+		t.Fatalf("a 6,000-character answer came in %d message(s)", len(msgs))
+	}
+	lines := 0
+	for i, m := range msgs {
+		if n := len([]rune(m.Content)); n > 2000 {
+			t.Fatalf("message %d has %d characters", i, n)
+		}
+		if fences := strings.Count(m.Content, "```"); fences%2 != 0 {
+			t.Fatalf("message %d leaves a code fence open:\n%s", i, m.Content)
+		}
+		if i > 0 && i < len(msgs)-1 && !strings.HasPrefix(m.Content, "```go") {
+			t.Fatalf("message %d does not reopen the go block: %.40q", i, m.Content)
+		}
+		lines += strings.Count(m.Content, "of the generated program")
+	}
+	if lines != 120 {
+		t.Fatalf("%d of 120 code lines shown", lines)
+	}
+}
+
+// Under a fast agent the answer's message calls stay within Discord's limit
+// of 5 per 5 seconds per channel: no call is refused, and the whole answer
+// arrives.
+func TestConversation_EditsStayWithinTheChannelLimit(t *testing.T) {
+	h := newHarness(t, setup{
+		fake:    fakediscord.Options{RateLimits: fakediscord.DefaultRateLimits()},
+		discord: discord.Config{EditInterval: 1250 * time.Millisecond},
+	})
+	thread := h.mention(alice, "burst 3000")
+	start := time.Now()
+	msgs := h.answer(thread, "✅")
+	if got := strings.Count(joined(msgs), "x"); got != 3000 {
+		t.Fatalf("%d of 3000 chunks shown", got)
+	}
+	var calls []time.Time
+	for _, r := range h.srv.Requests() {
+		if r.Major == thread && (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) {
+			calls = append(calls, r.At)
+			if r.RateLimited {
+				t.Fatalf("a message call was refused with 429 at %s", r.At.Sub(start))
+			}
+		}
+	}
+	for i := range calls {
+		n := 0
+		for j := i; j < len(calls) && calls[j].Sub(calls[i]) < 5*time.Second; j++ {
+			n++
+		}
+		if n > 5 {
+			t.Fatalf("%d message calls within 5s", n)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package discord_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/adapter"
+	"acpbroker/chat/discord"
+	"acpbroker/internal/agenttest"
+	"acpbroker/internal/fakediscord"
+	"acpbroker/pool"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) {
+	bin, dir := agenttest.MustBuild()
+	fakeAgent = bin
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const (
+	guildID = "100"
+	token   = "bot-token"
+)
+
+var (
+	alice = fakediscord.User{ID: "201", Username: "alice", GlobalName: "Alice"}
+	bob   = fakediscord.User{ID: "202", Username: "bob", GlobalName: "Bob"}
+	carol = fakediscord.User{ID: "203", Username: "carol", GlobalName: "Carol"}
+)
+
+// harness is a broker's Discord side against a fake Discord, with a real
+// engine, pool and fake agent processes.
+type harness struct {
+	t       *testing.T
+	srv     *fakediscord.Server
+	client  *discord.Client
+	engine  *adapter.Engine
+	pool    *pool.Pool
+	channel string // the allowed channel
+	other   string // a channel the bot may not answer in
+	cancel  context.CancelFunc
+	runDone chan error
+}
+
+type setup struct {
+	fake    fakediscord.Options
+	discord discord.Config
+	engine  adapter.Config
+	pool    pool.Config
+}
+
+func newHarness(t *testing.T, s setup) *harness {
+	t.Helper()
+	s.fake.Token = token
+	if s.fake.RateLimits == nil {
+		// Most tests edit faster than Discord allows, to run quickly; the
+		// test of the limit uses Discord's limits and the default pace.
+		fast := fakediscord.RateLimit{Limit: 100, Per: time.Second}
+		s.fake.RateLimits = map[string]fakediscord.RateLimit{fakediscord.RouteCreateMessage: fast, fakediscord.RouteEditMessage: fast}
+	}
+	srv := fakediscord.New(t, s.fake)
+	h := &harness{t: t, srv: srv, runDone: make(chan error, 1)}
+	for _, u := range []fakediscord.User{alice, bob, carol} {
+		srv.AddUser(u)
+	}
+	h.channel = srv.AddChannel(guildID, "", "agents")
+	h.other = srv.AddChannel(guildID, "", "random")
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+
+	s.pool.Command = fakeAgent
+	s.pool.WorkDir = t.TempDir()
+	s.pool.PerThreadDir = true
+	s.pool.Logger = log
+	if s.pool.MaxSessions == 0 {
+		s.pool.MaxSessions = 8
+	}
+	if s.pool.ExitGrace == 0 {
+		s.pool.ExitGrace = 500 * time.Millisecond
+	}
+	h.pool = pool.New(s.pool)
+	s.engine.Logger = log
+	if s.engine.CancelGrace == 0 {
+		s.engine.CancelGrace = 2 * time.Second
+	}
+	h.engine = adapter.New(h.pool, s.engine)
+
+	s.discord.Token = token
+	s.discord.APIURL = srv.APIURL()
+	s.discord.Logger = log
+	if s.discord.Access.AllowedChannels == nil && !s.discord.Access.AllowAllChannels {
+		s.discord.Access.AllowedChannels = []string{h.channel}
+	}
+	if s.discord.EditInterval == 0 {
+		s.discord.EditInterval = 200 * time.Millisecond
+	}
+	c, err := discord.New(s.discord, h.engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.client = c
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.runDone <- c.Run(ctx) }()
+	select {
+	case <-c.Ready():
+	case err := <-h.runDone:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("not connected within 20s")
+	}
+	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 3 })
+	t.Cleanup(h.close)
+	return h
+}
+
+// close stops in the broker's order: no new prompts, turns ended, the
+// last messages posted, then agents stopped.
+func (h *harness) close() {
+	h.cancel()
+	<-h.runDone
+	h.engine.Close()
+	h.client.Close(10 * time.Second)
+	h.pool.Close()
+}
+
+// mention has user start a conversation; it returns the thread (whose id
+// is the message's).
+func (h *harness) mention(user fakediscord.User, text string, opts ...fakediscord.MessageOption) string {
+	h.t.Helper()
+	id := h.srv.SendMessage(h.channel, user, h.srv.Bot().Mention()+" "+text, opts...)
+	h.srv.Await("thread for "+text, func() bool {
+		ch, ok := h.srv.Channel(id)
+		return ok && ch.IsThread()
+	})
+	return id
+}
+
+// answer waits for the bot's last message in thread to end with a final
+// footer containing want, and returns the bot's messages there.
+func (h *harness) answer(thread, want string) []fakediscord.Message {
+	h.t.Helper()
+	var msgs []fakediscord.Message
+	h.srv.Await("final answer with "+want, func() bool {
+		msgs = h.botMessages(thread)
+		if len(msgs) == 0 {
+			return false
+		}
+		last := msgs[len(msgs)-1].Content
+		return strings.Contains(last, want) && finalFooter(last)
+	})
+	return msgs
+}
+
+// finalFooter reports whether a message ends with the line that says how a
+// turn ended.
+func finalFooter(s string) bool {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	last := lines[len(lines)-1]
+	for _, mark := range []string{"-# ✅", "-# ❌", "-# ⏹️", "-# ☑️"} {
+		if strings.HasPrefix(last, mark) {
+			return true
+		}
+	}
+	return false
+}
+
+// botMessages are the bot's messages in a channel, without permission
+// requests.
+func (h *harness) botMessages(channel string) []fakediscord.Message {
+	var out []fakediscord.Message
+	for _, m := range h.srv.Messages(channel) {
+		if m.Author.ID == h.srv.Bot().ID && !strings.HasPrefix(m.Content, "🔐") && m.InteractionID == "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func joined(msgs []fakediscord.Message) string {
+	var parts []string
+	for _, m := range msgs {
+		parts = append(parts, m.Content)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// accessFor allows only users in the harness's channel.
+func accessFor(h *harness, users ...string) discord.Access {
+	return discord.Access{AllowedChannels: []string{h.channel}, AllowedUsers: users}
+}

@@ -1,0 +1,180 @@
+package discord_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"acpbroker/adapter"
+	"acpbroker/internal/fakediscord"
+)
+
+// permissionMessage waits for the permission request in thread and
+// returns it.
+func (h *harness) permissionMessage(thread string) fakediscord.Message {
+	h.t.Helper()
+	var msg fakediscord.Message
+	h.srv.Await("permission request", func() bool {
+		for _, m := range h.srv.Messages(thread) {
+			if strings.HasPrefix(m.Content, "🔐 **Permission needed**") && len(m.Buttons()) > 0 {
+				msg = m
+				return true
+			}
+		}
+		return false
+	})
+	return msg
+}
+
+func button(t *testing.T, m fakediscord.Message, label string) string {
+	t.Helper()
+	for _, b := range m.Buttons() {
+		if b.Label == label {
+			return b.CustomID
+		}
+	}
+	t.Fatalf("no %q button on %q", label, m.Content)
+	return ""
+}
+
+// response waits for the bot's answer to an interaction and checks it came
+// within Discord's 3 seconds.
+func (h *harness) response(id string) fakediscord.InteractionResponse {
+	h.t.Helper()
+	h.srv.Await("interaction answered", func() bool { return len(h.srv.InteractionResponses(id)) > 0 })
+	r := h.srv.InteractionResponses(id)[0]
+	if r.Late || r.Latency > 3*time.Second {
+		h.t.Fatalf("interaction answered after %s", r.Latency)
+	}
+	return r
+}
+
+// The agent's permission request shows one button per option. Only the
+// thread's starter (or an approver) may click: anyone else is told so
+// privately. The click is answered within 3 seconds, the buttons give way
+// to who chose what, and the agent gets the choice.
+func TestPermission_StarterClicksAllow(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "permission")
+	msg := h.permissionMessage(thread)
+	if got := len(msg.Buttons()); got != 3 {
+		t.Fatalf("%d buttons, want one per option", got)
+	}
+	wrong := h.srv.ClickButton(thread, msg.ID, bob.ID, button(t, msg, "Allow"))
+	if r := h.response(wrong); !r.Ephemeral() || !strings.Contains(r.Content, "can answer this request; you can't") {
+		t.Fatalf("bob's click answered %+v", r)
+	}
+	id := h.srv.ClickButton(thread, msg.ID, alice.ID, button(t, msg, "Allow"))
+	r := h.response(id)
+	if r.Type != 7 || !strings.Contains(r.Content, "<@"+alice.ID+"> chose **Allow**") {
+		t.Fatalf("alice's click answered %+v", r)
+	}
+	after, _ := h.srv.Message(thread, msg.ID)
+	if len(after.Buttons()) != 0 {
+		t.Fatal("buttons still on the message after the choice")
+	}
+	h.answer(thread, "permission granted: allow")
+	if s := h.client.Stats(); s.OpenPermissions != 0 {
+		t.Fatalf("open permissions = %d after the answer", s.OpenPermissions)
+	}
+}
+
+// Reject reaches the agent as a reject; an approver who did not start the
+// thread may answer it.
+func TestPermission_ApproverClicksReject(t *testing.T) {
+	h := newHarness(t, setup{})
+	a := accessFor(h)
+	a.Approvers = []string{carol.ID}
+	h.client.SetAccess(a)
+	thread := h.mention(alice, "permission")
+	msg := h.permissionMessage(thread)
+	r := h.response(h.srv.ClickButton(thread, msg.ID, carol.ID, button(t, msg, "Reject")))
+	if !strings.Contains(r.Content, "⛔ <@"+carol.ID+"> chose **Reject**") {
+		t.Fatalf("carol's click answered %q", r.Content)
+	}
+	h.answer(thread, "permission denied: reject")
+}
+
+// turn.permission_timeout: with no click, the request closes (saying so,
+// buttons gone), the agent is told "cancelled", and the slot is freed.
+func TestPermission_TimeoutFailsClosed(t *testing.T) {
+	h := newHarness(t, setup{engine: adapter.Config{PermissionTimeout: time.Second}})
+	thread := h.mention(alice, "permission")
+	msg := h.permissionMessage(thread)
+	h.srv.Await("request closed", func() bool {
+		m, _ := h.srv.Message(thread, msg.ID)
+		return strings.Contains(m.Content, "Closed without an answer (no answer within 1s); the agent was told *cancelled*") && len(m.Buttons()) == 0
+	})
+	msgs := h.answer(thread, "permission cancelled")
+	if !strings.Contains(joined(msgs), "was not answered within 1s; answered cancelled") {
+		t.Fatalf("answer does not say the request timed out: %q", joined(msgs))
+	}
+	if s := h.client.Stats(); s.OpenPermissions != 0 {
+		t.Fatalf("open permissions = %d after the timeout", s.OpenPermissions)
+	}
+}
+
+// A button still showing after its request ended (here the edit that
+// would have removed it failed) gets a polite private "no longer open".
+func TestPermission_ClickAfterTheRequestEndedIsRefusedPolitely(t *testing.T) {
+	h := newHarness(t, setup{engine: adapter.Config{PermissionTimeout: time.Second}})
+	h.srv.InjectError(func(r fakediscord.Request) bool {
+		return r.Route == fakediscord.RouteEditMessage && strings.Contains(string(r.Body), "Closed without an answer")
+	}, 1, 500)
+	thread := h.mention(alice, "permission")
+	msg := h.permissionMessage(thread)
+	h.answer(thread, "permission cancelled")
+	r := h.response(h.srv.ClickButton(thread, msg.ID, alice.ID, button(t, msg, "Allow")))
+	if !r.Ephemeral() || r.Content != "This permission request is no longer open." {
+		t.Fatalf("late click answered %+v", r)
+	}
+}
+
+// Two users clicking the same request at once: the first click decides,
+// the other is told the request is no longer open.
+func TestPermission_TwoClicksOneDecision(t *testing.T) {
+	h := newHarness(t, setup{})
+	a := accessFor(h)
+	a.Approvers = []string{carol.ID}
+	h.client.SetAccess(a)
+	thread := h.mention(alice, "permission")
+	msg := h.permissionMessage(thread)
+	var ids [2]string
+	var wg sync.WaitGroup
+	wg.Go(func() { ids[0] = h.srv.ClickButton(thread, msg.ID, alice.ID, button(t, msg, "Allow")) })
+	wg.Go(func() { ids[1] = h.srv.ClickButton(thread, msg.ID, carol.ID, button(t, msg, "Reject")) })
+	wg.Wait()
+	var decided, refused int
+	for _, id := range ids {
+		r := h.response(id)
+		switch {
+		case r.Type == 7 && strings.Contains(r.Content, "chose"):
+			decided++
+		case r.Ephemeral() && strings.Contains(r.Content, "no longer open"):
+			refused++
+		default:
+			t.Fatalf("unexpected answer %+v", r)
+		}
+	}
+	if decided != 1 || refused != 1 {
+		t.Fatalf("%d decisions and %d refusals, want one of each", decided, refused)
+	}
+	h.answer(thread, "permission")
+}
+
+// With turn.permission_mode = allow, requests are answered automatically
+// and the thread says so.
+func TestPermission_AllowModeAnswersAndSaysSo(t *testing.T) {
+	h := newHarness(t, setup{engine: adapter.Config{PermissionMode: adapter.PermissionAllow}})
+	thread := h.mention(alice, "permission")
+	msgs := h.answer(thread, "permission granted: allow")
+	if !strings.Contains(joined(msgs), "answered automatically (turn.permission_mode = allow): Allow") {
+		t.Fatalf("the thread was not told: %q", joined(msgs))
+	}
+	for _, m := range h.srv.Messages(thread) {
+		if len(m.Buttons()) > 0 {
+			t.Fatal("buttons shown in allow mode")
+		}
+	}
+}

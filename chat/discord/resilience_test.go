@@ -1,0 +1,117 @@
+package discord_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/chat"
+	"acpbroker/internal/fakediscord"
+)
+
+// A storm of 429s on message calls loses nothing: every rate-limited call
+// waits out its retry_after, and the whole answer arrives.
+func TestResilience_429StormLosesNothing(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" stream 12 100ms")
+	h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
+	h.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteCreateMessage, thread), 3, 300*time.Millisecond)
+	h.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteEditMessage, thread), 8, 300*time.Millisecond)
+	msgs := h.answer(thread, "✅ done")
+	var want strings.Builder
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&want, "chunk %d\n", i)
+	}
+	if !strings.HasPrefix(joined(msgs), want.String()) {
+		t.Fatalf("answer after the storm = %q", joined(msgs))
+	}
+	if n := len(h.srv.RateLimited()); n < 11 {
+		t.Fatalf("only %d calls were rate limited; the storm did not happen", n)
+	}
+	if s := h.client.Stats(); s.RateLimited < 11 {
+		t.Fatalf("429s counted = %d", s.RateLimited)
+	}
+}
+
+// A dropped gateway connection is resumed, and a message sent meanwhile is
+// still answered.
+func TestResilience_GatewayDropIsResumed(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	h.srv.DropGateway()
+	h.srv.SendMessage(thread, alice, "are you still there")
+	h.srv.Await("answer after the drop", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "You said: are you still there")
+	})
+	if st := h.srv.Stats(); st.Resumes < 1 {
+		t.Fatalf("gateway stats = %+v, want a resume", st)
+	}
+	if s := h.client.Stats(); s.GatewayReconnects != 1 {
+		t.Fatalf("reconnects counted = %d", s.GatewayReconnects)
+	}
+	if err := h.client.Healthy(); err != nil {
+		t.Fatalf("unhealthy after the resume: %v", err)
+	}
+}
+
+// Text attachments are inlined into the prompt and images sent as image
+// blocks; an attachment over a limit, or of another kind, refuses the
+// whole message with the reason, and nothing reaches the agent.
+func TestResilience_Attachments(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "look at these",
+		fakediscord.WithAttachment("notes.md", "text/markdown", []byte("remember the milk")),
+		fakediscord.WithAttachment("shot.png", "image/png", []byte("\x89PNG fake image")))
+	msgs := h.answer(thread, "✅")
+	got := joined(msgs)
+	if !strings.Contains(got, "Attached file notes.md") || !strings.Contains(got, "remember the milk") || !strings.Contains(got, "(and 1 image(s))") {
+		t.Fatalf("answer = %q", got)
+	}
+
+	huge := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" read this",
+		fakediscord.WithAttachment("dump.txt", "text/plain", bytes.Repeat([]byte("x"), 300<<10)))
+	binary := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" run this",
+		fakediscord.WithAttachment("tool.exe", "application/octet-stream", []byte("MZ")))
+	for id, reason := range map[string]string{
+		huge:   `"dump.txt" is 300 KiB; the limit for text files is 256 KiB`,
+		binary: `I can't pass "tool.exe" (application/octet-stream) to the agent`,
+	} {
+		h.srv.Await("refusal", func() bool {
+			for _, m := range h.srv.Messages(h.channel) {
+				if m.ReferenceID == id && strings.Contains(m.Content, reason) {
+					return true
+				}
+			}
+			return false
+		})
+		if ch, ok := h.srv.Channel(id); ok && ch.IsThread() {
+			t.Fatalf("a thread was opened for a refused message")
+		}
+	}
+}
+
+// After a restart, each thread is told which of its messages the broker
+// did not finish, and that message shows ❌.
+func TestResilience_InterruptedTurnsAreReported(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	reported := make(chan uint64, 1)
+	h.client.Report([]chat.Interruption{{ID: 7, Thread: thread, Ref: guildID + "/" + h.channel + "/" + thread, Title: "build the thing", Queued: time.Now()}},
+		func(id uint64) { reported <- id })
+	select {
+	case id := <-reported:
+		if id != 7 {
+			t.Fatalf("reported %d", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not reported")
+	}
+	if !strings.Contains(joined(h.botMessages(thread)), "The broker restarted while working on your message “build the thing”") {
+		t.Fatalf("thread = %q", joined(h.botMessages(thread)))
+	}
+	h.srv.Await("❌ on the message", func() bool { return h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "❌") })
+}
