@@ -119,7 +119,7 @@ type Client struct {
 	mu        sync.Mutex
 	access    Access
 	accepting bool
-	closing   bool // Close disconnects: not a lost connection
+	closing   bool                     // Close disconnects: not a lost connection
 	convs     map[string]*conversation // by thread id
 	seen      recentSet                // message ids already handled
 	perms     map[string]*openPermission

@@ -77,4 +77,3 @@ func TestControl_StatusAndReset(t *testing.T) {
 		t.Fatalf("session %q kept after /reset", after.SessionID)
 	}
 }
-
