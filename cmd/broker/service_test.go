@@ -5,10 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"acpbroker/internal/fakediscord"
 )
 
 func freePort(t *testing.T) int {
@@ -125,4 +129,76 @@ func TestRun_MetricsHealthAndSystemdNotifications(t *testing.T) {
 	}
 	b.exit(t)
 	systemd.waitFor(t, "STOPPING=1")
+}
+
+// On Discord, systemd hears READY=1 only once the gateway connection is up,
+// and the token appears nowhere in the logs, even at debug level.
+func TestRun_DiscordReadinessAndTheTokenNeverLogged(t *testing.T) {
+	const secret = "MTIz.secret-token.XYZ"
+	srv := fakediscord.New(t, fakediscord.Options{Token: secret})
+	channel := srv.AddChannel("100", "", "agents")
+	sock, systemd := listenNotify(t)
+	config := writeConfig(t, "")
+	b := startBroker(t, config, "BROKER_CHAT_PLATFORM=discord", "BROKER_DISCORD_TOKEN="+secret,
+		"BROKER_DISCORD_API_URL="+srv.APIURL(), "BROKER_DISCORD_ALLOWED_CHANNELS="+channel, "NOTIFY_SOCKET="+sock, "BROKER_LOG_LEVEL=debug")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("broker log:\n%s", b.err)
+		}
+	})
+	systemd.waitFor(t, "READY=1")
+	if !srv.Connected() {
+		t.Fatal("READY=1 before the gateway connection was up")
+	}
+	alice := fakediscord.User{ID: "201", Username: "alice"}
+	id := srv.SendMessage(channel, alice, srv.Bot().Mention()+" hello")
+	srv.Await("answer", func() bool {
+		for _, m := range srv.Messages(id) {
+			if strings.Contains(m.Content, "You said: hello") && strings.Contains(m.Content, "✅") {
+				return true
+			}
+		}
+		return false
+	})
+	b.cancel()
+	<-b.done
+	b.done <- 0
+	logs := b.err.String()
+	if !strings.Contains(logs, `"level":"debug"`) {
+		t.Fatalf("no debug logs to search:\n%s", logs)
+	}
+	for _, part := range []string{secret, "secret-token"} {
+		if strings.Contains(logs, part) {
+			t.Fatalf("the token appears in the logs")
+		}
+	}
+}
+
+// SIGHUP reloads the configuration: a changed turn.timeout applies to the
+// next turn, and the log says what changed and what needs a restart.
+func TestRun_SIGHUPReloadsWhatCanChange(t *testing.T) {
+	config := writeConfig(t, "[turn]\ntimeout = \"30m\"\ncancel_grace = \"300ms\"")
+	b := startBroker(t, config)
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	text, _ := os.ReadFile(config)
+	changed := strings.Replace(string(text), `timeout = "30m"`, `timeout = "2s"`, 1)
+	changed = strings.Replace(changed, "[agent]\n", "[agent]\nstart_timeout = \"90s\"\n", 1)
+	if err := os.WriteFile(config, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFor(t, "configuration reloaded", 10*time.Second)
+	logs := b.err.String()
+	if !strings.Contains(logs, "turn.timeout: 30m0s -> 2s") || !strings.Contains(logs, "agent.start_timeout: 1m0s -> 1m30s") || !strings.Contains(logs, "need_restart") {
+		t.Fatalf("reload log does not say what changed:\n%s", logs)
+	}
+	b.say(t, "ignore-cancel")
+	took := b.out.waitFor(t, "[turn failed: timed out after 2s", 20*time.Second)
+	if took > 10*time.Second {
+		t.Fatalf("reloaded timeout took %s", took)
+	}
+	os.WriteFile(config, []byte("[turn\n"), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFor(t, "reload refused", 10*time.Second)
+	b.exit(t)
 }
