@@ -190,13 +190,16 @@ func (s *turnSink) footer(o adapter.Outcome) string {
 }
 
 // run makes the thread show the latest view, one Discord call at a time:
-// message calls at least EditInterval apart (updates that arrive meanwhile
-// are coalesced, never dropped), a 429 waited out, the typing indicator
+// streaming updates at least EditInterval apart (updates that arrive
+// meanwhile are coalesced, never dropped), the final view as soon as
+// Discord's limit of 5 message calls per 5s in a channel allows, a 429
+// waited out, the typing indicator
 // renewed while the agent works. It returns once the final view is shown,
 // or when the Client gives up at shutdown.
 func (s *turnSink) run() {
 	c := s.c
-	var lastCall, lastTyping time.Time
+	var lastTyping time.Time
+	var calls window
 	failures := 0
 	for {
 		v := s.view()
@@ -205,7 +208,7 @@ func (s *turnSink) run() {
 			continue
 		}
 		if i, edit := s.next(v.pieces); i >= 0 {
-			if wait := c.cfg.EditInterval - time.Since(lastCall); !lastCall.IsZero() && wait > 0 {
+			if wait := calls.wait(time.Now(), c.cfg.EditInterval, v.final); wait > 0 {
 				if !c.sleep(c.ctx, wait) {
 					return
 				}
@@ -216,13 +219,13 @@ func (s *turnSink) run() {
 				file = []byte(v.full)
 			}
 			err := s.show(i, edit, v.pieces[i], file)
-			lastCall = time.Now()
 			if wait, limited := retryAfter(err); limited {
 				if !c.sleep(c.ctx, wait) {
 					return
 				}
 				continue
 			}
+			calls.add(time.Now())
 			if err != nil {
 				failures++
 				c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
@@ -331,4 +334,35 @@ func (s *turnSink) typing() {
 // Ask implements adapter.Sink: see permission.go.
 func (s *turnSink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
 	return s.c.ask(ctx, s.conv, req)
+}
+
+// Discord's limit on message calls in one channel.
+const (
+	channelBurst  = 5
+	channelWindow = 5 * time.Second
+)
+
+// window remembers when the last message calls were made.
+type window struct {
+	at []time.Time // the last channelBurst calls, oldest first
+}
+
+func (w *window) add(t time.Time) {
+	w.at = append(w.at, t)
+	if len(w.at) > channelBurst {
+		w.at = w.at[1:]
+	}
+}
+
+// wait is how long to hold the next call: a streaming update keeps pace
+// apart from the last call; any call waits for room in Discord's window.
+func (w *window) wait(now time.Time, pace time.Duration, final bool) time.Duration {
+	var d time.Duration
+	if n := len(w.at); n > 0 && !final {
+		d = pace - now.Sub(w.at[n-1])
+	}
+	if len(w.at) == channelBurst {
+		d = max(d, channelWindow-now.Sub(w.at[0]))
+	}
+	return max(d, 0)
 }
