@@ -98,7 +98,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		perms:    map[uint64]*permission{},
 	}
 	stream := &lineStream{
-		r:       bufio.NewReaderSize(r, 64<<10),
+		r:       bufio.NewReaderSize(r, 4<<10),
 		max:     opts.MaxLineBytes,
 		conn:    c,
 		closeFn: c.closeIO,

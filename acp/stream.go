@@ -39,8 +39,8 @@ var errLineTooLong = errors.New("acp: line exceeds the size cap")
 // cap is consumed and reported as errLineTooLong, so the next call starts on a
 // fresh line.
 func (s *lineStream) readLine() ([]byte, error) {
-	if cap(s.buf) > 1<<20 {
-		s.buf = nil // do not keep a huge line's memory for the connection's life
+	if cap(s.buf) > 64<<10 {
+		s.buf = nil // an idle agent does not keep a big line's memory
 	}
 	s.buf = s.buf[:0]
 	tooLong := false

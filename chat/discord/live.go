@@ -29,7 +29,8 @@ type turnSink struct {
 	c     *Client
 	conv  *conversation
 	msg   *discordgo.Message // the user's message
-	wake  chan struct{}
+	wake  chan struct{}      // the view changed
+	react chan struct{}      // the reaction changed
 	start time.Time
 
 	mu       sync.Mutex
@@ -52,16 +53,19 @@ type posted struct {
 var _ adapter.Sink = (*turnSink)(nil)
 
 func newTurnSink(c *Client, conv *conversation, m *discordgo.Message) *turnSink {
-	s := &turnSink{c: c, conv: conv, msg: m, wake: make(chan struct{}, 1), start: time.Now()}
+	s := &turnSink{c: c, conv: conv, msg: m, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now()}
 	s.tr.ShowThoughts = c.acl().ShowThoughts
 	c.spawn(s.run)
+	c.spawn(s.reactions)
 	return s
 }
 
 func (s *turnSink) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{s.wake, s.react} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -128,17 +132,16 @@ func (s *turnSink) refused(err error) {
 
 // view is what the thread should show now.
 type view struct {
-	pieces   []string
-	final    bool
-	working  bool
-	reaction string
-	full     string // the whole answer, when it is attached as a file
+	pieces  []string
+	final   bool
+	working bool
+	full    string // the whole answer, when it is attached as a file
 }
 
 func (s *turnSink) view() view {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := view{working: s.working, reaction: s.reaction}
+	v := view{working: s.working}
 	if s.refusal != "" {
 		v.final = true
 		v.pieces = []string{s.refusal}
@@ -203,10 +206,6 @@ func (s *turnSink) run() {
 	failures := 0
 	for {
 		v := s.view()
-		if v.reaction != s.applied {
-			s.setReaction(v.reaction)
-			continue
-		}
 		if i, edit := s.next(v.pieces); i >= 0 {
 			if wait := calls.wait(time.Now(), c.cfg.EditInterval, v.final); wait > 0 {
 				if !c.sleep(c.ctx, wait) {
@@ -310,6 +309,30 @@ func (s *turnSink) show(i int, edit bool, piece string, file []byte) error {
 		s.posted = append(s.posted, posted{id: m.ID, content: piece})
 		return nil
 	})
+}
+
+// reactions keeps the status reaction on the user's message in step with
+// the turn, apart from the answer: reactions in a busy channel queue behind
+// each other (Discord allows about one per 250ms there), and the answer
+// must not wait for them. States passed over meanwhile are skipped.
+func (s *turnSink) reactions() {
+	for {
+		s.mu.Lock()
+		want, final := s.reaction, s.outcome != nil || s.refusal != ""
+		s.mu.Unlock()
+		if want != s.applied {
+			s.setReaction(want)
+			continue
+		}
+		if final {
+			return
+		}
+		select {
+		case <-s.react:
+		case <-s.c.ctx.Done():
+			return
+		}
+	}
 }
 
 func (s *turnSink) setReaction(emoji string) {
