@@ -464,7 +464,7 @@ func waitThreads(t *testing.T, e *Engine, want int) {
 
 func TestTurn_BusyPoolQueuesForASlotWithAStatus(t *testing.T) {
 	r := newRig(t, nil, pool.Config{MaxSessions: 1}, Config{})
-	a := r.prompt("a", "slow 200ms 3")
+	a := r.prompt("a", "slow 500ms 4") // longer than the pool's 1s wait notice
 	a.waitWorking(t)
 	b := r.prompt("b", "stream 1")
 	if o := a.wait(t, 20*time.Second); o.Err != nil {

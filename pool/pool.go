@@ -38,6 +38,9 @@ type Config struct {
 	ExitGrace time.Duration
 	// Conn options for every agent (logger fields are added per agent).
 	Conn acp.Options
+	// WaitNotice is how long a wait for a slot lasts before Acquire says
+	// so (default 1s).
+	WaitNotice time.Duration
 	// Sessions remembers each thread's agent session for session/load
 	// (default: in memory, for the last 4096 threads).
 	Sessions SessionBook
@@ -116,6 +119,9 @@ func New(cfg Config) *Pool {
 	if cfg.Launch == nil {
 		cfg.Launch = Exec
 	}
+	if cfg.WaitNotice <= 0 {
+		cfg.WaitNotice = time.Second
+	}
 	if cfg.Sessions == nil {
 		cfg.Sessions = NewMemoryBook(4096)
 	}
@@ -138,10 +144,11 @@ func New(cfg Config) *Pool {
 
 // Acquire returns thread's agent, marked busy, starting a process if the
 // thread has none. When every slot holds a busy agent it waits in line,
-// calling onWait once, until a slot frees or ctx ends (the error is then
+// calling onWait once if the wait lasts WaitNotice, until a slot frees or ctx ends (the error is then
 // ctx's cause). A full pool first evicts its least recently used idle agent.
 func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agent, error) {
 	var me *waiter
+	var notice <-chan time.Time // fires when the wait is long enough to tell
 	defer func() {
 		if me != nil {
 			p.mu.Lock()
@@ -184,13 +191,20 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 			me = &waiter{}
 			p.queue = append(p.queue, me)
 			if onWait != nil {
-				onWait()
+				// Making room by stopping an idle agent usually takes
+				// milliseconds: only a wait that lasts is worth telling.
+				t := time.NewTimer(p.cfg.WaitNotice)
+				defer t.Stop()
+				notice = t.C
 			}
 		}
 		changed := p.changed
 		p.mu.Unlock()
 		select {
 		case <-changed:
+		case <-notice:
+			notice = nil
+			onWait()
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}

@@ -89,3 +89,36 @@ func TestPool_WaitForASlotEndsAtTheDeadline(t *testing.T) {
 		p.Release(a, false)
 	})
 }
+
+// A wait for a slot is announced only once it has lasted WaitNotice (1s):
+// making room by stopping an idle agent takes milliseconds and is not
+// worth a "waiting" message.
+func TestPool_OnlyALastingWaitIsAnnounced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newBubblePool(t, pool.Config{MaxSessions: 1}, agenttest.InProcessOptions{})
+		for _, hold := range []time.Duration{500 * time.Millisecond, 3 * time.Second} {
+			a, err := p.Acquire(context.Background(), "a", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(hold)
+				p.Release(a, false)
+			}()
+			start := time.Now()
+			var told time.Duration
+			b, err := p.Acquire(context.Background(), "b", func() { told = time.Since(start) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case hold < time.Second && told != 0:
+				t.Fatalf("a %s wait was announced", hold)
+			case hold > time.Second && told != time.Second:
+				t.Fatalf("a %s wait was announced after %s, want 1s", hold, told)
+			}
+			p.Release(b, true)
+			synctest.Wait()
+		}
+	})
+}

@@ -124,6 +124,7 @@ type Client struct {
 	seen      recentSet                // message ids already handled
 	perms     map[string]*openPermission
 	permSeq   uint64
+	lanes     map[string]*lane // reaction lanes, by channel
 	stats     Stats
 
 	wg sync.WaitGroup
@@ -165,6 +166,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		convs:  map[string]*conversation{},
 		seen:   newRecentSet(4096),
 		perms:  map[string]*openPermission{},
+		lanes:  map[string]*lane{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.recall()

@@ -135,6 +135,7 @@ type view struct {
 	pieces  []string
 	final   bool
 	working bool
+	body    bool   // the agent has said something (not only a status)
 	full    string // the whole answer, when it is attached as a file
 }
 
@@ -148,6 +149,7 @@ func (s *turnSink) view() view {
 		return v
 	}
 	body := s.tr.Render()
+	v.body = strings.TrimSpace(body) != ""
 	footer := s.status
 	if s.outcome != nil {
 		v.final = true
@@ -203,15 +205,22 @@ func (s *turnSink) run() {
 	c := s.c
 	var lastTyping time.Time
 	var calls window
+	shown := false // something the agent said is on screen
 	failures := 0
 	for {
 		v := s.view()
 		if i, edit := s.next(v.pieces); i >= 0 {
-			if wait := calls.wait(time.Now(), c.cfg.EditInterval, v.final); wait > 0 {
-				if !c.sleep(c.ctx, wait) {
+			// The final view, and the agent's first words (perhaps after a
+			// status line), go out as soon as Discord allows; the rest
+			// keeps the pace.
+			urgent := v.final || (v.body && !shown)
+			if wait := calls.wait(time.Now(), c.cfg.EditInterval, urgent); wait > 0 {
+				// Woken early by news (the turn may have ended, and the
+				// final view need not keep the pace), it looks again.
+				if !s.pause(wait) {
 					return
 				}
-				continue // more may have arrived; show the newest
+				continue
 			}
 			var file []byte
 			if v.full != "" && i == len(v.pieces)-1 {
@@ -225,6 +234,9 @@ func (s *turnSink) run() {
 				continue
 			}
 			calls.add(time.Now())
+			if err == nil && v.body {
+				shown = true
+			}
 			if err != nil {
 				failures++
 				c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
@@ -241,6 +253,20 @@ func (s *turnSink) run() {
 			return
 		}
 	}
+}
+
+// pause waits d or until the view changes; false when the Client is
+// giving up.
+func (s *turnSink) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.wake:
+	case <-s.c.ctx.Done():
+		return false
+	}
+	return true
 }
 
 // idle waits for news, renewing the typing indicator while the agent

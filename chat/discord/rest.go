@@ -82,22 +82,75 @@ func (c *Client) send(ctx context.Context, channel string, m *discordgo.MessageS
 	return out, err
 }
 
-// react adds the bot's reaction, honouring rate limits; failures are only
-// logged, a reaction is decoration.
-func (c *Client) react(channel, message, emoji string) {
-	err := c.do(c.ctx, 5, func(opts ...discordgo.RequestOption) error {
-		return c.s.MessageReactionAdd(channel, message, emoji, opts...)
-	})
-	if err != nil {
-		c.log.Debug().Err(err).Str("emoji", emoji).Msg("reaction not added")
+// reactionGap spaces the reactions of one channel: discordgo holds them
+// to one per 200ms per channel, Discord to about one per 250ms.
+const reactionGap = 250 * time.Millisecond
+
+// lane serialises one channel's reaction calls. discordgo queues them on a
+// bucket mutex and sleeps there, which nothing can interrupt: with many
+// turns in one channel a shutdown would wait minutes. Here they wait in
+// line with a wait that the Client's end interrupts, so at most one per
+// channel is ever inside discordgo.
+type lane struct {
+	turn  chan struct{} // holds a token while a call is made
+	users int
+	last  time.Time
+}
+
+// enterLane waits for the channel's lane; it returns false, holding
+// nothing, when the Client is giving up.
+func (c *Client) enterLane(channel string) (*lane, bool) {
+	c.mu.Lock()
+	l := c.lanes[channel]
+	if l == nil {
+		l = &lane{turn: make(chan struct{}, 1)}
+		c.lanes[channel] = l
+	}
+	l.users++
+	c.mu.Unlock()
+	select {
+	case l.turn <- struct{}{}:
+	case <-c.ctx.Done():
+		c.leaveLane(channel, l, false)
+		return nil, false
+	}
+	if wait := reactionGap - time.Since(l.last); wait > 0 && !c.sleep(c.ctx, wait) {
+		c.leaveLane(channel, l, true)
+		return nil, false
+	}
+	return l, true
+}
+
+func (c *Client) leaveLane(channel string, l *lane, held bool) {
+	if held {
+		l.last = time.Now()
+		<-l.turn
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l.users--; l.users == 0 {
+		delete(c.lanes, channel)
 	}
 }
 
-func (c *Client) unreact(channel, message, emoji string) {
+// reaction adds or removes the bot's reaction in the channel's lane;
+// failures are only logged, a reaction is decoration.
+func (c *Client) reaction(add bool, channel, message, emoji string) {
+	l, ok := c.enterLane(channel)
+	if !ok {
+		return
+	}
+	defer c.leaveLane(channel, l, true)
 	err := c.do(c.ctx, 5, func(opts ...discordgo.RequestOption) error {
+		if add {
+			return c.s.MessageReactionAdd(channel, message, emoji, opts...)
+		}
 		return c.s.MessageReactionRemove(channel, message, emoji, "@me", opts...)
 	})
 	if err != nil {
-		c.log.Debug().Err(err).Str("emoji", emoji).Msg("reaction not removed")
+		c.log.Debug().Err(err).Str("emoji", emoji).Bool("add", add).Msg("reaction not changed")
 	}
 }
+
+func (c *Client) react(channel, message, emoji string)   { c.reaction(true, channel, message, emoji) }
+func (c *Client) unreact(channel, message, emoji string) { c.reaction(false, channel, message, emoji) }

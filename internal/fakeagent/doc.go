@@ -10,6 +10,7 @@
 //	slow D [N]         the same with the delay first (default 100ms, 3)
 //	burst N            N one-character chunks as fast as possible
 //	code N             a fenced Go block of N lines, in small chunks
+//	stamp N D          N chunks "t=<unix nanoseconds sent>", D apart
 //	hang               one chunk, then nothing until session/cancel
 //	ignore-cancel      one chunk, then never answers, not even a cancel
 //	late D TEXT...     ignores cancel, waits D, then answers TEXT

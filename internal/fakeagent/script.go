@@ -136,6 +136,18 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		}
 		a.chunk(sid, "```\nThat is all.")
 		t.stop("end_turn")
+	case "stamp":
+		// Chunks that carry the moment they were sent, the last one right
+		// before the answer, for measuring the broker's overhead.
+		n, delay := atoi(arg(0, "3")), dur(arg(1, "10ms"))
+		for i := range n {
+			if i > 0 && !t.sleep(delay) {
+				t.stop("cancelled")
+				return
+			}
+			a.chunk(sid, fmt.Sprintf("t=%d\n", time.Now().UnixNano()))
+		}
+		t.stop("end_turn")
 	case "burst":
 		for range atoi(arg(0, "100")) {
 			a.chunk(sid, "x")
