@@ -3,6 +3,7 @@ package acp
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,10 @@ type Conn struct {
 	out   io.WriteCloser
 	in    io.ReadCloser
 	stats stats
+
+	// params are the raw params of the request being handled; only the
+	// read loop touches them (the stream sets them, the handler reads).
+	params json.RawMessage
 
 	outbox   chan []byte
 	stop     chan struct{} // closed by Close

@@ -129,6 +129,11 @@ type handler struct{ c *Conn }
 
 func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	c := h.c
+	if c.params != nil {
+		raw := c.params // as the agent wrote them
+		req.Params = &raw
+		c.params = nil
+	}
 	switch req.Method {
 	case MethodRequestPermission:
 		c.servePermission(req)

@@ -193,3 +193,27 @@ func TestCancelSession_IsANotification(t *testing.T) {
 		t.Fatalf("pending = %d after a notification", n)
 	}
 }
+
+// A permission request reaches the approver with the tool call's input as
+// the agent wrote it: keys in its order, and <, > and & not escaped, so a
+// person sees the command that will run.
+func TestPermission_RawInputAsTheAgentWroteIt(t *testing.T) {
+	c, p := newPair(t, Options{})
+	got := make(chan string, 1)
+	sub, _ := c.Subscribe("s", ApproverFunc(func(ctx context.Context, r *PermissionRequest) PermissionOutcome {
+		got <- string(r.ToolCall.RawInput)
+		return PermissionOutcome{}
+	}))
+	defer sub.Close()
+	input := `{"command":"printf x > out.txt && cat < in.txt","description":"write"}`
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","rawInput":` + input + `},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}`)
+	select {
+	case raw := <-got:
+		if raw != input {
+			t.Fatalf("raw input = %s, want %s", raw, input)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("approver not asked")
+	}
+	p.next()
+}

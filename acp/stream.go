@@ -125,6 +125,10 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 			s.conn.junk(line, err.Error())
 			return false
 		}
+		// jsonrpc2 re-encodes params (sorting keys, escaping <, > and &);
+		// its handler, which runs next on this goroutine, takes the
+		// agent's own bytes from here.
+		s.conn.params = e.Params
 		return true
 	case e.ID != nil && (e.Result != nil || e.Error != nil):
 		s.conn.deliver(*e.ID, e.Result, e.Error)

@@ -237,6 +237,11 @@ func (t *turn) deathCause(err error) error {
 	select {
 	case <-proc.Reaped():
 		if exit := proc.ExitErr(); exit != nil {
+			// "agent exited with status 3: <stderr>", not "agent exited:
+			// exited with ...".
+			if rest, ok := strings.CutPrefix(exit.Error(), "agent exited"); ok {
+				return fmt.Errorf("%w%s", ErrAgentExited, rest)
+			}
 			return fmt.Errorf("%w: %s", ErrAgentExited, strings.TrimPrefix(exit.Error(), "agent "))
 		}
 	case <-timer.C:

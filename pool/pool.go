@@ -94,7 +94,7 @@ type Pool struct {
 	stopped  map[string]uint64 // agents stopped, by reason
 	killed   uint64            // agents stopped without a grace
 	retiring map[*Agent]bool   // agents being stopped
-	retired  acp.Stats // counters of connections already closed
+	retired  acp.Stats         // counters of connections already closed
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -126,14 +126,14 @@ func New(cfg Config) *Pool {
 		cfg.Sessions = NewMemoryBook(4096)
 	}
 	p := &Pool{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		agents:  map[string]*Agent{},
-		stopped: map[string]uint64{},
+		cfg:      cfg,
+		log:      cfg.Logger,
+		agents:   map[string]*Agent{},
+		stopped:  map[string]uint64{},
 		retiring: map[*Agent]bool{},
-		changed: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
+		changed:  make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
 	}
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	if cfg.IdleTimeout > 0 {
@@ -512,12 +512,12 @@ func (p *Pool) countStopLocked(reason string, grace time.Duration) {
 // Stats is a snapshot of the pool.
 type Stats struct {
 	Live, Busy, Starting, Stopping, Waiting int
-	Evicted                                            uint64
+	Evicted                                 uint64
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
 	Stopped                      map[string]uint64
-	Conn                                               acp.Stats
+	Conn                         acp.Stats
 }
 
 // Stats returns the pool's size and the sum of its connections' counters.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -539,5 +540,21 @@ func TestPool_ShutdownDeadlineKillsWhatIsStillStopping(t *testing.T) {
 	}
 	if s := p.Stats(); s.Stopped[pool.StopShutdown] != 4 {
 		t.Fatalf("stops = %v", s.Stopped)
+	}
+}
+
+// Killing an agent on purpose is not reported as an agent that ignored
+// SIGTERM.
+func TestProcess_KillLogsNoFalseWarning(t *testing.T) {
+	var logs syncBuffer
+	p := newPool(t, pool.Config{Logger: zerolog.New(&logs)})
+	a := acquire(t, p, "t")
+	a.Proc.Kill()
+	a.Conn.Close()
+	p.Release(a, true)
+	for _, m := range logs.lines() {
+		if m["level"] == "warn" || strings.Contains(fmt.Sprint(m["message"]), "SIGTERM") {
+			t.Fatalf("a deliberate kill logged %v", m)
+		}
 	}
 }

@@ -239,12 +239,17 @@ func (p *Process) killGroup(sig syscall.Signal) {
 }
 
 // Stop ends the process with an escalation: close stdin, wait grace for it
-// to exit, SIGTERM the group, wait grace, SIGKILL the group. It returns when
+// to exit, SIGTERM the group, wait grace, SIGKILL the group; with no grace,
+// close stdin and SIGKILL the group at once. It returns when
 // the process has been reaped and its goroutines are gone. Safe to call
 // more than once and concurrently; Monitor must have been called.
 func (p *Process) Stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
 		_ = p.stdin.Close()
+		if grace <= 0 {
+			p.killGroup(syscall.SIGKILL)
+			return
+		}
 		if !p.waitExit(grace) {
 			p.log.Info().Dur("grace", grace).Msg("agent still running after stdin closed; sending SIGTERM to its group")
 			p.killGroup(syscall.SIGTERM)
@@ -258,7 +263,8 @@ func (p *Process) Stop(grace time.Duration) {
 	p.wg.Wait()
 }
 
-// Kill sends SIGKILL to the group at once and waits until it is reaped.
+// Kill sends SIGKILL to the group at once (also when a Stop is under way)
+// and waits until it is reaped.
 func (p *Process) Kill() {
 	p.killGroup(syscall.SIGKILL)
 	p.Stop(0)

@@ -182,15 +182,17 @@ func (s *turnSink) footer(o adapter.Outcome) string {
 	if o.Elapsed < time.Second {
 		took = o.Elapsed.Round(time.Millisecond)
 	}
+	// One line of subtext: an agent's stderr tail may hold many.
+	summary := excerpt(o.Summary(), 400)
 	switch {
 	case errors.Is(o.Err, adapter.ErrCancelled):
-		return fmt.Sprintf("-# ⏹️ %s after %s", o.Summary(), took)
+		return fmt.Sprintf("-# ⏹️ %s after %s", summary, took)
 	case o.Err != nil:
-		return fmt.Sprintf("-# ❌ %s (after %s)", o.Summary(), took)
+		return fmt.Sprintf("-# ❌ %s (after %s)", summary, took)
 	case o.StopReason == acp.StopEndTurn && strings.TrimSpace(o.Text) != "":
 		return fmt.Sprintf("-# ✅ done in %s", took)
 	default:
-		return fmt.Sprintf("-# ☑️ %s (after %s)", o.Summary(), took)
+		return fmt.Sprintf("-# ☑️ %s (after %s)", summary, took)
 	}
 }
 

@@ -115,3 +115,23 @@ func TestResilience_InterruptedTurnsAreReported(t *testing.T) {
 	}
 	h.srv.Await("❌ on the message", func() bool { return h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "❌") })
 }
+
+// An agent that crashes mid-turn: the user is told within a second or two,
+// on one line, with the exit status and the end of its stderr, and keeps
+// the answer so far; the next message gets a fresh agent.
+func TestResilience_AgentCrashIsToldInWords(t *testing.T) {
+	h := newHarness(t, setup{})
+	start := time.Now()
+	thread := h.mention(alice, "crash 3")
+	msgs := h.answer(thread, "❌ failed: agent exited with status 3")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("told after %s", took)
+	}
+	last := msgs[len(msgs)-1].Content
+	footer := last[strings.LastIndex(last, "\n-# ")+1:]
+	if !strings.Contains(footer, "simulated crash") || !strings.HasPrefix(last, "about to crash") {
+		t.Fatalf("answer = %q", last)
+	}
+	h.srv.SendMessage(thread, alice, "hello again")
+	h.srv.Await("next answer", func() bool { return strings.Contains(joined(h.botMessages(thread)), "You said: hello again") })
+}
