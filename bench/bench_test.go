@@ -128,3 +128,36 @@ func scale(b *testing.B, n int) {
 		b.Errorf("a thread saw %d message calls within 5s; Discord allows 5", worst)
 	}
 }
+
+// BenchmarkRecovery measures how fast a thread recovers from a broken
+// agent, through the real broker and the fake Discord: an agent that dies
+// (from its last chunk to the message that says it exited), and an agent
+// that hangs and ignores cancel (from the prompt to the failure, against
+// the 2s ceiling plus the 1s cancel grace).
+func BenchmarkRecovery(b *testing.B) {
+	r := start(b, 4, "[turn]\ntimeout = \"2s\"\ncancel_grace = \"1s\"")
+	var dead, hung []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		thread := r.ask("die 3")
+		r.srv.Await("told", func() bool { return r.ended(thread, "agent exited with status 3") })
+		msg := r.lastBotMessage(thread)
+		revs := r.srv.Revisions(thread, msg.ID)
+		sent := stamps(revs[0].Content)
+		for _, rev := range revs {
+			if strings.Contains(rev.Content, "agent exited") && len(sent) > 0 {
+				dead = append(dead, rev.At.Sub(sent[0]))
+				break
+			}
+		}
+		begin := time.Now()
+		thread = r.ask("ignore-cancel")
+		r.srv.Await("timed out", func() bool { return r.ended(thread, "timed out after 2s") })
+		hung = append(hung, time.Since(begin))
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(dead, 50)), "death-told-p50-ms")
+	b.ReportMetric(ms(percentile(dead, 99)), "death-told-p99-ms")
+	b.ReportMetric(ms(percentile(hung, 50)), "hung-recovered-p50-ms")
+	b.ReportMetric(ms(percentile(hung, 99)), "hung-recovered-p99-ms")
+}

@@ -149,16 +149,27 @@ func (r *rig) ask(text string) string {
 	return r.srv.SendMessage(r.channel, alice, r.srv.Bot().Mention()+" "+text)
 }
 
-// finished reports whether the bot's last message in thread ends the turn.
-func (r *rig) finished(thread string) bool {
+// finished reports whether the bot's last message in thread ends the turn
+// successfully.
+func (r *rig) finished(thread string) bool { return r.ended(thread, "-# ✅") }
+
+// ended reports whether the bot's last message in thread is a turn's last
+// and its closing line contains want.
+func (r *rig) ended(thread, want string) bool {
+	m := r.lastBotMessage(thread)
+	lines := strings.Split(strings.TrimSpace(m.Content), "\n")
+	last := lines[len(lines)-1]
+	return strings.HasPrefix(last, "-# ") && !strings.HasPrefix(last, "-# ⏳") && strings.Contains(last, want)
+}
+
+func (r *rig) lastBotMessage(thread string) fakediscord.Message {
 	msgs := r.srv.Messages(thread)
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Author.ID == r.srv.Bot().ID {
-			lines := strings.Split(strings.TrimSpace(msgs[i].Content), "\n")
-			return strings.HasPrefix(lines[len(lines)-1], "-# ✅")
+			return msgs[i]
 		}
 	}
-	return false
+	return fakediscord.Message{}
 }
 
 // messageCalls are the bot's message creates and edits in a channel.

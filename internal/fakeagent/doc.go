@@ -15,6 +15,7 @@
 //	ignore-cancel      one chunk, then never answers, not even a cancel
 //	late D TEXT...     ignores cancel, waits D, then answers TEXT
 //	crash [CODE]       one chunk, a line on stderr, exits with CODE (1)
+//	die [CODE]         a stamped chunk, then exits with CODE (1) at once
 //	exit-after D [C]   exits with C (1) after D without answering
 //	junk               non-JSON lines on stdout, then a normal answer
 //	big N              one N-MiB chunk (a line that long), then "after big"

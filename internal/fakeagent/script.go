@@ -170,6 +170,11 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk(sid, "about to crash")
 		a.logf("fatal: simulated crash")
 		a.exit(atoi(arg(0, "1")))
+	case "die":
+		// Dies right after a stamped chunk, for measuring how fast the
+		// user learns of it.
+		a.chunk(sid, fmt.Sprintf("t=%d\n", time.Now().UnixNano()))
+		a.exit(atoi(arg(0, "1")))
 	case "exit-after":
 		if t.wait(dur(arg(0, "1s"))) {
 			a.logf("exiting without an answer")
