@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint interop-deps clean
+.PHONY: build test run lint interop-deps interop bench clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -22,6 +22,21 @@ interop-deps:
 
 test: interop-deps
 	$(GO) test -race -count=1 ./...
+
+# The real agents (SDK example, codex-acp, claude-agent-acp), directly and
+# through the Discord front end.
+interop: interop-deps
+	$(GO) test -race -count=1 -v ./interop/
+
+# The figures in BENCHMARKS.md. Not timed tests: run on a quiet machine.
+bench: build
+	$(GO) test -run '^$$' -bench SessionUpdates -benchtime 200000x -count 3 -cpu 1 ./acp/
+	$(GO) test -run '^$$' -bench DeathNoticed -benchtime 500x ./pool/
+	$(GO) test -run '^$$' -bench ToolCallUpdate ./store/
+	$(GO) test -run '^$$' -bench TurnOverhead -benchtime 300x ./bench/
+	$(GO) test -run '^$$' -bench Recovery -benchtime 10x ./bench/
+	$(GO) test -run '^$$' -bench 'IdleThreadMemory|Scale' -benchtime 1x -timeout 30m ./bench/
+	$(GO) test -count=1 -run 'TestLeak_|TestStore_SizeBounded' -v ./adapter/ ./store/ | grep -E 'abandoned turns|file size'
 
 run: build
 	$(BIN)/broker --config config.example.toml

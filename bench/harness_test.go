@@ -159,7 +159,8 @@ func (r *rig) ended(thread, want string) bool {
 	m := r.lastBotMessage(thread)
 	lines := strings.Split(strings.TrimSpace(m.Content), "\n")
 	last := lines[len(lines)-1]
-	return strings.HasPrefix(last, "-# ") && !strings.HasPrefix(last, "-# ⏳") && strings.Contains(last, want)
+	status := strings.HasPrefix(last, "-# ⏳") || strings.Contains(last, "stopping:")
+	return strings.HasPrefix(last, "-# ") && !status && strings.Contains(last, want)
 }
 
 func (r *rig) lastBotMessage(thread string) fakediscord.Message {
