@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,24 +14,11 @@ import (
 	"acpbroker/store"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 )
 
 var fakeAgent string
 
-func TestMain(m *testing.M) {
-	bin, dir := agenttest.MustBuild()
-	fakeAgent = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 
 // recorder is a Sink that keeps everything a turn reports.
 type recorder struct {

@@ -19,24 +19,11 @@ import (
 	"acpbroker/pool"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 )
 
 var fakeAgent string
 
-func TestMain(m *testing.M) {
-	bin, dir := agenttest.MustBuild()
-	fakeAgent = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 
 func testLogger(t *testing.T) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)

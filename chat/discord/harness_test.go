@@ -2,7 +2,6 @@ package discord_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,24 +13,11 @@ import (
 	"acpbroker/pool"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 )
 
 var fakeAgent string
 
-func TestMain(m *testing.M) {
-	bin, dir := agenttest.MustBuild()
-	fakeAgent = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 
 const (
 	guildID = "100"

@@ -13,25 +13,11 @@ import (
 	"time"
 
 	"acpbroker/internal/agenttest"
-
-	"go.uber.org/goleak"
 )
 
 var fakeAgent string
 
-func TestMain(m *testing.M) {
-	bin, dir := agenttest.MustBuild()
-	fakeAgent = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 
 // screen is a terminal the broker writes to; tests wait for text on it.
 type screen struct {

@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // Build compiles testdata/fakeagent into dir and returns the binary's path.
@@ -67,4 +70,21 @@ func WaitGone(pid int, within time.Duration) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// Main is a TestMain for packages that run the fake agent: it builds it
+// into *bin, runs the tests, fails them if goroutines are left running,
+// and exits.
+func Main(m *testing.M, bin *string) {
+	b, dir := MustBuild()
+	*bin = b
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
