@@ -559,3 +559,31 @@ func TestTurn_RestartAfterCancelResumesInAFreshProcess(t *testing.T) {
 		t.Fatal("the next turn did not run on a fresh process with the same session")
 	}
 }
+
+// A thread whose agent process went away resumes its session where the
+// agent can load sessions; where it cannot, the thread is told once that
+// the conversation starts afresh.
+func TestTurn_ALostSessionIsSaidOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		notice bool
+	}{{"resumable", []string{"--load-session"}, false}, {"not resumable", nil, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.args, pool.Config{}, Config{})
+			r.prompt("t", "hello").wait(t, 20*time.Second)
+			r.pool.Discard("t") // the process is gone (crash, idle stop, restart)
+			for i, want := range []bool{tc.notice, false} {
+				rec := r.prompt("t", "again")
+				o := rec.wait(t, 20*time.Second)
+				told := false
+				for _, n := range rec.noticeList() {
+					told = told || strings.Contains(n, "could not resume")
+				}
+				if o.Err != nil || told != want {
+					t.Fatalf("turn %d after the loss: told=%v (want %v), outcome %+v", i+1, told, want, o)
+				}
+			}
+		})
+	}
+}

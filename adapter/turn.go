@@ -134,6 +134,11 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	}
 	t.agent = agent
 	t.log = t.log.With().Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger()
+	if agent.Lost != "" {
+		// Said once: the agent is this turn's while it is busy.
+		agent.Lost = ""
+		t.p.Sink.Notice("The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before.")
+	}
 
 	t.sub, err = agent.Conn.Subscribe(agent.SessionID, acp.ApproverFunc(t.approve))
 	if err != nil {
