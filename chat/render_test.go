@@ -1,0 +1,70 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+
+	"acpbroker/acp"
+)
+
+func title(s string) *string { return &s }
+
+// The transcript shows tool calls as one status line each (updated in
+// place), the plan as a checklist, notices, then the answer; thoughts only
+// when asked for.
+func TestTranscript_ToolsPlanThoughtsAnswer(t *testing.T) {
+	for _, show := range []bool{false, true} {
+		tr := Transcript{ShowThoughts: show}
+		tr.Add(acp.Update{Kind: acp.UpdateThoughtChunk, Content: &acp.ContentBlock{Type: "text", Text: "pondering"}})
+		tr.Add(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: "1", Title: title("Run `go test`"), Status: "pending"})
+		tr.Add(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: "2", Title: title("Read main.go")})
+		tr.Add(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: "1", Status: "completed"})
+		tr.Add(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: "2", Status: "failed"})
+		tr.Add(acp.Update{Kind: acp.UpdatePlan, Entries: []acp.PlanEntry{{Content: "write", Status: "completed"}, {Content: "test", Status: "in_progress"}, {Content: "ship"}}})
+		tr.Notice("answered automatically")
+		tr.Add(acp.Update{Kind: acp.UpdateMessageChunk, Content: &acp.ContentBlock{Type: "text", Text: "All "}})
+		tr.Add(acp.Update{Kind: acp.UpdateMessageChunk, Content: &acp.ContentBlock{Type: "text", Text: "good."}})
+		want := "✅ `Run 'go test'` done\n❌ `Read main.go` failed\n**Plan**\n☑ write\n▶ test\n☐ ship\nℹ️ answered automatically\n\nAll good."
+		if show {
+			want = "> 💭 pondering\n" + want
+		}
+		if got := tr.Render(); got != want {
+			t.Fatalf("show thoughts %v:\n%s\nwant:\n%s", show, got, want)
+		}
+	}
+}
+
+// Split never exceeds the limit, cuts at line breaks where it can, cuts a
+// line longer than a piece, and closes and reopens a code fence at a cut.
+func TestSplit(t *testing.T) {
+	long := strings.Repeat("word ", 100)
+	code := "intro\n```python\n" + strings.Repeat("print('hello world')\n", 20) + "```\nafter"
+	for _, tc := range []struct {
+		name string
+		text string
+		max  int
+	}{{"lines", strings.Repeat("a short line\n", 40), 100}, {"one long line", long, 64}, {"fenced", code, 120}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pieces := Split(tc.text, tc.max)
+			var rejoined strings.Builder
+			for i, p := range pieces {
+				if n := len([]rune(p)); n > tc.max {
+					t.Fatalf("piece %d has %d runes, over %d", i, n, tc.max)
+				}
+				if strings.Count(p, "```")%2 != 0 {
+					t.Fatalf("piece %d leaves a fence open:\n%s", i, p)
+				}
+				body := strings.TrimSuffix(strings.TrimPrefix(p, "```python\n"), "\n```")
+				rejoined.WriteString(body)
+			}
+			// Fences aside, the pieces hold the text in order.
+			squash := func(s string) string {
+				s = strings.ReplaceAll(strings.ReplaceAll(s, "```python", ""), "```", "")
+				return strings.Join(strings.Fields(s), "")
+			}
+			if squash(rejoined.String()) != squash(tc.text) {
+				t.Fatalf("the pieces do not hold the text:\n%q", pieces)
+			}
+		})
+	}
+}
