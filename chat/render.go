@@ -3,6 +3,7 @@ package chat
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"acpbroker/acp"
 )
@@ -159,20 +160,23 @@ func Split(text string, max int) []string {
 	}
 	reserve := 4 // room for a closing "\n```"
 	for _, line := range strings.Split(text, "\n") {
+		n := runeLen(line)
 		for {
 			room := max - reserve - curLen
 			if len(cur) > 0 {
 				room-- // the newline joining this line
 			}
-			if runeLen(line) <= room {
+			if n <= room {
 				break
 			}
 			if room > 0 && (len(cur) == 0 || (fence != "" && len(cur) == 1)) {
-				// A single line longer than a piece: cut it hard.
-				r := []rune(line)
-				cur = append(cur, string(r[:room]))
+				// A single line longer than a piece: cut it hard. Only
+				// the head is walked, so a huge line costs its length
+				// once, not once per piece.
+				cut := runeOffset(line, room)
+				cur = append(cur, line[:cut])
 				curLen += room + 1
-				line = string(r[room:])
+				line, n = line[cut:], n-room
 			}
 			flush()
 		}
@@ -180,7 +184,7 @@ func Split(text string, max int) []string {
 		if len(cur) > 1 {
 			curLen++
 		}
-		curLen += runeLen(line)
+		curLen += n
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			if fence == "" {
 				fence = strings.TrimSpace(line)
@@ -196,4 +200,16 @@ func Split(text string, max int) []string {
 	return pieces
 }
 
-func runeLen(s string) int { return len([]rune(s)) }
+func runeLen(s string) int { return utf8.RuneCountInString(s) }
+
+// runeOffset is the byte offset of the n-th rune of s (len(s) if s is
+// shorter).
+func runeOffset(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	return len(s)
+}

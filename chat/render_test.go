@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -43,7 +44,8 @@ func TestSplit(t *testing.T) {
 		name string
 		text string
 		max  int
-	}{{"lines", strings.Repeat("a short line\n", 40), 100}, {"one long line", long, 64}, {"fenced", code, 120}} {
+	}{{"lines", strings.Repeat("a short line\n", 40), 100}, {"one long line", long, 64}, {"fenced", code, 120},
+		{"long line of wide runes", strings.Repeat("é日🙂", 300), 50}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pieces := Split(tc.text, tc.max)
 			var rejoined strings.Builder
@@ -66,5 +68,33 @@ func TestSplit(t *testing.T) {
 				t.Fatalf("the pieces do not hold the text:\n%q", pieces)
 			}
 		})
+	}
+}
+
+// A huge line (an agent's 12 MiB chunk) costs Split its length, not its
+// length times the number of pieces: the memory it allocates stays a small
+// multiple of the text's size.
+func TestSplitHugeLineIsLinear(t *testing.T) {
+	text := strings.Repeat("xé", 1<<19) // 1.5 MiB, 1 Mi runes, one line
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	pieces := Split(text, 2000)
+	runtime.ReadMemStats(&after)
+	if want := (1<<20 + 1995) / 1996; len(pieces) != want {
+		t.Fatalf("%d pieces, want %d", len(pieces), want)
+	}
+	if strings.Join(pieces, "") != text {
+		t.Fatal("the pieces do not hold the line")
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8*uint64(len(text)) {
+		t.Fatalf("Split allocated %d bytes for a %d-byte line", alloc, len(text))
+	}
+}
+
+func BenchmarkSplitHugeLine(b *testing.B) {
+	text := strings.Repeat("x", 12<<20)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		Split(text, 2000)
 	}
 }
