@@ -39,6 +39,10 @@ type Config struct {
 	// MaxMessages is how many 2,000-character messages an answer may
 	// span; a longer one is attached as answer.md (default 6).
 	MaxMessages int
+	// MaxFileBytes bounds one attached part of such an answer (default
+	// 8 MiB, under the 10 MiB Discord accepts per message); a longer
+	// answer goes as answer-1.md, answer-2.md, … on consecutive messages.
+	MaxFileBytes int
 	// MaxImageBytes bounds one image attachment (default 8 MiB) and
 	// MaxTextBytes one text attachment inlined into the prompt (default
 	// 256 KiB).
@@ -66,6 +70,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxMessages <= 0 {
 		c.MaxMessages = 6
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = 8 << 20
 	}
 	if c.MaxImageBytes <= 0 {
 		c.MaxImageBytes = 8 << 20

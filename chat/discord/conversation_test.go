@@ -1,6 +1,8 @@
 package discord_test
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,42 @@ func TestConversation_LongAnswersSplitWithoutBreakingCodeFences(t *testing.T) {
 	}
 	if lines != 120 {
 		t.Fatalf("%d of 120 code lines shown", lines)
+	}
+}
+
+// An answer longer than discord.max_answer_messages is attached in full
+// when the turn ends; one larger than a message may carry goes in parts,
+// one per message, in order, cut at line breaks, the footer on the last.
+func TestConversation_AnswerPastTheMessageLimitIsAttachedInParts(t *testing.T) {
+	h := newHarness(t, setup{discord: discord.Config{MaxMessages: 2, MaxFileBytes: 4 << 10}})
+	thread := h.mention(alice, "code 120")
+	msgs := h.answer(thread, "✅")
+	var names []string
+	var parts [][]byte
+	for _, m := range msgs {
+		for _, a := range m.Attachments {
+			names = append(names, a.Filename)
+			parts = append(parts, a.Data)
+			if len(a.Data) > 4<<10 {
+				t.Errorf("%s has %d bytes, over the 4 KiB limit", a.Filename, len(a.Data))
+			}
+		}
+	}
+	for i, p := range parts[:max(0, len(parts)-1)] {
+		if !bytes.HasSuffix(p, []byte("\n")) {
+			t.Errorf("%s is not cut at a line break: …%q", names[i], p[max(0, len(p)-20):])
+		}
+	}
+	file := bytes.Join(parts, nil)
+	if len(names) < 2 || names[0] != "answer-1.md" || names[len(names)-1] != fmt.Sprintf("answer-%d.md", len(names)) {
+		t.Fatalf("attachments %v, want answer-1.md … answer-N.md", names)
+	}
+	if n := bytes.Count(file, []byte("of the generated program")); n != 120 {
+		t.Fatalf("the attachments hold %d of the 120 lines", n)
+	}
+	last := msgs[len(msgs)-1].Content
+	if !strings.Contains(last, fmt.Sprintf("attached in %d parts; this is answer-%d.md.", len(names), len(names))) || !strings.Contains(last, "-# ✅ done") {
+		t.Fatalf("the last message reads %q", last)
 	}
 }
 

@@ -1,13 +1,13 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -135,8 +135,8 @@ type view struct {
 	pieces  []string
 	final   bool
 	working bool
-	body    bool   // the agent has said something (not only a status)
-	full    string // the whole answer, when it is attached as a file
+	body    bool               // the agent has said something (not only a status)
+	files   map[int]attachment // by piece: the full answer, when attached
 }
 
 func (s *turnSink) view() view {
@@ -167,14 +167,54 @@ func (s *turnSink) view() view {
 	}
 	v.pieces = chat.Split(text, pieceLimit)
 	if max := s.c.cfg.MaxMessages; len(v.pieces) > max {
-		note := "-# … the answer continues; it will be attached in full when the turn ends."
-		if v.final {
-			v.full = body
-			note = fmt.Sprintf("-# … the full answer (%d characters) is attached as answer.md.\n%s", len([]rune(body)), footer)
+		v.pieces = v.pieces[:max-1]
+		if !v.final {
+			v.pieces = append(v.pieces, "-# … the answer continues; it will be attached in full when the turn ends.")
+			return v
 		}
-		v.pieces = append(v.pieces[:max-1], note)
+		// The whole answer goes as a file; one too big for a message
+		// goes in parts, one per message, the footer on the last.
+		chars := utf8.RuneCountInString(body)
+		parts := cutParts(body, s.c.cfg.MaxFileBytes)
+		v.files = make(map[int]attachment, len(parts))
+		for k, part := range parts {
+			a := attachment{name: "answer.md", data: part}
+			note := fmt.Sprintf("-# … the full answer (%d characters) is attached as answer.md.", chars)
+			if len(parts) > 1 {
+				a.name = fmt.Sprintf("answer-%d.md", k+1)
+				note = fmt.Sprintf("-# … the full answer (%d characters) is attached in %d parts; this is %s.", chars, len(parts), a.name)
+			}
+			if k == len(parts)-1 {
+				note += "\n" + footer
+			}
+			v.files[len(v.pieces)] = a
+			v.pieces = append(v.pieces, note)
+		}
 	}
 	return v
+}
+
+// attachment is a file sent with an answer's message.
+type attachment struct{ name, data string }
+
+// cutParts cuts text into parts of at most max bytes, at a line break
+// where there is one in the second half of a part, else at a rune
+// boundary.
+func cutParts(text string, max int) []string {
+	var parts []string
+	for len(text) > max {
+		cut := max
+		if nl := strings.LastIndexByte(text[:max], '\n'); nl >= max/2 {
+			cut = nl + 1
+		} else {
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+		}
+		parts = append(parts, text[:cut])
+		text = text[cut:]
+	}
+	return append(parts, text)
 }
 
 func (s *turnSink) footer(o adapter.Outcome) string {
@@ -224,11 +264,8 @@ func (s *turnSink) run() {
 				}
 				continue
 			}
-			var file []byte
-			if v.full != "" && i == len(v.pieces)-1 {
-				file = []byte(v.full)
-			}
-			err := s.show(i, edit, v.pieces[i], file)
+			file, ok := v.files[i]
+			err := s.show(i, edit, v.pieces[i], file, ok)
 			if wait, limited := retryAfter(err); limited {
 				if !c.sleep(c.ctx, wait) {
 					return
@@ -313,11 +350,11 @@ func (s *turnSink) next(pieces []string) (int, bool) {
 var noMentions = &discordgo.MessageAllowedMentions{}
 
 // show sends or edits piece i; the agent's text never pings anyone.
-func (s *turnSink) show(i int, edit bool, piece string, file []byte) error {
+func (s *turnSink) show(i int, edit bool, piece string, file attachment, attach bool) error {
 	c := s.c
 	var files []*discordgo.File
-	if file != nil {
-		files = []*discordgo.File{{Name: "answer.md", ContentType: "text/markdown", Reader: bytes.NewReader(file)}}
+	if attach {
+		files = []*discordgo.File{{Name: file.name, ContentType: "text/markdown", Reader: strings.NewReader(file.data)}}
 	}
 	return c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
 		if edit {
