@@ -3,11 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"acpbroker/chat/discord"
 
 	"github.com/spf13/cast"
 	"github.com/spf13/viper"
@@ -187,7 +192,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	}
 	r := reader{v: v, vals: map[string]string{}}
 	c := &Config{}
-	c.Log.Level = r.str("log.level")
+	c.Log.Level = r.oneOf("log.level", "trace", "debug", "info", "warn", "error")
 	c.Log.Format = r.oneOf("log.format", "auto", "console", "json")
 	c.Chat.Platform = r.oneOf("chat.platform", "console", "discord")
 
@@ -232,6 +237,9 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		d.Token = strings.TrimSpace(string(b))
 	}
 	d.APIURL = r.str("discord.api_url")
+	if u, err := url.Parse(d.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.fail("discord.api_url", "= %q is not an http(s) URL like %s", d.APIURL, discord.DefaultAPIURL)
+	}
 	d.AllowedChannels = r.strs("discord.allowed_channels")
 	d.AllowAllChannels = r.boolean("discord.allow_all_channels")
 	d.AllowedUsers = r.strs("discord.allowed_users")
@@ -246,6 +254,13 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 
 	c.Shutdown.Grace = r.dur("shutdown.grace", time.Second, 10*time.Minute)
 	c.HTTP.Listen = r.str("http.listen")
+	if c.HTTP.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			r.fail("http.listen", "= %q is not a host:port address (e.g. 127.0.0.1:9464; empty to serve nothing)", c.HTTP.Listen)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			r.fail("http.listen", "= %q has no port number", c.HTTP.Listen)
+		}
+	}
 
 	if c.Agent.Command == "" {
 		r.fail("agent.command", "is required: the agent program to run")
