@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,6 +144,7 @@ type Server struct {
 	interactions map[string]*interaction
 	byToken      map[string]*interaction
 	requests     []Request
+	downloads    []string // names of the attachments fetched, in order
 	typing       map[string]int
 	buckets      map[string]*bucket
 	faults       []*fault
@@ -408,6 +410,7 @@ func (s *Server) serveAttachment(w http.ResponseWriter, r *http.Request) {
 		for _, a := range s.messages[mid].Attachments {
 			if a.ID == parts[1] {
 				data, ctype, found = a.Data, a.ContentType, true
+				s.downloads = append(s.downloads, a.Filename)
 			}
 		}
 	}
@@ -422,6 +425,14 @@ func (s *Server) serveAttachment(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.Write(data)
+}
+
+// Downloads lists the file names of the attachments fetched from the
+// server, in order, once per fetch.
+func (s *Server) Downloads() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.downloads)
 }
 
 func (s *Server) attachmentURL(channelID, id, name string) string {

@@ -1,0 +1,95 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A bad configuration value stops the broker before it touches Discord:
+// `broker --config` and `broker check-config --config` both exit with
+// status 2 and a message naming the key and what is wrong with it, and
+// the fake Discord never sees a connection or a request.
+func TestBadConfig_RefusedWithTheKeyBeforeConnecting(t *testing.T) {
+	w := newWorld(t, setup{})
+	cases := []struct {
+		name   string
+		change settings
+		env    []string
+		reason string
+	}{
+		{"typo in a key", settings{"turn.timout": "5m"}, nil, "unknown key(s): turn.timout"},
+		{"ceiling over 6h", settings{"turn.timeout": "7h"}, nil, "turn.timeout = 7h0m0s is out of range [1s, 6h0m0s]"},
+		{"not a duration", settings{"turn.cancel_grace": "soon"}, nil, `turn.cancel_grace = "soon" is not a duration`},
+		{"not a duration from the environment", nil, []string{"BROKER_TURN_TIMEOUT=forever"}, `turn.timeout = "forever" is not a duration`},
+		{"unknown permission mode", settings{"turn.permission_mode": "yolo"}, nil, `turn.permission_mode = "yolo" must be one of ask, allow, deny`},
+		{"discord without allowed channels", settings{"discord.allowed_channels": []string{}}, nil, "discord.allowed_channels is empty"},
+		{"discord without a token", settings{"discord.token": nil}, nil, "discord.token is required"},
+		{"agent not installed", settings{"agent.command": "claude-agent-acp-missing"}, nil, `agent.command = "claude-agent-acp-missing" is not found on PATH`},
+		{"agent path not executable", settings{"agent.command": "/nonexistent/agent"}, nil, `agent.command = "/nonexistent/agent": /nonexistent/agent is not an executable file`},
+		{"unknown log level", settings{"log.level": "verbose"}, nil, `log.level = "verbose" must be one of trace, debug, info, warn, error`},
+		{"api_url not a URL", settings{"discord.api_url": "discord.example/api/v9"}, nil, `discord.api_url = "discord.example/api/v9" is not an http(s) URL`},
+		{"http.listen not an address", settings{"http.listen": "metrics-port"}, nil, `http.listen = "metrics-port" is not a host:port address`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := maps.Clone(w.conf)
+			for k, v := range tc.change {
+				if v == nil {
+					delete(conf, k)
+				} else {
+					conf[k] = v
+				}
+			}
+			path := filepath.Join(t.TempDir(), "broker.toml")
+			if err := os.WriteFile(path, []byte(conf.toml()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"--config", path}, {"check-config", "--config", path}} {
+				code, stderr := runBrokerCommand(t, tc.env, args...)
+				if code != 2 || !strings.Contains(stderr, tc.reason) {
+					t.Errorf("broker %s: exit status %d, stderr %q; want 2 and %q", strings.Join(args, " "), code, stderr, tc.reason)
+				}
+			}
+		})
+	}
+	// The same configuration without the fault is valid, and checking it
+	// does not connect either.
+	code, stderr := runBrokerCommand(t, nil, "check-config", "--config", w.writeConfig())
+	if code != 0 {
+		t.Errorf("check-config of the good configuration: exit status %d, stderr %q", code, stderr)
+	}
+	if st := w.srv.Stats(); st.Connections != 0 || st.Identifies != 0 {
+		t.Errorf("the fake Discord saw %d gateway connection(s) and %d IDENTIFY", st.Connections, st.Identifies)
+	}
+	if reqs := w.srv.Requests(); len(reqs) != 0 {
+		t.Errorf("the fake Discord saw %d REST request(s), the first %s %s", len(reqs), reqs[0].Method, reqs[0].Path)
+	}
+}
+
+// runBrokerCommand runs the broker binary to its end (killing it after
+// 20s) and returns its exit status and what it wrote.
+func runBrokerCommand(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, brokerBin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("broker %s was still running after 20s; it wrote:\n%s", strings.Join(args, " "), out.String())
+	}
+	if err != nil && cmd.ProcessState == nil {
+		t.Fatalf("broker %s: %v", strings.Join(args, " "), err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
+}

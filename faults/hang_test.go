@@ -1,0 +1,71 @@
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A hung agent never parks a thread: with turn.timeout = 2s, an agent
+// that goes silent (whether or not it honours session/cancel) ends its
+// turn with "timed out after 2s" within about 2s plus the cancel grace,
+// what it had written stays on screen, and the next message in the thread
+// is answered.
+func TestHang_SilentAgentTimesOutAndTheThreadGoesOn(t *testing.T) {
+	const timeout, grace = 2 * time.Second, 500 * time.Millisecond
+	w := newWorld(t, setup{conf: settings{"turn.timeout": "2s", "turn.cancel_grace": "500ms"}})
+	w.start()
+
+	// An agent that answers the cancel once the ceiling passes: the turn
+	// fails in words and the same agent serves the next message.
+	sent := time.Now()
+	thread := w.mention(alice, "hang")
+	working := w.awaitBotText(thread, "working…")
+	pid := w.agentPID(thread, alice)
+	got := w.awaitAnswers(thread, 1)[0]
+	checkTimedOut(t, w, thread, working.ID, got, sent, timeout, grace)
+	w.awaitReaction(w.channel, thread, "❌")
+
+	w.post(thread, alice, "stream 2")
+	got = w.awaitAnswers(thread, 2)[1]
+	if !strings.HasPrefix(got.text, "chunk 1\nchunk 2") || !strings.HasPrefix(got.footer, "-# ✅ done") {
+		t.Fatalf("the message after the timeout got %q", got.text)
+	}
+	if after := w.agentPID(thread, alice); after != pid {
+		t.Errorf("agent pid %d became %d: an agent that answered the cancel was replaced", pid, after)
+	}
+
+	// An agent that ignores the cancel too: the same promise, and a fresh
+	// agent answers next.
+	sent = time.Now()
+	before := len(w.botMessages(thread))
+	hung := w.post(thread, alice, "ignore-cancel")
+	working = w.awaitNewBotText(thread, "working…", before)
+	got = w.awaitAnswers(thread, 3)[2]
+	checkTimedOut(t, w, thread, working.ID, got, sent, timeout, grace)
+	w.awaitReaction(thread, hung, "❌")
+
+	// The killed agent took its session along, and the thread is told.
+	w.post(thread, alice, "stream 3")
+	got = w.awaitAnswers(thread, 4)[3]
+	text, fresh := freshSession(got.text)
+	if !fresh || !strings.HasPrefix(text, "chunk 1\nchunk 2\nchunk 3") || !strings.HasPrefix(got.footer, "-# ✅ done") {
+		t.Fatalf("the message after the second timeout got %q, want a new session's answer", got.text)
+	}
+}
+
+// checkTimedOut checks a timed-out answer: the cause in words, the
+// partial answer kept, and the time it took.
+func checkTimedOut(t *testing.T, w *world, thread, workingID string, got answer, sent time.Time, timeout, grace time.Duration) {
+	t.Helper()
+	if !strings.HasPrefix(got.footer, "-# ❌ failed: timed out after 2s") {
+		t.Fatalf("the turn ended with %q, want the timeout in words", got.footer)
+	}
+	if !strings.HasPrefix(got.text, "working…") {
+		t.Errorf("the partial answer was lost: %q", got.text)
+	}
+	end := w.seenAt(thread, got.msgs[len(got.msgs)-1].ID, got.footer)
+	start := w.seenAt(thread, workingID, "working…")
+	within(t, "from the message to the timeout", end.Sub(sent), timeout, timeout+grace+8*time.Second)
+	within(t, "from the first words to the timeout", end.Sub(start), timeout-500*time.Millisecond, timeout+grace+5*time.Second)
+}

@@ -1,0 +1,55 @@
+package faults
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/internal/fakediscord"
+)
+
+// A storm of 429s loses nothing: with the thread's message creates and
+// edits answered 429 many times (retry_after 300ms) and one global 429
+// on top, the answer that arrives is complete and in order, the turn
+// ends normally (✅ replacing ⚙️ on the message), and /metrics counts
+// every 429
+// (acp_broker_discord_rate_limited_total).
+func TestRateLimit_StormLosesNothing(t *testing.T) {
+	w := newWorld(t, setup{})
+	b := w.start()
+	id := w.srv.SendMessage(w.channel, alice, w.srv.Bot().Mention()+" stream 20 100ms")
+	w.srv.Await("the thread", func() bool { ch, ok := w.srv.Channel(id); return ok && ch.IsThread() })
+	thread := id
+	w.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteCreateMessage, thread), 4, 300*time.Millisecond)
+	w.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteEditMessage, thread), 10, 300*time.Millisecond)
+	w.awaitBotText(thread, "chunk 1")
+	w.srv.InjectGlobal429(fakediscord.AnyRequest(), 1, 500*time.Millisecond)
+
+	got := w.awaitAnswers(thread, 1)[0]
+	var want strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&want, "chunk %d\n", i)
+	}
+	if !strings.HasPrefix(got.text, want.String()+"-# ✅ done") {
+		t.Fatalf("the answer after the storm is %q, want all 20 chunks and done", got.text)
+	}
+	limited := w.srv.RateLimited()
+	inThread := 0
+	for _, r := range limited {
+		if r.Major == thread && (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) {
+			inThread++
+		}
+	}
+	if inThread < 14 {
+		t.Fatalf("only %d message calls in the thread were answered 429; the storm did not happen", inThread)
+	}
+	w.awaitReaction(w.channel, thread, "✅")
+	w.srv.Await("⚙️ taken back", func() bool { return !w.srv.HasReaction(w.channel, thread, w.srv.Bot().ID, "⚙️") })
+	b.awaitMetric("acp_broker_discord_rate_limited_total", func(v float64) bool { return v == float64(len(w.srv.RateLimited())) })
+
+	w.post(thread, alice, "after the storm")
+	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.text, "You said: after the storm") {
+		t.Fatalf("the next message got %q", got.text)
+	}
+}

@@ -1,0 +1,74 @@
+package faults
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/internal/agenttest"
+)
+
+// A broker killed with SIGKILL mid-turn leaves no thread hanging: when it
+// is started again on the same state.dir, the thread is told "The broker
+// restarted while working on your message “hang”" (once, not at every
+// start), that message shows ❌ instead of ⚙️, the agent the dead broker
+// left running is killed, and the next message resumes the agent
+// session.
+func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
+	// The agent outlives its closed stdin, as real agents do: only the
+	// next broker can clean it up.
+	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}}})
+	first := w.start()
+	thread := w.mention(alice, "remember the number 42")
+	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.text, "You said: remember the number 42") {
+		t.Fatalf("first answer %q", got.text)
+	}
+	before := len(w.botMessages(thread))
+	hang := w.post(thread, alice, "hang")
+	w.awaitNewBotText(thread, "working…", before)
+	w.awaitReaction(thread, hang, "⚙️")
+	agent := w.agentPID(thread, alice)
+	first.kill()
+	if !agenttest.Running(agent) {
+		t.Fatalf("the agent (pid %d) died with the broker; this test needs it left behind", agent)
+	}
+
+	second := w.start()
+	notice := w.awaitBotText(thread, "The broker restarted while working on your message “hang”")
+	if !strings.HasPrefix(notice.Content, restartNotice) {
+		t.Errorf("the notice reads %q", notice.Content)
+	}
+	w.awaitReaction(thread, hang, "❌")
+	if slices.Contains(w.botReactions(thread, hang), "⚙️") {
+		t.Errorf("the interrupted message still shows ⚙️: %v", w.botReactions(thread, hang))
+	}
+	if !agenttest.WaitGone(agent, 10*time.Second) {
+		t.Fatalf("the agent left by the killed broker (pid %d) is still running", agent)
+	}
+	w.post(thread, alice, "what was the number?")
+	got := w.awaitAnswers(thread, 2)[1]
+	if !strings.Contains(got.text, "(resumed) You said: what was the number?") || !strings.HasPrefix(got.footer, "-# ✅ done") {
+		t.Fatalf("the message after the restart got %q, want the session resumed", got.text)
+	}
+
+	// A clean restart does not report the interrupted turn again.
+	if code := second.stop(); code != 0 {
+		t.Errorf("the second broker exited with status %d", code)
+	}
+	w.start()
+	w.post(thread, alice, "still with me?")
+	got = w.awaitAnswers(thread, 3)[2]
+	if !strings.Contains(got.text, "You said: still with me?") {
+		t.Fatalf("the message after the second restart got %q", got.text)
+	}
+	notices := 0
+	for _, m := range w.botMessages(thread) {
+		if strings.HasPrefix(m.Content, restartNotice) {
+			notices++
+		}
+	}
+	if notices != 1 {
+		t.Errorf("the interrupted turn was reported %d times", notices)
+	}
+}
