@@ -45,6 +45,7 @@ $(STATICCHECK):
 	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 lint: $(STATICCHECK)
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 

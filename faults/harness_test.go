@@ -687,15 +687,6 @@ func freshSession(text string) (string, bool) {
 	return rest, ok
 }
 
-// joined is the contents of messages, one after another.
-func joined(msgs []fakediscord.Message) string {
-	var parts []string
-	for _, m := range msgs {
-		parts = append(parts, m.Content)
-	}
-	return strings.Join(parts, "\n")
-}
-
 // within fails the test unless lo <= d <= hi.
 func within(t *testing.T, what string, d, lo, hi time.Duration) {
 	t.Helper()

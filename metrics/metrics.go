@@ -25,8 +25,8 @@ const ns = "acp_broker"
 // ChatStats are the chat platform's counters.
 type ChatStats struct {
 	RESTCalls, RateLimited, GatewayReconnects uint64
-	OpenPermissions, Conversations          int
-	RefusedUsers, RefusedAttachments         uint64
+	OpenPermissions, Conversations            int
+	RefusedUsers, RefusedAttachments          uint64
 }
 
 // Sources are read at every scrape. Engine is required; the others may be

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // State is where a turn is in its life.
@@ -121,7 +122,7 @@ type Store struct {
 	dirtyThr map[string]bool
 	agents   map[int]uint64 // live agent pid -> start ticks, to write
 	goneAgts map[int]bool   // agent pids to delete
-	finished int // finished turns on disk
+	finished int            // finished turns on disk
 	stats    Stats
 	closed   bool
 	// Flush generations: a change made while nextGen is g is on disk once
@@ -175,7 +176,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	path := filepath.Join(opts.Dir, "state.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("state.dir %s %w", opts.Dir, ErrLocked)
 	}
 	if err != nil {

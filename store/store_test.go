@@ -293,7 +293,7 @@ func TestStore_FlushesCommitInOrder(t *testing.T) {
 	wg.Go(func() { s.Flush() }) // snapshots "running", then is held
 	<-held
 	s.TurnEnded(id, Cancelled, "x")
-	wg.Go(func() { s.Flush() }) // "cancelled"
+	wg.Go(func() { s.Flush() })        // "cancelled"
 	time.Sleep(100 * time.Millisecond) // let the second flush commit, if it can
 	close(release)
 	wg.Wait()
