@@ -113,7 +113,7 @@ var (
 	dRateLimited      = desc("discord_rate_limited_total", "Discord REST calls answered 429.")
 	dReconnects       = desc("discord_gateway_reconnects_total", "Discord gateway connections lost and re-established.")
 	dOpenPermsChat    = desc("discord_open_permission_requests", "Permission requests shown as buttons, waiting for a click.")
-	dConversations    = desc("discord_conversations", "Conversation threads known.")
+	dConversations    = desc("discord_conversations", "Conversation threads held in memory (idle ones are forgotten after a day).")
 	dRefusedUsers     = desc("discord_refused_messages_total", "Messages refused because their author is not allowed.")
 	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
 )

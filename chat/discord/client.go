@@ -48,6 +48,10 @@ type Config struct {
 	// 256 KiB).
 	MaxImageBytes int64
 	MaxTextBytes  int64
+	// ForgetAfter is how long a conversation may be idle before the
+	// Client drops it from memory (default 24h); the thread's next message
+	// adopts it again from Discord, so nothing is lost but a lookup.
+	ForgetAfter time.Duration
 	// RequestTimeout bounds one REST call (default 15s).
 	RequestTimeout time.Duration
 	// TypingInterval is how often the typing indicator is renewed while a
@@ -79,6 +83,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxTextBytes <= 0 {
 		c.MaxTextBytes = 256 << 10
+	}
+	if c.ForgetAfter <= 0 {
+		c.ForgetAfter = 24 * time.Hour
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 15 * time.Second
@@ -128,6 +135,7 @@ type Client struct {
 	accepting bool
 	closing   bool                     // Close disconnects: not a lost connection
 	convs     map[string]*conversation // by thread id
+	swept     time.Time                // when convs was last swept
 	seen      recentSet                // message ids already handled
 	perms     map[string]*openPermission
 	permSeq   uint64

@@ -129,6 +129,9 @@ func (c *Client) onReaction(_ *discordgo.Session, r *discordgo.MessageReactionAd
 func (c *Client) conversation(channel string) *conversation {
 	c.mu.Lock()
 	conv := c.convs[channel]
+	if conv != nil {
+		conv.used = time.Now()
+	}
 	c.mu.Unlock()
 	if conv != nil {
 		return conv

@@ -198,3 +198,37 @@ func TestConversation_EditsStayWithinTheChannelLimit(t *testing.T) {
 		}
 	}
 }
+
+// Conversations do not pile up in memory: one idle longer than
+// ForgetAfter is dropped when the next conversation starts (one with a
+// turn still running is kept), and its thread's next message adopts it
+// again from Discord and continues the same agent session.
+func TestConversation_IdleConversationsAreForgottenAndAdoptedAgain(t *testing.T) {
+	const forget = 300 * time.Millisecond
+	h := newHarness(t, setup{discord: discord.Config{ForgetAfter: forget}})
+	idle := h.mention(alice, "hello")
+	h.answer(idle, "✅")
+	session := h.engine.Status(idle).SessionID
+	busy := h.mention(alice, "slow 500ms 4")
+	h.srv.Await("the slow turn working", func() bool { return h.engine.Status(busy).Busy })
+	time.Sleep(forget + 100*time.Millisecond)
+
+	third := h.mention(alice, "a third thread")
+	h.answer(third, "✅")
+	if n := h.client.Stats().Conversations; n != 2 {
+		t.Fatalf("%d conversations after the sweep, want 2 (the busy one and the new one)", n)
+	}
+	if !h.engine.Status(busy).Busy {
+		t.Fatal("the slow turn ended before the sweep could be checked against it")
+	}
+
+	h.srv.SendMessage(idle, alice, "are you still there")
+	h.srv.Await("the forgotten thread answered", func() bool {
+		return strings.Contains(joined(h.botMessages(idle)), "You said: are you still there")
+	})
+	h.answer(idle, "✅")
+	if got := h.engine.Status(idle).SessionID; got != session {
+		t.Fatalf("session %q after the thread was adopted again, want %q", got, session)
+	}
+	h.answer(busy, "✅")
+}

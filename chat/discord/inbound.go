@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"acpbroker/acp"
@@ -22,7 +23,46 @@ import (
 type conversation struct {
 	thread  string // the thread's channel id, and the engine's thread key
 	parent  string
-	starter string // the user who started it; may answer its permissions
+	starter string    // the user who started it; may answer its permissions
+	used    time.Time // its last message or command; guarded by Client.mu
+}
+
+// keepLocked records conv as used now (adding it to the conversations if
+// it is new) and reports whether the conversations are due a sweep.
+func (c *Client) keepLocked(conv *conversation) (sweep bool) {
+	now := time.Now()
+	conv.used = now
+	c.convs[conv.thread] = conv
+	if now.Sub(c.swept) < min(c.cfg.ForgetAfter, time.Minute) {
+		return false
+	}
+	c.swept = now
+	return true
+}
+
+// sweep forgets conversations idle longer than ForgetAfter whose thread
+// has no turn running or queued. Called outside c.mu: the engine is asked
+// about each candidate without the Client's lock held.
+func (c *Client) sweep() {
+	c.mu.Lock()
+	cutoff := time.Now().Add(-c.cfg.ForgetAfter)
+	var idle []*conversation
+	for _, conv := range c.convs {
+		if conv.used.Before(cutoff) {
+			idle = append(idle, conv)
+		}
+	}
+	c.mu.Unlock()
+	for _, conv := range idle {
+		if st := c.engine.Status(conv.thread); st.Busy || st.Queued > 0 {
+			continue
+		}
+		c.mu.Lock()
+		if c.convs[conv.thread] == conv && conv.used.Before(cutoff) {
+			delete(c.convs, conv.thread)
+		}
+		c.mu.Unlock()
+	}
 }
 
 // Status reactions on the user's message.
@@ -50,7 +90,11 @@ func (c *Client) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {
 		return
 	}
 	conv := c.convs[m.ChannelID]
+	sweep := conv != nil && c.keepLocked(conv)
 	c.mu.Unlock()
+	if sweep {
+		c.sweep()
+	}
 	mentioned := mentions(m.Message, me)
 	if conv == nil && !mentioned && c.allowedChannel(m.ChannelID) {
 		return // ordinary chatter in an allowed channel
@@ -142,8 +186,11 @@ func (c *Client) openThread(ctx context.Context, m *discordgo.Message, text stri
 	}
 	conv := &conversation{thread: ch.ID, parent: m.ChannelID, starter: m.Author.ID}
 	c.mu.Lock()
-	c.convs[ch.ID] = conv
+	sweep := c.keepLocked(conv)
 	c.mu.Unlock()
+	if sweep {
+		c.sweep()
+	}
 	c.remember(conv)
 	c.log.Info().Str("thread", ch.ID).Str("user", m.Author.ID).Str("name", name).Msg("conversation started")
 	return conv, nil
@@ -175,12 +222,16 @@ func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
 	}
 	c.mu.Lock()
 	known := c.convs[id]
+	sweep := false
 	if known == nil {
-		c.convs[id] = conv
+		sweep = c.keepLocked(conv)
 	}
 	c.mu.Unlock()
 	if known != nil {
 		return known
+	}
+	if sweep {
+		c.sweep()
 	}
 	c.remember(conv)
 	return conv

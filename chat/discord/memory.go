@@ -41,7 +41,7 @@ func (c *Client) recall() {
 		if len(t.Chat) == 0 || json.Unmarshal(t.Chat, &r) != nil || r.Parent == "" {
 			continue
 		}
-		c.convs[t.ID] = &conversation{thread: t.ID, parent: r.Parent, starter: r.Starter}
+		c.keepLocked(&conversation{thread: t.ID, parent: r.Parent, starter: r.Starter})
 	}
 }
 
