@@ -495,7 +495,7 @@ const (
 	StopIdle        = "idle"         // idle for IdleTimeout
 	StopLRU         = "lru"          // made room for another thread
 	StopCrashed     = "crashed"      // it exited during or after a turn
-	StopUntrusted   = "untrusted"    // it did not answer a cancelled prompt
+	StopUntrusted   = "untrusted"    // a cancelled prompt went unanswered, or agent.restart_after_cancel
 	StopReset       = "reset"        // its session was reset
 	StopForced      = "forced"       // its turn was ended from outside
 	StopStartFailed = "start_failed" // it could not be set up
