@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,24 +56,7 @@ type rig struct {
 	srv     *fakediscord.Server
 	channel string
 	cmd     *exec.Cmd
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs    *agenttest.Buffer
 }
 
 // start runs the broker with maxSessions agent slots and extra TOML, and
@@ -84,7 +65,7 @@ func start(tb testing.TB, maxSessions int, extra string) *rig {
 	tb.Helper()
 	srv := fakediscord.New(tb, fakediscord.Options{Token: token, WaitTimeout: 10 * time.Minute})
 	srv.AddUser(alice)
-	r := &rig{tb: tb, srv: srv, channel: srv.AddChannel("100", "", "agents"), logs: &syncBuffer{}}
+	r := &rig{tb: tb, srv: srv, channel: srv.AddChannel("100", "", "agents"), logs: &agenttest.Buffer{}}
 	dir := tb.TempDir()
 	config := filepath.Join(dir, "broker.toml")
 	text := fmt.Sprintf(`

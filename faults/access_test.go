@@ -19,7 +19,7 @@ func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 
 	thread := w.mention(alice, "permission")
 	req := w.permissionRequest(thread)
-	r := w.response(w.srv.ClickButton(thread, req.ID, bob.ID, button(t, req, "Allow")))
+	r := w.response(w.srv.ClickButton(thread, req.ID, bob.ID, req.ButtonID(t, "Allow")))
 	if !r.Ephemeral() || !strings.Contains(r.Content, "can answer this request; you can't") {
 		t.Errorf("bob's click answered %+v", r)
 	}
@@ -36,7 +36,7 @@ func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 		t.Fatalf("bob's actions changed alice's request: %q", m.Content)
 	}
 
-	r = w.response(w.srv.ClickButton(thread, req.ID, alice.ID, button(t, req, "Allow")))
+	r = w.response(w.srv.ClickButton(thread, req.ID, alice.ID, req.ButtonID(t, "Allow")))
 	if r.Type != 7 || !strings.Contains(r.Content, "<@"+alice.ID+"> chose **Allow**") {
 		t.Errorf("alice's click answered %+v", r)
 	}

@@ -24,7 +24,7 @@ func TestDoubleClick_OneDecisionPerRequest(t *testing.T) {
 		}
 		req := w.permissionRequest(thread, seen...)
 		seen = append(seen, req.ID)
-		allow, reject := button(t, req, "Allow"), button(t, req, "Reject")
+		allow, reject := req.ButtonID(t, "Allow"), req.ButtonID(t, "Reject")
 
 		var ids [2]string
 		var wg sync.WaitGroup

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -207,29 +205,11 @@ func (w *world) writeConfig() string {
 	return path
 }
 
-// logBuffer collects a broker's output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // broker is the broker binary running as a process of the test.
 type broker struct {
 	w    *world
 	cmd  *exec.Cmd
-	log  *logBuffer // stdout and stderr: JSON log lines
+	log  *agenttest.Buffer // stdout and stderr: JSON log lines
 	done chan struct{}
 	addr string // of /metrics, /healthz and /readyz
 	http *http.Client
@@ -241,7 +221,7 @@ type broker struct {
 // prints its log if the test failed.
 func (w *world) start() *broker {
 	w.t.Helper()
-	b := &broker{w: w, log: &logBuffer{}, done: make(chan struct{}),
+	b := &broker{w: w, log: &agenttest.Buffer{}, done: make(chan struct{}),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	b.cmd = exec.Command(brokerBin, "--config", w.writeConfig())
 	b.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir}
@@ -621,18 +601,6 @@ func (w *world) permissionRequest(thread string, skip ...string) fakediscord.Mes
 		return false
 	})
 	return found
-}
-
-// button returns the custom id of the button labelled label.
-func button(t *testing.T, m fakediscord.Message, label string) string {
-	t.Helper()
-	for _, b := range m.Buttons() {
-		if b.Label == label {
-			return b.CustomID
-		}
-	}
-	t.Fatalf("no %q button on %q", label, m.Content)
-	return ""
 }
 
 // agentPIDs lists the fake agent processes (and their children) running

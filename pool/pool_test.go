@@ -1,7 +1,6 @@
 package pool_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -167,23 +165,10 @@ func TestBuildEnv_NamingABrokerSecretIsAnErrorThatNamesTheKey(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines decodes a JSON log, one entry per line.
+func logLines(log string) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(s.b.String(), "\n") {
+	for _, l := range strings.Split(log, "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil {
 			out = append(out, m)
@@ -196,7 +181,7 @@ func (s *syncBuffer) lines() []map[string]any {
 // does not block), each line becomes a log entry capped in length and
 // tagged with thread and pid, and a bounded tail is kept.
 func TestProcess_StderrIsDrainedIntoCappedTaggedLogLines(t *testing.T) {
-	var logs syncBuffer
+	var logs agenttest.Buffer
 	p := newPool(t, pool.Config{Logger: zerolog.New(&logs)})
 	a := acquire(t, p, "thread-9")
 	if got := prompt(t, a, "stderr 500"); got != "ok" {
@@ -206,7 +191,7 @@ func TestProcess_StderrIsDrainedIntoCappedTaggedLogLines(t *testing.T) {
 	p.Release(a, true)
 	<-a.Proc.Reaped()
 	var stderrLines, truncated int
-	for _, m := range logs.lines() {
+	for _, m := range logLines(logs.String()) {
 		if m["stream"] != "stderr" {
 			continue
 		}
@@ -533,13 +518,13 @@ func TestPool_ShutdownDeadlineKillsWhatIsStillStopping(t *testing.T) {
 // Killing an agent on purpose is not reported as an agent that ignored
 // SIGTERM.
 func TestProcess_KillLogsNoFalseWarning(t *testing.T) {
-	var logs syncBuffer
+	var logs agenttest.Buffer
 	p := newPool(t, pool.Config{Logger: zerolog.New(&logs)})
 	a := acquire(t, p, "t")
 	a.Proc.Kill()
 	a.Conn.Close()
 	p.Release(a, true)
-	for _, m := range logs.lines() {
+	for _, m := range logLines(logs.String()) {
 		if m["level"] == "warn" || strings.Contains(fmt.Sprint(m["message"]), "SIGTERM") {
 			t.Fatalf("a deliberate kill logged %v", m)
 		}

@@ -27,17 +27,6 @@ func (h *harness) permissionMessage(thread string) fakediscord.Message {
 	return msg
 }
 
-func button(t *testing.T, m fakediscord.Message, label string) string {
-	t.Helper()
-	for _, b := range m.Buttons() {
-		if b.Label == label {
-			return b.CustomID
-		}
-	}
-	t.Fatalf("no %q button on %q", label, m.Content)
-	return ""
-}
-
 // response waits for the bot's answer to an interaction and checks it came
 // within Discord's 3 seconds.
 func (h *harness) response(id string) fakediscord.InteractionResponse {
@@ -61,11 +50,11 @@ func TestPermission_StarterClicksAllow(t *testing.T) {
 	if got := len(msg.Buttons()); got != 3 {
 		t.Fatalf("%d buttons, want one per option", got)
 	}
-	wrong := h.srv.ClickButton(thread, msg.ID, bob.ID, button(t, msg, "Allow"))
+	wrong := h.srv.ClickButton(thread, msg.ID, bob.ID, msg.ButtonID(t, "Allow"))
 	if r := h.response(wrong); !r.Ephemeral() || !strings.Contains(r.Content, "can answer this request; you can't") {
 		t.Fatalf("bob's click answered %+v", r)
 	}
-	id := h.srv.ClickButton(thread, msg.ID, alice.ID, button(t, msg, "Allow"))
+	id := h.srv.ClickButton(thread, msg.ID, alice.ID, msg.ButtonID(t, "Allow"))
 	r := h.response(id)
 	if r.Type != 7 || !strings.Contains(r.Content, "<@"+alice.ID+"> chose **Allow**") {
 		t.Fatalf("alice's click answered %+v", r)
@@ -89,7 +78,7 @@ func TestPermission_ApproverClicksReject(t *testing.T) {
 	h.client.SetAccess(a)
 	thread := h.mention(alice, "permission")
 	msg := h.permissionMessage(thread)
-	r := h.response(h.srv.ClickButton(thread, msg.ID, carol.ID, button(t, msg, "Reject")))
+	r := h.response(h.srv.ClickButton(thread, msg.ID, carol.ID, msg.ButtonID(t, "Reject")))
 	if !strings.Contains(r.Content, "⛔ <@"+carol.ID+"> chose **Reject**") {
 		t.Fatalf("carol's click answered %q", r.Content)
 	}
@@ -125,7 +114,7 @@ func TestPermission_ClickAfterTheRequestEndedIsRefusedPolitely(t *testing.T) {
 	thread := h.mention(alice, "permission")
 	msg := h.permissionMessage(thread)
 	h.answer(thread, "permission cancelled")
-	r := h.response(h.srv.ClickButton(thread, msg.ID, alice.ID, button(t, msg, "Allow")))
+	r := h.response(h.srv.ClickButton(thread, msg.ID, alice.ID, msg.ButtonID(t, "Allow")))
 	if !r.Ephemeral() || r.Content != "This permission request is no longer open." {
 		t.Fatalf("late click answered %+v", r)
 	}
@@ -140,10 +129,11 @@ func TestPermission_TwoClicksOneDecision(t *testing.T) {
 	h.client.SetAccess(a)
 	thread := h.mention(alice, "permission")
 	msg := h.permissionMessage(thread)
+	allow, reject := msg.ButtonID(t, "Allow"), msg.ButtonID(t, "Reject")
 	var ids [2]string
 	var wg sync.WaitGroup
-	wg.Go(func() { ids[0] = h.srv.ClickButton(thread, msg.ID, alice.ID, button(t, msg, "Allow")) })
-	wg.Go(func() { ids[1] = h.srv.ClickButton(thread, msg.ID, carol.ID, button(t, msg, "Reject")) })
+	wg.Go(func() { ids[0] = h.srv.ClickButton(thread, msg.ID, alice.ID, allow) })
+	wg.Go(func() { ids[1] = h.srv.ClickButton(thread, msg.ID, carol.ID, reject) })
 	wg.Wait()
 	var decided, refused int
 	for _, id := range ids {

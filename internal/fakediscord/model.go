@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"testing"
 	"time"
 )
 
@@ -154,6 +155,19 @@ func (m Message) Buttons() []Button {
 		out = append(out, b)
 	})
 	return out
+}
+
+// ButtonID returns the custom id of the button labelled label, failing
+// the test if the message has none.
+func (m Message) ButtonID(tb testing.TB, label string) string {
+	tb.Helper()
+	for _, b := range m.Buttons() {
+		if b.Label == label {
+			return b.CustomID
+		}
+	}
+	tb.Fatalf("no %q button on %q", label, m.Content)
+	return ""
 }
 
 // CustomIDs returns the custom_id of every component in the message.
