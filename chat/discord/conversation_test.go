@@ -232,3 +232,64 @@ func TestConversation_IdleConversationsAreForgottenAndAdoptedAgain(t *testing.T)
 	}
 	h.answer(busy, "✅")
 }
+
+// discord.allowed_roles admits a user by role; discord.allowed_bots lets a
+// listed bot be treated like a user (here admitted by id), while a bot not
+// listed is ignored without a word, even when its id is allowed.
+func TestConversation_AllowedRolesAndBots(t *testing.T) {
+	h := newHarness(t, setup{})
+	helper := fakediscord.User{ID: "299", Username: "helperbot", Bot: true}
+	stranger := fakediscord.User{ID: "298", Username: "strangerbot", Bot: true}
+	a := accessFor(h, helper.ID, stranger.ID)
+	a.AllowedRoles = []string{"700"}
+	a.AllowedBots = []string{helper.ID}
+	h.client.SetAccess(a)
+
+	ignored := h.srv.SendMessage(h.channel, stranger, h.srv.Bot().Mention()+" from a bot not listed")
+	refused := h.srv.SendMessage(h.channel, bob, h.srv.Bot().Mention()+" no role", fakediscord.WithRoles("701"))
+	h.srv.Await("🚫 for bob", func() bool { return h.srv.HasReaction(h.channel, refused, h.srv.Bot().ID, "🚫") })
+	byRole := h.mention(carol, "hello by role", fakediscord.WithRoles("701", "700"))
+	h.answer(byRole, "✅")
+	byBot := h.mention(helper, "hello from a bot")
+	h.answer(byBot, "✅")
+
+	if ch, ok := h.srv.Channel(ignored); ok && ch.IsThread() {
+		t.Fatal("a thread was opened for a bot not listed")
+	}
+	if r := h.srv.Reactions(h.channel, ignored); len(r) != 0 {
+		t.Fatalf("the unlisted bot's message got reactions %v, want none", r)
+	}
+	if n := len(h.srv.Threads()); n != 2 {
+		t.Fatalf("%d threads, want carol's and the helper bot's", n)
+	}
+	if s := h.client.Stats(); s.RefusedUsers != 1 {
+		t.Fatalf("refused users = %d, want 1 (bob)", s.RefusedUsers)
+	}
+}
+
+// The thread is named after the prompt's first line, whitespace folded
+// and cut to 90 characters. A message sent while the thread's turn runs shows ⏳ until
+// its own turn starts, then ✅.
+func TestConversation_ThreadNameAndQueuedReaction(t *testing.T) {
+	h := newHarness(t, setup{})
+	first := "slow 700ms 3   " + strings.Repeat("very long words ", 12)
+	thread := h.mention(alice, first+"\nand a second line")
+	ch, _ := h.srv.Channel(thread)
+	name := []rune(ch.Name)
+	if len(name) != 90 || name[89] != '…' || !strings.HasPrefix(ch.Name, "slow 700ms 3 very long words very") {
+		t.Fatalf("thread named %q (%d runes), want the first line folded and cut to 90", ch.Name, len(name))
+	}
+	queued := h.srv.SendMessage(thread, alice, "next in line")
+	h.srv.Await("⏳ on the queued message", func() bool { return h.srv.HasReaction(thread, queued, h.srv.Bot().ID, "⏳") })
+	if !h.engine.Status(thread).Busy {
+		t.Fatal("the first turn ended before the queued message could be checked")
+	}
+	h.srv.Await("✅ on the queued message", func() bool { return h.srv.HasReaction(thread, queued, h.srv.Bot().ID, "✅") })
+	if h.srv.HasReaction(thread, queued, h.srv.Bot().ID, "⏳") {
+		t.Fatal("⏳ stayed on the message after its turn")
+	}
+	all := joined(h.botMessages(thread))
+	if !strings.Contains(all, "You said: next in line") {
+		t.Fatalf("the queued message was not answered: %q", all)
+	}
+}

@@ -83,6 +83,33 @@ func TestPermission_ApproverClicksReject(t *testing.T) {
 		t.Fatalf("carol's click answered %q", r.Content)
 	}
 	h.answer(thread, "permission denied: reject")
+	if s := h.client.Stats(); s.OpenPermissions != 0 {
+		t.Fatalf("open permissions = %d after the reject", s.OpenPermissions)
+	}
+}
+
+// /cancel while a request waits for a click closes the request at once
+// (saying so, buttons gone), tells the agent "cancelled" and frees its
+// slot; the turn ends cancelled.
+func TestPermission_CancelClosesTheOpenRequest(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "permission")
+	msg := h.permissionMessage(thread)
+	if s := h.client.Stats(); s.OpenPermissions != 1 {
+		t.Fatalf("open permissions = %d while the request waits", s.OpenPermissions)
+	}
+	h.response(h.srv.SlashCommand(thread, alice.ID, "cancel", nil))
+	h.srv.Await("request closed", func() bool {
+		m, _ := h.srv.Message(thread, msg.ID)
+		return len(m.Buttons()) == 0 && strings.Contains(m.Content, "cancelled")
+	})
+	h.answer(thread, "⏹️ cancelled by Alice")
+	if s := h.client.Stats(); s.OpenPermissions != 0 {
+		t.Fatalf("open permissions = %d after the cancel", s.OpenPermissions)
+	}
+	if m, _ := h.srv.Message(thread, msg.ID); strings.Contains(m.Content, "chose") {
+		t.Fatalf("the cancelled request reads %q", m.Content)
+	}
 }
 
 // turn.permission_timeout: with no click, the request closes (saying so,
@@ -165,6 +192,22 @@ func TestPermission_AllowModeAnswersAndSaysSo(t *testing.T) {
 	for _, m := range h.srv.Messages(thread) {
 		if len(m.Buttons()) > 0 {
 			t.Fatal("buttons shown in allow mode")
+		}
+	}
+}
+
+// With turn.permission_mode = deny, requests are refused automatically
+// (the first reject option) and the thread says so.
+func TestPermission_DenyModeAnswersAndSaysSo(t *testing.T) {
+	h := newHarness(t, setup{engine: adapter.Config{PermissionMode: adapter.PermissionDeny}})
+	thread := h.mention(alice, "permission")
+	msgs := h.answer(thread, "permission denied: reject")
+	if !strings.Contains(joined(msgs), "answered automatically (turn.permission_mode = deny): Reject") {
+		t.Fatalf("the thread was not told: %q", joined(msgs))
+	}
+	for _, m := range h.srv.Messages(thread) {
+		if len(m.Buttons()) > 0 {
+			t.Fatal("buttons shown in deny mode")
 		}
 	}
 }
