@@ -232,6 +232,10 @@ func discordCancelMidTurn(t *testing.T, b *discordBroker) {
 	if cancelSent.IsZero() || len(prompts) == 0 || prompts[len(prompts)-1].sent.After(cancelSent) {
 		t.Fatalf("on the wire: session/cancel at %v, prompts %+v; want the last prompt, then session/cancel", cancelSent, prompts)
 	}
+	// The user's cancel reaches the agent within a second.
+	if d := cancelSent.Sub(cancelAt); d > time.Second {
+		t.Errorf("session/cancel reached the agent %v after the user's %s, want within 1s", d.Round(time.Millisecond), how)
+	}
 	cancelled := prompts[len(prompts)-1]
 	answeredIn := "never"
 	if !cancelled.answered.IsZero() {

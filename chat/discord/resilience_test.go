@@ -9,6 +9,7 @@ import (
 
 	"acpbroker/chat"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/pool"
 )
 
 // A storm of 429s on message calls loses nothing: every rate-limited call
@@ -90,6 +91,22 @@ func TestResilience_Attachments(t *testing.T) {
 		if ch, ok := h.srv.Channel(id); ok && ch.IsThread() {
 			t.Fatalf("a thread was opened for a refused message")
 		}
+	}
+}
+
+// An agent that does not accept images (promptCapabilities.image false)
+// never gets one: the thread is told they were left out, and the text
+// goes through.
+func TestResilience_ImagesLeftOutForAnAgentWithoutImages(t *testing.T) {
+	h := newHarness(t, setup{pool: pool.Config{Args: []string{"--no-images"}}})
+	thread := h.mention(alice, "what is in this picture",
+		fakediscord.WithAttachment("shot.png", "image/png", []byte("\x89PNG fake image")))
+	got := joined(h.answer(thread, "✅"))
+	if !strings.Contains(got, "This agent does not accept images; 1 image(s) were left out.") {
+		t.Fatalf("the thread was not told the image was left out: %q", got)
+	}
+	if !strings.Contains(got, "You said: what is in this picture") || strings.Contains(got, "image(s))") {
+		t.Fatalf("the agent got %q", got)
 	}
 }
 

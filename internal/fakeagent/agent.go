@@ -29,6 +29,8 @@ type Options struct {
 	NoExitOnEOF bool
 	// JunkAtStart prints non-JSON lines before anything else.
 	JunkAtStart bool
+	// NoImages advertises that prompts may not carry images.
+	NoImages bool
 	// Executable is the agent's own program, for spawn-child; empty when
 	// running in-process.
 	Executable string
@@ -224,7 +226,7 @@ func (a *agent) handle(line []byte) {
 			"agentInfo": map[string]string{"name": "fakeagent", "version": "1"},
 			"agentCapabilities": map[string]any{
 				"loadSession":        a.opts.LoadSession,
-				"promptCapabilities": map[string]bool{"image": true, "embeddedContext": true}}})
+				"promptCapabilities": map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true}}})
 	case "authenticate":
 		var p struct{ MethodID string }
 		json.Unmarshal(m.Params, &p)

@@ -20,6 +20,7 @@ func main() {
 	flag.BoolVar(&opts.StringIDs, "string-ids", false, "use string ids for the agent's own requests")
 	flag.BoolVar(&opts.NoExitOnEOF, "no-exit-on-eof", false, "keep running after stdin closes")
 	flag.BoolVar(&opts.JunkAtStart, "junk-at-start", false, "print non-JSON lines before anything")
+	flag.BoolVar(&opts.NoImages, "no-images", false, "advertise that prompts may not carry images")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	child := flag.Bool("child-ignore-term", false, "be a child that ignores SIGTERM and never exits")
 	flag.Parse()
