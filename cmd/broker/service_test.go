@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,6 +64,19 @@ func listenNotify(t *testing.T) (string, *systemdSocket) {
 	}()
 	t.Cleanup(func() { conn.Close() })
 	return path, s
+}
+
+// drain returns the messages received and not yet read.
+func (s *systemdSocket) drain() []string {
+	var out []string
+	for {
+		select {
+		case m := <-s.msgs:
+			out = append(out, m)
+		default:
+			return out
+		}
+	}
 }
 
 func (s *systemdSocket) waitFor(t *testing.T, want string) {
@@ -172,6 +186,44 @@ func TestRun_DiscordReadinessAndTheTokenNeverLogged(t *testing.T) {
 			t.Fatalf("the token appears in the logs")
 		}
 	}
+}
+
+// A broker that has lost Discord stops pinging systemd's watchdog (so a
+// broker that cannot get back is restarted) and says not ready, and pings
+// again once the gateway is back.
+func TestRun_WatchdogPingsStopWhileTheGatewayIsDown(t *testing.T) {
+	srv := fakediscord.New(t, fakediscord.Options{Token: "tok"})
+	channel := srv.AddChannel("100", "", "agents")
+	sock, systemd := listenNotify(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	b := startBroker(t, writeConfig(t, ""), "BROKER_CHAT_PLATFORM=discord", "BROKER_DISCORD_TOKEN=tok",
+		"BROKER_DISCORD_API_URL="+srv.APIURL(), "BROKER_DISCORD_ALLOWED_CHANNELS="+channel,
+		fmt.Sprintf("BROKER_HTTP_LISTEN=127.0.0.1:%d", port), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=200000")
+	systemd.waitFor(t, "READY=1")
+	systemd.waitFor(t, "WATCHDOG=1")
+
+	srv.SetGatewayDown(true)
+	srv.DropGateway()
+	b.err.waitFor(t, "unhealthy: no watchdog ping", 20*time.Second)
+	if code, body := get(t, base+"/readyz"); code == 200 {
+		t.Fatalf("/readyz = 200 %s while the gateway is down", body)
+	}
+	// Pings every 100ms while healthy: a second of silence is no ping.
+	systemd.drain()
+	time.Sleep(time.Second)
+	if got := systemd.drain(); slices.Contains(got, "WATCHDOG=1") {
+		t.Fatalf("the watchdog was pinged while the gateway was down: %q", got)
+	}
+
+	srv.SetGatewayDown(false)
+	systemd.waitFor(t, "WATCHDOG=1")
+	if code, body := get(t, base+"/readyz"); code != 200 {
+		t.Fatalf("/readyz = %d %s after the gateway came back", code, body)
+	}
+	b.cancel()
+	<-b.done
+	b.done <- 0
 }
 
 // SIGHUP reloads the configuration: a changed turn.timeout applies to the

@@ -219,9 +219,9 @@ var upgrader = websocket.Upgrader{
 
 func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.gatewayDown {
 		s.mu.Unlock()
-		http.Error(w, "closed", http.StatusServiceUnavailable)
+		http.Error(w, "gateway unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	s.wg.Add(1)
@@ -579,6 +579,15 @@ func (s *Server) RequestHeartbeat() {
 			c.sendOp(opHeartbeat, nil)
 		}
 	}
+}
+
+// SetGatewayDown makes the gateway refuse new connections (HTTP 503), as
+// during an outage, or take them again. Open connections are left as
+// they are: DropGateway cuts them.
+func (s *Server) SetGatewayDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gatewayDown = down
 }
 
 // SetHeartbeatAcks turns HEARTBEAT_ACK answers on (the default) or off,

@@ -155,6 +155,7 @@ type Server struct {
 	stats         GatewayStats
 	rejectResumes int
 	noAcks        bool
+	gatewayDown   bool
 }
 
 // New starts a fake Discord on 127.0.0.1 and registers its Close with
