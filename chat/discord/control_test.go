@@ -1,6 +1,7 @@
 package discord_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,8 @@ func TestControl_SlashCancel(t *testing.T) {
 	}
 }
 
-// /status shows the agent, session, busy or idle and the queue; /reset
+// /status shows the agent's pid and uptime, the session, busy or idle and
+// the queue; /reset
 // ends the session, so the next message starts a fresh agent session.
 func TestControl_StatusAndReset(t *testing.T) {
 	h := newHarness(t, setup{})
@@ -62,9 +64,23 @@ func TestControl_StatusAndReset(t *testing.T) {
 	h.answer(thread, "✅")
 	before := h.engine.Status(thread)
 	r := h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
-	if !r.Ephemeral() || !strings.Contains(r.Content, "**State**: idle, 0 message(s) queued") || !strings.Contains(r.Content, before.SessionID) {
+	if !r.Ephemeral() || !strings.Contains(r.Content, "**State**: idle, 0 message(s) queued") || !strings.Contains(r.Content, before.SessionID) ||
+		!strings.Contains(r.Content, fmt.Sprintf("**Agent**: pid %d, up ", before.PID)) {
 		t.Fatalf("/status answered %+v", r)
 	}
+	// Busy, with a message waiting behind the turn.
+	h.srv.SendMessage(thread, alice, "slow 400ms 4")
+	h.srv.Await("the slow turn working", func() bool { return h.engine.Status(thread).Busy })
+	h.srv.SendMessage(thread, alice, "queued behind it")
+	h.srv.Await("a message queued", func() bool { return h.engine.Status(thread).Queued == 1 })
+	r = h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
+	if !strings.Contains(r.Content, "**State**: busy (turn running for ") || !strings.Contains(r.Content, "), 1 message(s) queued") {
+		t.Fatalf("/status while busy answered %q", r.Content)
+	}
+	h.srv.Await("the queued message answered", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "You said: queued behind it")
+	})
+	h.answer(thread, "✅")
 	r = h.response(h.srv.SlashCommand(thread, alice.ID, "reset", nil))
 	if !strings.Contains(r.Content, "reset the session") {
 		t.Fatalf("/reset answered %+v", r)
