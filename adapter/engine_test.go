@@ -248,6 +248,32 @@ func TestTurn_CancelGraceKnobBoundsTheWaitForAnUnresponsiveAgent(t *testing.T) {
 	}
 }
 
+// An agent that ignores the cancel, its closed stdin and SIGTERM is
+// stopped in full: the turn ends after turn.cancel_grace, then the
+// agent's stdin is closed, SIGTERM and, an exit grace later, SIGKILL go
+// to its group; it is gone about cancel_grace + 2 × exit_grace after the
+// cancel, not before (it had its chance to save its session), nor long
+// after.
+func TestTurn_AbandonedAgentIsStoppedStepByStep(t *testing.T) {
+	const cancelGrace, exitGrace = 300 * time.Millisecond, 400 * time.Millisecond
+	r := newRig(t, []string{"--ignore-term", "--no-exit-on-eof"}, pool.Config{ExitGrace: exitGrace}, Config{CancelGrace: cancelGrace})
+	rec := r.prompt("t", "ignore-cancel")
+	rec.waitWorking(t)
+	pid := r.pool.Lookup("t").Proc.PID()
+	start := time.Now()
+	r.engine.Cancel("t", CancelledBy("tester"))
+	rec.wait(t, 20*time.Second)
+	ended := time.Since(start)
+	waitGone(t, pid)
+	gone := time.Since(start)
+	if ended < cancelGrace || ended > cancelGrace+2*time.Second {
+		t.Fatalf("the turn ended %s after the cancel, want about %s", ended, cancelGrace)
+	}
+	if want := cancelGrace + 2*exitGrace; gone < want || gone > want+3*time.Second {
+		t.Fatalf("the agent was gone %s after the cancel, want about %s", gone, want)
+	}
+}
+
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	if !agenttest.WaitGone(pid, 10*time.Second) {

@@ -282,7 +282,7 @@ func (t *turn) abandon(cause error) Outcome {
 	t.call.Abandon()
 	t.sub.Close()
 	if alive && !trusted {
-		t.log.Warn().Dur("grace", cfg.CancelGrace).Msg("agent did not answer the cancelled prompt in time; killing it")
+		t.log.Warn().Dur("grace", cfg.CancelGrace).Msg("agent did not answer the cancelled prompt in time; stopping it")
 	}
 	if trusted && cfg.RestartAfterCancel {
 		t.log.Info().Msg("agent answered the cancel; restarting it anyway (agent.restart_after_cancel)")

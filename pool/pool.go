@@ -404,8 +404,11 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 }
 
 // Release returns an agent after a turn. With discard, the agent is not
-// trusted again: its process group is killed and the thread's next Acquire
-// starts a fresh process (resuming the session when the agent supports it).
+// trusted again: it is stopped as any other (stdin closed, then SIGTERM
+// and SIGKILL to its group, ExitGrace apart, so it may still save its
+// session), and the thread's next Acquire starts a fresh process
+// (resuming the session when the agent supports it). The turn does not
+// wait for the stop.
 func (p *Pool) Release(a *Agent, discard bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -414,18 +417,18 @@ func (p *Pool) Release(a *Agent, discard bool) {
 	}
 	a.busy = false
 	a.lastUsed = time.Now()
-	reason := StopUntrusted
+	reason, grace := StopUntrusted, p.cfg.ExitGrace
 	select {
 	case <-a.Proc.Exited():
-		discard, reason = true, StopCrashed
+		discard, reason, grace = true, StopCrashed, 0
 	default:
-	}
-	if a.reset {
-		discard, reason = true, StopReset
+		if a.reset {
+			discard, reason = true, StopReset
+		}
 	}
 	if discard {
 		delete(p.agents, a.Thread)
-		p.retireLocked(a, 0, reason)
+		p.retireLocked(a, grace, reason)
 	}
 	p.signalLocked()
 	select {
