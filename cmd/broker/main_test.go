@@ -200,6 +200,24 @@ func TestRun_ConfigExampleShowsAFullTurn(t *testing.T) {
 	}
 }
 
+// pool.idle_timeout is consumed: with 1s, the agent that answered is
+// stopped about a second later, and the next message resumes its session
+// in a new process.
+func TestRun_IdleTimeoutStopsTheAgentAndTheNextMessageResumes(t *testing.T) {
+	b := startBroker(t, writeConfigArgs(t, []string{"--load-session"}, "[pool]\nidle_timeout = \"1s\""), "BROKER_LOG_LEVEL=info")
+	b.say(t, "hello")
+	b.out.waitFor(t, "[done in", 20*time.Second)
+	idle := b.err.waitFor(t, "stopping idle agent", 20*time.Second)
+	if idle < 500*time.Millisecond || idle > 6*time.Second {
+		t.Fatalf("the idle agent was stopped %s after its answer, want about 1s", idle)
+	}
+	b.err.waitFor(t, "agent process ended", 20*time.Second)
+	mark := b.out.mark()
+	b.say(t, "still there?")
+	b.out.waitFrom(t, mark, "(resumed) You said: still there?", 20*time.Second)
+	b.exit(t)
+}
+
 // In ask mode the console puts the agent's permission question to the
 // user, whose typed choice reaches the agent.
 func TestRun_ConsolePermissionQuestionIsAnsweredByTyping(t *testing.T) {
