@@ -178,9 +178,9 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 				p.leaveQueue(me)
 				me = nil
 			}
-			sid, _ := p.cfg.Sessions.Session(thread)
+			sess, _ := p.cfg.Sessions.Session(thread)
 			p.mu.Unlock()
-			return p.start(ctx, thread, sid)
+			return p.start(ctx, thread, sess.ID)
 		}
 		if first {
 			if victim := p.lruIdle(); victim != nil {
@@ -286,7 +286,7 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 	p.agents[thread] = a
 	if a.SessionID != resumeID {
 		// Remembered at start, so that even a crash can resume it.
-		p.cfg.Sessions.RememberSession(thread, a.SessionID)
+		p.cfg.Sessions.RememberSession(thread, Session{ID: a.SessionID, Loadable: a.Conn.Capabilities().LoadSession})
 	}
 	return a, nil
 }

@@ -294,9 +294,13 @@ func TestProcess_StopOfAPoliteAgentIsQuickAndStillKillsItsGroup(t *testing.T) {
 // A full pool stops its least recently used idle agent to make room; that
 // thread's next prompt resumes its session with session/load.
 func TestPool_FullPoolEvictsLeastRecentlyUsedIdleAgentAndResumesIt(t *testing.T) {
-	p := newPool(t, pool.Config{Args: []string{"--load-session"}, MaxSessions: 2})
+	book := pool.NewMemoryBook(10)
+	p := newPool(t, pool.Config{Args: []string{"--load-session"}, MaxSessions: 2, Sessions: book})
 	a := acquire(t, p, "a")
 	prompt(t, a, "hello from a")
+	if sess, _ := book.Session("a"); sess != (pool.Session{ID: a.SessionID, Loadable: true}) {
+		t.Fatalf("the book keeps %+v, want %q, loadable", sess, a.SessionID)
+	}
 	p.Release(a, false)
 	b := acquire(t, p, "b")
 	p.Release(b, false)
@@ -407,8 +411,8 @@ func TestPool_IdleTimeoutKnobStopsIdleAgents(t *testing.T) {
 	if s := p.Stats(); s.Live != 0 {
 		t.Fatalf("stats = %+v, want 0 live", s)
 	}
-	if sid, ok := book.Session("t"); !ok || sid != a.SessionID {
-		t.Fatalf("session kept for resume = %q, %v; want %q", sid, ok, a.SessionID)
+	if sess, ok := book.Session("t"); !ok || sess != (pool.Session{ID: a.SessionID}) {
+		t.Fatalf("session kept for resume = %+v, %v; want %q, not loadable", sess, ok, a.SessionID)
 	}
 }
 

@@ -5,26 +5,34 @@ import "sync"
 // SessionBook remembers each thread's agent session so a new process can
 // resume it with session/load. Its methods must not block for long.
 type SessionBook interface {
-	Session(thread string) (sessionID string, ok bool)
-	RememberSession(thread, sessionID string)
+	Session(thread string) (s Session, ok bool)
+	RememberSession(thread string, s Session)
 	ForgetSession(thread string)
+}
+
+// Session is a thread's agent session as a SessionBook keeps it.
+type Session struct {
+	ID string
+	// Loadable: the agent that created it advertised loadSession, so a
+	// new process may resume it.
+	Loadable bool
 }
 
 // MemoryBook is a SessionBook in memory that keeps the last n threads.
 type MemoryBook struct {
 	mu    sync.Mutex
 	n     int
-	ids   map[string]string
+	ids   map[string]Session
 	order []string // insertion order, oldest first
 }
 
 var _ SessionBook = (*MemoryBook)(nil)
 
 // NewMemoryBook returns a book that forgets the oldest thread past n.
-func NewMemoryBook(n int) *MemoryBook { return &MemoryBook{n: max(n, 1), ids: map[string]string{}} }
+func NewMemoryBook(n int) *MemoryBook { return &MemoryBook{n: max(n, 1), ids: map[string]Session{}} }
 
 // Session implements SessionBook.
-func (b *MemoryBook) Session(thread string) (string, bool) {
+func (b *MemoryBook) Session(thread string) (Session, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	id, ok := b.ids[thread]
@@ -32,13 +40,13 @@ func (b *MemoryBook) Session(thread string) (string, bool) {
 }
 
 // RememberSession implements SessionBook.
-func (b *MemoryBook) RememberSession(thread, sessionID string) {
+func (b *MemoryBook) RememberSession(thread string, s Session) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.ids[thread]; !ok {
 		b.order = append(b.order, thread)
 	}
-	b.ids[thread] = sessionID
+	b.ids[thread] = s
 	for len(b.order) > b.n {
 		delete(b.ids, b.order[0])
 		b.order = b.order[1:]

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"acpbroker/pool"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -64,6 +65,9 @@ type Tool struct {
 type Thread struct {
 	ID        string `json:"id"`
 	SessionID string `json:"session,omitempty"`
+	// LoadSession: the agent that created the session advertised
+	// loadSession, so the session can be resumed in a new process.
+	LoadSession bool `json:"load_session,omitempty"`
 	// Chat is the chat layer's own record of the conversation.
 	Chat    json.RawMessage `json:"chat,omitempty"`
 	Updated time.Time       `json:"updated"`
@@ -515,19 +519,19 @@ func (s *Store) PutThreadChat(id string, chat json.RawMessage) {
 }
 
 // Session returns the agent session a thread had (pool.SessionBook).
-func (s *Store) Session(thread string) (string, bool) {
+func (s *Store) Session(thread string) (pool.Session, bool) {
 	t, ok := s.Thread(thread)
-	return t.SessionID, ok && t.SessionID != ""
+	return pool.Session{ID: t.SessionID, Loadable: t.LoadSession}, ok && t.SessionID != ""
 }
 
 // RememberSession records a thread's agent session (pool.SessionBook).
-func (s *Store) RememberSession(thread, sessionID string) {
-	s.updateThread(thread, func(t *Thread) { t.SessionID = sessionID })
+func (s *Store) RememberSession(thread string, sess pool.Session) {
+	s.updateThread(thread, func(t *Thread) { t.SessionID, t.LoadSession = sess.ID, sess.Loadable })
 }
 
 // ForgetSession drops a thread's agent session (pool.SessionBook).
 func (s *Store) ForgetSession(thread string) {
-	s.updateThread(thread, func(t *Thread) { t.SessionID = "" })
+	s.updateThread(thread, func(t *Thread) { t.SessionID, t.LoadSession = "", false })
 }
 
 func (s *Store) updateThread(id string, f func(*Thread)) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"acpbroker/pool"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,24 +128,29 @@ func TestStore_ToolCallsOfRunningTurnsAreKeptWithTheirUpdateTime(t *testing.T) {
 	}
 }
 
-// Thread sessions survive a restart, and a forgotten one is gone.
+// Thread sessions survive a restart, with whether the agent can load
+// them, and a forgotten one is gone.
 func TestStore_ThreadSessionsSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	s.RememberSession("t1", "sess-1")
-	s.RememberSession("t2", "sess-2")
+	s.RememberSession("t1", pool.Session{ID: "sess-1", Loadable: true})
+	s.RememberSession("t2", pool.Session{ID: "sess-2"})
+	s.RememberSession("t3", pool.Session{ID: "sess-3"})
 	s.PutThreadChat("t1", []byte(`{"starter":"u1"}`))
 	s.ForgetSession("t2")
 	s.Close()
 	s2 := open(t, dir, Options{})
-	if sid, ok := s2.Session("t1"); !ok || sid != "sess-1" {
-		t.Fatalf("t1 session = %q, %v", sid, ok)
+	if sess, ok := s2.Session("t1"); !ok || sess != (pool.Session{ID: "sess-1", Loadable: true}) {
+		t.Fatalf("t1 session = %+v, %v", sess, ok)
+	}
+	if sess, ok := s2.Session("t3"); !ok || sess != (pool.Session{ID: "sess-3"}) {
+		t.Fatalf("t3 session = %+v, %v", sess, ok)
 	}
 	if th, _ := s2.Thread("t1"); string(th.Chat) != `{"starter":"u1"}` {
 		t.Fatalf("t1 chat record = %s", th.Chat)
 	}
-	if sid, ok := s2.Session("t2"); ok {
-		t.Fatalf("forgotten session came back: %q", sid)
+	if sess, ok := s2.Session("t2"); ok {
+		t.Fatalf("forgotten session came back: %+v", sess)
 	}
 }
 
