@@ -28,14 +28,14 @@ func TestJunk_NonJSONLinesAreSkippedAndCounted(t *testing.T) {
 	}
 }
 
-// A line longer than agent.max_line_bytes (here a 12 MiB answer chunk
-// with a 1 MiB cap) is skipped and counted
+// A line longer than agent.max_line_bytes (here a 33 MiB answer chunk
+// over the 32 MiB default) is skipped and counted
 // (acp_broker_acp_oversize_lines_total), and the rest of the turn is read
 // and answered as usual.
 func TestJunk_LineOverTheCapIsSkippedAndCounted(t *testing.T) {
-	w := newWorld(t, setup{conf: settings{"agent.max_line_bytes": 1 << 20}})
+	w := newWorld(t, setup{})
 	b := w.start()
-	thread := w.mention(alice, "big 12")
+	thread := w.mention(alice, "big 33")
 	got := w.awaitAnswers(thread, 1)[0]
 	if !strings.HasPrefix(got.text, "after big") || !strings.HasPrefix(got.footer, "-# ✅ done") {
 		t.Fatalf("the turn with an oversize line got %.200q", got.text)

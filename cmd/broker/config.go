@@ -204,7 +204,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.AuthMethod = r.str("agent.auth_method")
 	c.Agent.StartTimeout = r.dur("agent.start_timeout", time.Second, time.Hour)
 	c.Agent.ExitGrace = r.dur("agent.exit_grace", 10*time.Millisecond, time.Minute)
-	c.Agent.MaxLineBytes = r.integer("agent.max_line_bytes", 1<<20, 1<<30)
+	c.Agent.MaxLineBytes = r.integer("agent.max_line_bytes", 32<<20, 1<<30)
 	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
 
 	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)

@@ -42,7 +42,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.auth_method":           {"api-key", func(c *Config) any { return c.Agent.AuthMethod }, "api-key"},
 		"agent.start_timeout":         {"90s", func(c *Config) any { return c.Agent.StartTimeout }, 90 * time.Second},
 		"agent.exit_grace":            {"3s", func(c *Config) any { return c.Agent.ExitGrace }, 3 * time.Second},
-		"agent.max_line_bytes":        {"2097152", func(c *Config) any { return c.Agent.MaxLineBytes }, 2 << 20},
+		"agent.max_line_bytes":        {"67108864", func(c *Config) any { return c.Agent.MaxLineBytes }, 64 << 20},
 		"turn.timeout":                {"5m", func(c *Config) any { return c.Turn.Timeout }, 5 * time.Minute},
 		"turn.liveness_interval":      {"10s", func(c *Config) any { return c.Turn.LivenessInterval }, 10 * time.Second},
 		"turn.cancel_grace":           {"4s", func(c *Config) any { return c.Turn.CancelGrace }, 4 * time.Second},
