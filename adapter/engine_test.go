@@ -209,6 +209,30 @@ func TestTurn_StaleAnswerNeverEndsTheNextTurn(t *testing.T) {
 	}
 }
 
+// A response that comes after its turn ended never ends the next turn:
+// an agent that sends its response twice, the second while the next
+// prompt streams, leaves the following turns their own answers, exactly;
+// the duplicate is dropped and counted as stale.
+func TestTurn_DuplicateResponseNeverEndsTheNextTurn(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	first := r.prompt("t", "answer-twice 300ms")
+	second := r.prompt("t", "stream 4 150ms")
+	third := r.prompt("t", "stream 2")
+	for i, want := range []string{"once", "chunk 1\nchunk 2\nchunk 3\nchunk 4\n", "chunk 1\nchunk 2\n"} {
+		o := []*recorder{first, second, third}[i].wait(t, 20*time.Second)
+		if o.Err != nil || o.Text != want || o.StopReason != acp.StopEndTurn {
+			t.Fatalf("turn %d: outcome %+v (text %q), want %q", i+1, o, o.Text, want)
+		}
+	}
+	s := r.engine.Stats().Pool.Conn
+	if s.StaleResponses != 1 {
+		t.Fatalf("stale responses = %d, want the one duplicate", s.StaleResponses)
+	}
+	if s.PendingRequests != 0 || s.Subscribers != 0 {
+		t.Fatalf("bookkeeping left: %+v", s)
+	}
+}
+
 // turn.timeout is consumed: with 2s a hung agent fails in about 2s.
 func TestTurn_TimeoutKnobEndsAHungTurn(t *testing.T) {
 	grace := 500 * time.Millisecond

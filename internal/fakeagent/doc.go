@@ -33,6 +33,7 @@
 //	unknown-request    sends the client a request it does not know
 //	stderr N           N long stderr lines and one of 100 KiB
 //	update-after       answers, then sends one more update
+//	answer-twice [D]   answers, then D later (300ms) sends the same answer
 //	other-session      sends an update for a session it never created
 //	env                answers with its environment, one NAME=value a line
 //	anything else      a demo turn: thought, tool call, plan, echo

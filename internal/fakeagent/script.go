@@ -235,6 +235,14 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		if t.wait(50 * time.Millisecond) {
 			a.chunk(sid, "straggler")
 		}
+	case "answer-twice":
+		// A buggy agent: the same response again, D later, when the
+		// next prompt may be running.
+		a.chunk(sid, "once")
+		t.stop("end_turn")
+		if t.wait(dur(arg(0, "300ms"))) {
+			a.reply(t.id, map[string]string{"stopReason": "end_turn"})
+		}
 	case "other-session":
 		a.chunk("sess-unknown", "not yours")
 		a.chunk(sid, "mine")
