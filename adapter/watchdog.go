@@ -40,7 +40,7 @@ func (e *Engine) check(now time.Time) {
 			e.mu.Lock()
 			e.stats.ToolStuck++
 			e.mu.Unlock()
-			t.log.Warn().Str("cause", cause.Error()).Str("action", "cancel").Msg("watchdog: tool call stuck; cancelling the turn")
+			t.log.Warn().Str("cause", cause.Error()).Str("action", "cancel_stuck_tool").Msg("watchdog: tool call stuck; cancelling the turn")
 			t.end(cause)
 		}
 	}

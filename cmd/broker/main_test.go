@@ -301,12 +301,21 @@ func TestRun_VersionAndCheckConfig(t *testing.T) {
 // a tool call that never reports progress ends the turn in about 2s,
 // far before the ceiling.
 func TestRun_ToolTimeoutAndWatchdogIntervalEndAStuckToolCall(t *testing.T) {
-	b := startBroker(t, writeConfig(t, "[turn]\ntool_timeout = \"2s\"\ncancel_grace = \"300ms\"\n[watchdog]\ninterval = \"500ms\""))
+	port := freePort(t)
+	b := startBroker(t, writeConfig(t, "[turn]\ntool_timeout = \"2s\"\ncancel_grace = \"300ms\"\n[watchdog]\ninterval = \"500ms\""),
+		fmt.Sprintf("BROKER_HTTP_LISTEN=127.0.0.1:%d", port), "BROKER_LOG_LEVEL=info")
 	b.say(t, "tool-stuck")
 	b.out.waitFor(t, "[tool] Long build: running", 20*time.Second)
 	took := b.out.waitFor(t, "[turn failed: a tool call made no progress for 2s: Long build", 20*time.Second)
 	if took < 1500*time.Millisecond || took > 2*time.Second+500*time.Millisecond+4*time.Second {
 		t.Fatalf("the stuck tool call ended the turn %s after it started, want about 2-2.5s", took)
+	}
+	// The action is logged with its cause and counted.
+	if logs := b.err.String(); !strings.Contains(logs, `"action":"cancel_stuck_tool"`) || !strings.Contains(logs, "a tool call made no progress for 2s") {
+		t.Errorf("the watchdog's action is not logged with its cause:\n%s", logs)
+	}
+	if _, m := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); !strings.Contains(m, `acp_broker_watchdog_actions_total{action="cancel_stuck_tool"} 1`+"\n") {
+		t.Errorf("/metrics does not count the action:\n%s", m)
 	}
 	b.exit(t)
 }
