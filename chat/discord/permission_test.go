@@ -1,6 +1,7 @@
 package discord_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -180,34 +181,26 @@ func TestPermission_TwoClicksOneDecision(t *testing.T) {
 	h.answer(thread, "permission")
 }
 
-// With turn.permission_mode = allow, requests are answered automatically
+// With turn.permission_mode = allow or deny, requests are answered
+// automatically (the first allow or reject option), no buttons are shown,
 // and the thread says so.
-func TestPermission_AllowModeAnswersAndSaysSo(t *testing.T) {
-	h := newHarness(t, setup{engine: adapter.Config{PermissionMode: adapter.PermissionAllow}})
-	thread := h.mention(alice, "permission")
-	msgs := h.answer(thread, "permission granted: allow")
-	if !strings.Contains(joined(msgs), "answered automatically (turn.permission_mode = allow): Allow") {
-		t.Fatalf("the thread was not told: %q", joined(msgs))
-	}
-	for _, m := range h.srv.Messages(thread) {
-		if len(m.Buttons()) > 0 {
-			t.Fatal("buttons shown in allow mode")
-		}
-	}
-}
-
-// With turn.permission_mode = deny, requests are refused automatically
-// (the first reject option) and the thread says so.
-func TestPermission_DenyModeAnswersAndSaysSo(t *testing.T) {
-	h := newHarness(t, setup{engine: adapter.Config{PermissionMode: adapter.PermissionDeny}})
-	thread := h.mention(alice, "permission")
-	msgs := h.answer(thread, "permission denied: reject")
-	if !strings.Contains(joined(msgs), "answered automatically (turn.permission_mode = deny): Reject") {
-		t.Fatalf("the thread was not told: %q", joined(msgs))
-	}
-	for _, m := range h.srv.Messages(thread) {
-		if len(m.Buttons()) > 0 {
-			t.Fatal("buttons shown in deny mode")
-		}
+func TestPermission_AutoModesAnswerAndSaySo(t *testing.T) {
+	for _, tc := range []struct{ mode, answer, option string }{
+		{adapter.PermissionAllow, "permission granted: allow", "Allow"},
+		{adapter.PermissionDeny, "permission denied: reject", "Reject"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			h := newHarness(t, setup{engine: adapter.Config{PermissionMode: tc.mode}})
+			thread := h.mention(alice, "permission")
+			msgs := h.answer(thread, tc.answer)
+			if say := fmt.Sprintf("answered automatically (turn.permission_mode = %s): %s", tc.mode, tc.option); !strings.Contains(joined(msgs), say) {
+				t.Fatalf("the thread was not told %q: %q", say, joined(msgs))
+			}
+			for _, m := range h.srv.Messages(thread) {
+				if len(m.Buttons()) > 0 {
+					t.Fatalf("buttons shown in %s mode", tc.mode)
+				}
+			}
+		})
 	}
 }
