@@ -137,6 +137,7 @@ type Client struct {
 	convs     map[string]*conversation // by thread id
 	swept     time.Time                // when convs was last swept
 	seen      recentSet                // message ids already handled
+	order     map[string]chan struct{} // by thread: closed once its last message is submitted
 	perms     map[string]*openPermission
 	permSeq   uint64
 	lanes     map[string]*lane // reaction lanes, by channel
@@ -179,6 +180,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		s:      s,
 		ready:  make(chan struct{}),
 		convs:  map[string]*conversation{},
+		order:  map[string]chan struct{}{},
 		seen:   newRecentSet(4096),
 		perms:  map[string]*openPermission{},
 		lanes:  map[string]*lane{},

@@ -293,3 +293,22 @@ func TestConversation_ThreadNameAndQueuedReaction(t *testing.T) {
 		t.Fatalf("the queued message was not answered: %q", all)
 	}
 }
+
+// Messages in a thread are prompts in the order they were sent, even when
+// the first takes longer to prepare: here its attachment downloads for
+// half a second while the second, plain, arrives.
+func TestConversation_MessagesKeepTheirOrder(t *testing.T) {
+	h := newHarness(t, setup{fake: fakediscord.Options{AttachmentDelay: 500 * time.Millisecond}})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	h.srv.SendMessage(thread, alice, "first, with a file", fakediscord.WithAttachment("notes.txt", "text/plain", []byte("a note\n")))
+	h.srv.SendMessage(thread, alice, "second, plain")
+	h.srv.Await("both answered", func() bool {
+		all := joined(h.botMessages(thread))
+		return strings.Contains(all, "You said: first") && strings.Contains(all, "You said: second")
+	})
+	all := joined(h.botMessages(thread))
+	if strings.Index(all, "You said: first") > strings.Index(all, "You said: second") {
+		t.Fatalf("the second message was answered first:\n%s", all)
+	}
+}

@@ -84,22 +84,46 @@ func (c *Client) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {
 	if m.Author.ID == me || (m.Author.Bot && !slices.Contains(c.acl().AllowedBots, m.Author.ID)) {
 		return
 	}
+	mentioned := mentions(m.Message, me)
 	c.mu.Lock()
 	if !c.accepting || !c.seen.add(m.ID) {
 		c.mu.Unlock()
 		return
 	}
 	conv := c.convs[m.ChannelID]
+	if conv == nil && !mentioned && c.access.channel(m.ChannelID) {
+		c.mu.Unlock()
+		return // ordinary chatter in an allowed channel
+	}
+	// Messages of one thread reach the engine in the order Discord sent
+	// them, though each is prepared (attachments downloaded, the thread
+	// opened) on its own goroutine. A thread started from a message has
+	// that message's id.
+	key := m.ChannelID
+	if conv == nil && mentioned {
+		key = m.ID
+	}
+	prev, done := c.order[key], make(chan struct{})
+	c.order[key] = done
 	sweep := conv != nil && c.keepLocked(conv)
 	c.mu.Unlock()
 	if sweep {
 		c.sweep()
 	}
-	mentioned := mentions(m.Message, me)
-	if conv == nil && !mentioned && c.allowedChannel(m.ChannelID) {
-		return // ordinary chatter in an allowed channel
+	c.spawn(func() {
+		defer c.inOrderDone(key, done)
+		c.handleMessage(m.Message, conv, mentioned, prev)
+	})
+}
+
+// inOrderDone lets the thread's next message go on to the engine.
+func (c *Client) inOrderDone(key string, done chan struct{}) {
+	close(done)
+	c.mu.Lock()
+	if c.order[key] == done {
+		delete(c.order, key)
 	}
-	c.spawn(func() { c.handleMessage(m.Message, conv, mentioned) })
+	c.mu.Unlock()
 }
 
 func mentions(m *discordgo.Message, me string) bool {
@@ -120,7 +144,9 @@ func stripMention(s, me string) string {
 // handleMessage turns a message into a prompt: in a conversation thread,
 // the next prompt; with a mention in an allowed channel, the first prompt
 // of a new thread.
-func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mentioned bool) {
+// It submits only once prev (the thread's previous message, if any) is
+// through.
+func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mentioned bool, prev <-chan struct{}) {
 	ctx := c.ctx
 	if conv == nil {
 		conv = c.adoptThread(ctx, m.ChannelID)
@@ -162,6 +188,13 @@ func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mention
 			c.log.Error().Err(err).Str("channel", m.ChannelID).Msg("could not open a thread")
 			c.react(m.ChannelID, m.ID, emojiFailed)
 			c.replyTo(ctx, m, "I could not open a thread for this: "+err.Error())
+			return
+		}
+	}
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
 			return
 		}
 	}

@@ -76,6 +76,10 @@ type Options struct {
 	// interaction (code 10062).
 	InteractionDeadline time.Duration
 
+	// AttachmentDelay holds each attachment download this long before
+	// answering, as a slow CDN would.
+	AttachmentDelay time.Duration
+
 	// MaxUploadBytes bounds the files of one request (default 10 MiB);
 	// more is answered 413 (code 40005).
 	MaxUploadBytes int64
@@ -422,6 +426,13 @@ func (s *Server) serveAttachment(w http.ResponseWriter, r *http.Request) {
 	}
 	if ctype == "" {
 		ctype = "application/octet-stream"
+	}
+	if d := s.opts.AttachmentDelay; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
