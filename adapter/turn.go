@@ -73,6 +73,23 @@ func (t *turn) run(ctx context.Context) {
 	t.finish(out)
 }
 
+// setLog adds to the turn's logger as the turn learns its session, pid
+// and request id. Only the turn's own goroutine calls it (and reads t.log
+// directly); others use logger.
+func (t *turn) setLog(l zerolog.Logger) {
+	t.mu.Lock()
+	t.log = l
+	t.mu.Unlock()
+}
+
+// logger is the turn's logger, for goroutines other than the turn's own
+// (the watchdog, shutdown).
+func (t *turn) logger() zerolog.Logger {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.log
+}
+
 // finish delivers the turn's one Outcome: logged, counted, journaled, then
 // given to the Sink. Only the first call counts (the watchdog may end a
 // turn whose loop is stuck).
@@ -81,18 +98,19 @@ func (t *turn) finish(out Outcome) {
 		if !t.start.IsZero() {
 			out.Elapsed = time.Since(t.start)
 		}
-		ev := t.log.Info().Dur("elapsed", out.Elapsed).Str("stop", out.StopReason)
+		log := t.logger()
+		ev := log.Info().Dur("elapsed", out.Elapsed).Str("stop", out.StopReason)
 		state := store.Done
 		switch {
 		case errors.Is(out.Err, ErrCancelled):
 			state = store.Cancelled
-			ev = t.log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+			ev = log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 		case errors.Is(out.Err, ErrShutdown):
 			state = store.Interrupted
-			ev = t.log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+			ev = log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 		case out.Err != nil:
 			state = store.Failed
-			ev = t.log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
+			ev = log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 		}
 		ev.Str("outcome", out.Class()).Msg("turn ended")
 		t.e.mu.Lock()
@@ -133,7 +151,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentStart, err)}
 	}
 	t.agent = agent
-	t.log = t.log.With().Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger()
+	t.setLog(t.log.With().Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
 	if agent.Lost != "" {
 		// Said once: the agent is this turn's while it is busy.
 		agent.Lost = ""
@@ -157,7 +175,8 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		}
 		return Outcome{Err: t.deathCause(err)}
 	}
-	t.log.Debug().Str("req", t.call.ID.String()).Msg("prompt sent")
+	t.setLog(t.log.With().Str("req", t.call.ID.String()).Logger())
+	t.log.Debug().Msg("prompt sent")
 	t.mu.Lock()
 	t.sent = time.Now()
 	t.progress = t.sent

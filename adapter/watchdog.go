@@ -40,7 +40,8 @@ func (e *Engine) check(now time.Time) {
 			e.mu.Lock()
 			e.stats.ToolStuck++
 			e.mu.Unlock()
-			t.log.Warn().Str("cause", cause.Error()).Str("action", "cancel_stuck_tool").Msg("watchdog: tool call stuck; cancelling the turn")
+			log := t.logger()
+			log.Warn().Str("cause", cause.Error()).Str("action", "cancel_stuck_tool").Msg("watchdog: tool call stuck; cancelling the turn")
 			t.end(cause)
 		}
 	}
@@ -101,7 +102,8 @@ func (e *Engine) forceEnd(t *turn, cause error) {
 	e.stats.ForceEnded++
 	e.startWorkerLocked(th)
 	e.mu.Unlock()
-	t.log.Error().Str("cause", cause.Error()).Str("action", "force_end").Msg("watchdog: turn past its ceiling; killing its agent")
+	log := t.logger()
+	log.Error().Str("cause", cause.Error()).Str("action", "force_end").Msg("watchdog: turn past its ceiling; killing its agent")
 	t.end(cause)
 	e.pool.Discard(t.thread)
 	t.finish(Outcome{Err: cause})

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -246,6 +247,26 @@ func TestRun_TurnTimeoutFromTheEnvironmentEndsAHungTurn(t *testing.T) {
 	b.say(t, "stream 1")
 	b.out.waitFor(t, "agent> chunk 1", 20*time.Second)
 	b.exit(t)
+	// The log line of the failed turn names the thread, the agent session
+	// and process, the prompt's request id and the cause.
+	var ended map[string]any
+	for _, line := range strings.Split(b.err.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "turn ended" && m["outcome"] == "timeout" {
+			ended = m
+		}
+	}
+	if ended == nil {
+		t.Fatalf("no log line for the timed-out turn:\n%s", b.err)
+	}
+	for _, key := range []string{"thread", "session", "pid", "req", "cause"} {
+		if v, ok := ended[key]; !ok || v == "" {
+			t.Errorf("the turn's log line lacks %q: %v", key, ended)
+		}
+	}
+	if ended["cause"] != "timed out after 2s" {
+		t.Errorf("cause = %v", ended["cause"])
+	}
 }
 
 // A bad configuration is refused before anything starts: the message names
