@@ -86,6 +86,7 @@ type Pool struct {
 	agents   map[string]*Agent // live, by thread
 	starting int               // slots reserved by agents being started
 	stopping int               // slots held by agents being stopped
+	hurried  bool              // Shutdown's deadline has passed
 	queue    []*waiter         // Acquire calls waiting for a slot, in order
 	changed  chan struct{}     // closed and replaced whenever a slot may have freed
 	evicted  uint64
@@ -251,6 +252,10 @@ func (p *Pool) evictLocked(a *Agent, reason, why string) {
 // retireLocked stops a removed agent on a goroutine the pool owns; its slot
 // stays taken until the process is gone. p.mu must be held.
 func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
+	if p.hurried {
+		grace = 0 // past the shutdown deadline: no more graces
+	}
+	p.retiring[a] = true // seen by Shutdown's deadline from now on
 	p.stopping++
 	p.countStopLocked(reason, grace)
 	p.wg.Go(func() {
@@ -270,6 +275,7 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 	p.starting--
 	if err == nil && p.closed {
 		// Close may already be waiting: stop it here, not on a new goroutine.
+		p.retiring[a] = true
 		p.mu.Unlock()
 		p.shutdown(a, 0)
 		p.mu.Lock()
@@ -378,10 +384,8 @@ func safeName(s string) string {
 
 // shutdown stops the process with the escalation and closes the Conn.
 // grace 0 kills at once.
+// The caller has put a in p.retiring, under p.mu.
 func (p *Pool) shutdown(a *Agent, grace time.Duration) {
-	p.mu.Lock()
-	p.retiring[a] = true
-	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.retiring, a)
@@ -574,6 +578,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 				grace = 0
 			}
 			p.countStopLocked(StopShutdown, grace)
+			p.retiring[a] = true
 			p.wg.Go(func() { p.shutdown(a, grace) })
 		}
 		p.signalLocked()
@@ -596,6 +601,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
+	p.hurried = true // agents retired from now on are killed at once
 	var hurry []*Agent
 	for a := range p.retiring {
 		hurry = append(hurry, a)
