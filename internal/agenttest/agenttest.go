@@ -64,12 +64,16 @@ func Running(pid int) bool {
 // WaitGone waits up to within for pid to stop running and reports whether
 // it did.
 func WaitGone(pid int, within time.Duration) bool {
-	deadline := time.Now().Add(within)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for Running(pid) {
-		if time.Now().After(deadline) {
-			return false
+		select {
+		case <-deadline.C:
+			return !Running(pid)
+		case <-tick.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	return true
 }
