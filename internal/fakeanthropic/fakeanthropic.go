@@ -19,11 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"acpbroker/internal/fakemodel"
 )
 
 // DefaultText is the answer to requests with no scripted reply.
@@ -132,153 +132,45 @@ type Options struct {
 
 // Server is a running fake. Its methods are safe for concurrent use.
 type Server struct {
-	url  string
-	srv  *http.Server
-	logf func(string, ...any)
-	done chan struct{}
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	queue   []Reply
-	reqs    []*Request
-	changed chan struct{}
-	seq     int
-	closed  bool
+	*fakemodel.Server[Reply, Request]
 }
 
 // Start listens on 127.0.0.1 on a free port and serves until Close.
 func Start(opts Options) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{}
+	core, err := fakemodel.Start[Reply, Request]("fakeanthropic", opts.Logf, func(mux *http.ServeMux) {
+		mux.HandleFunc("POST /v1/messages", s.serveMessages)
+		mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
+		mux.HandleFunc("GET /v1/models", s.serveModels)
+		mux.HandleFunc("/", s.serveOther)
+	})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{
-		url:     "http://" + ln.Addr().String(),
-		logf:    opts.Logf,
-		done:    make(chan struct{}),
-		changed: make(chan struct{}),
-	}
-	if s.logf == nil {
-		s.logf = func(string, ...any) {}
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/messages", s.serveMessages)
-	mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
-	mux.HandleFunc("GET /v1/models", s.serveModels)
-	mux.HandleFunc("/", s.serveOther)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.wg.Go(func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logf("fakeanthropic: serve: %v", err)
-		}
-	})
+	s.Server = core
 	return s, nil
 }
 
 // URL is the base URL for ANTHROPIC_BASE_URL (no trailing slash, no path).
-func (s *Server) URL() string { return s.url }
-
-// Enqueue appends replies to the script, to be used by the next main
-// requests in order.
-func (s *Server) Enqueue(replies ...Reply) {
-	s.mu.Lock()
-	s.queue = append(s.queue, replies...)
-	s.mu.Unlock()
-}
-
-// Pending is the number of scripted replies not used yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
-// Requests returns copies of the recorded requests, oldest first.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.reqs))
-	for i, r := range s.reqs {
-		out[i] = *r
-	}
-	return out
-}
-
-// Wait blocks until cond holds for the recorded requests, ctx ends, or the
-// server closes.
-func (s *Server) Wait(ctx context.Context, cond func([]Request) bool) error {
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond(s.Requests()) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-s.done:
-			return errors.New("fakeanthropic: server closed")
-		}
-	}
-}
-
-// Close stops the server: open streams end, and it returns once every
-// handler has returned.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.done)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil {
-		_ = s.srv.Close()
-	}
-	s.wg.Wait()
-}
+func (s *Server) URL() string { return s.BaseURL() }
 
 func (s *Server) record(r *http.Request, body []byte) *Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
-	req := &Request{Seq: s.seq, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Start: time.Now()}
-	s.reqs = append(s.reqs, req)
-	s.notifyLocked()
-	return req
-}
-
-// update changes a recorded request under the lock and wakes waiters.
-func (s *Server) update(req *Request, f func(*Request)) {
-	s.mu.Lock()
-	f(req)
-	s.notifyLocked()
-	s.mu.Unlock()
-}
-
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	return s.Record(func(seq int) *Request {
+		return &Request{Seq: seq, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Start: time.Now()}
+	})
 }
 
 func (s *Server) next(req *Request) (Reply, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if req.Tools == 0 || len(s.queue) == 0 {
-		return Text(DefaultText), false
+	if req.Tools > 0 {
+		if r, ok := s.Pop(); ok {
+			return r, true
+		}
 	}
-	r := s.queue[0]
-	s.queue = s.queue[1:]
-	return r, true
+	return Text(DefaultText), false
 }
 
 func (s *Server) finish(req *Request, served string) {
-	s.update(req, func(q *Request) { q.Served, q.End = served, time.Now() })
+	s.Update(req, func(q *Request) { q.Served, q.End = served, time.Now() })
 }
 
 func (s *Server) serveOther(w http.ResponseWriter, r *http.Request) {
@@ -289,7 +181,7 @@ func (s *Server) serveOther(w http.ResponseWriter, r *http.Request) {
 		s.finish(req, "head")
 		return
 	}
-	s.logf("fakeanthropic: %s %s: unknown path, 404", r.Method, r.URL.Path)
+	s.Logf("fakeanthropic: %s %s: unknown path, 404", r.Method, r.URL.Path)
 	writeError(w, http.StatusNotFound, "not_found_error", "no such endpoint in the fake")
 	s.finish(req, "not_found")
 }
@@ -383,10 +275,10 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	req := s.record(r, body)
 	if err == nil {
-		s.update(req, func(q *Request) { err = parseRequest(q) })
+		s.Update(req, func(q *Request) { err = parseRequest(q) })
 	}
 	if err != nil {
-		s.logf("fakeanthropic: %s %s: unreadable body: %v", r.Method, r.URL.Path, err)
+		s.Logf("fakeanthropic: %s %s: unreadable body: %v", r.Method, r.URL.Path, err)
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		s.finish(req, "bad_request")
 		return
@@ -396,8 +288,8 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	if !scripted {
 		served = "default"
 	}
-	s.update(req, func(q *Request) { q.Scripted, q.Served = scripted, served })
-	s.logf("fakeanthropic: %s %s #%d model=%s stream=%v tools=%d tool_results=%d: %s", r.Method, r.URL.Path, req.Seq, req.Model, req.Stream, req.Tools, len(req.ToolResults), served)
+	s.Update(req, func(q *Request) { q.Scripted, q.Served = scripted, served })
+	s.Logf("fakeanthropic: %s %s #%d model=%s stream=%v tools=%d tool_results=%d: %s", r.Method, r.URL.Path, req.Seq, req.Model, req.Stream, req.Tools, len(req.ToolResults), served)
 
 	var gone bool
 	switch {
@@ -408,7 +300,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	default:
 		gone = s.stream(w, r.Context(), req, reply)
 	}
-	s.update(req, func(q *Request) { q.ClientGone, q.End = gone, time.Now() })
+	s.Update(req, func(q *Request) { q.ClientGone, q.End = gone, time.Now() })
 }
 
 const (
@@ -469,7 +361,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, req *Request
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("request-id", fmt.Sprintf("req_fake_%d", req.Seq))
 	w.WriteHeader(http.StatusOK)
-	e := &emitter{w: w, ctx: ctx, done: s.done}
+	e := &emitter{w: w, ctx: ctx, done: s.Done()}
 	e.send("message_start", map[string]any{"message": message(req, reply, false)})
 	if reply.kind == kindHang {
 		e.send("ping", map[string]any{})

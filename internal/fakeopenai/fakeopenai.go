@@ -17,11 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"acpbroker/internal/fakemodel"
 )
 
 // DefaultText is the answer to requests with no scripted reply.
@@ -129,156 +129,48 @@ type Options struct {
 
 // Server is a running fake. Its methods are safe for concurrent use.
 type Server struct {
-	url  string
-	srv  *http.Server
-	logf func(string, ...any)
-	done chan struct{}
-	wg   sync.WaitGroup
-
-	mu      sync.Mutex
-	queue   []Reply
-	reqs    []*Request
-	changed chan struct{}
-	seq     int
-	closed  bool
+	*fakemodel.Server[Reply, Request]
 }
 
 // Start listens on 127.0.0.1 on a free port and serves until Close.
 func Start(opts Options) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s := &Server{}
+	core, err := fakemodel.Start[Reply, Request]("fakeopenai", opts.Logf, func(mux *http.ServeMux) {
+		mux.HandleFunc("POST /v1/responses", s.serveResponses)
+		mux.HandleFunc("/", s.serveOther)
+	})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{
-		url:     "http://" + ln.Addr().String(),
-		logf:    opts.Logf,
-		done:    make(chan struct{}),
-		changed: make(chan struct{}),
-	}
-	if s.logf == nil {
-		s.logf = func(string, ...any) {}
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/responses", s.serveResponses)
-	mux.HandleFunc("/", s.serveOther)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.wg.Go(func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logf("fakeopenai: serve: %v", err)
-		}
-	})
+	s.Server = core
 	return s, nil
 }
 
 // URL is the base URL to configure as the provider's base_url; it ends in
 // "/v1".
-func (s *Server) URL() string { return s.url + "/v1" }
-
-// Enqueue appends replies to the script, to be used by the next main
-// requests in order.
-func (s *Server) Enqueue(replies ...Reply) {
-	s.mu.Lock()
-	s.queue = append(s.queue, replies...)
-	s.mu.Unlock()
-}
-
-// Pending is the number of scripted replies not used yet.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
-// Requests returns copies of the recorded requests, oldest first.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.reqs))
-	for i, r := range s.reqs {
-		out[i] = *r
-	}
-	return out
-}
-
-// Wait blocks until cond holds for the recorded requests, ctx ends, or the
-// server closes.
-func (s *Server) Wait(ctx context.Context, cond func([]Request) bool) error {
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond(s.Requests()) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-s.done:
-			return errors.New("fakeopenai: server closed")
-		}
-	}
-}
-
-// Close stops the server: open streams end, and it returns once every
-// handler has returned.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.done)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil {
-		_ = s.srv.Close()
-	}
-	s.wg.Wait()
-}
+func (s *Server) URL() string { return s.BaseURL() + "/v1" }
 
 func (s *Server) record(r *http.Request, body []byte) *Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seq++
-	req := &Request{Seq: s.seq, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Start: time.Now()}
-	s.reqs = append(s.reqs, req)
-	s.notifyLocked()
-	return req
-}
-
-// update changes a recorded request under the lock and wakes waiters.
-func (s *Server) update(req *Request, f func(*Request)) {
-	s.mu.Lock()
-	f(req)
-	s.notifyLocked()
-	s.mu.Unlock()
-}
-
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	return s.Record(func(seq int) *Request {
+		return &Request{Seq: seq, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Start: time.Now()}
+	})
 }
 
 func (s *Server) next(req *Request) (Reply, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if req.Tools == 0 || len(s.queue) == 0 {
-		return Text(DefaultText), false
+	if req.Tools > 0 {
+		if r, ok := s.Pop(); ok {
+			return r, true
+		}
 	}
-	r := s.queue[0]
-	s.queue = s.queue[1:]
-	return r, true
+	return Text(DefaultText), false
 }
 
 func (s *Server) serveOther(w http.ResponseWriter, r *http.Request) {
 	body, _ := readBody(r)
 	req := s.record(r, body)
-	s.logf("fakeopenai: %s %s: unknown path, 404", r.Method, r.URL.Path)
+	s.Logf("fakeopenai: %s %s: unknown path, 404", r.Method, r.URL.Path)
 	writeError(w, http.StatusNotFound, "not_found", "no such endpoint in the fake")
-	s.update(req, func(q *Request) { q.Served, q.End = "not_found", time.Now() })
+	s.Update(req, func(q *Request) { q.Served, q.End = "not_found", time.Now() })
 }
 
 // requestBody is the part of a Responses API request the fake looks at.
@@ -357,12 +249,12 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
 	req := s.record(r, body)
 	if err == nil {
-		s.update(req, func(q *Request) { err = parseRequest(q) })
+		s.Update(req, func(q *Request) { err = parseRequest(q) })
 	}
 	if err != nil {
-		s.logf("fakeopenai: %s %s: unreadable body: %v", r.Method, r.URL.Path, err)
+		s.Logf("fakeopenai: %s %s: unreadable body: %v", r.Method, r.URL.Path, err)
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		s.update(req, func(q *Request) { q.Served, q.End = "bad_request", time.Now() })
+		s.Update(req, func(q *Request) { q.Served, q.End = "bad_request", time.Now() })
 		return
 	}
 	reply, scripted := s.next(req)
@@ -370,8 +262,8 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	if !scripted {
 		served = "default"
 	}
-	s.update(req, func(q *Request) { q.Scripted, q.Served = scripted, served })
-	s.logf("fakeopenai: %s %s #%d model=%s tools=%d tool_outputs=%d: %s", r.Method, r.URL.Path, req.Seq, req.Model, req.Tools, len(req.ToolOutputs), served)
+	s.Update(req, func(q *Request) { q.Scripted, q.Served = scripted, served })
+	s.Logf("fakeopenai: %s %s #%d model=%s tools=%d tool_outputs=%d: %s", r.Method, r.URL.Path, req.Seq, req.Model, req.Tools, len(req.ToolOutputs), served)
 
 	var gone bool
 	if reply.kind == kindStatus {
@@ -379,7 +271,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	} else {
 		gone = s.stream(w, r.Context(), req, reply)
 	}
-	s.update(req, func(q *Request) { q.ClientGone, q.End = gone, time.Now() })
+	s.Update(req, func(q *Request) { q.ClientGone, q.End = gone, time.Now() })
 }
 
 // stream writes one Responses API event stream. It reports whether the
@@ -389,7 +281,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, req *Request
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("x-request-id", fmt.Sprintf("req_fake_%d", req.Seq))
 	w.WriteHeader(http.StatusOK)
-	e := &emitter{w: w, ctx: ctx, done: s.done}
+	e := &emitter{w: w, ctx: ctx, done: s.Done()}
 	respID := fmt.Sprintf("resp_fake_%d", req.Seq)
 	created := time.Now().Unix()
 	model := req.Model
@@ -418,7 +310,7 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, req *Request
 		e.send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
 		e.wait(reply.delay)
 		e.send("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": reply.args})
-		e.send("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": reply.args})
+		e.send("response.function_call_arguments.Done()", map[string]any{"item_id": itemID, "output_index": 0, "arguments": reply.args})
 		item = map[string]any{"id": itemID, "type": "function_call", "status": "completed", "name": reply.name, "call_id": callID, "arguments": reply.args}
 	default:
 		itemID := fmt.Sprintf("msg_fake_%d", req.Seq)

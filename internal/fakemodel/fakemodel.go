@@ -1,0 +1,175 @@
+// Package fakemodel is what the fake model servers (fakeopenai,
+// fakeanthropic) share: an HTTP server on 127.0.0.1, a script of replies
+// used in order, and a record of the requests served that tests can wait
+// on.
+package fakemodel
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server serves the routes it was started with. Reply is a scripted
+// answer, Request a recorded request. Its methods are safe for concurrent
+// use.
+type Server[Reply, Request any] struct {
+	name string
+	url  string
+	srv  *http.Server
+	logf func(string, ...any)
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	queue   []Reply
+	reqs    []*Request
+	changed chan struct{}
+	seq     int
+	closed  bool
+}
+
+// Start listens on 127.0.0.1 on a free port and serves the routes routes
+// adds until Close. name prefixes its errors; logf (optional) receives one
+// line per request from the handlers.
+func Start[Reply, Request any](name string, logf func(string, ...any), routes func(*http.ServeMux)) (*Server[Reply, Request], error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server[Reply, Request]{
+		name:    name,
+		url:     "http://" + ln.Addr().String(),
+		logf:    logf,
+		done:    make(chan struct{}),
+		changed: make(chan struct{}),
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	mux := http.NewServeMux()
+	routes(mux)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Go(func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logf("%s: serve: %v", name, err)
+		}
+	})
+	return s, nil
+}
+
+// BaseURL is http://127.0.0.1:port, without a path.
+func (s *Server[Reply, Request]) BaseURL() string { return s.url }
+
+// Logf logs one line through the Logf the server was started with.
+func (s *Server[Reply, Request]) Logf(format string, args ...any) { s.logf(format, args...) }
+
+// Done is closed when the server closes; handlers that hold a response
+// open wait on it.
+func (s *Server[Reply, Request]) Done() <-chan struct{} { return s.done }
+
+// Enqueue appends replies to the script, to be used by the next main
+// requests in order.
+func (s *Server[Reply, Request]) Enqueue(replies ...Reply) {
+	s.mu.Lock()
+	s.queue = append(s.queue, replies...)
+	s.mu.Unlock()
+}
+
+// Pending is the number of scripted replies not used yet.
+func (s *Server[Reply, Request]) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Pop takes the next scripted reply, if there is one.
+func (s *Server[Reply, Request]) Pop() (Reply, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		var zero Reply
+		return zero, false
+	}
+	r := s.queue[0]
+	s.queue = s.queue[1:]
+	return r, true
+}
+
+// Requests returns copies of the recorded requests, oldest first.
+func (s *Server[Reply, Request]) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.reqs))
+	for i, r := range s.reqs {
+		out[i] = *r
+	}
+	return out
+}
+
+// Wait blocks until cond holds for the recorded requests, ctx ends, or the
+// server closes.
+func (s *Server[Reply, Request]) Wait(ctx context.Context, cond func([]Request) bool) error {
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond(s.Requests()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-s.done:
+			return errors.New(s.name + ": server closed")
+		}
+	}
+}
+
+// Close stops the server: open streams end, and it returns once every
+// handler has returned.
+func (s *Server[Reply, Request]) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.done)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	s.wg.Wait()
+}
+
+// Record adds the request build makes (given its sequence number, from
+// 1) to the record and wakes waiters.
+func (s *Server[Reply, Request]) Record(build func(seq int) *Request) *Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	req := build(s.seq)
+	s.reqs = append(s.reqs, req)
+	s.notifyLocked()
+	return req
+}
+
+// Update changes a recorded request under the lock and wakes waiters.
+func (s *Server[Reply, Request]) Update(req *Request, f func(*Request)) {
+	s.mu.Lock()
+	f(req)
+	s.notifyLocked()
+	s.mu.Unlock()
+}
+
+func (s *Server[Reply, Request]) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
