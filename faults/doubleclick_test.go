@@ -2,7 +2,6 @@ package faults
 
 import (
 	"strings"
-	"sync"
 	"testing"
 
 	"acpbroker/internal/fakediscord"
@@ -26,13 +25,9 @@ func TestDoubleClick_OneDecisionPerRequest(t *testing.T) {
 		seen = append(seen, req.ID)
 		allow, reject := req.ButtonID(t, "Allow"), req.ButtonID(t, "Reject")
 
-		var ids [2]string
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		wg.Go(func() { <-start; ids[0] = w.srv.ClickButton(thread, req.ID, alice.ID, allow) })
-		wg.Go(func() { <-start; ids[1] = w.srv.ClickButton(thread, req.ID, carol.ID, reject) })
-		close(start)
-		wg.Wait()
+		ids := w.srv.ClickTogether(thread, req.ID,
+			fakediscord.Click{UserID: alice.ID, CustomID: allow},
+			fakediscord.Click{UserID: carol.ID, CustomID: reject})
 
 		var decisions []fakediscord.InteractionResponse
 		refused := 0

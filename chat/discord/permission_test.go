@@ -3,7 +3,6 @@ package discord_test
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,12 +156,9 @@ func TestPermission_TwoClicksOneDecision(t *testing.T) {
 	h.client.SetAccess(a)
 	thread := h.mention(alice, "permission")
 	msg := h.permissionMessage(thread)
-	allow, reject := msg.ButtonID(t, "Allow"), msg.ButtonID(t, "Reject")
-	var ids [2]string
-	var wg sync.WaitGroup
-	wg.Go(func() { ids[0] = h.srv.ClickButton(thread, msg.ID, alice.ID, allow) })
-	wg.Go(func() { ids[1] = h.srv.ClickButton(thread, msg.ID, carol.ID, reject) })
-	wg.Wait()
+	ids := h.srv.ClickTogether(thread, msg.ID,
+		fakediscord.Click{UserID: alice.ID, CustomID: msg.ButtonID(t, "Allow")},
+		fakediscord.Click{UserID: carol.ID, CustomID: msg.ButtonID(t, "Reject")})
 	var decided, refused int
 	for _, id := range ids {
 		r := h.response(id)

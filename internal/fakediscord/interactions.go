@@ -400,10 +400,34 @@ func (s *Server) SelectMenu(channelID, messageID, userID, customID string, value
 	return s.component(channelID, messageID, userID, customID, values, false)
 }
 
+// Click is one user's click on a button, for ClickTogether.
+type Click struct{ UserID, CustomID string }
+
+// ClickTogether has several users click buttons of one message at the
+// same moment: every click is checked against the message as it is now
+// and dispatched, before the bot can answer any of them (as when people
+// click before Discord has shown them the bot's edit). It returns the
+// interactions' ids, in order.
+func (s *Server) ClickTogether(channelID, messageID string, clicks ...Click) []string {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, len(clicks))
+	for i, c := range clicks {
+		ids[i] = s.componentLocked(channelID, messageID, c.UserID, c.CustomID, nil, true)
+	}
+	return ids
+}
+
 func (s *Server) component(channelID, messageID, userID, customID string, values []string, button bool) string {
 	s.tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.componentLocked(channelID, messageID, userID, customID, values, button)
+}
+
+func (s *Server) componentLocked(channelID, messageID, userID, customID string, values []string, button bool) string {
+	s.tb.Helper()
 	ch := s.channels[channelID]
 	m := s.messages[messageID]
 	if ch == nil || m == nil || m.ChannelID != channelID || m.Deleted {
