@@ -104,7 +104,10 @@ type Pool struct {
 	wg     sync.WaitGroup
 }
 
-type waiter struct{}
+// waiter is one Acquire call in line. It is not zero-size: pointers to
+// distinct zero-size values may be equal, and the queue tells waiters
+// apart by pointer.
+type waiter struct{ thread string }
 
 // New returns a running pool.
 func New(cfg Config) *Pool {
@@ -183,13 +186,16 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 			p.mu.Unlock()
 			return p.start(ctx, thread, sess.ID)
 		}
-		if first {
+		// A slot already being freed is enough: the first in line takes
+		// it when the stop ends. Evicting on every wake-up would stop one
+		// idle agent after another for the one waiter.
+		if first && p.stopping == 0 {
 			if victim := p.lruIdle(); victim != nil {
 				p.evictLocked(victim, StopLRU, "making room for another thread")
 			}
 		}
 		if me == nil {
-			me = &waiter{}
+			me = &waiter{thread: thread}
 			p.queue = append(p.queue, me)
 			if onWait != nil {
 				// Making room by stopping an idle agent usually takes

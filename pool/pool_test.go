@@ -534,3 +534,100 @@ func TestProcess_KillLogsNoFalseWarning(t *testing.T) {
 		}
 	}
 }
+
+// waitFor polls cond on a ticker until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("after %s: %s", d, what)
+		}
+	}
+}
+
+// Callers waiting for a slot get one in the order they came, however
+// many wake at once.
+func TestPool_SlotQueueIsFirstComeFirstServed(t *testing.T) {
+	for round := range 5 {
+		p := newPool(t, pool.Config{MaxSessions: 1})
+		a := acquire(t, p, "a")
+		const n = 4
+		order := make(chan int, n)
+		agents := make(chan *pool.Agent, n)
+		for i := range n {
+			go func() {
+				b, err := p.Acquire(context.Background(), "w"+strconv.Itoa(i), nil)
+				if err != nil {
+					t.Error(err)
+					order <- -1
+					agents <- nil
+					return
+				}
+				order <- i
+				agents <- b
+			}()
+			waitFor(t, 10*time.Second, "waiter not queued", func() bool { return p.Stats().Waiting == i+1 })
+		}
+		p.Release(a, true)
+		for want := range n {
+			var got int
+			select {
+			case got = <-order:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("round %d: waiter %d never got a slot", round, want)
+			}
+			b := <-agents
+			if got != want {
+				t.Fatalf("round %d: waiter %d got the slot before waiter %d", round, got, want)
+			}
+			p.Release(b, true) // frees the slot for the next in line
+		}
+	}
+}
+
+// A waiter evicts one idle agent to make room, and only one, even when it
+// is woken again while that agent is still stopping.
+func TestPool_WaiterEvictsOneIdleAgentWhileTheFirstIsStopping(t *testing.T) {
+	p := newPool(t, pool.Config{Args: []string{"--ignore-term", "--no-exit-on-eof"}, MaxSessions: 2,
+		ExitGrace: 1500 * time.Millisecond})
+	x := acquire(t, p, "x")
+	p.Release(x, false)
+	y := acquire(t, p, "y")
+	p.Release(y, false)
+
+	got := make(chan *pool.Agent, 1)
+	go func() {
+		z, err := p.Acquire(context.Background(), "z", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- z
+	}()
+	waitFor(t, 10*time.Second, "no eviction for z", func() bool { return p.Stats().Evicted == 1 })
+
+	// Others come and give up while x is still stopping: each wakes z.
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := p.Acquire(ctx, "impatient", nil)
+		cancel()
+		if err == nil {
+			t.Fatal("an impatient caller got a slot ahead of z")
+		}
+	}
+	var z *pool.Agent
+	select {
+	case z = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("z never got a slot")
+	}
+	defer p.Release(z, false)
+	if s := p.Stats(); s.Evicted != 1 || p.Lookup("y") == nil {
+		t.Fatalf("evictions = %d, y live = %v: want one eviction and y kept", s.Evicted, p.Lookup("y") != nil)
+	}
+}
