@@ -637,3 +637,24 @@ func TestTurn_ALostSessionIsSaidOnce(t *testing.T) {
 		})
 	}
 }
+
+// An agent that answers and exits at once has answered: when the answer
+// and the exit are both there when the loop looks, the answer wins.
+func TestTurn_AnswerWinsOverAnExitThatCameWithIt(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{TurnTimeout: time.Minute})
+	r.engine.loopHook = func(*Prompt) {
+		// Let the exit and the answer both be ready before each select.
+		if a := r.pool.Lookup("t"); a != nil {
+			select {
+			case <-a.Proc.Reaped():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	for i := range 20 {
+		o := r.prompt("t", "answer-exit 0").wait(t, 20*time.Second)
+		if o.Err != nil || o.StopReason != "end_turn" || o.Text != "done" {
+			t.Fatalf("turn %d: outcome = %+v, want the answer", i, o)
+		}
+	}
+}

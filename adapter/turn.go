@@ -205,20 +205,17 @@ func (t *turn) loop(ctx context.Context) Outcome {
 		case u := <-t.sub.Updates():
 			t.forward(u)
 		case <-t.call.Done():
-			t.drain()
-			var res acp.PromptResult
-			if err := t.call.Result(&res); err != nil {
-				if isDeath(err) {
-					return t.abandon(t.deathCause(err))
-				}
-				t.e.pool.Release(t.agent, false)
-				return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentError, err)}
-			}
-			t.e.pool.Release(t.agent, false)
-			return Outcome{StopReason: res.StopReason}
+			return t.answered()
 		case <-exited:
 			exited = nil
-			end(t.deathCause(nil))
+			// An agent may answer and exit at once: the cause waits for its
+			// output to be read to the end, and an answer found there wins.
+			cause := t.deathCause(nil)
+			if t.isAnswered() {
+				t.log.Info().Str("cause", cause.Error()).Msg("agent exited right after answering")
+				return t.answered()
+			}
+			end(cause)
 		case <-liveness.C:
 			if !t.agent.Proc.Alive() {
 				end(fmt.Errorf("%w: its process is gone", ErrAgentUnhealthy))
@@ -227,9 +224,36 @@ func (t *turn) loop(ctx context.Context) Outcome {
 			overflow = nil
 			end(ErrOverflow)
 		case <-ctx.Done():
+			if t.isAnswered() {
+				return t.answered() // the answer came with the ending: it wins
+			}
 			return t.abandon(causeOf(ctx))
 		}
 	}
+}
+
+func (t *turn) isAnswered() bool {
+	select {
+	case <-t.call.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// answered ends the turn with the agent's answer to the prompt.
+func (t *turn) answered() Outcome {
+	t.drain()
+	var res acp.PromptResult
+	if err := t.call.Result(&res); err != nil {
+		if isDeath(err) {
+			return t.abandon(t.deathCause(err))
+		}
+		t.e.pool.Release(t.agent, false)
+		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentError, err)}
+	}
+	t.e.pool.Release(t.agent, false)
+	return Outcome{StopReason: res.StopReason}
 }
 
 // blocks is the prompt's content for this agent: images only if it
@@ -260,13 +284,21 @@ func (t *turn) deathCause(err error) error {
 	defer timer.Stop()
 	select {
 	case <-proc.Reaped():
-		if exit := proc.ExitErr(); exit != nil {
-			// "agent exited with status 3: <stderr>", not "agent exited:
-			// exited with ...".
-			if rest, ok := strings.CutPrefix(exit.Error(), "agent exited"); ok {
-				return fmt.Errorf("%w%s", ErrAgentExited, rest)
+		var exit *pool.ExitError
+		if errors.As(proc.ExitErr(), &exit) {
+			// "agent exited with status 3: <stderr>", "agent exited:
+			// killed by signal killed".
+			how := ": " + exit.How()
+			if exit.Signal == 0 && exit.Code >= 0 {
+				how = fmt.Sprintf(" with status %d", exit.Code)
 			}
-			return fmt.Errorf("%w: %s", ErrAgentExited, strings.TrimPrefix(exit.Error(), "agent "))
+			if exit.Tail != "" {
+				how += ": " + exit.Tail
+			}
+			return fmt.Errorf("%w%s", ErrAgentExited, how)
+		}
+		if exit := proc.ExitErr(); exit != nil {
+			return fmt.Errorf("%w: %w", ErrAgentExited, exit)
 		}
 	case <-timer.C:
 	}

@@ -205,32 +205,49 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 }
 
 func describeExit(st *os.ProcessState, waitErr error, tail string) error {
-	var what string
-	switch {
-	case st == nil:
-		what = fmt.Sprintf("agent could not be waited for: %v", waitErr)
-	case st.Exited():
-		what = fmt.Sprintf("agent exited with status %d", st.ExitCode())
-	default:
+	e := &ExitError{State: st, Code: -1, Tail: strings.TrimSpace(tail), WaitErr: waitErr}
+	if st != nil {
+		e.Code = st.ExitCode()
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			what = fmt.Sprintf("agent killed by signal %s", ws.Signal())
-		} else {
-			what = "agent ended: " + st.String()
+			e.Signal = ws.Signal()
 		}
 	}
-	if tail = strings.TrimSpace(tail); tail != "" {
-		what += ": " + tail
-	}
-	return &ExitError{msg: what, State: st}
+	return e
 }
 
-// ExitError is how an agent process ended.
+// ExitError is how an agent process ended: its exit status or the signal
+// that killed it, and the tail of its stderr. Callers read the fields;
+// Error is for people.
 type ExitError struct {
-	msg   string
-	State *os.ProcessState
+	State   *os.ProcessState // nil when the process could not be waited for
+	Code    int              // the exit status; -1 when killed by a signal or not waited for
+	Signal  syscall.Signal   // the signal that killed it, or 0
+	Tail    string           // the end of its stderr, trimmed
+	WaitErr error            // why it could not be waited for, when State is nil
 }
 
-func (e *ExitError) Error() string { return e.msg }
+// How says how the process ended, without the stderr: "exited with
+// status 3", "killed by signal killed".
+func (e *ExitError) How() string {
+	switch {
+	case e.State == nil:
+		return fmt.Sprintf("could not be waited for: %v", e.WaitErr)
+	case e.Signal != 0:
+		return fmt.Sprintf("killed by signal %s", e.Signal)
+	case e.State.Exited():
+		return fmt.Sprintf("exited with status %d", e.Code)
+	default:
+		return "ended: " + e.State.String()
+	}
+}
+
+// Error is "agent exited with status 3: <stderr tail>".
+func (e *ExitError) Error() string {
+	if e.Tail == "" {
+		return "agent " + e.How()
+	}
+	return "agent " + e.How() + ": " + e.Tail
+}
 
 func (p *Process) killGroup(sig syscall.Signal) {
 	if err := unix.Kill(-p.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {

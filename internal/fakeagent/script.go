@@ -170,6 +170,12 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk(sid, "about to crash")
 		a.logf("fatal: simulated crash")
 		a.exit(atoi(arg(0, "1")))
+	case "answer-exit":
+		// Answers, then exits at once: the answer and the exit reach the
+		// client together.
+		a.chunk(sid, "done")
+		t.stop("end_turn")
+		a.exit(atoi(arg(0, "0")))
 	case "die":
 		// Dies right after a stamped chunk, for measuring how fast the
 		// user learns of it.
