@@ -453,3 +453,33 @@ func TestConn_AgentEOFFailsPendingCalls(t *testing.T) {
 		t.Fatalf("Start after EOF = %v, want ErrAgentGone", err)
 	}
 }
+
+// The agent gets "cancelled" as soon as the request is cancelled, even
+// from an approver that takes its time to return (it has a message to
+// tidy up somewhere).
+func TestPermission_CancelDoesNotWaitForTheApprover(t *testing.T) {
+	c, p := newPair(t, Options{})
+	asked := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	sub, err := c.Subscribe("s", ApproverFunc(func(ctx context.Context, r *PermissionRequest) PermissionOutcome {
+		close(asked)
+		<-ctx.Done()
+		<-release // slow to return after the cancel
+		return PermissionOutcome{}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	p.send(permissionRequest("9", "s"))
+	<-asked
+	c.CancelPermissions("s", errors.New("turn cancelled"))
+	m := p.next() // fails after 5s without an answer
+	if string(m["id"]) != "9" || string(m["result"]) != `{"outcome":{"outcome":"cancelled"}}` {
+		t.Fatalf("reply = %s %s, want cancelled for id 9", m["id"], m["result"])
+	}
+	if n := c.Stats().PendingPermissions; n != 0 {
+		t.Fatalf("pending permissions = %d after cancel, want 0", n)
+	}
+}

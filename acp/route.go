@@ -210,7 +210,16 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 
 	started := c.spawn(func() {
 		defer c.releasePermission(key)
-		out := sub.approver.Approve(ctx, &p)
+		// A cancelled request is answered at once: the approver may still
+		// be tidying up (a message to edit) and returns on its own.
+		decided := make(chan PermissionOutcome, 1)
+		var out PermissionOutcome
+		if c.spawn(func() { decided <- sub.approver.Approve(ctx, &p) }) {
+			select {
+			case out = <-decided:
+			case <-ctx.Done():
+			}
+		}
 		if ctx.Err() != nil {
 			out = PermissionOutcome{}
 		}

@@ -81,17 +81,21 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 		<-op.answer
 		return acp.PermissionOutcome{}
 	}
+	// The agent's answer must not wait on Discord: the edit that closes
+	// the message runs on its own goroutine.
 	closed := fmt.Sprintf("🔐 ~~%s~~\n-# ⌛ Closed without an answer (%v); the agent was told *cancelled*.", oneLine(title, 200), context.Cause(ctx))
-	err = c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
-		e := discordgo.NewMessageEdit(conv.thread, msg.ID).SetContent(closed)
-		e.Components = &[]discordgo.MessageComponent{}
-		e.AllowedMentions = noMentions
-		_, err := c.s.ChannelMessageEditComplex(e, opts...)
-		return err
+	c.spawn(func() {
+		err := c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
+			e := discordgo.NewMessageEdit(conv.thread, msg.ID).SetContent(closed)
+			e.Components = &[]discordgo.MessageComponent{}
+			e.AllowedMentions = noMentions
+			_, err := c.s.ChannelMessageEditComplex(e, opts...)
+			return err
+		})
+		if err != nil {
+			c.log.Debug().Err(err).Msg("closed permission message not updated")
+		}
 	})
-	if err != nil {
-		c.log.Debug().Err(err).Msg("closed permission message not updated")
-	}
 	return acp.PermissionOutcome{}
 }
 

@@ -200,3 +200,30 @@ func TestPermission_AutoModesAnswerAndSaySo(t *testing.T) {
 		})
 	}
 }
+
+// Cancelling a turn answers its open permission request "cancelled" at
+// once; closing the request's message on Discord comes after and never
+// holds the answer up, even when Discord is slow to take the edit.
+func TestPermission_CancelAnswersTheAgentBeforeDiscordTakesTheEdit(t *testing.T) {
+	h := newHarness(t, setup{engine: adapter.Config{CancelGrace: 2 * time.Second}})
+	const stall = 8 * time.Second
+	h.srv.InjectStall(func(r fakediscord.Request) bool {
+		return r.Route == fakediscord.RouteEditMessage && strings.Contains(string(r.Body), "Closed without an answer")
+	}, 1, stall)
+	thread := h.mention(alice, "permission")
+	h.permissionMessage(thread)
+	pid := h.pool.Lookup(thread).Proc.PID()
+	h.response(h.srv.SlashCommand(thread, alice.ID, "cancel", nil))
+	h.answer(thread, "⏹️ cancelled by Alice")
+	// The fake agent answers the cancelled prompt only once its permission
+	// request is answered. It answered within the 2s grace, so it was
+	// kept: the permission answer did not wait for the 8s edit.
+	h.srv.SendMessage(thread, alice, "stream 1")
+	h.answer(thread, "chunk 1")
+	if a := h.pool.Lookup(thread); a != nil && a.Proc.PID() != pid {
+		t.Fatalf("the agent was replaced (pid %d, was %d): its permission answer came too late", a.Proc.PID(), pid)
+	}
+	if s := h.client.Stats(); s.OpenPermissions != 0 {
+		t.Fatalf("open permissions = %d after the cancel", s.OpenPermissions)
+	}
+}

@@ -100,6 +100,7 @@ type fault struct {
 	status     int
 	retryAfter time.Duration
 	global     bool
+	stall      time.Duration // answer normally, but only after this long
 }
 
 // Inject429 makes the next n requests that match answer 429 with
@@ -120,6 +121,13 @@ func (s *Server) InjectGlobal429(match Match, n int, retryAfter time.Duration) {
 // Discord error body (e.g. 500, or 502, which discordgo retries).
 func (s *Server) InjectError(match Match, n int, status int) {
 	s.inject(&fault{match: match, left: n, status: status})
+}
+
+// InjectStall makes the next n requests that match take d before they are
+// answered: a slow Discord. The request is handled as usual; only its
+// answer waits (Close, or the client giving up, ends the wait).
+func (s *Server) InjectStall(match Match, n int, d time.Duration) {
+	s.inject(&fault{match: match, left: n, stall: d})
 }
 
 func (s *Server) inject(f *fault) {

@@ -163,6 +163,7 @@ type call struct {
 	params map[string]string
 	query  url.Values
 	header http.Header
+	stall  time.Duration              // hold the answer this long
 	obj    map[string]json.RawMessage // the body, if a JSON object
 	arr    []json.RawMessage          // the body, if a JSON array
 	files  []File
@@ -227,6 +228,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.notifyLocked()
 	s.mu.Unlock()
 
+	if c.stall > 0 {
+		t := time.NewTimer(c.stall)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		case <-s.quit:
+		}
+		t.Stop()
+	}
 	if resp == nil {
 		w.WriteHeader(status)
 		return
@@ -264,7 +274,10 @@ func (s *Server) handleLocked(c *call, r *http.Request, versionOK bool, segs []s
 		s.takeLocked(c.header, rt.key, req.Major, c.now)
 		return apiError(http.StatusUnauthorized, 0, "401: Unauthorized")
 	}
-	if f := s.faultLocked(*req); f != nil {
+	if f := s.faultLocked(*req); f != nil && f.stall > 0 {
+		req.Injected = true
+		c.stall = f.stall
+	} else if f != nil {
 		req.Injected = true
 		if f.status != http.StatusTooManyRequests {
 			return apiError(f.status, 0, http.StatusText(f.status))

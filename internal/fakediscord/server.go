@@ -130,6 +130,7 @@ type Server struct {
 	transport *http.Transport
 	wg        sync.WaitGroup // gateway goroutines
 	closeOnce sync.Once
+	quit      chan struct{} // closed when Close starts: ends stalled requests
 
 	mu      sync.Mutex
 	closed  bool
@@ -191,6 +192,7 @@ func New(tb testing.TB, opts Options) *Server {
 		tb:           tb,
 		opts:         opts,
 		changed:      make(chan struct{}),
+		quit:         make(chan struct{}),
 		users:        map[string]*User{},
 		guilds:       map[string]*guild{},
 		channels:     map[string]*Channel{},
@@ -242,6 +244,7 @@ func New(tb testing.TB, opts Options) *Server {
 // have ended. It is idempotent.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		close(s.quit)
 		s.mu.Lock()
 		s.closed = true
 		for c := range s.conns {
