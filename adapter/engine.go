@@ -291,6 +291,11 @@ func (e *Engine) Reconfigure(c Config) {
 	e.cfg = c
 }
 
+// wedgedTurnWait is how long Shutdown waits, once its deadline has
+// passed and every grace is cut, for the turns to end on their own
+// before it ends them from outside: time for a loop to see the hurry.
+const wedgedTurnWait = time.Second
+
 // Close is Shutdown with no deadline: every turn gets its full cancel
 // grace. Safe to call twice.
 func (e *Engine) Close() { e.Shutdown(context.Background()) }
@@ -317,7 +322,7 @@ func (e *Engine) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	e.hurried.Do(func() { close(e.hurry) })
-	t := time.NewTimer(time.Second)
+	t := time.NewTimer(wedgedTurnWait)
 	defer t.Stop()
 	select {
 	case <-done:

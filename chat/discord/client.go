@@ -236,7 +236,9 @@ func (c *Client) Close(grace time.Duration) error {
 		c.wg.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(grace)
+	// Closing the gateway takes its own time after the posts: leave it
+	// that, so that Close as a whole stays within grace.
+	t := time.NewTimer(max(grace-gatewayCloseTime, grace/2))
 	defer t.Stop()
 	select {
 	case <-done:
@@ -257,6 +259,10 @@ func (c *Client) Close(grace time.Duration) error {
 	c.s.Client.CloseIdleConnections()
 	return err
 }
+
+// gatewayCloseTime is what closing the gateway takes: discordgo sends the
+// close frame and then waits a second for Discord to close the socket.
+const gatewayCloseTime = 1200 * time.Millisecond
 
 // spawn runs f on a goroutine the Client owns.
 func (c *Client) spawn(f func()) {

@@ -37,6 +37,9 @@ func (l *levelWriter) set(level string) {
 // newLogger logs to w as JSON, or for people when format is console (or
 // auto and w is a terminal). The returned writer sets the level.
 func newLogger(format, level string, w io.Writer) (zerolog.Logger, *levelWriter) {
+	// Milliseconds: shutdown steps and turn events come closer together
+	// than a second.
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	if format == "console" || (format == "auto" && isTerminal(w)) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
 	}

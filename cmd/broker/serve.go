@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 
@@ -282,38 +283,69 @@ func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, first time.Time, 
 	}
 }
 
-// stop shuts down in order within ctx's deadline: no new prompts (Run has
-// returned), every busy thread told and every turn ended in parallel, the
-// platform given what time is left to post the last words, the agents
-// stopped (killed when the deadline passes), then the store closed.
+// stop shuts down within ctx's deadline: no new prompts (Run has
+// returned); every busy thread told and every turn ended in parallel,
+// their cancel graces cut short so that the last words keep a share of
+// the time; then the platform posting those words and the agents being
+// stopped (killed when the deadline passes) side by side; then the store
+// closed. Nothing after the deadline waits longer than a small constant.
 func (b *broker) stop(ctx context.Context) {
 	if err := b.notify.notify("STOPPING=1"); err != nil {
 		b.log.Warn().Err(err).Msg("systemd notification failed")
 	}
+	deadline, bounded := ctx.Deadline()
 	if b.engine != nil {
-		b.engine.Shutdown(ctx)
+		turns := ctx
+		if bounded {
+			var cancel context.CancelFunc
+			turns, cancel = context.WithDeadline(ctx, deadline.Add(-lastWordsShare(time.Until(deadline))))
+			defer cancel()
+		}
+		b.engine.Shutdown(turns)
 	}
+	var wg sync.WaitGroup
 	if b.platform != nil {
-		grace := time.Second
-		if dl, ok := ctx.Deadline(); ok {
-			grace = max(time.Until(dl), 0)
-		}
-		if err := b.platform.Close(grace); err != nil {
-			b.log.Warn().Err(err).Msg("chat connection did not close cleanly")
-		}
+		wg.Go(func() {
+			grace := time.Second
+			if bounded {
+				grace = max(time.Until(deadline), 0)
+			}
+			if err := b.platform.Close(grace); err != nil {
+				b.log.Warn().Err(err).Msg("chat connection did not close cleanly")
+			}
+		})
 	}
 	if b.pool != nil {
-		b.pool.Shutdown(ctx)
+		wg.Go(func() { b.pool.Shutdown(ctx) })
 	}
 	if b.http != nil {
-		hctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		b.http.Close(hctx)
-		cancel()
+		wg.Go(func() {
+			hctx, cancel := context.WithTimeout(context.Background(), httpCloseWait)
+			defer cancel()
+			if bounded {
+				var cancelDL context.CancelFunc
+				hctx, cancelDL = context.WithDeadline(hctx, deadline)
+				defer cancelDL()
+			}
+			b.http.Close(hctx)
+		})
 	}
+	wg.Wait()
 	if b.store != nil {
 		b.store.Close()
 	}
 }
+
+// lastWordsShare is the part of the shutdown time kept from the turns'
+// cancel graces for posting how each turn ended and closing the chat
+// connection: a quarter, at least 2s and at most 5s, never all of it.
+func lastWordsShare(total time.Duration) time.Duration {
+	return min(max(total/4, 2*time.Second), 5*time.Second, total/2)
+}
+
+// httpCloseWait bounds closing the metrics and health server when the
+// shutdown has no deadline: its requests are quick scrapes.
+const httpCloseWait = time.Second
 
 // liveKeys can change on SIGHUP; any other changed key needs a restart.
 var liveKeys = []string{

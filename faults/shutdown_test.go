@@ -1,0 +1,69 @@
+package faults
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"acpbroker/internal/agenttest"
+)
+
+// At the default graces (turn.cancel_grace 10s, agent.exit_grace 2s,
+// shutdown.grace 15s), SIGTERM with ten busy agents that ignore
+// session/cancel, EOF and SIGTERM ends the broker within shutdown.grace
+// and a small constant: the turns' graces, the agents' stop steps and
+// Discord's close all share the one deadline. Every agent group is
+// killed, and every thread is told why its turn ended.
+func TestShutdown_AtTheDefaultsTenHungAgentsStayWithinTheGrace(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{
+		"agent.args":        []string{"--ignore-term", "--no-exit-on-eof"},
+		"agent.exit_grace":  nil, // the defaults, not the harness's short ones
+		"turn.cancel_grace": nil,
+		"shutdown.grace":    nil,
+		"pool.max_sessions": 10,
+	}})
+	b := w.start()
+	var threads []string
+	for range 10 {
+		thread := w.mention(alice, "ignore-cancel")
+		w.awaitBotText(thread, "working…")
+		threads = append(threads, thread)
+	}
+	pids := w.agentPIDs()
+	if len(pids) < 10 {
+		t.Fatalf("%d agents running, want 10", len(pids))
+	}
+	const grace, slack = 15 * time.Second, 750 * time.Millisecond
+	start := time.Now()
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(2 * grace):
+		t.Fatalf("the broker still runs %s after SIGTERM", 2*grace)
+	}
+	took := time.Since(start)
+	if took > grace+slack {
+		t.Errorf("shutdown took %s, want within shutdown.grace (%s) + %s", took.Round(time.Millisecond), grace, slack)
+	}
+	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit status %d after SIGTERM", code)
+	}
+	for _, pid := range pids {
+		if agenttest.Running(pid) {
+			t.Errorf("agent %d outlived the broker", pid)
+		}
+	}
+	for _, thread := range threads {
+		told := false
+		for _, m := range w.botMessages(thread) {
+			if strings.Contains(m.Content, "broker shutting down") {
+				told = true
+			}
+		}
+		if !told {
+			t.Errorf("thread %s was not told the broker is shutting down", thread)
+		}
+	}
+	t.Logf("ten hung agents at the default graces: shutdown took %s", took.Round(time.Millisecond))
+}
