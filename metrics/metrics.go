@@ -27,6 +27,7 @@ type ChatStats struct {
 	RESTCalls, RateLimited, GatewayReconnects uint64
 	OpenPermissions, Conversations            int
 	RefusedUsers, RefusedAttachments          uint64
+	RefusedChannels, LostAnswers              uint64
 }
 
 // Sources are read at every scrape. Engine is required; the others may be
@@ -115,6 +116,8 @@ var (
 	dOpenPermsChat    = desc("discord_open_permission_requests", "Permission requests shown as buttons, waiting for a click.")
 	dConversations    = desc("discord_conversations", "Conversation threads held in memory (idle ones are forgotten after a day).")
 	dRefusedUsers     = desc("discord_refused_messages_total", "Messages refused because their author is not allowed.")
+	dRefusedChannels  = desc("discord_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed.")
+	dLostAnswers      = desc("discord_lost_answers_total", "Answers whose final view could not be shown in full.")
 	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
 )
 
@@ -122,7 +125,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dTurnsRunning, dPromptsWaiting, dTurns,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
-		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts} {
+		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
 		ch <- d
 	}
 }
@@ -177,6 +180,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dOpenPermsChat, float64(s.OpenPermissions))
 		gauge(dConversations, float64(s.Conversations))
 		counter(dRefusedUsers, s.RefusedUsers)
+		counter(dRefusedChannels, s.RefusedChannels)
+		counter(dLostAnswers, s.LostAnswers)
 		counter(dRefusedAttachmts, s.RefusedAttachments)
 	}
 }

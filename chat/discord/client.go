@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"acpbroker/adapter"
 	"acpbroker/chat"
 
 	"github.com/bwmarrin/discordgo"
@@ -106,8 +107,10 @@ type Access struct {
 	// can write in an allowed channel.
 	AllowedUsers []string
 	AllowedRoles []string
-	// Approvers may answer any thread's permission requests.
-	Approvers []string
+	// Approvers, and members of ApproverRoles, may act on any thread:
+	// answer its questions, cancel and reset it.
+	Approvers     []string
+	ApproverRoles []string
 	// AllowedBots are bots whose messages are treated like a user's.
 	AllowedBots  []string
 	ShowThoughts bool
@@ -307,7 +310,9 @@ type Stats struct {
 	OpenPermissions    int
 	Conversations      int
 	RefusedUsers       uint64
+	RefusedChannels    uint64 // messages in threads of channels no longer allowed
 	RefusedAttachments uint64
+	LostAnswers        uint64 // answers whose final view could not be shown
 }
 
 // Stats returns a snapshot of the counters.
@@ -338,11 +343,30 @@ func (c *Client) Healthy() error {
 }
 
 // SetAccess changes who may use the bot, from the next message on.
+//
+// Threads of a channel the new lists no longer allow stop at once: their
+// running turns are cancelled, and their later messages, clicks and
+// commands are refused.
 func (c *Client) SetAccess(a Access) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.access = a
+	var dropped []string
+	for id, conv := range c.convs {
+		if !a.channel(conv.parent) {
+			dropped = append(dropped, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, thread := range dropped {
+		if c.engine != nil && c.engine.Cancel(thread, errChannelNotServed) {
+			c.log.Info().Str("thread", thread).Msg("channel no longer allowed; turn cancelled")
+		}
+	}
 }
+
+// errChannelNotServed ends the turns of a channel removed from the
+// allow-list.
+var errChannelNotServed = fmt.Errorf("%w: this channel is no longer served by the bot", adapter.ErrCancelled)
 
 func (c *Client) acl() Access {
 	c.mu.Lock()
@@ -353,6 +377,35 @@ func (c *Client) acl() Access {
 func (c *Client) allowedChannel(id string) bool { return c.acl().channel(id) }
 
 func (c *Client) allowedUser(userID string, roles []string) bool { return c.acl().user(userID, roles) }
+
+// mayAct is the one rule for who may act on a thread (answer its
+// permission requests and questions, cancel it, reset it), checked
+// against the lists in force now: in a channel the bot still serves, the
+// thread's starter while still allowed to use the bot, an approver, or a
+// member of an approver role. A thread whose starter is unknown is left
+// to the approvers (fail closed).
+func (a Access) mayAct(parent, starter, user string, roles []string) bool {
+	if !a.channel(parent) {
+		return false
+	}
+	if slices.Contains(a.Approvers, user) {
+		return true
+	}
+	for _, r := range roles {
+		if slices.Contains(a.ApproverRoles, r) {
+			return true
+		}
+	}
+	return starter != "" && user == starter && a.user(user, roles)
+}
+
+// whoMayAct names, for a refusal, who may act on a thread.
+func whoMayAct(starter string) string {
+	if starter == "" {
+		return "An approver"
+	}
+	return "<@" + starter + "> or an approver"
+}
 
 func (a Access) channel(id string) bool {
 	return a.AllowAllChannels || slices.Contains(a.AllowedChannels, id)

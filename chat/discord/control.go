@@ -60,8 +60,18 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 		c.ephemeral(i, "Use this command inside one of my conversation threads.")
 		return
 	}
+	access := c.acl()
+	if !access.channel(conv.parent) {
+		c.ephemeral(i, "This channel is no longer served by the bot.")
+		return
+	}
 	name := i.ApplicationCommandData().Name
 	c.log.Info().Str("thread", conv.thread).Str("user", user.ID).Str("command", name).Msg("slash command")
+	if (name == "cancel" || name == "reset") && !access.mayAct(conv.parent, c.starterOf(conv), user.ID, roles) {
+		c.log.Info().Str("thread", conv.thread).Str("user", user.ID).Str("command", name).Msg("slash command refused: not the thread's starter or an approver")
+		c.ephemeral(i, fmt.Sprintf("%s can /%s this thread; you can't. You can start your own thread by mentioning me.", whoMayAct(c.starterOf(conv)), name))
+		return
+	}
 	switch name {
 	case "cancel":
 		if c.engine.Cancel(conv.thread, adapter.CancelledBy(displayName(user))) {
@@ -118,7 +128,16 @@ func (c *Client) onReaction(_ *discordgo.Session, r *discordgo.MessageReactionAd
 			}
 		}
 	}
-	if !c.allowedUser(r.UserID, roles) {
+	if !c.acl().mayAct(conv.parent, c.starterOf(conv), r.UserID, roles) {
+		c.log.Info().Str("thread", conv.thread).Str("user", r.UserID).Msg("🛑 ignored: not the thread's starter or an approver")
+		if c.acl().channel(conv.parent) {
+			text := fmt.Sprintf("🛑 from %s was not taken: %s can cancel this thread's turn.", name, whoMayAct(c.starterOf(conv)))
+			c.spawn(func() {
+				if _, err := c.send(c.ctx, conv.thread, &discordgo.MessageSend{Content: text, AllowedMentions: noMentions}); err != nil {
+					c.log.Debug().Err(err).Msg("refusal of a 🛑 not posted")
+				}
+			})
+		}
 		return
 	}
 	if c.engine.Cancel(conv.thread, adapter.CancelledBy(name)) {

@@ -35,12 +35,23 @@ func TestControl_StopReactionCancels(t *testing.T) {
 }
 
 // /cancel in the thread stops the turn and says so; with nothing running
-// it says that, privately.
+// it says that, privately. Only the thread's starter or an approver may
+// cancel it: anyone else is told so, privately, and the turn runs on.
 func TestControl_SlashCancel(t *testing.T) {
 	h := newHarness(t, setup{})
+	a := accessFor(h)
+	a.Approvers = []string{bob.ID}
+	h.client.SetAccess(a)
 	thread := h.mention(alice, "hang")
 	h.waitWorking(thread)
-	r := h.response(h.srv.SlashCommand(thread, bob.ID, "cancel", nil))
+	r := h.response(h.srv.SlashCommand(thread, carol.ID, "cancel", nil))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "<@"+alice.ID+"> or an approver can /cancel this thread; you can't") {
+		t.Fatalf("carol's /cancel answered %+v", r)
+	}
+	if st := h.engine.Status(thread); !st.Busy {
+		t.Fatal("carol's /cancel ended the turn")
+	}
+	r = h.response(h.srv.SlashCommand(thread, bob.ID, "cancel", nil))
 	if r.Ephemeral() || !strings.Contains(r.Content, "<@"+bob.ID+"> cancelled the current turn") {
 		t.Fatalf("/cancel answered %+v", r)
 	}

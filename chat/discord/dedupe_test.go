@@ -44,6 +44,7 @@ func TestOnMessage_DuplicatesAndBotsAreIgnored(t *testing.T) {
 	me := "999"
 	c.botID.Store(&me)
 	c.accepting = true
+	c.access = Access{AllowedChannels: []string{"chan"}}
 	c.convs["thread-1"] = &conversation{thread: "thread-1", parent: "chan", starter: "201"}
 	msg := func(id, author string, bot bool) *discordgo.MessageCreate {
 		return &discordgo.MessageCreate{Message: &discordgo.Message{ID: id, ChannelID: "thread-1", GuildID: "g",

@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,9 +22,13 @@ import (
 // conversation is a thread the broker opened: its messages are prompts
 // for one agent session.
 type conversation struct {
-	thread  string // the thread's channel id, and the engine's thread key
-	parent  string
-	starter string    // the user who started it; may answer its permissions
+	thread string // the thread's channel id, and the engine's thread key
+	parent string
+	// starter is the user who started it, who may act on it; empty while
+	// unknown. It and unsure are guarded by Client.mu once the
+	// conversation is shared.
+	starter string
+	unsure  bool      // the last lookup of the starter failed for a passing reason
 	used    time.Time // its last message or command; guarded by Client.mu
 }
 
@@ -153,6 +158,17 @@ func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mention
 		if conv == nil && (!mentioned || !c.allowedChannel(m.ChannelID)) {
 			return
 		}
+	} else if !c.allowedChannel(conv.parent) {
+		c.mu.Lock()
+		c.stats.RefusedChannels++
+		c.mu.Unlock()
+		c.log.Info().Str("thread", conv.thread).Str("channel", conv.parent).Msg("message in a thread of a channel no longer allowed; refused")
+		c.react(m.ChannelID, m.ID, emojiRefused)
+		c.replyTo(ctx, m, "This channel is no longer served by the bot; nothing was sent to the agent.")
+		return
+	}
+	if conv != nil {
+		c.resolveStarter(ctx, conv)
 	}
 	var roles []string
 	if m.Member != nil {
@@ -230,7 +246,8 @@ func (c *Client) openThread(ctx context.Context, m *discordgo.Message, text stri
 }
 
 // adoptThread recognises a thread the broker opened before it restarted:
-// a thread of an allowed channel owned by the bot. Its starter is the
+// a thread of an allowed channel owned by the bot. Its starter is the one
+// the broker recorded when it opened the thread or, failing that, the
 // author of the message it was started from, which shares its id.
 func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
 	ch, err := c.s.State.Channel(id)
@@ -244,14 +261,9 @@ func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
 	if err != nil || ch == nil || !ch.IsThread() || ch.OwnerID != c.me() || !c.allowedChannel(ch.ParentID) {
 		return nil
 	}
-	conv := &conversation{thread: ch.ID, parent: ch.ParentID}
-	var first *discordgo.Message
-	if c.call(ctx, func(opts ...discordgo.RequestOption) error {
-		var err error
-		first, err = c.s.ChannelMessage(ch.ParentID, ch.ID, opts...)
-		return err
-	}) == nil && first.Author != nil {
-		conv.starter = first.Author.ID
+	conv := &conversation{thread: ch.ID, parent: ch.ParentID, starter: c.recordedStarter(ch.ID)}
+	if conv.starter == "" {
+		conv.starter, conv.unsure = c.lookupStarter(ctx, ch.ParentID, ch.ID)
 	}
 	c.mu.Lock()
 	known := c.convs[id]
@@ -266,8 +278,77 @@ func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
 	if sweep {
 		c.sweep()
 	}
-	c.remember(conv)
+	if !conv.unsure {
+		c.remember(conv) // never a passing failure over what is recorded
+	}
 	return conv
+}
+
+// Looking up a thread's starter: a failure other than "no such message"
+// is tried again, starterRetry apart and doubling, starterLookups times in
+// all; the Client's end interrupts the waits.
+const (
+	starterLookups = 3
+	starterRetry   = 500 * time.Millisecond
+)
+
+// lookupStarter finds the author of the message thread was started from.
+// unsure reports a failure that may pass (a 5xx, a timeout, rate limits):
+// the starter is then unknown for now, not for good.
+func (c *Client) lookupStarter(ctx context.Context, parent, thread string) (starter string, unsure bool) {
+	wait := starterRetry
+	for try := 1; ; try++ {
+		var first *discordgo.Message
+		err := c.do(ctx, 3, func(opts ...discordgo.RequestOption) error {
+			var err error
+			first, err = c.s.ChannelMessage(parent, thread, opts...)
+			return err
+		})
+		switch {
+		case err == nil && first.Author != nil:
+			return first.Author.ID, false
+		case err == nil || notFound(err):
+			return "", false // deleted: only approvers may act on it
+		}
+		c.log.Warn().Err(err).Str("thread", thread).Int("try", try).Msg("thread starter not found; only approvers may act on it meanwhile")
+		if try == starterLookups || !c.sleep(ctx, wait) {
+			return "", true
+		}
+		wait *= 2
+	}
+}
+
+// resolveStarter tries again to find the starter of a conversation whose
+// last lookup failed for a passing reason.
+func (c *Client) resolveStarter(ctx context.Context, conv *conversation) {
+	c.mu.Lock()
+	unsure := conv.unsure
+	c.mu.Unlock()
+	if !unsure {
+		return
+	}
+	starter, unsure := c.lookupStarter(ctx, conv.parent, conv.thread)
+	c.mu.Lock()
+	if conv.starter == "" {
+		conv.starter = starter
+	}
+	conv.unsure = unsure
+	c.mu.Unlock()
+	if !unsure {
+		c.remember(conv)
+	}
+}
+
+// starterOf is the conversation's starter, or "" while it is unknown.
+func (c *Client) starterOf(conv *conversation) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return conv.starter
+}
+
+func notFound(err error) bool {
+	var rest *discordgo.RESTError
+	return errors.As(err, &rest) && rest.Response != nil && rest.Response.StatusCode == http.StatusNotFound
 }
 
 // threadName is the first line of the prompt, trimmed to Discord's limit.

@@ -14,6 +14,7 @@ import (
 // Memory keeps the conversations across restarts (*store.Store is one).
 type Memory interface {
 	PutThreadChat(thread string, record json.RawMessage)
+	Thread(id string) (store.Thread, bool)
 	Threads() []store.Thread
 }
 
@@ -29,6 +30,19 @@ func (c *Client) remember(conv *conversation) {
 	}
 	b, _ := json.Marshal(record{Parent: conv.parent, Starter: conv.starter})
 	c.cfg.Memory.PutThreadChat(conv.thread, b)
+}
+
+// recordedStarter is the starter Memory kept for thread, or "".
+func (c *Client) recordedStarter(thread string) string {
+	if c.cfg.Memory == nil {
+		return ""
+	}
+	t, ok := c.cfg.Memory.Thread(thread)
+	var r record
+	if !ok || len(t.Chat) == 0 || json.Unmarshal(t.Chat, &r) != nil {
+		return ""
+	}
+	return r.Starter
 }
 
 // recall loads the conversations Memory kept.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +17,7 @@ import (
 // the table on every terminal outcome: a click, a timeout, the turn's end.
 type openPermission struct {
 	thread  string
+	parent  string
 	starter string
 	title   string
 	options []acp.PermissionOption
@@ -47,7 +47,7 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	if title == "" {
 		title = req.ToolCall.ToolCallID
 	}
-	op := &openPermission{thread: conv.thread, starter: conv.starter, title: title, options: req.Options,
+	op := &openPermission{thread: conv.thread, parent: conv.parent, starter: conv.starter, title: title, options: req.Options,
 		answer: make(chan choice, 1), ctx: ctx}
 	c.mu.Lock()
 	c.sweepLocked()
@@ -57,10 +57,7 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	c.mu.Unlock()
 	defer c.closePermission(key)
 
-	who := "an approver"
-	if conv.starter != "" {
-		who = "<@" + conv.starter + "> or an approver"
-	}
+	who := whoMayAct(conv.starter)
 	text := fmt.Sprintf("🔐 **Permission needed**: the agent wants to run **%s**", oneLine(title, 200))
 	if in := rawInput(req); in != "" {
 		text += "\n```\n" + in + "\n```"
@@ -180,13 +177,13 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 		c.mu.Unlock()
 		c.ephemeral(i, "This permission request is no longer open.")
 		return
-	case !mayApprove(access, op, user.ID, roles):
+	case !access.channel(op.parent):
 		c.mu.Unlock()
-		who := "An approver"
-		if op.starter != "" {
-			who = "<@" + op.starter + "> or an approver"
-		}
-		c.ephemeral(i, who+" can answer this request; you can't.")
+		c.ephemeral(i, "This channel is no longer served by the bot; the request can't be answered here.")
+		return
+	case !access.mayAct(op.parent, op.starter, user.ID, roles):
+		c.mu.Unlock()
+		c.ephemeral(i, whoMayAct(op.starter)+" can answer this request; you can't.")
 		return
 	case idx < 0 || idx >= len(op.options):
 		c.mu.Unlock()
@@ -210,13 +207,4 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 			AllowedMentions: noMentions,
 		},
 	})
-}
-
-// mayApprove: the thread's starter or an approver. A thread whose starter
-// is unknown may be answered by anyone allowed to use the bot.
-func mayApprove(a Access, op *openPermission, user string, roles []string) bool {
-	if slices.Contains(a.Approvers, user) || user == op.starter {
-		return true
-	}
-	return op.starter == "" && a.user(user, roles)
 }

@@ -82,6 +82,7 @@ type DiscordConfig struct {
 	AllowedUsers     []string
 	AllowedRoles     []string
 	Approvers        []string
+	ApproverRoles    []string
 	AllowedBots      []string
 	ShowThoughts     bool
 	EditInterval     time.Duration
@@ -138,6 +139,7 @@ var defaults = map[string]any{
 	"discord.allowed_users":       []string{},
 	"discord.allowed_roles":       []string{},
 	"discord.approvers":           []string{},
+	"discord.approver_roles":      []string{},
 	"discord.allowed_bots":        []string{},
 	"discord.show_thoughts":       false,
 	"discord.edit_interval":       "1250ms",
@@ -245,6 +247,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	d.AllowedUsers = r.strs("discord.allowed_users")
 	d.AllowedRoles = r.strs("discord.allowed_roles")
 	d.Approvers = r.strs("discord.approvers")
+	d.ApproverRoles = r.strs("discord.approver_roles")
 	d.AllowedBots = r.strs("discord.allowed_bots")
 	d.ShowThoughts = r.boolean("discord.show_thoughts")
 	d.EditInterval = r.dur("discord.edit_interval", 200*time.Millisecond, time.Minute)

@@ -61,6 +61,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"discord.allowed_users":       {"u1 u2", func(c *Config) any { return c.Discord.AllowedUsers }, []string{"u1", "u2"}},
 		"discord.allowed_roles":       {"r1", func(c *Config) any { return c.Discord.AllowedRoles }, []string{"r1"}},
 		"discord.approvers":           {"a1", func(c *Config) any { return c.Discord.Approvers }, []string{"a1"}},
+		"discord.approver_roles":      {"r1", func(c *Config) any { return c.Discord.ApproverRoles }, []string{"r1"}},
 		"discord.allowed_bots":        {"b1", func(c *Config) any { return c.Discord.AllowedBots }, []string{"b1"}},
 		"discord.edit_interval":       {"2s", func(c *Config) any { return c.Discord.EditInterval }, 2 * time.Second},
 		"discord.max_answer_messages": {"3", func(c *Config) any { return c.Discord.MaxMessages }, 3},

@@ -159,6 +159,7 @@ func discordAccess(cfg *Config) discord.Access {
 		AllowedUsers:     d.AllowedUsers,
 		AllowedRoles:     d.AllowedRoles,
 		Approvers:        d.Approvers,
+		ApproverRoles:    d.ApproverRoles,
 		AllowedBots:      d.AllowedBots,
 		ShowThoughts:     d.ShowThoughts,
 	}
@@ -170,7 +171,8 @@ func (b *broker) chatStats() metrics.ChatStats {
 	}
 	s := b.discord.Stats()
 	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
-		OpenPermissions: s.OpenPermissions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments}
+		OpenPermissions: s.OpenPermissions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
+		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers}
 }
 
 // engineAnswers fails if the engine's lock is wedged.
@@ -353,7 +355,7 @@ var liveKeys = []string{
 	"turn.timeout", "turn.liveness_interval", "turn.cancel_grace", "turn.tool_timeout", "turn.queue_size",
 	"turn.permission_mode", "turn.permission_timeout", "pool.slot_wait", "watchdog.interval", "shutdown.grace",
 	"discord.allowed_channels", "discord.allow_all_channels", "discord.allowed_users", "discord.allowed_roles",
-	"discord.approvers", "discord.allowed_bots", "discord.show_thoughts",
+	"discord.approvers", "discord.approver_roles", "discord.allowed_bots", "discord.show_thoughts",
 }
 
 // secretKeys are never logged, changed or not.
@@ -396,6 +398,7 @@ func (b *broker) reload() {
 	live.Discord.AllowedChannels, live.Discord.AllowAllChannels = cfg.Discord.AllowedChannels, cfg.Discord.AllowAllChannels
 	live.Discord.AllowedUsers, live.Discord.AllowedRoles = cfg.Discord.AllowedUsers, cfg.Discord.AllowedRoles
 	live.Discord.Approvers, live.Discord.AllowedBots, live.Discord.ShowThoughts = cfg.Discord.Approvers, cfg.Discord.AllowedBots, cfg.Discord.ShowThoughts
+	live.Discord.ApproverRoles = cfg.Discord.ApproverRoles
 	live.values = map[string]string{}
 	for k, v := range b.cfg.values {
 		live.values[k] = v

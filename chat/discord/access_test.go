@@ -1,0 +1,141 @@
+package discord_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/chat/discord"
+	"acpbroker/internal/fakediscord"
+	"acpbroker/store"
+)
+
+// Removing a channel from the allow-list stops its threads at once: the
+// running turn is cancelled with the reason, and a later message and a
+// command in the thread are refused in words.
+func TestAccess_RemovedChannelStopsItsThreads(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hang")
+	h.waitWorking(thread)
+	h.client.SetAccess(discord.Access{AllowedChannels: []string{h.other}})
+	h.answer(thread, "this channel is no longer served by the bot")
+
+	before := len(h.botMessages(thread))
+	h.srv.SendMessage(thread, alice, "stream 1")
+	h.srv.Await("the message refused", func() bool {
+		msgs := h.botMessages(thread)
+		return len(msgs) > before && strings.Contains(msgs[len(msgs)-1].Content, "no longer served by the bot; nothing was sent")
+	})
+	if st := h.engine.Status(thread); st.Busy || st.Queued != 0 {
+		t.Fatalf("a message in a removed channel's thread reached the engine: %+v", st)
+	}
+	r := h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "no longer served") {
+		t.Fatalf("/status answered %+v", r)
+	}
+	if s := h.client.Stats(); s.RefusedChannels != 1 {
+		t.Fatalf("refused channel messages = %d, want 1", s.RefusedChannels)
+	}
+}
+
+// /cancel, /reset and 🛑 follow the rule of permission answers: the
+// thread's starter, an approver, or a member of an approver role; anyone
+// else is told politely and nothing happens.
+func TestAccess_OnlyTheStarterOrAnApproverMayCancelOrReset(t *testing.T) {
+	h := newHarness(t, setup{})
+	a := accessFor(h)
+	a.ApproverRoles = []string{"900"}
+	h.client.SetAccess(a)
+	h.srv.SetRoles(guildID, carol.ID, "900")
+	thread := h.mention(alice, "hang")
+	h.waitWorking(thread)
+
+	r := h.response(h.srv.SlashCommand(thread, bob.ID, "reset", nil))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "<@"+alice.ID+"> or an approver can /reset this thread; you can't") {
+		t.Fatalf("bob's /reset answered %+v", r)
+	}
+	h.srv.AddReaction(h.channel, thread, bob.ID, "🛑")
+	h.srv.Await("bob told his 🛑 was not taken", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "🛑 from Bob was not taken: <@"+alice.ID+"> or an approver can cancel")
+	})
+	if !h.engine.Status(thread).Busy {
+		t.Fatal("bob's /reset or 🛑 ended alice's turn")
+	}
+	r = h.response(h.srv.SlashCommand(thread, carol.ID, "cancel", nil))
+	if r.Ephemeral() || !strings.Contains(r.Content, "cancelled the current turn") {
+		t.Fatalf("carol's /cancel (approver role) answered %+v", r)
+	}
+	h.srv.Await("the turn cancelled by carol", func() bool {
+		for _, m := range h.botMessages(thread) {
+			if strings.Contains(m.Content, "⏹️ cancelled by Carol") && finalFooter(m.Content) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A thread adopted again while Discord fails to say who started it keeps
+// the starter the broker recorded; with none recorded, only approvers may
+// answer its questions until the lookup succeeds (fail closed), and the
+// record is never overwritten with nothing.
+func TestAccess_StarterLookupFailureNeverWidensWhoMayApprove(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		name := "starter recorded"
+		if !recorded {
+			name = "nothing recorded"
+		}
+		t.Run(name, func(t *testing.T) {
+			const forget = 300 * time.Millisecond
+			var st *store.Store
+			cfg := discord.Config{ForgetAfter: forget}
+			if recorded {
+				var err error
+				st, err = store.Open(store.Options{Dir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				cfg.Memory = st
+			}
+			h := newHarness(t, setup{discord: cfg})
+			a := accessFor(h)
+			a.Approvers = []string{carol.ID}
+			h.client.SetAccess(a)
+			thread := h.mention(alice, "hello")
+			h.answer(thread, "✅")
+			time.Sleep(forget + 100*time.Millisecond)
+			other := h.mention(bob, "hello") // sweeps alice's idle conversation
+			h.answer(other, "✅")
+			if n := h.client.Stats().Conversations; n != 1 {
+				t.Fatalf("%d conversations, want alice's forgotten", n)
+			}
+
+			h.srv.InjectError(fakediscord.OnRouteIn(fakediscord.RouteGetMessage, h.channel), 100, 500)
+			h.srv.SendMessage(thread, alice, "permission")
+			msg := h.permissionMessage(thread)
+			r := h.response(h.srv.ClickButton(thread, msg.ID, bob.ID, msg.ButtonID(t, "Allow")))
+			if !r.Ephemeral() || !strings.Contains(r.Content, "can answer this request; you can't") {
+				t.Fatalf("bob's click answered %+v", r)
+			}
+			decider := carol
+			if recorded {
+				decider = alice // the recorded starter
+			}
+			r = h.response(h.srv.ClickButton(thread, msg.ID, decider.ID, msg.ButtonID(t, "Allow")))
+			if r.Ephemeral() || !strings.Contains(r.Content, "chose **Allow**") {
+				t.Fatalf("%s's click answered %+v", decider.Username, r)
+			}
+			h.answer(thread, "permission granted: allow")
+			if recorded {
+				rec, _ := st.Thread(thread)
+				var v struct{ Starter string }
+				json.Unmarshal(rec.Chat, &v)
+				if v.Starter != alice.ID {
+					t.Fatalf("the recorded starter is %q after the failed lookup, want alice", v.Starter)
+				}
+			}
+		})
+	}
+}
