@@ -78,7 +78,8 @@ const (
 	emojiFailed    = "❌"
 	emojiCancelled = "⏹️"
 	emojiRefused   = "🚫"
-	emojiCancel    = "🛑" // a user's reaction that cancels the turn
+	emojiLost      = "⚠️" // the answer could not be shown
+	emojiCancel    = "🛑"  // a user's reaction that cancels the turn
 )
 
 func (c *Client) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {

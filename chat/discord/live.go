@@ -248,7 +248,7 @@ func (s *turnSink) run() {
 	var lastTyping time.Time
 	var calls window
 	shown := false // something the agent said is on screen
-	failures := 0
+	failures := 0  // in a row; a success starts the count again
 	for {
 		v := s.view()
 		if i, edit := s.next(v.pieces); i >= 0 {
@@ -273,15 +273,31 @@ func (s *turnSink) run() {
 				continue
 			}
 			calls.add(time.Now())
-			if err == nil && v.body {
-				shown = true
+			if err == nil {
+				failures = 0
+				shown = shown || v.body
+				continue
 			}
-			if err != nil {
-				failures++
-				c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
-				if failures >= 5 || c.ctx.Err() != nil {
-					return
-				}
+			if c.ctx.Err() != nil {
+				return
+			}
+			if edit && notFound(err) {
+				// The message being edited was deleted: the answer goes on
+				// in a new one from here.
+				c.log.Info().Str("thread", s.conv.thread).Int("piece", i).Msg("answer message gone; continuing in a new one")
+				s.forget(i)
+				continue
+			}
+			failures++
+			c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
+			if failures >= posterTries && v.final {
+				s.lost(v, err)
+				return
+			}
+			// Streaming goes on however long Discord fails; each failure
+			// waits a little longer, up to posterBackoffMax.
+			if !s.pause(min(posterBackoff<<min(failures-1, 6), posterBackoffMax)) {
+				return
 			}
 			continue
 		}
@@ -292,6 +308,52 @@ func (s *turnSink) run() {
 			return
 		}
 	}
+}
+
+// The poster's patience with failing Discord calls (other than 429s,
+// which are waited out): the final view is given up after posterTries
+// failures in a row; between failures it waits posterBackoff, doubling up
+// to posterBackoffMax.
+const (
+	posterTries      = 5
+	posterBackoff    = 250 * time.Millisecond
+	posterBackoffMax = 5 * time.Second
+)
+
+// forget drops the messages from piece i on, the first of which was
+// deleted: the pieces are posted again as new messages, and the later
+// old ones (now out of order) are deleted, as far as Discord lets.
+func (s *turnSink) forget(i int) {
+	c := s.c
+	for _, p := range s.posted[i+1:] {
+		err := c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
+			return c.s.ChannelMessageDelete(s.conv.thread, p.id, opts...)
+		})
+		if err != nil && !notFound(err) {
+			c.log.Debug().Err(err).Str("thread", s.conv.thread).Msg("stale answer message not deleted")
+		}
+	}
+	s.posted = s.posted[:i]
+}
+
+// lost says, by any means left, that the final view could not be shown:
+// a new message with the whole answer attached, else a ⚠️ on the user's
+// message. It is counted and logged either way.
+func (s *turnSink) lost(v view, cause error) {
+	c := s.c
+	c.mu.Lock()
+	c.stats.LostAnswers++
+	c.mu.Unlock()
+	full := strings.Join(v.pieces, "\n")
+	c.log.Error().Err(cause).Str("thread", s.conv.thread).Int("chars", len(full)).Msg("answer could not be shown in full")
+	note := fmt.Sprintf("⚠️ Discord kept failing while this answer was being shown (%v); the whole answer is attached.", excerpt(cause.Error(), 200))
+	_, err := c.send(c.ctx, s.conv.thread, &discordgo.MessageSend{Content: note, AllowedMentions: noMentions,
+		Files: []*discordgo.File{{Name: "answer.md", ContentType: "text/markdown", Reader: strings.NewReader(full)}}})
+	if err == nil {
+		return
+	}
+	c.log.Error().Err(err).Str("thread", s.conv.thread).Msg("answer could not be attached either; marking the message")
+	c.react(s.msg.ChannelID, s.msg.ID, emojiLost)
 }
 
 // pause waits d or until the view changes; false when the Client is

@@ -1,0 +1,127 @@
+package discord_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"acpbroker/internal/fakediscord"
+)
+
+// inThread matches the thread's message calls (sends and edits) made
+// without a file.
+func inThread(thread string) func(fakediscord.Request) bool {
+	return func(r fakediscord.Request) bool {
+		return (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) &&
+			r.Major == thread && !strings.HasPrefix(r.ContentType, "multipart/")
+	}
+}
+
+func chunks(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "chunk %d\n", i)
+	}
+	return b.String()
+}
+
+// Failures spread over a long answer, a success between each, never stop
+// the answer: only failures in a row count.
+func TestPoster_FailuresSpreadOverALongAnswerLoseNothing(t *testing.T) {
+	// Discord's 5 message calls per 5s in a channel make this answer
+	// take its time.
+	h := newHarness(t, setup{fake: fakediscord.Options{WaitTimeout: time.Minute}})
+	thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" stream 60 100ms")
+	h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
+	var mu sync.Mutex
+	calls, failed := 0, 0
+	match := inThread(thread)
+	h.srv.InjectError(func(r fakediscord.Request) bool {
+		if !match(r) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls%3 != 0 && failed < 10 { // two calls in three, ten in all
+			failed++
+			return true
+		}
+		return false
+	}, 1000, 500)
+	msgs := h.answer(thread, "✅ done")
+	if !strings.HasPrefix(joined(msgs), chunks(60)) {
+		t.Fatalf("answer = %q", joined(msgs))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed < 6 {
+		t.Fatalf("only %d calls failed; the test did not do what it says", failed)
+	}
+}
+
+// An answer message deleted while the answer streams: the answer goes on
+// in a new message and ends complete.
+func TestPoster_DeletedAnswerMessageContinuesInANewOne(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "stream 25 100ms")
+	var first fakediscord.Message
+	h.srv.Await("the answer streaming", func() bool {
+		for _, m := range h.botMessages(thread) {
+			if strings.Contains(m.Content, "chunk 3") {
+				first = m
+				return true
+			}
+		}
+		return false
+	})
+	h.srv.DeleteUserMessage(thread, first.ID)
+	msgs := h.answer(thread, "✅ done")
+	if last := msgs[len(msgs)-1]; last.ID == first.ID || !strings.HasPrefix(last.Content, chunks(25)) {
+		t.Fatalf("final message %s = %q", last.ID, last.Content)
+	}
+}
+
+// When the final view cannot be posted, the thread is told by any means
+// left: the whole answer attached to a new message or, when that fails
+// too, a ⚠️ on the user's message; the loss is counted either way.
+func TestPoster_FinalViewThatCannotBePostedIsSaidAndCounted(t *testing.T) {
+	t.Run("attached", func(t *testing.T) {
+		h := newHarness(t, setup{})
+		thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" hello")
+		h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
+		h.srv.InjectError(inThread(thread), 1000, 500)
+		var note fakediscord.Message
+		h.srv.Await("the answer attached", func() bool {
+			for _, m := range h.botMessages(thread) {
+				if strings.HasPrefix(m.Content, "⚠️ Discord kept failing") {
+					note = m
+					return true
+				}
+			}
+			return false
+		})
+		if len(note.Attachments) != 1 || !strings.Contains(string(note.Attachments[0].Data), "You said: hello") {
+			t.Fatalf("note %q attaches %+v", note.Content, note.Attachments)
+		}
+		if n := h.client.Stats().LostAnswers; n != 1 {
+			t.Fatalf("lost answers = %d, want 1", n)
+		}
+	})
+	t.Run("marked", func(t *testing.T) {
+		h := newHarness(t, setup{})
+		thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" hello")
+		h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
+		h.srv.InjectError(func(r fakediscord.Request) bool {
+			return (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) && r.Major == thread
+		}, 1000, 500)
+		h.srv.Await("⚠️ on the user's message", func() bool {
+			return h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "⚠️")
+		})
+		if n := h.client.Stats().LostAnswers; n != 1 {
+			t.Fatalf("lost answers = %d, want 1", n)
+		}
+	})
+}
