@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint interop-deps interop bench clean
+.PHONY: build test run lint interop-deps interop bench fuzz clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -37,6 +37,20 @@ bench: build
 	$(GO) test -run '^$$' -bench Recovery -benchtime 10x ./bench/
 	$(GO) test -run '^$$' -bench 'IdleThreadMemory|Scale' -benchtime 1x -timeout 30m ./bench/
 	$(GO) test -count=1 -run 'TestLeak_|TestStore_SizeBounded' -v ./adapter/ ./store/ | grep -E 'abandoned turns|file size'
+
+# Each fuzz target for FUZZTIME (a duration, or a count such as 1000000x).
+# A failing input is written under the package's testdata/fuzz; committed,
+# it runs with the ordinary tests from then on.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := ./acp/:FuzzConn_AgentOutput ./chat/discord/:FuzzMessage_BecomesAPrompt \
+	./chat/discord/:FuzzInteraction_IsAnsweredOrRefused ./cmd/broker/:FuzzLoadConfig
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 2 $$pkg || exit 1; \
+	done
 
 run: build
 	$(BIN)/broker --config config.example.toml

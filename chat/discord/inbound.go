@@ -418,7 +418,8 @@ func (c *Client) attachments(ctx context.Context, m *discordgo.Message) (text, i
 		if !utf8.Valid(body) {
 			return nil, nil, fmt.Sprintf("%q is not UTF-8 text. Nothing was sent; please try again without it.", a.Filename)
 		}
-		text = append(text, acp.TextBlock(fmt.Sprintf("Attached file %s:\n```\n%s\n```", a.Filename, strings.TrimRight(string(body), "\n"))))
+		name := strings.ToValidUTF8(a.Filename, "\uFFFD") // a name is text for the agent too
+		text = append(text, acp.TextBlock(fmt.Sprintf("Attached file %s:\n```\n%s\n```", name, strings.TrimRight(string(body), "\n"))))
 	}
 	return text, images, ""
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"acpbroker/chat/discord"
@@ -232,11 +234,11 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	d := &c.Discord
 	d.Token = r.str("discord.token")
 	if file := r.str("discord.token_file"); file != "" && d.Token == "" {
-		b, err := os.ReadFile(file)
+		tok, err := readSecretFile(file)
 		if err != nil {
 			r.fail("discord.token_file", "cannot be read: %v", err)
 		}
-		d.Token = strings.TrimSpace(string(b))
+		d.Token = tok
 	}
 	d.APIURL = r.str("discord.api_url")
 	if u, err := url.Parse(d.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -285,6 +287,34 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	}
 	c.values = r.vals
 	return c, nil
+}
+
+// maxSecretFile bounds a file holding a secret: a token is a line.
+const maxSecretFile = 64 << 10
+
+// readSecretFile reads a small regular file holding a secret, trimmed.
+// Anything else (a pipe, a device, a huge file) is an error, never a hang.
+func readSecretFile(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > maxSecretFile {
+		return "", fmt.Errorf("%s is %d bytes, more than a token (%d at most)", path, st.Size(), maxSecretFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // resolveCommand makes the agent program an absolute path: a name with a

@@ -1,0 +1,66 @@
+package acp
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// FuzzConn_AgentOutput feeds arbitrary bytes to a live Conn as the agent's
+// stdout. Whatever they are, the Conn survives them: a request sent after
+// them is still answered, nothing is left pending, and nothing panics or
+// blocks.
+func FuzzConn_AgentOutput(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
+		`{"jsonrpc":"2.0","id":0,"result":{"stopReason":"end_turn"}}`,
+		`{"jsonrpc":"2.0","id":"7","error":{"code":-32603,"message":"boom"}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"c"},"options":[{"optionId":"a","name":"A","kind":"allow_once"}]}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/etc/passwd"}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"fs/write_text_file","params":{"sessionId":"s","path":"/tmp/x","content":"x"}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"no/such","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":null}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"no/such"}]`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"no/such"}`,
+		`{"jsonrpc":"2.0","id":1.5,"result":null}`,
+		"not json at all",
+		"{\"jsonrpc\":\"2.0\",\"method\":\"session/update\"",
+		"\x00\xff\xfe",
+		"",
+	} {
+		f.Add([]byte(s + "\n"))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, p := newPair(t, Options{MaxLineBytes: 1 << 16})
+		if !bytes.HasSuffix(data, []byte("\n")) {
+			data = append(data, '\n')
+		}
+		wrote := make(chan error, 1)
+		go func() { _, err := p.w.Write(data); wrote <- err }()
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatalf("the Conn stopped reading: %v", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("the Conn stopped reading the agent's output")
+		}
+		// A request nobody listens to is answered "cancelled": the read
+		// loop and the router are still alive.
+		const probe = `"fuzz-probe-1f0c"`
+		p.send(`{"jsonrpc":"2.0","id":` + probe + `,"method":"session/request_permission","params":{"sessionId":"nobody","toolCall":{"toolCallId":"c"},"options":[]}}`)
+		deadline := time.After(2 * time.Second)
+		for answered := false; !answered; {
+			select {
+			case m := <-p.msg:
+				answered = string(m["id"]) == probe
+			case <-deadline:
+				t.Fatal("the Conn did not answer a request after the input")
+			}
+		}
+		st := c.Stats()
+		if st.PendingRequests != 0 || st.Subscribers != 0 {
+			t.Fatalf("left behind: %+v", st)
+		}
+	})
+}

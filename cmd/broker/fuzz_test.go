@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzLoadConfig loads arbitrary TOML: the result is a configuration or
+// an error that says what is wrong, never a panic or a hang.
+func FuzzLoadConfig(f *testing.F) {
+	example, err := os.ReadFile("../../config.example.toml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{
+		string(example),
+		"[agent]\ncommand = \"sh\"\n",
+		"[turn]\ntimeout = \"7h\"\n",
+		"[turn]\ntimeout = 5\n",
+		"[discord]\ntoken_file = \"/dev/zero\"\n",
+		"[discord]\ntoken_file = \"/proc/self/environ\"\n",
+		"[agent]\nenv = [\"A=${B}\", \"C\"]\n",
+		"[pool]\nmax_sessions = -1\n",
+		"[http]\nlisten = \"127.0.0.1:99999\"\n",
+		"[[agent]]\ncommand = 1\n",
+		"unknown = true\n",
+		"[agent\n",
+		"",
+	} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, toml string) {
+		path := filepath.Join(dir, "broker.toml")
+		if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadConfig(path, []string{"PATH=/usr/bin:/bin"})
+		switch {
+		case err != nil && strings.TrimSpace(err.Error()) == "":
+			t.Fatal("an error without words")
+		case err == nil && cfg == nil:
+			t.Fatal("no configuration and no error")
+		case err == nil && (cfg.Turn.Timeout <= 0 || cfg.Pool.MaxSessions < 1 || cfg.Agent.Command == ""):
+			t.Fatalf("a configuration out of bounds was accepted: %+v", cfg)
+		}
+	})
+}
