@@ -28,7 +28,22 @@ type Options struct {
 	// AuthMethod is the method id used when the agent says authentication
 	// is required. Empty means "fail with ErrAuthRequired".
 	AuthMethod string
+	// MaxReadBytes bounds the text one fs/read_text_file returns (default
+	// 8 MiB); MaxWriteBytes what one fs/write_text_file writes (default
+	// 16 MiB).
+	MaxReadBytes  int
+	MaxWriteBytes int
+	// MaxAgentRequests bounds the agent's requests being served at once
+	// (permission, fs); past it a request is refused at once (default 64).
+	MaxAgentRequests int
 }
+
+// Defaults of the Options bounds.
+const (
+	DefaultMaxReadBytes     = 8 << 20
+	DefaultMaxWriteBytes    = 16 << 20
+	DefaultMaxAgentRequests = 64
+)
 
 // Conn is the client side of one agent's stdio. It owns the goroutines it
 // starts; Close stops them and returns when they are gone.
@@ -63,6 +78,7 @@ type Conn struct {
 	early    map[string][]Update
 	perms    map[uint64]*permission
 	permSeq  uint64
+	serving  int // agent requests being served
 	init     *InitializeResult
 
 	closeOnce sync.Once
@@ -84,6 +100,15 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	}
 	if opts.UpdateQueue <= 0 {
 		opts.UpdateQueue = defaultUpdateQueue
+	}
+	if opts.MaxReadBytes <= 0 {
+		opts.MaxReadBytes = DefaultMaxReadBytes
+	}
+	if opts.MaxWriteBytes <= 0 {
+		opts.MaxWriteBytes = DefaultMaxWriteBytes
+	}
+	if opts.MaxAgentRequests <= 0 {
+		opts.MaxAgentRequests = DefaultMaxAgentRequests
 	}
 	if opts.ClientInfo.Name == "" {
 		opts.ClientInfo = Implementation{Name: "acp-broker", Version: "dev"}

@@ -192,7 +192,7 @@ func TestStream_JunkAndOversizeLinesAreSkippedAndCounted(t *testing.T) {
 	id := p.next()["id"]
 	p.send("Starting agent v1.2 ...")
 	p.send(`{"hello":"world"}`)
-	p.send(`[1,2,3]`)
+	p.send(`[1,2,3]`)                // a batch: answered -32600 (see TestRoute_BatchesAndUnreadableIdsAreAnswered)
 	p.send(`{"jsonrpc":"2.0","id":`) // truncated JSON
 	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 2<<20) + `"}}}}`)
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, id))
@@ -201,8 +201,8 @@ func TestStream_JunkAndOversizeLinesAreSkippedAndCounted(t *testing.T) {
 		t.Fatalf("call after junk: %v", err)
 	}
 	s := c.Stats()
-	if s.JunkLines != 4 || s.OversizeLines != 1 {
-		t.Fatalf("stats = %+v, want 4 junk lines and 1 oversize line", s)
+	if s.JunkLines != 3 || s.InvalidRequests != 1 || s.OversizeLines != 1 {
+		t.Fatalf("stats = %+v, want 3 junk lines, 1 invalid request and 1 oversize line", s)
 	}
 }
 

@@ -57,8 +57,11 @@ func (e *RPCError) Error() string {
 func wireError(err error) *jsonrpc2.Error {
 	code := int64(CodeInternalError)
 	switch {
-	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams):
+	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams),
+		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge):
 		code = CodeInvalidParams
+	case errors.Is(err, errBatch), errors.Is(err, errInvalidID), errors.Is(err, errInvalidReqt):
+		code = CodeInvalidRequest
 	case errors.Is(err, fs.ErrNotExist):
 		code = CodeNotFound
 	case errors.Is(err, errNoMethod):
@@ -68,6 +71,12 @@ func wireError(err error) *jsonrpc2.Error {
 }
 
 var (
-	errBadParams = errors.New("invalid params")
-	errNoMethod  = errors.New("method not found")
+	errBadParams   = errors.New("invalid params")
+	errNoMethod    = errors.New("method not found")
+	errNotRegular  = errors.New("not a regular file")
+	errTooLarge    = errors.New("too large")
+	errTooMany     = errors.New("too many requests in flight")
+	errBatch       = errors.New("batch requests are not supported: send one message per line")
+	errInvalidID   = errors.New("the request's id is not a string, number or null")
+	errInvalidReqt = errors.New("invalid request")
 )

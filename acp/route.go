@@ -135,10 +135,22 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		c.params = nil
 	}
 	switch req.Method {
-	case MethodRequestPermission:
-		c.servePermission(req)
-	case MethodReadTextFile, MethodWriteTextFile:
-		c.serveFS(req)
+	case MethodRequestPermission, MethodReadTextFile, MethodWriteTextFile:
+		if req.Notif {
+			c.stats.badMessages.Add(1)
+			return
+		}
+		if !c.admit() {
+			c.stats.refused.Add(1)
+			c.log.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Msg("agent request refused: too many in flight")
+			c.replyErr(req, fmt.Errorf("%w (at most %d)", errTooMany, c.opts.MaxAgentRequests))
+			return
+		}
+		if req.Method == MethodRequestPermission {
+			c.servePermission(req)
+		} else {
+			c.serveFS(req)
+		}
 	default:
 		if req.Notif {
 			c.log.Debug().Str("method", req.Method).Msg("ignored agent notification")
@@ -183,15 +195,32 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	}
 }
 
-func (c *Conn) servePermission(req *jsonrpc2.Request) {
-	if req.Notif {
-		c.stats.badMessages.Add(1)
-		return
+// admit counts an agent request in, unless MaxAgentRequests are being
+// served already; release counts it out once it is answered.
+func (c *Conn) admit() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.serving >= c.opts.MaxAgentRequests {
+		return false
 	}
+	c.serving++
+	return true
+}
+
+func (c *Conn) release() {
+	c.mu.Lock()
+	c.serving--
+	c.mu.Unlock()
+}
+
+// servePermission relays an admitted permission request to the session's
+// turn and answers it; every path releases it.
+func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	var p PermissionRequest
 	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
 		c.stats.badMessages.Add(1)
 		c.replyErr(req, fmt.Errorf("%w: session/request_permission", errBadParams))
+		c.release()
 		return
 	}
 	c.mu.Lock()
@@ -200,6 +229,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 		c.mu.Unlock()
 		c.log.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
 		c.reply(req, PermissionOutcome{})
+		c.release()
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -209,6 +239,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	c.mu.Unlock()
 
 	started := c.spawn(func() {
+		defer c.release()
 		defer c.releasePermission(key)
 		// A cancelled request is answered at once: the approver may still
 		// be tidying up (a message to edit) and returns on its own.
@@ -234,6 +265,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	})
 	if !started {
 		c.releasePermission(key)
+		c.release()
 	}
 }
 

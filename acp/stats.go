@@ -9,6 +9,8 @@ type stats struct {
 	lateUpdates    atomic.Uint64
 	droppedUpdates atomic.Uint64
 	badMessages    atomic.Uint64
+	refused        atomic.Uint64
+	invalid        atomic.Uint64
 }
 
 // Stats is a snapshot of a Conn's bookkeeping and counters.
@@ -33,6 +35,13 @@ type Stats struct {
 	DroppedUpdates uint64
 	// BadMessages counts well-formed JSON-RPC messages with unusable params.
 	BadMessages uint64
+	// AgentRequests is the number of the agent's requests being served;
+	// RefusedRequests counts those refused for being past the cap.
+	AgentRequests   int
+	RefusedRequests uint64
+	// InvalidRequests counts requests answered -32600: batches, ids that
+	// are not a string, number or null.
+	InvalidRequests uint64
 }
 
 // Add returns the field-wise sum of s and o.
@@ -47,13 +56,16 @@ func (s Stats) Add(o Stats) Stats {
 		LateUpdates:        s.LateUpdates + o.LateUpdates,
 		DroppedUpdates:     s.DroppedUpdates + o.DroppedUpdates,
 		BadMessages:        s.BadMessages + o.BadMessages,
+		AgentRequests:      s.AgentRequests + o.AgentRequests,
+		RefusedRequests:    s.RefusedRequests + o.RefusedRequests,
+		InvalidRequests:    s.InvalidRequests + o.InvalidRequests,
 	}
 }
 
 // Stats returns a snapshot of the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs)}
+	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs), AgentRequests: c.serving}
 	c.mu.Unlock()
 	s.StaleResponses = c.stats.staleResponses.Load()
 	s.JunkLines = c.stats.junkLines.Load()
@@ -61,5 +73,7 @@ func (c *Conn) Stats() Stats {
 	s.LateUpdates = c.stats.lateUpdates.Load()
 	s.DroppedUpdates = c.stats.droppedUpdates.Load()
 	s.BadMessages = c.stats.badMessages.Load()
+	s.RefusedRequests = c.stats.refused.Load()
+	s.InvalidRequests = c.stats.invalid.Load()
 	return s
 }

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -111,8 +113,14 @@ type envelope struct {
 // true when v holds a request or another notification for jsonrpc2.
 func (s *lineStream) dispatch(line []byte, v any) bool {
 	var e envelope
+	if line[0] == '[' {
+		s.conn.batch(line)
+		return false
+	}
 	if line[0] != '{' || json.Unmarshal(line, &e) != nil {
-		s.conn.junk(line, "not a JSON-RPC message")
+		if !s.conn.invalidRequest(line) {
+			s.conn.junk(line, "not a JSON-RPC message")
+		}
 		return false
 	}
 	switch {
@@ -123,6 +131,9 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 		// A method makes it a request or notification, whatever its id.
 		if err := json.Unmarshal(line, v); err != nil {
 			s.conn.junk(line, err.Error())
+			if e.ID != nil {
+				s.conn.answerInvalid(e.ID, fmt.Errorf("%w: %v", errInvalidReqt, err))
+			}
 			return false
 		}
 		// jsonrpc2 re-encodes params (sorting keys, escaping <, > and &);
@@ -137,6 +148,71 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 		s.conn.junk(line, "neither request nor response")
 		return false
 	}
+}
+
+// batch answers a JSON-RPC batch, which ACP does not use: each request in
+// it with a usable id gets -32600, and a batch with none gets one -32600
+// with a null id. Nothing in it is served.
+func (c *Conn) batch(line []byte) {
+	var elems []json.RawMessage
+	if json.Unmarshal(line, &elems) != nil {
+		c.junk(line, "not a JSON-RPC message")
+		return
+	}
+	answered := false
+	for _, el := range elems {
+		var e envelope
+		if json.Unmarshal(el, &e) == nil && e.Method != "" && e.ID != nil {
+			c.answerInvalid(e.ID, errBatch)
+			answered = true
+		}
+	}
+	if !answered {
+		c.answerInvalid(nil, errBatch)
+	}
+}
+
+// invalidRequest answers a request whose id cannot be read (an object, an
+// array, a boolean) with -32600 and a null id, as JSON-RPC has it: the
+// agent is told instead of waiting for ever. It reports whether line was
+// such a request.
+func (c *Conn) invalidRequest(line []byte) bool {
+	var m struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method == "" || len(m.ID) == 0 || string(m.ID) == "null" {
+		return false
+	}
+	c.answerInvalid(nil, fmt.Errorf("%w: %s", errInvalidID, excerptBytes(m.ID, 40)))
+	return true
+}
+
+// answerInvalid sends a -32600 error for id (null when nil) from a
+// goroutine the Conn owns, and counts it.
+func (c *Conn) answerInvalid(id *jsonrpc2.ID, err error) {
+	c.stats.invalid.Add(1)
+	c.log.Warn().Err(err).Msg("invalid request from the agent; answered -32600")
+	msg := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      *jsonrpc2.ID    `json:"id"`
+		Error   *jsonrpc2.Error `json:"error"`
+	}{"2.0", id, wireError(err)}
+	b, _ := json.Marshal(msg)
+	c.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := c.enqueue(ctx, b); err != nil {
+			c.log.Debug().Err(err).Msg("answer to an invalid request not sent")
+		}
+	})
+}
+
+func excerptBytes(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
 }
 
 // WriteObject implements jsonrpc2.ObjectStream: it queues one whole message

@@ -105,6 +105,9 @@ var (
 	dLateUpdates      = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
 	dDroppedUpdates   = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
 	dBadMessages      = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
+	dAgentRequests    = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
+	dRefusedRequests  = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
+	dInvalidRequests  = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
 	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
 	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
 	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
@@ -124,7 +127,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dTurnsRunning, dPromptsWaiting, dTurns,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
-		dDroppedUpdates, dBadMessages, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
 		ch <- d
 	}
@@ -162,6 +165,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dLateUpdates, p.Conn.LateUpdates)
 	counter(dDroppedUpdates, p.Conn.DroppedUpdates)
 	counter(dBadMessages, p.Conn.BadMessages)
+	gauge(dAgentRequests, float64(p.Conn.AgentRequests))
+	counter(dRefusedRequests, p.Conn.RefusedRequests)
+	counter(dInvalidRequests, p.Conn.InvalidRequests)
 	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
 	counter(dWatchdog, e.ForceEnded, "force_end")
 	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")

@@ -407,7 +407,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		r.AgentGone(a.Proc.PID())
 	}
 	st := a.Conn.Stats()
-	st.PendingRequests, st.PendingPermissions, st.Subscribers = 0, 0, 0
+	st.PendingRequests, st.PendingPermissions, st.Subscribers, st.AgentRequests = 0, 0, 0, 0
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
 	p.mu.Unlock()

@@ -39,6 +39,8 @@ type Config struct {
 		StartTimeout time.Duration
 		ExitGrace    time.Duration
 		MaxLineBytes int
+		// Bounds on what one agent may ask of the broker.
+		MaxReadBytes, MaxWriteBytes, MaxRequests int
 		// RestartAfterCancel: see adapter.Config.RestartAfterCancel.
 		RestartAfterCancel bool
 	}
@@ -113,6 +115,9 @@ var defaults = map[string]any{
 	"agent.start_timeout":        "60s",
 	"agent.exit_grace":           "2s",
 	"agent.max_line_bytes":       32 << 20,
+	"agent.max_read_bytes":       8 << 20,
+	"agent.max_write_bytes":      16 << 20,
+	"agent.max_requests":         64,
 	"agent.restart_after_cancel": false,
 
 	"turn.timeout":            "30m",
@@ -209,6 +214,9 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.StartTimeout = r.dur("agent.start_timeout", time.Second, time.Hour)
 	c.Agent.ExitGrace = r.dur("agent.exit_grace", 10*time.Millisecond, time.Minute)
 	c.Agent.MaxLineBytes = r.integer("agent.max_line_bytes", 32<<20, 1<<30)
+	c.Agent.MaxReadBytes = r.integer("agent.max_read_bytes", 1<<10, 1<<30)
+	c.Agent.MaxWriteBytes = r.integer("agent.max_write_bytes", 1<<10, 1<<30)
+	c.Agent.MaxRequests = r.integer("agent.max_requests", 1, 10000)
 	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
 
 	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)

@@ -84,10 +84,13 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 		Sessions:     b.store,
 		Registry:     b.store,
 		Conn: acp.Options{
-			MaxLineBytes: cfg.Agent.MaxLineBytes,
-			UpdateQueue:  cfg.Turn.UpdateQueue,
-			ClientInfo:   acp.Implementation{Name: "acp-broker", Version: version},
-			AuthMethod:   cfg.Agent.AuthMethod,
+			MaxLineBytes:     cfg.Agent.MaxLineBytes,
+			MaxReadBytes:     cfg.Agent.MaxReadBytes,
+			MaxWriteBytes:    cfg.Agent.MaxWriteBytes,
+			MaxAgentRequests: cfg.Agent.MaxRequests,
+			UpdateQueue:      cfg.Turn.UpdateQueue,
+			ClientInfo:       acp.Implementation{Name: "acp-broker", Version: version},
+			AuthMethod:       cfg.Agent.AuthMethod,
 		},
 		Logger: log,
 	})

@@ -2,13 +2,16 @@ package fakeagent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -170,6 +173,14 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk(sid, "about to crash")
 		a.logf("fatal: simulated crash")
 		a.exit(atoi(arg(0, "1")))
+	case "fs-fifo":
+		// A hostile agent: a named pipe in its workspace, read and
+		// written through the client, which must answer at once.
+		a.fsFifo(t)
+	case "flood":
+		// A hostile agent: n permission requests at once; the answer
+		// says how many were refused.
+		a.flood(t, atoi(arg(0, "100")))
 	case "answer-exit":
 		// Answers, then exits at once: the answer and the exit reach the
 		// client together.
@@ -431,4 +442,56 @@ func dur(s string) time.Duration {
 		return 0
 	}
 	return d
+}
+
+func (a *agent) fsFifo(t *turn) {
+	sid := t.sid
+	a.mu.Lock()
+	cwd := a.cwds[sid]
+	a.mu.Unlock()
+	fifo := filepath.Join(cwd, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil && !errors.Is(err, os.ErrExist) {
+		a.chunk(sid, "mkfifo failed: "+err.Error())
+		t.stop("end_turn")
+		return
+	}
+	for _, method := range []string{"fs/read_text_file", "fs/write_text_file"} {
+		start := time.Now()
+		resp, ok := a.request(method, map[string]any{"sessionId": sid, "path": fifo, "content": "x"}, "")
+		if !ok {
+			return
+		}
+		what := "answered"
+		if resp.Error != nil {
+			what = "refused: " + resp.Error.Message
+		}
+		a.chunk(sid, fmt.Sprintf("%s %s in %s\n", method, what, time.Since(start).Round(time.Millisecond)))
+	}
+	t.stop("end_turn")
+}
+
+func (a *agent) flood(t *turn, n int) {
+	sid := t.sid
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refused, answered := 0, 0
+	for i := range n {
+		wg.Go(func() {
+			resp, ok := a.request("session/request_permission", map[string]any{"sessionId": sid,
+				"toolCall": map[string]any{"toolCallId": fmt.Sprintf("flood-%d", i), "title": "flood"},
+				"options":  []map[string]string{{"optionId": "reject", "name": "Reject", "kind": "reject_once"}}}, "")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case !ok:
+			case resp.Error != nil:
+				refused++
+			default:
+				answered++
+			}
+		})
+	}
+	wg.Wait()
+	a.chunk(sid, fmt.Sprintf("flood: %d answered, %d refused\n", answered, refused))
+	t.stop("end_turn")
 }

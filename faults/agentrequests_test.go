@@ -1,0 +1,63 @@
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A hostile agent cannot hang or flood the broker through its requests:
+// a named pipe in its workspace is refused at once for reading and
+// writing, and the thread carries on; with agent.max_requests = 4, a
+// flood of 40 permission requests has 4 served and 36 refused at once,
+// and the in-flight count returns to zero; the broker then stops within
+// shutdown.grace.
+func TestAgentRequests_PipesAndFloodsAreBounded(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{
+		"agent.max_requests":      4,
+		"turn.permission_timeout": "1s",
+		"turn.permission_mode":    "ask",
+		"shutdown.grace":          "5s",
+	}})
+	b := w.start()
+
+	thread := w.mention(alice, "fs-fifo")
+	got := w.awaitAnswers(thread, 1)[0]
+	for _, method := range []string{"fs/read_text_file", "fs/write_text_file"} {
+		line := ""
+		for _, l := range strings.Split(got.text, "\n") {
+			if strings.HasPrefix(l, method) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "refused:") || !strings.Contains(line, "named pipe") {
+			t.Fatalf("%s on a named pipe: %q", method, line)
+		}
+		_, took, _ := strings.Cut(line, " in ")
+		if d, err := time.ParseDuration(took); err != nil || d > time.Second {
+			t.Fatalf("%s on a named pipe answered after %q", method, took)
+		}
+	}
+	w.post(thread, alice, "stream 1")
+	if next := w.awaitAnswers(thread, 2)[1]; !strings.HasPrefix(next.text, "chunk 1") {
+		t.Fatalf("the message after the pipe got %q", next.text)
+	}
+
+	flood := w.mention(alice, "flood 40")
+	got = w.awaitAnswers(flood, 1)[0]
+	if !strings.Contains(got.text, "flood: 4 answered, 36 refused") {
+		t.Fatalf("flood answer = %q", got.text)
+	}
+	b.awaitMetric("acp_broker_acp_agent_requests_in_flight", func(v float64) bool { return v == 0 })
+	if v, _ := b.metric("acp_broker_acp_agent_requests_refused_total"); v != 36 {
+		t.Fatalf("refused requests metric = %v, want 36", v)
+	}
+
+	start := time.Now()
+	if code := b.stop(); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	if took := time.Since(start); took > 6*time.Second {
+		t.Fatalf("stopping took %s with a 5s grace", took)
+	}
+}
