@@ -139,6 +139,7 @@ type world struct {
 	dir     string // the configuration, state.dir and agent.cwd are here
 	work    string // agent.cwd
 	conf    settings
+	env     []string // more of the broker's environment
 }
 
 func newWorld(t *testing.T, s setup) *world {
@@ -224,7 +225,7 @@ func (w *world) start() *broker {
 	b := &broker{w: w, log: &agenttest.Buffer{}, done: make(chan struct{}),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	b.cmd = exec.Command(brokerBin, "--config", w.writeConfig())
-	b.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir}
+	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir}, w.env...)
 	b.cmd.Stdout = b.log
 	b.cmd.Stderr = b.log
 	b.cmd.WaitDelay = 5 * time.Second

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/internal/redact"
 
 	"github.com/rs/zerolog"
 )
@@ -38,6 +39,8 @@ type Config struct {
 	ExitGrace time.Duration
 	// Conn options for every agent (logger fields are added per agent).
 	Conn acp.Options
+	// Redact masks secret values in what agents write to stderr.
+	Redact *redact.Redactor
 	// WaitNotice is how long a wait for a slot lasts before Acquire says
 	// so (default 1s).
 	WaitNotice time.Duration
@@ -318,7 +321,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		return nil, fmt.Errorf("agent working directory: %w", err)
 	}
 	log := p.log.With().Str("thread", thread).Logger()
-	proc, err := p.cfg.Launch(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log})
+	proc, err := p.cfg.Launch(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"acpbroker/internal/redact"
 	"bufio"
 	"errors"
 	"fmt"
@@ -30,6 +31,8 @@ type ProcessSpec struct {
 	// StderrTail is how many bytes of recent stderr are kept for error
 	// messages (default 2 KiB).
 	StderrTail int
+	// Redact masks secret values in the stderr lines logged and kept.
+	Redact *redact.Redactor
 }
 
 // Process is a running agent in its own process group. Its exit is noticed
@@ -41,6 +44,7 @@ type Process struct {
 	stdout io.ReadCloser
 
 	log    zerolog.Logger
+	redact *redact.Redactor
 	cmd    *exec.Cmd
 	tail   *tail
 	exited chan struct{} // closed when the leader has exited (not yet reaped)
@@ -94,6 +98,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		log:    spec.Logger.With().Int("pid", cmd.Process.Pid).Logger(),
 		cmd:    cmd,
 		tail:   &tail{max: spec.StderrTail},
+		redact: spec.Redact,
 		exited: make(chan struct{}),
 		reaped: make(chan struct{}),
 		stderr: make(chan struct{}),
@@ -204,8 +209,14 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 	p.log.Info().Str("cause", desc.Error()).Msg("agent process ended")
 }
 
+// exitTailLines is how many of the last stderr lines an ExitError keeps:
+// its text reaches people; the whole tail is in the log.
+const exitTailLines = 5
+
 func describeExit(st *os.ProcessState, waitErr error, tail string) error {
-	e := &ExitError{State: st, Code: -1, Tail: strings.TrimSpace(tail), WaitErr: waitErr}
+	lines := strings.Split(strings.TrimSpace(tail), "\n")
+	lines = lines[max(len(lines)-exitTailLines, 0):]
+	e := &ExitError{State: st, Code: -1, Tail: strings.TrimSpace(strings.Join(lines, "\n")), WaitErr: waitErr}
 	if st != nil {
 		e.Code = st.ExitCode()
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -321,8 +332,9 @@ func (p *Process) drainStderr(r io.Reader, max int) {
 		if truncated {
 			ev = ev.Bool("truncated", true)
 		}
-		ev.Msg(string(line))
-		p.tail.Write(line)
+		text := p.redact.String(string(line))
+		ev.Msg(text)
+		p.tail.Write([]byte(text))
 		line, truncated = line[:0], false
 	}
 	for {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"acpbroker/chat"
 	"acpbroker/chat/console"
 	"acpbroker/chat/discord"
+	"acpbroker/internal/redact"
 	"acpbroker/metrics"
 	"acpbroker/pool"
 	"acpbroker/store"
@@ -32,6 +34,7 @@ type broker struct {
 	environ  []string // for reloads
 	log      zerolog.Logger
 	level    *levelWriter
+	redact   *redact.Redactor // secret values, masked in agents' stderr and reload diffs
 	notify   *notifier
 	store    *store.Store
 	pool     *pool.Pool
@@ -71,7 +74,9 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 		}
 		pool.KillLeftovers(list, log)
 	}
+	b.redact = redact.New(secretValues(cfg, agentEnv)...)
 	b.pool = pool.New(pool.Config{
+		Redact:       b.redact,
 		Command:      cfg.Agent.Command,
 		Args:         cfg.Agent.Args,
 		Env:          agentEnv,
@@ -361,8 +366,22 @@ var liveKeys = []string{
 	"discord.approvers", "discord.approver_roles", "discord.allowed_bots", "discord.show_thoughts",
 }
 
-// secretKeys are never logged, changed or not.
-var secretKeys = []string{"discord.token", "discord.token_file"}
+// secretKeys are never logged with their values, changed or not.
+var secretKeys = []string{"discord.token", "discord.token_file", "agent.env"}
+
+// secretValues are the values the broker knows to be secret: the Discord
+// token and what agent.env passes to agents (API keys), as expanded.
+func secretValues(cfg *Config, agentEnv []string) []string {
+	vals := []string{cfg.Discord.Token}
+	for name := range cfg.Agent.Env {
+		for _, kv := range agentEnv {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+				vals = append(vals, v)
+			}
+		}
+	}
+	return vals
+}
 
 // reload reads the configuration again and applies what can change while
 // running; it says in the log what changed and what needs a restart. A
@@ -381,7 +400,7 @@ func (b *broker) reload() {
 		}
 		desc := k
 		if !slices.Contains(secretKeys, k) {
-			desc = fmt.Sprintf("%s: %s -> %s", k, old, v)
+			desc = b.redact.String(fmt.Sprintf("%s: %s -> %s", k, old, v))
 		}
 		if slices.Contains(liveKeys, k) {
 			applied = append(applied, desc)

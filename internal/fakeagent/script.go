@@ -173,6 +173,11 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk(sid, "about to crash")
 		a.logf("fatal: simulated crash")
 		a.exit(atoi(arg(0, "1")))
+	case "leak-env":
+		// Prints an environment variable's value to stderr and dies: a
+		// secret in an error message.
+		a.logf("fatal: bad credentials %s", os.Getenv(arg(0, "API_KEY")))
+		a.exit(3)
 	case "fs-fifo":
 		// A hostile agent: a named pipe in its workspace, read and
 		// written through the client, which must answer at once.

@@ -1,0 +1,21 @@
+package redact
+
+import "testing"
+
+func TestRedactor_MasksEverySecretAndLeavesTheRest(t *testing.T) {
+	r := New("sk-ant-secret-123", "", "abc", "sk-ant-secret-123-long", "Bot.token.xyz")
+	for in, want := range map[string]string{
+		"error: invalid key sk-ant-secret-123 (twice: sk-ant-secret-123)": "error: invalid key [redacted] (twice: [redacted])",
+		"key sk-ant-secret-123-long":                                      "key [redacted]",
+		"token Bot.token.xyz at abc":                                      "token [redacted] at abc",
+		"nothing secret here":                                             "nothing secret here",
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		}
+	}
+	var none *Redactor
+	if got := none.String("sk-ant-secret-123"); got != "sk-ant-secret-123" {
+		t.Errorf("a nil Redactor changed the text: %q", got)
+	}
+}
