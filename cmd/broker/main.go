@@ -23,11 +23,20 @@ import (
 	"syscall"
 
 	"acpbroker/pool"
+
+	"golang.org/x/sys/unix"
 )
 
 var version = "dev"
 
 func main() {
+	// No process of the same user (an agent run without a sandbox, say)
+	// may read the broker's memory or /proc/<pid>/environ, which hold the
+	// Discord token and the agents' keys.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "broker: could not make the process non-dumpable:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
 }
 
