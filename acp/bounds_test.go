@@ -58,9 +58,7 @@ func TestFS_NamedPipeIsRefusedAtOnce(t *testing.T) {
 			t.Fatalf("%s on a fifo: %s", method, got)
 		}
 	}
-	if n := c.Stats().AgentRequests; n != 0 {
-		t.Fatalf("%d agent requests still served", n)
-	}
+	waitServed(t, c, 0)
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {
@@ -161,12 +159,22 @@ func TestConn_AgentRequestFloodPastTheCapIsRefused(t *testing.T) {
 			t.Fatalf("an admitted request got %s %s", m["result"], m["error"])
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for c.Stats().AgentRequests != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("agent requests = %d after all were answered", c.Stats().AgentRequests)
+	waitServed(t, c, 0)
+}
+
+// waitServed waits up to 2s for the agent requests being served to be n:
+// a request is counted out just after its answer is written.
+func waitServed(t *testing.T, c *Conn, n int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(2 * time.Second)
+	for c.Stats().AgentRequests != n {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("agent requests served = %d, want %d", c.Stats().AgentRequests, n)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

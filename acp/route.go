@@ -97,6 +97,12 @@ func (c *Conn) CancelPermissions(sessionID string, cause error) {
 	}
 }
 
+// noticeWait bounds the wait for room in the writer's queue for a message
+// nobody waits on (session/cancel, an error answer): the queue drains as
+// fast as the agent reads, and an agent that reads nothing for a second
+// is not going to read it.
+const noticeWait = time.Second
+
 // CancelSession tells the agent to stop the session's current turn. The
 // notification is queued before CancelSession returns, so it reaches the
 // agent before anything queued after it, such as the "cancelled" answers
@@ -104,7 +110,7 @@ func (c *Conn) CancelPermissions(sessionID string, cause error) {
 // permission is answered before the cancel arrives. It waits at most one
 // second for room in the writer's queue.
 func (c *Conn) CancelSession(sessionID string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
 	defer cancel()
 	b, _ := json.Marshal(struct {
 		JSONRPC string       `json:"jsonrpc"`

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -200,7 +199,7 @@ func (c *Conn) answerInvalid(id *jsonrpc2.ID, err error) {
 	}{"2.0", id, wireError(err)}
 	b, _ := json.Marshal(msg)
 	c.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
 		defer cancel()
 		if err := c.enqueue(ctx, b); err != nil {
 			c.log.Debug().Err(err).Msg("answer to an invalid request not sent")

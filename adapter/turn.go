@@ -276,11 +276,16 @@ func isDeath(err error) bool {
 	return errors.Is(err, acp.ErrAgentGone) || errors.Is(err, acp.ErrClosed)
 }
 
+// deathCauseWait bounds the wait for a dead agent to be reaped, which
+// takes at most the pool's ReapGrace after its exit: its exit status and
+// stderr make the cause.
+const deathCauseWait = pool.ReapGrace + time.Second
+
 // deathCause describes a dead agent, with its exit status and stderr tail
 // once the process has been reaped (bounded wait).
 func (t *turn) deathCause(err error) error {
 	proc := t.agent.Proc
-	timer := time.NewTimer(3 * time.Second)
+	timer := time.NewTimer(deathCauseWait)
 	defer timer.Stop()
 	select {
 	case <-proc.Reaped():

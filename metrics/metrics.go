@@ -250,18 +250,22 @@ func (s *Server) serveChecks(w http.ResponseWriter, checks []Check) {
 	fmt.Fprintln(w, "ok")
 }
 
+// checkTimeout bounds one health check: well under the few seconds a
+// probe (systemd's watchdog, a load balancer) waits for /readyz.
+const checkTimeout = 2 * time.Second
+
 // runCheck runs a check with a deadline: a check that hangs (a deadlocked
 // loop) fails instead of hanging the probe.
 func runCheck(c Check) error {
 	res := make(chan error, 1)
 	go func() { res <- c.Func() }()
-	t := time.NewTimer(2 * time.Second)
+	t := time.NewTimer(checkTimeout)
 	defer t.Stop()
 	select {
 	case err := <-res:
 		return err
 	case <-t.C:
-		return errors.New("no answer within 2s")
+		return fmt.Errorf("no answer within %s", checkTimeout)
 	}
 }
 

@@ -182,15 +182,15 @@ func (p *Process) watchExit() {
 	}
 }
 
-// reapGrace bounds how long the reaper waits for the output readers after
+// ReapGrace bounds how long the reaper waits for the output readers after
 // the process exited (a descendant that left the group may hold the pipes).
-const reapGrace = 2 * time.Second
+const ReapGrace = 2 * time.Second
 
 func (p *Process) reap(readerDone <-chan struct{}) {
 	defer close(p.reaped)
 	<-p.exited
 	p.killGroup(syscall.SIGKILL)
-	t := time.NewTimer(reapGrace)
+	t := time.NewTimer(ReapGrace)
 	defer t.Stop()
 	for _, ch := range []<-chan struct{}{readerDone, p.stderr} {
 		select {

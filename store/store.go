@@ -549,6 +549,10 @@ func (s *Store) updateThread(id string, f func(*Thread)) {
 }
 
 // flusher writes what changed: at once after a state change, at most
+// pruneEvery is how often the flusher prunes: retention is counted in
+// hours and days, and a prune walks every record.
+const pruneEvery = time.Minute
+
 // FlushInterval after a tool-call update, and prunes once a minute.
 func (s *Store) flusher() {
 	defer close(s.done)
@@ -564,7 +568,7 @@ func (s *Store) flusher() {
 			return
 		}
 		s.flush()
-		if now := s.opts.Now(); now.Sub(lastPrune) >= time.Minute {
+		if now := s.opts.Now(); now.Sub(lastPrune) >= pruneEvery {
 			s.Prune()
 			lastPrune = now
 		}

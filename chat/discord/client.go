@@ -263,6 +263,10 @@ func (c *Client) Close(grace time.Duration) error {
 	return err
 }
 
+// heartbeatStale is how old the last answered gateway heartbeat may be
+// before the connection counts as lost: about three missed heartbeats.
+const heartbeatStale = 2 * time.Minute
+
 // gatewayCloseTime is what closing the gateway takes: discordgo sends the
 // close frame and then waits a second for Discord to close the socket.
 const gatewayCloseTime = 1200 * time.Millisecond
@@ -336,7 +340,7 @@ func (c *Client) Healthy() error {
 	switch {
 	case !ready:
 		return errors.New("gateway not connected")
-	case time.Since(last) > 2*time.Minute:
+	case time.Since(last) > heartbeatStale:
 		return fmt.Errorf("no gateway heartbeat answered for %s", time.Since(last).Round(time.Second))
 	}
 	return nil

@@ -275,13 +275,17 @@ func (b *broker) watchdogPing() {
 	}
 }
 
+// duplicateSignal is how soon after the first a second SIGTERM counts as
+// the same signal delivered twice.
+const duplicateSignal = 250 * time.Millisecond
+
 // forceOnSecondSignal kills every agent and exits at a second SIGTERM or
 // SIGINT. One that comes within 250ms of the first is the same signal
 // delivered twice (to the process and to its group, as timeout(1) and
 // shells do), not a second request.
 func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, first time.Time, forceExit func()) {
 	for sig := range signals {
-		if sig == syscall.SIGHUP || time.Since(first) < 250*time.Millisecond {
+		if sig == syscall.SIGHUP || time.Since(first) < duplicateSignal {
 			continue
 		}
 		b.log.Warn().Str("signal", sig.String()).Msg("second signal: killing every agent and exiting now")
@@ -316,7 +320,7 @@ func (b *broker) stop(ctx context.Context) {
 	var wg sync.WaitGroup
 	if b.platform != nil {
 		wg.Go(func() {
-			grace := time.Second
+			grace := openEndedWait
 			if bounded {
 				grace = max(time.Until(deadline), 0)
 			}
@@ -330,7 +334,7 @@ func (b *broker) stop(ctx context.Context) {
 	}
 	if b.http != nil {
 		wg.Go(func() {
-			hctx, cancel := context.WithTimeout(context.Background(), httpCloseWait)
+			hctx, cancel := context.WithTimeout(context.Background(), openEndedWait)
 			defer cancel()
 			if bounded {
 				var cancelDL context.CancelFunc
@@ -353,9 +357,9 @@ func lastWordsShare(total time.Duration) time.Duration {
 	return min(max(total/4, 2*time.Second), 5*time.Second, total/2)
 }
 
-// httpCloseWait bounds closing the metrics and health server when the
-// shutdown has no deadline: its requests are quick scrapes.
-const httpCloseWait = time.Second
+// openEndedWait is what a shutdown without a deadline gives the last posts
+// and the metrics server's requests (quick scrapes).
+const openEndedWait = time.Second
 
 // liveKeys can change on SIGHUP; any other changed key needs a restart.
 var liveKeys = []string{
