@@ -52,8 +52,16 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -parallel 2 $$pkg || exit 1; \
 	done
 
+# Agents run in a bubblewrap sandbox by default; on a machine without it
+# the demo still runs, unconfined, and says so.
 run: build
-	$(BIN)/broker --config config.example.toml
+	@if command -v bwrap >/dev/null 2>&1; then \
+		$(BIN)/broker --config config.example.toml; \
+	else \
+		echo "bubblewrap is not installed: the demo agent runs WITHOUT a sandbox."; \
+		echo "Install it (apt-get install bubblewrap) to run agents sandboxed, as agent.sandbox = \"bwrap\" asks."; \
+		BROKER_AGENT_SANDBOX=none $(BIN)/broker --config config.example.toml; \
+	fi
 
 $(STATICCHECK):
 	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

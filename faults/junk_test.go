@@ -18,8 +18,10 @@ func TestJunk_NonJSONLinesAreSkippedAndCounted(t *testing.T) {
 		t.Fatalf("the turn after junk lines got %q", got.text)
 	}
 	// Two lines at start, three in the turn: a plain text line, a JSON
-	// object and a JSON array, none of them JSON-RPC.
-	b.awaitMetric("acp_broker_acp_junk_lines_total", func(v float64) bool { return v == 5 })
+	// object and a JSON array, none of them JSON-RPC. The array reads as
+	// a batch and is answered -32600; the rest are junk.
+	b.awaitMetric("acp_broker_acp_junk_lines_total", func(v float64) bool { return v == 4 })
+	b.awaitMetric("acp_broker_acp_invalid_requests_total", func(v float64) bool { return v == 1 })
 
 	w.post(thread, alice, "still there?")
 	got = w.awaitAnswers(thread, 2)[1]

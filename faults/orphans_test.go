@@ -22,7 +22,10 @@ func TestOrphans_ChildIgnoringSIGTERMDiesWithItsAgent(t *testing.T) {
 	for _, args := range [][]string{{"--ignore-term"}, {"--ignore-term", "--no-exit-on-eof"}} {
 		for _, end := range []string{"reset", "shutdown"} {
 			t.Run(strings.Join(args, " ")+" "+end, func(t *testing.T) {
-				w := newWorld(t, setup{conf: settings{"agent.args": args}})
+				// Unsandboxed: the process-group kill is what is tested
+				// (sandboxed, the agent's PID namespace ends with it, and
+				// the child's pid is not the host's).
+				w := newWorld(t, setup{conf: settings{"agent.args": args, "agent.sandbox": "none"}})
 				b := w.start()
 				thread := w.mention(alice, "spawn-child")
 				m := childPID.FindStringSubmatch(w.awaitBotText(thread, "child:").Content)

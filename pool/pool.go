@@ -41,6 +41,8 @@ type Config struct {
 	Conn acp.Options
 	// Redact masks secret values in what agents write to stderr.
 	Redact *redact.Redactor
+	// Sandbox confines each agent to its working directory.
+	Sandbox Sandbox
 	// WaitNotice is how long a wait for a slot lasts before Acquire says
 	// so (default 1s).
 	WaitNotice time.Duration
@@ -321,7 +323,8 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		return nil, fmt.Errorf("agent working directory: %w", err)
 	}
 	log := p.log.With().Str("thread", thread).Logger()
-	proc, err := p.cfg.Launch(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact})
+	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact})
+	proc, err := p.cfg.Launch(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,12 @@ type Config struct {
 		MaxReadBytes, MaxWriteBytes, MaxRequests int
 		// RestartAfterCancel: see adapter.Config.RestartAfterCancel.
 		RestartAfterCancel bool
+		// Sandbox is "bwrap" or "none"; SandboxRO and SandboxRW are more
+		// paths shown to sandboxed agents; SandboxNetwork leaves them the
+		// network.
+		Sandbox              string
+		SandboxRO, SandboxRW []string
+		SandboxNetwork       bool
 	}
 	Turn struct {
 		Timeout           time.Duration
@@ -80,6 +86,7 @@ type Config struct {
 // DiscordConfig is the [discord] table.
 type DiscordConfig struct {
 	Token            string
+	TokenFile        string // where Token was read from, if from a file
 	APIURL           string
 	AllowedChannels  []string
 	AllowAllChannels bool
@@ -119,6 +126,10 @@ var defaults = map[string]any{
 	"agent.max_write_bytes":      16 << 20,
 	"agent.max_requests":         64,
 	"agent.restart_after_cancel": false,
+	"agent.sandbox":              "bwrap",
+	"agent.sandbox_ro":           []string{},
+	"agent.sandbox_rw":           []string{},
+	"agent.sandbox_network":      true,
 
 	"turn.timeout":            "30m",
 	"turn.liveness_interval":  "30s",
@@ -218,6 +229,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.MaxWriteBytes = r.integer("agent.max_write_bytes", 1<<10, 1<<30)
 	c.Agent.MaxRequests = r.integer("agent.max_requests", 1, 10000)
 	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
+	c.Agent.Sandbox = r.oneOf("agent.sandbox", "bwrap", "none")
+	c.Agent.SandboxRO = r.absPaths("agent.sandbox_ro")
+	c.Agent.SandboxRW = r.absPaths("agent.sandbox_rw")
+	c.Agent.SandboxNetwork = r.boolean("agent.sandbox_network")
 
 	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)
 	c.Turn.LivenessInterval = r.dur("turn.liveness_interval", 10*time.Millisecond, time.Hour)
@@ -242,6 +257,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	d := &c.Discord
 	d.Token = r.str("discord.token")
 	if file := r.str("discord.token_file"); file != "" && d.Token == "" {
+		d.TokenFile = file
 		tok, err := readSecretFile(file)
 		if err != nil {
 			r.fail("discord.token_file", "cannot be read: %v", err)
@@ -379,6 +395,17 @@ func (r *reader) str(key string) string {
 	}
 	r.record(key, s)
 	return s
+}
+
+// absPaths reads a list of absolute paths.
+func (r *reader) absPaths(key string) []string {
+	paths := r.strs(key)
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			r.fail(key, "has %q, which is not an absolute path", p)
+		}
+	}
+	return paths
 }
 
 func (r *reader) strs(key string) []string {

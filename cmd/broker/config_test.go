@@ -76,6 +76,10 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"http.listen":                 {"127.0.0.1:0", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:0"},
 		"discord.token_file":          {tokenFile, func(c *Config) any { return c.Discord.Token }, "tok"},
 		"agent.restart_after_cancel":  {"true", func(c *Config) any { return c.Agent.RestartAfterCancel }, true},
+		"agent.sandbox":               {"none", func(c *Config) any { return c.Agent.Sandbox }, "none"},
+		"agent.sandbox_ro":            {"/opt/a", func(c *Config) any { return c.Agent.SandboxRO }, []string{"/opt/a"}},
+		"agent.sandbox_rw":            {"/var/cache/b", func(c *Config) any { return c.Agent.SandboxRW }, []string{"/var/cache/b"}},
+		"agent.sandbox_network":       {"false", func(c *Config) any { return c.Agent.SandboxNetwork }, false},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
 	}

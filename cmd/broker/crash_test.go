@@ -34,11 +34,11 @@ type process struct {
 	out *screen
 }
 
-func startProcess(t *testing.T, bin, config string) *process {
+func startProcess(t *testing.T, bin, config string, env ...string) *process {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config", config)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +74,13 @@ func TestCrash_BrokerKilledMidTurnReportsTheTurnAndResumesTheSession(t *testing.
 	bin := brokerBin(t)
 	// The agent keeps running after its stdin closes, as codex-acp and
 	// claude-agent-acp do: only the next broker can clean it up.
+	// A sandboxed agent dies with the broker (bubblewrap's
+	// --die-with-parent); an unsandboxed one is what a killed broker can
+	// leave behind.
 	config := writeConfigArgs(t, []string{"--load-session", "--no-exit-on-eof"}, "")
+	unconfined := "BROKER_AGENT_SANDBOX=none"
 
-	first := startProcess(t, bin, config)
+	first := startProcess(t, bin, config, unconfined)
 	first.say(t, "remember the number 42")
 	first.out.waitFor(t, "You said: remember the number 42", 20*time.Second)
 	first.say(t, "hang")
@@ -96,7 +100,7 @@ func TestCrash_BrokerKilledMidTurnReportsTheTurnAndResumesTheSession(t *testing.
 		t.Fatalf("agent %d died with the broker; this test needs it left behind", agentPID)
 	}
 
-	second := startProcess(t, bin, config)
+	second := startProcess(t, bin, config, unconfined)
 	second.out.waitFor(t, "The broker restarted while working on your message “hang”", 20*time.Second)
 	if !agenttest.WaitGone(agentPID, 10*time.Second) {
 		t.Fatalf("the agent left by the killed broker (pid %d) is still running", agentPID)

@@ -82,6 +82,9 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 			problems = append(problems, err)
 		}
 	}
+	if err := sandboxFor(cfg, *configPath).Check(sandboxCheckTimeout); err != nil {
+		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
+	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, "broker: config:", errors.Join(problems...))
 		return 2

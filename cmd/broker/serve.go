@@ -76,6 +76,7 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	}
 	b.redact = redact.New(secretValues(cfg, agentEnv)...)
 	b.pool = pool.New(pool.Config{
+		Sandbox:      sandboxFor(cfg, path),
 		Redact:       b.redact,
 		Command:      cfg.Agent.Command,
 		Args:         cfg.Agent.Args,
@@ -368,6 +369,32 @@ var liveKeys = []string{
 	"turn.permission_mode", "turn.permission_timeout", "pool.slot_wait", "watchdog.interval", "shutdown.grace",
 	"discord.allowed_channels", "discord.allow_all_channels", "discord.allowed_users", "discord.allowed_roles",
 	"discord.approvers", "discord.approver_roles", "discord.allowed_bots", "discord.show_thoughts",
+}
+
+// sandboxCheckTimeout bounds the trial run of the sandbox at start.
+const sandboxCheckTimeout = 10 * time.Second
+
+// sandboxFor is the agents' sandbox as configured. What the broker keeps
+// out of the agents' sight even under /etc or /opt: its state, the
+// directory of its configuration and of its token file.
+func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
+	if cfg.Agent.Sandbox != "bwrap" {
+		return pool.Sandbox{}
+	}
+	var hide []string
+	for _, p := range []string{cfg.State.Dir, configPath, cfg.Discord.TokenFile} {
+		if p == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+				abs = filepath.Dir(abs)
+			}
+			hide = append(hide, abs)
+		}
+	}
+	return pool.Sandbox{Bwrap: "bwrap", ReadOnly: cfg.Agent.SandboxRO, ReadWrite: cfg.Agent.SandboxRW,
+		NoNetwork: !cfg.Agent.SandboxNetwork, Hide: hide}
 }
 
 // secretKeys are never logged with their values, changed or not.

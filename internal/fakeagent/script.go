@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +179,14 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		// secret in an error message.
 		a.logf("fatal: bad credentials %s", os.Getenv(arg(0, "API_KEY")))
 		a.exit(3)
+	case "probe":
+		// A hostile agent: tries each of its arguments (r:PATH reads,
+		// w:PATH writes, get:URL fetches, environ:TEXT looks for TEXT in
+		// every /proc/*/environ it can read) and says what happened.
+		for _, what := range args {
+			a.chunk(sid, what+" "+probe(what)+"\n")
+		}
+		t.stop("end_turn")
 	case "fs-fifo":
 		// A hostile agent: a named pipe in its workspace, read and
 		// written through the client, which must answer at once.
@@ -499,4 +508,42 @@ func (a *agent) flood(t *turn, n int) {
 	wg.Wait()
 	a.chunk(sid, fmt.Sprintf("flood: %d answered, %d refused\n", answered, refused))
 	t.stop("end_turn")
+}
+
+// probe tries one thing a hostile agent might, and says "ok" or why not.
+func probe(what string) string {
+	kind, arg, _ := strings.Cut(what, ":")
+	var err error
+	switch kind {
+	case "r":
+		_, err = os.ReadFile(arg)
+	case "w":
+		err = os.WriteFile(arg, []byte("written by an agent"), 0o644)
+	case "get":
+		var resp *http.Response
+		c := http.Client{Timeout: 5 * time.Second}
+		if resp, err = c.Get(arg); err == nil {
+			resp.Body.Close()
+		}
+	case "environ":
+		paths, _ := filepath.Glob("/proc/[0-9]*/environ")
+		readable := 0
+		for _, p := range paths {
+			b, rerr := os.ReadFile(p)
+			if rerr != nil {
+				continue
+			}
+			readable++
+			if strings.Contains(string(b), arg) {
+				return "FOUND in " + p
+			}
+		}
+		return fmt.Sprintf("absent from %d readable of %d", readable, len(paths))
+	default:
+		return "unknown probe"
+	}
+	if err != nil {
+		return "denied: " + err.Error()
+	}
+	return "ok"
 }

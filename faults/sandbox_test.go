@@ -1,0 +1,85 @@
+package faults
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// probeLine returns the line of an answer that reports probe what.
+func probeLine(t *testing.T, text, what string) string {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(l, what+" "); ok {
+			return rest
+		}
+	}
+	t.Fatalf("no result for %s in %q", what, text)
+	return ""
+}
+
+// A sandboxed agent (the default) reaches its own workspace and a
+// loopback model server, and nothing of the broker or of other threads:
+// not the broker's environment (where the token is), not its state, its
+// configuration or a secret file beside them, not another thread's
+// workspace; and it cannot write into the state directory.
+func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer model.Close()
+	// The token reaches the broker through its environment, where an
+	// unconfined process of the same user could read it.
+	w := newWorld(t, setup{conf: settings{"discord.token": nil}})
+	w.env = []string{"BROKER_DISCORD_TOKEN=" + token}
+	secret := filepath.Join(w.dir, "token.txt")
+	os.WriteFile(secret, []byte(token), 0o600)
+	w.start()
+
+	other := w.mention(bob, "probe w:"+filepath.Join(w.work, "placeholder"))
+	w.awaitAnswers(other, 1)
+	otherFile := filepath.Join(w.work, other, "notes.txt")
+	if err := os.WriteFile(otherFile, []byte("bob's notes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	own := filepath.Join(w.work, "{thread}", "own.txt")
+	probes := []string{
+		"environ:" + token,
+		"r:" + secret,
+		"r:" + filepath.Join(w.dir, "broker.toml"),
+		"r:" + filepath.Join(w.dir, "state", "state.db"),
+		"w:" + filepath.Join(w.dir, "state", "planted"),
+		"r:" + otherFile,
+		"get:" + model.URL,
+	}
+	thread := w.mention(alice, "probe "+strings.Join(probes, " "))
+	got := w.awaitAnswers(thread, 1)[0].text
+	if r := probeLine(t, got, probes[0]); !strings.HasPrefix(r, "absent") {
+		t.Errorf("the broker's environment: %s", r)
+	}
+	for _, p := range probes[1:6] {
+		if r := probeLine(t, got, p); !strings.HasPrefix(r, "denied") {
+			t.Errorf("%s: %s", p, r)
+		}
+	}
+	if r := probeLine(t, got, probes[6]); r != "ok" {
+		t.Errorf("the loopback model server: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "state", "planted")); err == nil {
+		t.Error("the agent planted a file in the state directory")
+	}
+
+	ownPath := strings.ReplaceAll(own, "{thread}", thread)
+	w.post(thread, alice, "probe w:"+ownPath+" r:"+ownPath)
+	got = w.awaitAnswers(thread, 2)[1].text
+	for _, p := range []string{"w:" + ownPath, "r:" + ownPath} {
+		if r := probeLine(t, got, p); r != "ok" {
+			t.Errorf("its own workspace, %s: %s", p, r)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Sandbox confines agents. With Bwrap set, each agent runs under
+// bubblewrap: the system directories read-only, its own working
+// directory read-write, a private /tmp, its own PID namespace (so /proc
+// shows only its own processes), a new session, dying with the broker;
+// nothing else of the file system is there (the broker's state,
+// configuration, token file and home, other threads' workspaces). The
+// zero Sandbox runs agents as they are.
+type Sandbox struct {
+	// Bwrap is the bubblewrap program; empty means no sandbox.
+	Bwrap string
+	// ReadOnly and ReadWrite are more paths to show the agent, at the same
+	// place (an agent's own configuration directory, a tool cache).
+	ReadOnly, ReadWrite []string
+	// NoNetwork gives the agent a network namespace of its own: no
+	// network at all.
+	NoNetwork bool
+	// Hide are paths kept out of sight even where a system directory
+	// shown to the agent holds them (the broker's configuration and
+	// token under /etc, say).
+	Hide []string
+}
+
+// systemDirs are shown read-only to every sandboxed agent.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// Enabled reports whether agents run sandboxed.
+func (s Sandbox) Enabled() bool { return s.Bwrap != "" }
+
+// wrap returns spec run inside the sandbox.
+func (s Sandbox) wrap(spec ProcessSpec) ProcessSpec {
+	if !s.Enabled() {
+		return spec
+	}
+	args := s.base()
+	shown := slices.Clone(systemDirs)
+	if dir := filepath.Dir(spec.Command); filepath.IsAbs(spec.Command) && !under(dir, shown) {
+		args = append(args, "--ro-bind", dir, dir)
+		shown = append(shown, dir)
+	}
+	for _, p := range s.ReadOnly {
+		args = append(args, "--ro-bind-try", p, p)
+	}
+	for _, p := range s.ReadWrite {
+		args = append(args, "--bind-try", p, p)
+	}
+	args = append(args, "--bind", spec.Dir, spec.Dir, "--chdir", spec.Dir, "--", spec.Command)
+	spec.Args = append(args, spec.Args...)
+	spec.Command = s.Bwrap
+	return spec
+}
+
+// base is what every sandboxed process gets, before its own paths.
+func (s Sandbox) base() []string {
+	args := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-cgroup-try"}
+	if s.NoNetwork {
+		args = append(args, "--unshare-net")
+	}
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				args = append(args, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	for _, h := range s.Hide {
+		if fi, err := os.Stat(h); err == nil && fi.IsDir() && under(h, systemDirs) {
+			args = append(args, "--tmpfs", h)
+		}
+	}
+	return args
+}
+
+// under reports whether path is one of dirs or inside one.
+func under(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if path == d || strings.HasPrefix(path, d+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNoSandbox: agents cannot be sandboxed on this machine as configured.
+var ErrNoSandbox = errors.New("agents cannot be sandboxed")
+
+// Check runs a trivial program in the sandbox, as an agent would be run,
+// and says what to do when that fails: bubblewrap missing, or user
+// namespaces refused. It gives up after timeout.
+func (s Sandbox) Check(timeout time.Duration) error {
+	if !s.Enabled() {
+		return nil
+	}
+	bin, err := exec.LookPath(s.Bwrap)
+	if err != nil {
+		return fmt.Errorf("%w: bubblewrap (%s) is not installed: install it (Debian and Ubuntu: apt-get install bubblewrap), or set agent.sandbox = \"none\" to run agents unconfined", ErrNoSandbox, s.Bwrap)
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return fmt.Errorf("%w: no true(1) to try the sandbox with: %v", ErrNoSandbox, err)
+	}
+	dir, err := os.MkdirTemp("", "sandbox-check-")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
+	}
+	defer os.RemoveAll(dir)
+	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, spec.Args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: bubblewrap could not start a program (%v: %s); it needs user namespaces (sysctl kernel.unprivileged_userns_clone=1, and under systemd a unit that does not restrict them), or set agent.sandbox = \"none\" to run agents unconfined",
+			ErrNoSandbox, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
