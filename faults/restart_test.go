@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,8 +18,9 @@ import (
 // session.
 func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
 	// The agent outlives its closed stdin, as real agents do: only the
-	// next broker can clean it up.
-	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}}})
+	// next broker can clean it up. Unsandboxed: a sandboxed agent dies
+	// with the broker (bubblewrap's --die-with-parent).
+	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}, "agent.sandbox": "none"}})
 	first := w.start()
 	thread := w.mention(alice, "remember the number 42")
 	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.text, "You said: remember the number 42") {
@@ -70,5 +72,32 @@ func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
 	}
 	if notices != 1 {
 		t.Errorf("the interrupted turn was reported %d times", notices)
+	}
+}
+
+// A sandboxed agent never outlives a broker killed with SIGKILL: it dies
+// with it, and the next broker reports the interrupted turn and resumes
+// the session the agent saved in its workspace.
+func TestRestart_SandboxedAgentDiesWithAKilledBroker(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}}})
+	first := w.start()
+	thread := w.mention(alice, "remember the number 42")
+	w.awaitAnswers(thread, 1)
+	before := len(w.botMessages(thread))
+	w.post(thread, alice, "hang")
+	w.awaitNewBotText(thread, "working…", before)
+	agent := w.agentPID(thread, alice)
+	first.kill()
+	if !agenttest.WaitGone(agent, 5*time.Second) {
+		t.Fatalf("the sandboxed agent (pid %d) outlived the killed broker", agent)
+	}
+	w.start()
+	w.awaitBotText(thread, "The broker restarted while working on your message “hang”")
+	w.post(thread, alice, "what was the number?")
+	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.text, "(resumed) You said: what was the number?") {
+		t.Fatalf("the message after the restart got %q, want the session resumed", got.text)
 	}
 }
