@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,6 +58,7 @@ type discordBroker struct {
 	cancel  context.CancelFunc
 	runDone chan error
 	timings *timingLog
+	sandbox pool.Sandbox
 }
 
 // newDiscordBroker starts a fake Discord and the broker in front of s's
@@ -83,7 +85,9 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *disco
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.sandbox = interopSandbox(t, env)
 	b.pool = pool.New(pool.Config{
+		Sandbox:      b.sandbox,
 		Launch:       b.procs.launch,
 		Command:      s.spec.Command,
 		Args:         s.spec.Args,
@@ -158,6 +162,14 @@ func (b *discordBroker) close(t *testing.T) {
 		b.log.dump(t)
 	}
 	b.log.stop()
+	b.procs.mu.Lock()
+	for _, c := range b.procs.commands {
+		if b.sandbox.Enabled() && c != b.sandbox.Bwrap {
+			t.Errorf("%s: an agent ran as %s, outside the sandbox", b.s.spec.Name, c)
+		}
+	}
+	t.Logf("%s: %d agent process(es) run through %v", b.s.spec.Name, len(b.procs.commands), slices.Compact(slices.Clone(b.procs.commands)))
+	b.procs.mu.Unlock()
 	st := b.pool.Stats()
 	t.Logf("%s: pool at the end: spawned %d, stopped %v, killed %d; conn: late updates %d, stale responses %d, junk lines %d, bad messages %d",
 		b.s.spec.Name, st.Spawned, st.Stopped, st.Killed, st.Conn.LateUpdates, st.Conn.StaleResponses, st.Conn.JunkLines, st.Conn.BadMessages)
@@ -166,6 +178,32 @@ func (b *discordBroker) close(t *testing.T) {
 // agentEnv builds the agent's environment the way the broker does, with
 // pool.BuildEnv: PATH, HOME and LANG as the broker's own variables, the
 // rest as agent.env entries.
+// interopSandbox runs the real agents as the broker runs any agent, in
+// bubblewrap: they may read their npm packages and write the homes their
+// environment names (HOME, CODEX_HOME, CLAUDE_CONFIG_DIR), and nothing else
+// outside their workspace. Without bubblewrap they run unconfined, and
+// the test says so.
+func interopSandbox(t *testing.T, env []string) pool.Sandbox {
+	sb := pool.Sandbox{Bwrap: "bwrap"}
+	if err := sb.Check(10 * time.Second); err != nil {
+		t.Logf("agents run unconfined: %v", err)
+		return pool.Sandbox{}
+	}
+	pkgs, err := filepath.Abs("../testdata/interop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.ReadOnly = []string{pkgs}
+	for _, kv := range env {
+		if _, v, _ := strings.Cut(kv, "="); filepath.IsAbs(v) {
+			if fi, err := os.Stat(v); err == nil && fi.IsDir() && !strings.HasPrefix(v, "/usr") {
+				sb.ReadWrite = append(sb.ReadWrite, v)
+			}
+		}
+	}
+	return sb
+}
+
 func agentEnv(spec []string) ([]string, error) {
 	own := map[string]string{}
 	extra := map[string]string{}
@@ -448,8 +486,9 @@ type agentProc struct {
 // procRecorder launches agents for the pool as pool.Exec does, with taps
 // on their stdin and stdout.
 type procRecorder struct {
-	mu    sync.Mutex
-	procs []*agentProc
+	mu       sync.Mutex
+	procs    []*agentProc
+	commands []string // what each launch ran: bwrap when sandboxed
 }
 
 // tappedProc is a pool.Proc whose stdio passes through wire taps.
@@ -463,6 +502,9 @@ func (p *tappedProc) Stdin() io.WriteCloser { return p.in }
 func (p *tappedProc) Stdout() io.ReadCloser { return p.out }
 
 func (r *procRecorder) launch(spec pool.ProcessSpec) (pool.Proc, error) {
+	r.mu.Lock()
+	r.commands = append(r.commands, spec.Command)
+	r.mu.Unlock()
 	proc, err := pool.Exec(spec)
 	if err != nil {
 		return nil, err
