@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -75,6 +76,7 @@ type Agent struct {
 	Proc    Proc
 	Started time.Time
 
+	dir      string // its working directory
 	busy     bool
 	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
@@ -92,8 +94,10 @@ type Pool struct {
 	starting int               // slots reserved by agents being started
 	stopping int               // slots held by agents being stopped
 	hurried  bool              // Shutdown's deadline has passed
-	queue    []*waiter         // Acquire calls waiting for a slot, in order
-	changed  chan struct{}     // closed and replaced whenever a slot may have freed
+	hurry    context.Context   // ends when hurried is set
+	hurryNow context.CancelFunc
+	queue    []*waiter     // Acquire calls waiting for a slot, in order
+	changed  chan struct{} // closed and replaced whenever a slot may have freed
 	evicted  uint64
 	spawned  uint64            // agents that started
 	failed   uint64            // agents that failed to start
@@ -145,6 +149,7 @@ func New(cfg Config) *Pool {
 		stop:     make(chan struct{}),
 	}
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
+	p.hurry, p.hurryNow = context.WithCancel(context.Background())
 	if cfg.IdleTimeout > 0 {
 		p.wg.Go(p.janitor)
 	}
@@ -323,7 +328,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		return nil, fmt.Errorf("agent working directory: %w", err)
 	}
 	log := p.log.With().Str("thread", thread).Logger()
-	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact})
+	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact}, thread)
 	proc, err := p.cfg.Launch(spec)
 	if err != nil {
 		return nil, err
@@ -337,7 +342,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Conn: conn, Proc: proc, Started: time.Now()}
+	a := &Agent{Thread: thread, Conn: conn, Proc: proc, Started: time.Now(), dir: dir}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -412,11 +417,34 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if r := p.cfg.Registry; r != nil {
 		r.AgentGone(a.Proc.PID())
 	}
+	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.dir); stop != nil {
+		p.runStop(a, stop)
+	}
 	st := a.Conn.Stats()
 	st.PendingRequests, st.PendingPermissions, st.Subscribers, st.AgentRequests = 0, 0, 0, 0
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
 	p.mu.Unlock()
+}
+
+// launcherStopWait bounds the launcher's stop command (a container
+// runtime's stop, a cluster's delete), which may have to wait for the
+// remote side; the shutdown deadline cuts it shorter.
+const launcherStopWait = 30 * time.Second
+
+// runStop runs the launcher's stop command for a stopped agent.
+func (p *Pool) runStop(a *Agent, argv []string) {
+	ctx, cancel := context.WithTimeout(p.hurry, launcherStopWait)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = p.cfg.Env
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	log := p.log.Info()
+	if err != nil {
+		log = p.log.Warn().Err(err)
+	}
+	log.Str("thread", a.Thread).Strs("command", argv).Str("output", p.cfg.Redact.String(strings.TrimSpace(string(out)))).Msg("launcher stop command run")
 }
 
 // Release returns an agent after a turn. With discard, the agent is not
@@ -613,6 +641,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
+	p.hurryNow()
 	p.hurried = true // agents retired from now on are killed at once
 	var hurry []*Agent
 	for a := range p.retiring {

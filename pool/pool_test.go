@@ -631,3 +631,39 @@ func TestPool_WaiterEvictsOneIdleAgentWhileTheFirstIsStopping(t *testing.T) {
 		t.Fatalf("evictions = %d, y live = %v: want one eviction and y kept", s.Evicted, p.Lookup("y") != nil)
 	}
 }
+
+// With a launcher, each agent starts through it (here a script standing
+// in for a container runtime) with {workdir}, {thread} and {profile}
+// substituted, and the stop command runs once the agent is stopped.
+func TestPool_LauncherStartsAgentsThroughItAndRunsTheStopCommand(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "runtime.log")
+	runtime := filepath.Join(dir, "fake-runtime")
+	script := "#!/bin/sh\n" +
+		"echo \"$*\" >> " + record + "\n" +
+		"if [ \"$1\" = run ]; then shift 5; exec \"$@\"; fi\n"
+	if err := os.WriteFile(runtime, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	p := newPool(t, pool.Config{WorkDir: work, Sandbox: pool.Sandbox{
+		Launcher:     []string{runtime, "run", "--name", "agent-{thread}", "-w", "{workdir}:{profile}"},
+		LauncherStop: []string{runtime, "stop", "agent-{thread}"},
+		Profile:      "default",
+	}})
+	a := acquire(t, p, "t1")
+	if got := prompt(t, a, "hello"); got != "You said: hello" {
+		t.Fatalf("answer through the launcher = %q", got)
+	}
+	p.Release(a, true) // stopped: the stop command follows
+	waitFor(t, 10*time.Second, "stop command", func() bool {
+		b, _ := os.ReadFile(record)
+		return strings.Contains(string(b), "stop agent-t1")
+	})
+	b, _ := os.ReadFile(record)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	wantRun := "run --name agent-t1 -w " + filepath.Join(work, "t1") + ":default " + fakeAgent
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], wantRun) || lines[1] != "stop agent-t1" {
+		t.Fatalf("the runtime was called with:\n%s\nwant a line starting %q, then \"stop agent-t1\"", b, wantRun)
+	}
+}

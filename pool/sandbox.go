@@ -32,16 +32,50 @@ type Sandbox struct {
 	// shown to the agent holds them (the broker's configuration and
 	// token under /etc, say).
 	Hide []string
+
+	// Launcher, instead of bubblewrap, is a command the agent is started
+	// through (a container or cluster runtime): its words with {workdir},
+	// {thread} and {profile} substituted, then the agent's command and
+	// arguments. LauncherStop, if set, is run the same way once the agent
+	// has been stopped, to clean up what the launcher started elsewhere.
+	Launcher, LauncherStop []string
+	// Profile names the agent for {profile}.
+	Profile string
 }
 
 // systemDirs are shown read-only to every sandboxed agent.
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
-// Enabled reports whether agents run sandboxed.
+// Enabled reports whether agents run in bubblewrap.
 func (s Sandbox) Enabled() bool { return s.Bwrap != "" }
 
-// wrap returns spec run inside the sandbox.
-func (s Sandbox) wrap(spec ProcessSpec) ProcessSpec {
+// expand substitutes a launcher template's words for one agent.
+func (s Sandbox) expand(words []string, thread, workdir string) []string {
+	r := strings.NewReplacer("{workdir}", workdir, "{thread}", thread, "{profile}", s.Profile)
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = r.Replace(w)
+	}
+	return out
+}
+
+// stopCommand is what to run once thread's agent has been stopped, if
+// anything.
+func (s Sandbox) stopCommand(thread, workdir string) []string {
+	if len(s.Launcher) == 0 || len(s.LauncherStop) == 0 {
+		return nil
+	}
+	return s.expand(s.LauncherStop, thread, workdir)
+}
+
+// wrap returns spec run inside the sandbox, or through the launcher.
+func (s Sandbox) wrap(spec ProcessSpec, thread string) ProcessSpec {
+	if len(s.Launcher) > 0 {
+		words := s.expand(s.Launcher, thread, spec.Dir)
+		spec.Args = append(append(words[1:], spec.Command), spec.Args...)
+		spec.Command = words[0]
+		return spec
+	}
 	if !s.Enabled() {
 		return spec
 	}
@@ -123,7 +157,7 @@ func (s Sandbox) Check(timeout time.Duration) error {
 		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 	}
 	defer os.RemoveAll(dir)
-	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir})
+	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check")
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, spec.Args...).CombinedOutput()

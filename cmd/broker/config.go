@@ -49,6 +49,8 @@ type Config struct {
 		Sandbox              string
 		SandboxRO, SandboxRW []string
 		SandboxNetwork       bool
+		// Launcher and LauncherStop: see pool.Sandbox.
+		Launcher, LauncherStop []string
 	}
 	Turn struct {
 		Timeout           time.Duration
@@ -130,6 +132,8 @@ var defaults = map[string]any{
 	"agent.sandbox_ro":           []string{},
 	"agent.sandbox_rw":           []string{},
 	"agent.sandbox_network":      true,
+	"agent.launcher":             []string{},
+	"agent.launcher_stop":        []string{},
 
 	"turn.timeout":            "30m",
 	"turn.liveness_interval":  "30s",
@@ -229,7 +233,18 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.MaxWriteBytes = r.integer("agent.max_write_bytes", 1<<10, 1<<30)
 	c.Agent.MaxRequests = r.integer("agent.max_requests", 1, 10000)
 	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
-	c.Agent.Sandbox = r.oneOf("agent.sandbox", "bwrap", "none")
+	c.Agent.Sandbox = r.oneOf("agent.sandbox", "bwrap", "none", "launcher")
+	c.Agent.Launcher = r.strs("agent.launcher")
+	c.Agent.LauncherStop = r.strs("agent.launcher_stop")
+	if c.Agent.Sandbox == "launcher" {
+		if len(c.Agent.Launcher) == 0 {
+			r.fail("agent.launcher", "is required with agent.sandbox = \"launcher\": the command agents are started through, e.g. [\"docker\", \"run\", \"--rm\", \"-i\", …]")
+		} else if resolved, err := resolveCommand(c.Agent.Launcher[0], env["PATH"]); err != nil {
+			r.fail("agent.launcher", "%v", err)
+		} else {
+			c.Agent.Launcher[0] = resolved
+		}
+	}
 	c.Agent.SandboxRO = r.absPaths("agent.sandbox_ro")
 	c.Agent.SandboxRW = r.absPaths("agent.sandbox_rw")
 	c.Agent.SandboxNetwork = r.boolean("agent.sandbox_network")

@@ -80,6 +80,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.sandbox_ro":            {"/opt/a", func(c *Config) any { return c.Agent.SandboxRO }, []string{"/opt/a"}},
 		"agent.sandbox_rw":            {"/var/cache/b", func(c *Config) any { return c.Agent.SandboxRW }, []string{"/var/cache/b"}},
 		"agent.sandbox_network":       {"false", func(c *Config) any { return c.Agent.SandboxNetwork }, false},
+		"agent.launcher":              {"sh", func(c *Config) any { return c.Agent.Launcher }, []string{"sh"}},
+		"agent.launcher_stop":         {"true", func(c *Config) any { return c.Agent.LauncherStop }, []string{"true"}},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
 	}

@@ -378,7 +378,11 @@ const sandboxCheckTimeout = 10 * time.Second
 // out of the agents' sight even under /etc or /opt: its state, the
 // directory of its configuration and of its token file.
 func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
-	if cfg.Agent.Sandbox != "bwrap" {
+	switch cfg.Agent.Sandbox {
+	case "launcher":
+		return pool.Sandbox{Launcher: cfg.Agent.Launcher, LauncherStop: cfg.Agent.LauncherStop, Profile: "default"}
+	case "bwrap":
+	default:
 		return pool.Sandbox{}
 	}
 	var hide []string
