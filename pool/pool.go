@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"acpbroker/acp"
@@ -44,6 +45,9 @@ type Config struct {
 	Redact *redact.Redactor
 	// Sandbox confines each agent to its working directory.
 	Sandbox Sandbox
+	// RunAs, if set, is the user agents run as (the broker must be root);
+	// their working directories are given to that user.
+	RunAs *syscall.Credential
 	// WaitNotice is how long a wait for a slot lasts before Acquire says
 	// so (default 1s).
 	WaitNotice time.Duration
@@ -327,8 +331,13 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent working directory: %w", err)
 	}
+	if c := p.cfg.RunAs; c != nil {
+		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
+			return nil, fmt.Errorf("agent working directory for uid %d: %w", c.Uid, err)
+		}
+	}
 	log := p.log.With().Str("thread", thread).Logger()
-	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact}, thread)
+	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread)
 	proc, err := p.cfg.Launch(spec)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -665,5 +666,38 @@ func TestPool_LauncherStartsAgentsThroughItAndRunsTheStopCommand(t *testing.T) {
 	wantRun := "run --name agent-t1 -w " + filepath.Join(work, "t1") + ":default " + fakeAgent
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], wantRun) || lines[1] != "stop agent-t1" {
 		t.Fatalf("the runtime was called with:\n%s\nwant a line starting %q, then \"stop agent-t1\"", b, wantRun)
+	}
+}
+
+// With RunAs, a broker running as root starts its agents as that user,
+// in working directories given to it.
+func TestPool_RunAsStartsAgentsAsAnotherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root")
+	}
+	const nobody = 65534
+	dir, err := os.MkdirTemp("", "runas-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "fakeagent")
+	data, err := os.ReadFile(fakeAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, pool.Config{Command: bin, WorkDir: filepath.Join(dir, "work"),
+		RunAs: &syscall.Credential{Uid: nobody, Gid: nobody}})
+	a := acquire(t, p, "t")
+	defer p.Release(a, false)
+	if got := prompt(t, a, "whoami"); got != fmt.Sprintf("uid=%d gid=%d", nobody, nobody) {
+		t.Fatalf("the agent runs as %q", got)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "work", "t")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != nobody {
+		t.Fatalf("the working directory is not the agent user's: %v", err)
 	}
 }

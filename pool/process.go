@@ -33,6 +33,8 @@ type ProcessSpec struct {
 	StderrTail int
 	// Redact masks secret values in the stderr lines logged and kept.
 	Redact *redact.Redactor
+	// Credential, if set, is the user and group the process runs as.
+	Credential *syscall.Credential
 }
 
 // Process is a running agent in its own process group. Its exit is noticed
@@ -75,7 +77,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -51,6 +52,8 @@ type Config struct {
 		SandboxNetwork       bool
 		// Launcher and LauncherStop: see pool.Sandbox.
 		Launcher, LauncherStop []string
+		// RunAs is the user agents run as (agent.run_as_user), or nil.
+		RunAs *syscall.Credential
 	}
 	Turn struct {
 		Timeout           time.Duration
@@ -134,6 +137,7 @@ var defaults = map[string]any{
 	"agent.sandbox_network":      true,
 	"agent.launcher":             []string{},
 	"agent.launcher_stop":        []string{},
+	"agent.run_as_user":          "",
 
 	"turn.timeout":            "30m",
 	"turn.liveness_interval":  "30s",
@@ -234,6 +238,15 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.MaxRequests = r.integer("agent.max_requests", 1, 10000)
 	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
 	c.Agent.Sandbox = r.oneOf("agent.sandbox", "bwrap", "none", "launcher")
+	if name := r.str("agent.run_as_user"); name != "" {
+		if cred, err := lookupUser(name); err != nil {
+			r.fail("agent.run_as_user", "= %q: %v", name, err)
+		} else if os.Getuid() != 0 {
+			r.fail("agent.run_as_user", "= %q needs the broker to run as root (it runs as uid %d)", name, os.Getuid())
+		} else {
+			c.Agent.RunAs = cred
+		}
+	}
 	c.Agent.Launcher = r.strs("agent.launcher")
 	c.Agent.LauncherStop = r.strs("agent.launcher_stop")
 	if c.Agent.Sandbox == "launcher" {
@@ -326,6 +339,22 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	}
 	c.values = r.vals
 	return c, nil
+}
+
+// lookupUser finds a user by name or number, with its primary group.
+func lookupUser(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("no such user")
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("user %s has ids %s:%s", name, u.Uid, u.Gid)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // maxSecretFile bounds a file holding a secret: a token is a line.

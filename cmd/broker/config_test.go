@@ -82,6 +82,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.sandbox_network":       {"false", func(c *Config) any { return c.Agent.SandboxNetwork }, false},
 		"agent.launcher":              {"sh", func(c *Config) any { return c.Agent.Launcher }, []string{"sh"}},
 		"agent.launcher_stop":         {"true", func(c *Config) any { return c.Agent.LauncherStop }, []string{"true"}},
+		"agent.run_as_user":           {"nobody", func(c *Config) any { return c.Agent.RunAs != nil && c.Agent.RunAs.Uid == 65534 }, os.Getuid() == 0},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
 	}

@@ -77,6 +77,7 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	b.redact = redact.New(secretValues(cfg, agentEnv)...)
 	b.pool = pool.New(pool.Config{
 		Sandbox:      sandboxFor(cfg, path),
+		RunAs:        cfg.Agent.RunAs,
 		Redact:       b.redact,
 		Command:      cfg.Agent.Command,
 		Args:         cfg.Agent.Args,

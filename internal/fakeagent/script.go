@@ -179,6 +179,9 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		// secret in an error message.
 		a.logf("fatal: bad credentials %s", os.Getenv(arg(0, "API_KEY")))
 		a.exit(3)
+	case "whoami":
+		a.chunk(sid, fmt.Sprintf("uid=%d gid=%d", os.Getuid(), os.Getgid()))
+		t.stop("end_turn")
 	case "probe":
 		// A hostile agent: tries each of its arguments (r:PATH reads,
 		// w:PATH writes, get:URL fetches, environ:TEXT looks for TEXT in
