@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -8,7 +10,9 @@ import (
 
 // A hostile agent cannot hang or flood the broker through its requests:
 // a named pipe in its workspace is refused at once for reading and
-// writing, and the thread carries on; with agent.max_requests = 4, a
+// writing, and the thread carries on; the first line of a 4 GiB sparse
+// file is read while the broker's peak RSS stays under 256 MiB; with
+// agent.max_requests = 4, a
 // flood of 40 permission requests has 4 served and 36 refused at once,
 // and the in-flight count returns to zero; the broker then stops within
 // shutdown.grace.
@@ -43,6 +47,15 @@ func TestAgentRequests_PipesAndFloodsAreBounded(t *testing.T) {
 		t.Fatalf("the message after the pipe got %q", next.text)
 	}
 
+	sparse := w.mention(alice, "read-sparse")
+	got = w.awaitAnswers(sparse, 1)[0]
+	if !strings.HasPrefix(got.text, `read "first line\n" in `) {
+		t.Fatalf("first line of a 4 GiB sparse file: %q", got.text)
+	}
+	if hwm := peakRSS(t, b.cmd.Process.Pid); hwm > 256<<20 {
+		t.Fatalf("the broker's peak RSS is %d MiB after reading from a 4 GiB file", hwm>>20)
+	}
+
 	flood := w.mention(alice, "flood 40")
 	got = w.awaitAnswers(flood, 1)[0]
 	if !strings.Contains(got.text, "flood: 4 answered, 36 refused") {
@@ -60,4 +73,22 @@ func TestAgentRequests_PipesAndFloodsAreBounded(t *testing.T) {
 	if took := time.Since(start); took > 6*time.Second {
 		t.Fatalf("stopping took %s with a 5s grace", took)
 	}
+}
+
+// peakRSS is a process's peak resident set size (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/<pid>/status")
+	return 0
 }

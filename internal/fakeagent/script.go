@@ -179,6 +179,25 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		// secret in an error message.
 		a.logf("fatal: bad credentials %s", os.Getenv(arg(0, "API_KEY")))
 		a.exit(3)
+	case "read-sparse":
+		// A 4 GiB sparse file in the workspace, its first line asked for
+		// through the client.
+		a.mu.Lock()
+		cwd := a.cwds[sid]
+		a.mu.Unlock()
+		path := filepath.Join(cwd, "sparse.txt")
+		if err := os.WriteFile(path, []byte("first line\n"), 0o644); err == nil {
+			os.Truncate(path, 4<<30)
+		}
+		start := time.Now()
+		resp, ok := a.request("fs/read_text_file", map[string]any{"sessionId": sid, "path": path, "line": 1, "limit": 1}, "")
+		if !ok {
+			return
+		}
+		var res struct{ Content string }
+		json.Unmarshal(resp.Result, &res)
+		a.chunk(sid, fmt.Sprintf("read %q in %s\n", res.Content, time.Since(start).Round(time.Millisecond)))
+		t.stop("end_turn")
 	case "whoami":
 		a.chunk(sid, fmt.Sprintf("uid=%d gid=%d", os.Getuid(), os.Getgid()))
 		t.stop("end_turn")
