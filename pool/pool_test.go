@@ -672,16 +672,8 @@ func TestPool_LauncherStartsAgentsThroughItAndRunsTheStopCommand(t *testing.T) {
 // With RunAs, a broker running as root starts its agents as that user,
 // in working directories given to it.
 func TestPool_RunAsStartsAgentsAsAnotherUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root")
-	}
-	const nobody = 65534
-	dir, err := os.MkdirTemp("", "runas-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
+	const nobody = agenttest.Nobody
+	dir := agenttest.OtherUserDir(t)
 	bin := filepath.Join(dir, "fakeagent")
 	data, err := os.ReadFile(fakeAgent)
 	if err != nil {

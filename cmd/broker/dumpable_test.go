@@ -18,16 +18,8 @@ import (
 // is. The same read of an ordinary process of that user succeeds, so the
 // test can tell.
 func TestDumpable_AnotherProcessOfTheUserCannotReadTheBrokersEnvironment(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run the processes as another user")
-	}
-	const nobody = 65534
-	dir, err := os.MkdirTemp("", "dumpable-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o777)
+	const nobody = agenttest.Nobody
+	dir := agenttest.OtherUserDir(t)
 	bin := filepath.Join(dir, "broker")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

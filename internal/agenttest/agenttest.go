@@ -114,3 +114,27 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Nobody is the uid and gid of the user tests run processes as when they
+// need another user than root.
+const Nobody = 65534
+
+// OtherUserDir returns a directory that another user may enter, read and
+// write (the test's own temporary directories are root's alone), removed
+// when the test ends. The test is skipped unless it runs as root, which
+// it needs to start processes as another user.
+func OtherUserDir(t *testing.T) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run processes as another user")
+	}
+	dir, err := os.MkdirTemp("", "other-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
