@@ -224,6 +224,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	status, resp := s.handleLocked(c, r, versionOK, segs, tooBig, parseErr)
 	req.Status = status
 	s.requests = append(s.requests, req)
+	if n := s.opts.MaxRequests; n > 0 && len(s.requests) > 2*n {
+		s.requests = append(s.requests[:0:0], s.requests[len(s.requests)-n:]...)
+	}
 	s.notifyLocked()
 	s.mu.Unlock()
 
@@ -264,7 +267,11 @@ func (s *Server) handleLocked(c *call, r *http.Request, versionOK bool, segs []s
 		s.takeLocked(c.header, rt.key, req.Major, c.now)
 		return apiError(http.StatusUnauthorized, 0, "401: Unauthorized")
 	}
-	if f := s.faultLocked(*req); f != nil {
+	f := s.faultLocked(*req)
+	if f == nil {
+		f = s.chaosLocked(*req)
+	}
+	if f != nil {
 		req.Injected = true
 		if f.status != http.StatusTooManyRequests {
 			return apiError(f.status, 0, http.StatusText(f.status))
