@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 )
@@ -133,6 +134,7 @@ type prompt struct {
 	// guarded by soak.mu
 	acked     bool   // the broker reacted to it
 	lost      bool   // not acknowledged when the broker was killed: it may never have reached it
+	stuck     bool   // reported stuck; not waited for again
 	outcome   string // the final reaction, once resolved
 	outcomeAt time.Time
 }
@@ -152,7 +154,8 @@ type soak struct {
 	start time.Time
 	end   time.Time
 
-	aborted atomic.Bool // the broker could not be restarted
+	aborted atomic.Bool    // the broker could not be restarted
+	checks  sync.WaitGroup // checks that run on after a restart
 
 	// gate is held for reading while users act on Discord and for
 	// writing while the broker is killed and restarted: messages sent
@@ -211,8 +214,9 @@ func TestSoak(t *testing.T) {
 	s := &soak{t: t, k: k, events: map[string]int{}}
 	s.w = brokertest.NewWorld(t, bins, brokertest.Options{
 		// Discord's own limits: 5 messages and 5 edits per 5s per channel.
-		Fake: fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 20000},
-		Conf: brokerConf,
+		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 20000},
+		Conf:    brokerConf,
+		LogTail: -1, // the logs are kept whole in files
 	})
 	s.d = s.w.Discord
 	defer s.keepLogs()
@@ -257,6 +261,7 @@ func (s *soak) run() {
 	users.Wait()
 	stopBG()
 	bgWG.Wait()
+	s.checks.Wait()
 	if s.aborted.Load() {
 		for _, v := range s.violations {
 			t.Error(v)
@@ -454,6 +459,36 @@ func (s *soak) state(p *prompt) (finals []string, at time.Time, busy, acked bool
 	return finals, at, busy, acked
 }
 
+// describe says what the thread shows of a prompt: the bot's reactions
+// on it, the thread's last bot message, and the kills around it.
+func (s *soak) describe(p *prompt) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bot reactions now %v", s.d.BotReactions(p.channel, p.id))
+	msgs := s.d.BotMessages(p.thread)
+	if n := len(msgs); n > 0 {
+		last := msgs[n-1].Content
+		if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+			last = last[i+1:]
+		}
+		fmt.Fprintf(&b, ", last bot message ends %q", excerpt(last, 100))
+	}
+	s.mu.Lock()
+	for _, k := range s.kills {
+		if d := k.Sub(p.sent); d > -5*time.Second && d < 60*time.Second {
+			fmt.Fprintf(&b, ", broker SIGKILLed %s after it was sent", d.Round(time.Millisecond))
+		}
+	}
+	s.mu.Unlock()
+	return b.String()
+}
+
+func excerpt(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
 // awaitOutcomes waits until every prompt of the thread has its outcome;
 // a prompt without one after limit is a stuck thread.
 func (s *soak) awaitOutcomes(ctx context.Context, th *thread, limit time.Duration) bool {
@@ -467,9 +502,11 @@ func (s *soak) awaitOutcomes(ctx context.Context, th *thread, limit time.Duratio
 		}
 		if time.Now().After(deadline) {
 			for _, p := range open {
-				finals, _, busy, _ := s.state(p)
-				s.violate("thread %s stuck: prompt %s (%s, sent %s ago) has no outcome after %s (reactions %v, busy %v)",
-					th.id, p.id, p.behaviour, time.Since(p.sent).Round(time.Second), limit, finals, busy)
+				s.mu.Lock()
+				p.stuck = true
+				s.mu.Unlock()
+				s.violate("thread %s stuck: prompt %s (%s, sent %s after the start) has no outcome after %s; %s",
+					th.id, p.id, p.behaviour, p.sent.Sub(s.start).Round(time.Millisecond), limit, s.describe(p))
 			}
 			return false
 		}
@@ -490,9 +527,9 @@ func (s *soak) resolve(th *thread) []*prompt {
 	var open []*prompt
 	for _, p := range ps {
 		s.mu.Lock()
-		done, lost := p.outcome != "", p.lost
+		done, lost, stuck := p.outcome != "", p.lost, p.stuck
 		s.mu.Unlock()
-		if done {
+		if done || stuck {
 			continue
 		}
 		finals, at, busy, acked := s.state(p)
@@ -554,6 +591,7 @@ func (s *soak) killAndRestart(ctx context.Context) bool {
 		time.Sleep(100 * time.Millisecond)
 	}
 	old := s.current()
+	left := s.w.AgentPIDs()
 	if m, err := old.Metrics(ctx); err == nil {
 		s.mu.Lock()
 		s.rateLimitd += m["acp_broker_discord_rate_limited_total"]
@@ -576,6 +614,14 @@ func (s *soak) killAndRestart(ctx context.Context) bool {
 	s.kills = append(s.kills, at)
 	s.mu.Unlock()
 	fmt.Printf("%s SIGKILL broker pid %d; pid %d ready after %s\n", time.Since(s.start).Round(time.Second), old.PID(), b.PID(), took.Round(time.Millisecond))
+	// The agents the dead broker left are the new one's to kill.
+	s.checks.Go(func() {
+		for _, pid := range left {
+			if !agenttest.WaitGone(pid, 15*time.Second) {
+				s.violate("agent pid %d, left by the SIGKILLed broker pid %d, still runs 15s after broker pid %d was ready", pid, old.PID(), b.PID())
+			}
+		}
+	})
 	return true
 }
 
@@ -683,6 +729,16 @@ func (s *soak) probe(ctx context.Context) {
 			if !s.awaitOutcomes(ctx, th, 150*time.Second) {
 				return
 			}
+			s.mu.Lock()
+			stuck := false
+			for _, p := range th.prompts {
+				stuck = stuck || p.stuck
+			}
+			s.mu.Unlock()
+			if stuck {
+				s.count("end: threads not probed (stuck)")
+				return
+			}
 			p, ok := s.send(ctx, th, "final probe", "stream 2 10ms", false)
 			if !ok || !s.awaitOutcomes(ctx, th, 90*time.Second) {
 				return
@@ -713,17 +769,20 @@ func (s *soak) checkOutcomes() {
 		for _, p := range ps {
 			finals, _, busy, _ := s.state(p)
 			s.mu.Lock()
-			lost := p.lost
+			lost, stuck := p.lost, p.stuck
 			s.mu.Unlock()
 			switch {
 			case len(finals) == 0 && lost:
 				continue // never reached a broker
+			case len(finals) == 0 && stuck:
+				expected++ // reported already; its thread may still show an outcome message
+				continue
 			case len(finals) == 0:
 				s.violate("prompt %s in thread %s (%s) has no outcome", p.id, th.id, p.behaviour)
 			case len(finals) > 1:
 				s.violate("prompt %s in thread %s (%s) has %d outcomes: %v", p.id, th.id, p.behaviour, len(finals), finals)
 			}
-			if busy {
+			if busy && !stuck {
 				s.violate("prompt %s in thread %s (%s) still shows queued or working", p.id, th.id, p.behaviour)
 			}
 			expected++
@@ -828,6 +887,16 @@ func (s *soak) summary(stopTook time.Duration) {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("\n==== chaos soak summary ====")
 	p("duration %s (load), %d threads, seed %d", s.k.duration, len(s.threads), s.k.seed)
+	noticed := map[string]bool{} // prompts a restart notice names
+	for _, th := range s.threads {
+		for _, m := range s.d.BotMessages(th.id) {
+			if strings.HasPrefix(m.Content, brokertest.RestartNotice) {
+				if i := strings.LastIndexByte(m.Content, '/'); i >= 0 {
+					noticed[strings.TrimSpace(m.Content[i+1:])] = true
+				}
+			}
+		}
+	}
 	kinds := map[string]int{}
 	byBehaviour := map[string]map[string]int{}
 	lost := 0
@@ -839,6 +908,8 @@ func (s *soak) summary(stopTook time.Duration) {
 			o, lost = "lost with a killed broker", lost+1
 		case o == "":
 			o = "none"
+		case noticed[pr.id]:
+			o = "⚠️ restart notice"
 		case o == brokertest.Done:
 			o = "✅ answer"
 		case o == brokertest.Failed:
@@ -888,7 +959,7 @@ func (s *soak) summary(stopTook time.Duration) {
 		p("slowest outcome: %s for prompt %s (%s) in thread %s", slowest.outcomeAt.Sub(slowest.sent).Round(time.Millisecond), slowest.id, slowest.behaviour, slowest.thread)
 	}
 	rec, recThread := s.slowestRecovery()
-	p("slowest recovery (a failed, cancelled or interrupted prompt to the thread's next answer): %s in thread %s", rec.Round(time.Millisecond), recThread)
+	p("slowest recovery (a quick prompt right after a failed, cancelled or interrupted one, sent to outcome): %s in thread %s", rec.Round(time.Millisecond), recThread)
 	var worst time.Duration
 	for _, d := range s.restarts {
 		worst = max(worst, d)
@@ -918,26 +989,29 @@ func (s *soak) summary(stopTook time.Duration) {
 
 func (s *soak) outcomeMessagesLocked(thread string) []string { return s.outcomeMessages(thread) }
 
-// slowestRecovery is, over all threads, the longest time from a prompt
-// that ended otherwise than answered to the thread's next answer.
+// quick are the behaviours that answer at once: after a failure their
+// time to an answer is the time the thread takes to recover.
+var quick = map[string]bool{"answer": true, "demo": true, "print junk": true, "final probe": true}
+
+// slowestRecovery is, over all threads, the longest time from sending a
+// quick prompt right after one that failed, was cancelled or was
+// interrupted, to that prompt's outcome: the thread's agent is started
+// again, its session resumed, and a queue or slot waited for.
 func (s *soak) slowestRecovery() (time.Duration, string) {
 	var worst time.Duration
 	var where string
 	for _, th := range s.threads {
-		var since time.Time
+		failed := false
 		for _, p := range th.prompts {
-			switch {
-			case p.outcome == "":
-			case p.outcome != brokertest.Done:
-				if since.IsZero() {
-					since = p.outcomeAt
-				}
-			case !since.IsZero():
-				if d := p.outcomeAt.Sub(since); d > worst {
-					worst, where = d, th.id
-				}
-				since = time.Time{}
+			if p.outcome == "" {
+				continue
 			}
+			if failed && quick[p.behaviour] {
+				if d := p.outcomeAt.Sub(p.sent); d > worst {
+					worst, where = d, th.id+" (prompt "+p.id+")"
+				}
+			}
+			failed = p.outcome != brokertest.Done
 		}
 	}
 	return worst, where

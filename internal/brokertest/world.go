@@ -36,6 +36,9 @@ var (
 type Options struct {
 	Fake fakediscord.Options
 	Conf Settings
+	// LogTail is how much of each broker's log the test's cleanup
+	// prints when the test failed (default 32 KiB; negative: none).
+	LogTail int
 }
 
 // World is a fake Discord with a guild, one allowed channel and three
@@ -51,6 +54,8 @@ type World struct {
 	Dir     string // configuration, state.dir and logs are here
 	Work    string // agent.cwd
 	Conf    Settings
+
+	logTail int
 
 	mu     sync.Mutex
 	starts int
@@ -70,7 +75,10 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w := &World{TB: tb, Bins: bins, Srv: srv, Dir: dir, Work: filepath.Join(dir, "work")}
+	w := &World{TB: tb, Bins: bins, Srv: srv, Dir: dir, Work: filepath.Join(dir, "work"), logTail: opts.LogTail}
+	if w.logTail == 0 {
+		w.logTail = 32 << 10
+	}
 	w.Channel = srv.AddChannel(GuildID, "", "agents")
 	w.Discord = Discord{Srv: srv, Channel: w.Channel}
 	w.Conf = Settings{
@@ -156,8 +164,8 @@ func (w *World) Start(ctx context.Context) (*Broker, error) {
 	}
 	w.TB.Cleanup(func() {
 		b.Stop(30 * time.Second)
-		if w.TB.Failed() {
-			w.TB.Logf("broker log (pid %d, %s):\n%s", b.PID(), b.Log.Path(), b.Log.Tail(32<<10))
+		if w.TB.Failed() && w.logTail > 0 {
+			w.TB.Logf("broker log (pid %d, %s):\n%s", b.PID(), b.Log.Path(), b.Log.Tail(w.logTail))
 		}
 	})
 	if err := b.awaitReady(ctx); err != nil {
