@@ -168,6 +168,7 @@ type soak struct {
 	threads    []*thread
 	prompts    []*prompt
 	violations []string
+	bad        map[string]bool // threads named by a violation
 	events     map[string]int
 	interact   []string // interactions answered late or refused
 	restarts   []time.Duration
@@ -177,10 +178,15 @@ type soak struct {
 	rateLimitd float64 // 429s the broker counted, summed over its processes
 }
 
+var threadRef = regexp.MustCompile(`thread (?:of )?([0-9]+)`)
+
 func (s *soak) violate(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.mu.Lock()
 	s.violations = append(s.violations, msg)
+	for _, m := range threadRef.FindAllStringSubmatch(msg, -1) {
+		s.bad[m[1]] = true
+	}
 	s.mu.Unlock()
 	fmt.Printf("%s VIOLATION %s\n", time.Since(s.start).Round(time.Second), msg)
 }
@@ -211,10 +217,10 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, k: k, events: map[string]int{}}
+	s := &soak{t: t, k: k, events: map[string]int{}, bad: map[string]bool{}}
 	s.w = brokertest.NewWorld(t, bins, brokertest.Options{
 		// Discord's own limits: 5 messages and 5 edits per 5s per channel.
-		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 20000},
+		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 50000},
 		Conf:    brokerConf,
 		LogTail: -1, // the logs are kept whole in files
 	})
@@ -1054,5 +1060,74 @@ func (s *soak) keepLogs() {
 			os.WriteFile(filepath.Join(dir, fmt.Sprintf("broker-%d-pid%d.log", i+1, b.PID())), data, 0o644)
 		}
 	}
-	fmt.Printf("broker logs: %s\n", dir)
+	s.mu.Lock()
+	var bad []*thread
+	for _, th := range s.threads {
+		if s.bad[th.id] {
+			bad = append(bad, th)
+		}
+	}
+	s.mu.Unlock()
+	for _, th := range bad {
+		os.WriteFile(filepath.Join(dir, "thread-"+th.id+".txt"), []byte(s.transcript(th)), 0o644)
+	}
+	fmt.Printf("broker logs, and transcripts of the threads named above: %s\n", dir)
+}
+
+// transcript is a thread as the fake Discord saw it, in time order:
+// every message with its final content, and every reaction call the bot
+// made on the thread's prompts, with times from the soak's start.
+func (s *soak) transcript(th *thread) string {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	add := func(at time.Time, format string, args ...any) {
+		lines = append(lines, line{at, fmt.Sprintf(format, args...)})
+	}
+	s.mu.Lock()
+	prompts := append([]*prompt(nil), th.prompts...)
+	s.mu.Unlock()
+	ids := map[string]*prompt{}
+	for _, p := range prompts {
+		ids[p.id] = p
+		add(p.sent, "%s prompt %s (%s), outcome %q", th.starter.Username, p.id, p.behaviour, p.outcome)
+	}
+	for _, m := range s.w.Srv.Messages(th.id) {
+		if m.Author.ID != s.w.Srv.Bot().ID {
+			continue
+		}
+		add(m.Created, "bot message %s (edits %d, last %s): %q", m.ID, m.Edits, rel(s.start, m.EditedAt), excerpt(m.Content, 400))
+	}
+	for _, r := range s.w.Srv.Requests() {
+		if !strings.Contains(r.Path, "/reactions/") {
+			continue
+		}
+		parts := strings.Split(r.Path, "/") // /channels/C/messages/M/reactions/E/@me
+		if len(parts) < 7 || ids[parts[4]] == nil {
+			continue
+		}
+		add(r.At, "bot %s reaction %s on %s: %d", r.Method, parts[6], parts[4], r.Status)
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at.Before(lines[j].at) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "thread %s, started by %s; times from the soak's start; kills at", th.id, th.starter.Username)
+	s.mu.Lock()
+	for _, k := range s.kills {
+		fmt.Fprintf(&b, " %s", rel(s.start, k))
+	}
+	s.mu.Unlock()
+	b.WriteString("\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%10s  %s\n", rel(s.start, l.at), l.text)
+	}
+	return b.String()
+}
+
+func rel(start, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return "+" + t.Sub(start).Round(time.Millisecond).String()
 }
