@@ -2,6 +2,11 @@
 // Discord: it builds the broker and the fake agent once, writes a
 // configuration, starts, stops, kills and restarts the process, keeps its
 // log, scrapes its metrics, and reads threads the way a user sees them.
+//
+// Suites that run the broker binary use a World and its Brokers; suites
+// that run the broker in-process against the fake Discord can use
+// Discord alone. Every wait takes a context and returns an error instead
+// of failing the test, so users may act from many goroutines at once.
 package brokertest
 
 import (
