@@ -530,30 +530,55 @@ func (s *soak) resolve(th *thread) []*prompt {
 	s.mu.Lock()
 	ps := append([]*prompt(nil), th.prompts...)
 	s.mu.Unlock()
+	// A thread's prompts are answered in order, one outcome message
+	// each, so the first len(shown) prompts have theirs in the thread.
+	shown := s.outcomeMessages(th.id)
 	var open []*prompt
+	i := 0
 	for _, p := range ps {
+		finals, at, busy, acked := s.state(p)
 		s.mu.Lock()
 		done, lost, stuck := p.outcome != "", p.lost, p.stuck
 		s.mu.Unlock()
+		if lost && !acked && len(finals) == 0 {
+			continue // never reached a broker: no outcome due
+		}
+		var message *outcomeMessage
+		if i < len(shown) {
+			message = &shown[i]
+		}
+		i++
 		if done || stuck {
 			continue
 		}
-		finals, at, busy, acked := s.state(p)
-		if len(finals) == 0 || busy {
-			if !lost || acked {
-				open = append(open, p)
+		switch {
+		case len(finals) > 0 && !busy:
+			if len(finals) > 1 {
+				s.violate("prompt %s in thread %s (%s) has %d outcomes: %v", p.id, p.thread, p.behaviour, len(finals), finals)
 			}
-			continue
+			s.mu.Lock()
+			p.outcome, p.outcomeAt, p.acked = finals[0], at, true
+			s.mu.Unlock()
+		case message != nil && time.Since(message.at) > reactionGrace:
+			// The thread shows the outcome; the status reaction never
+			// followed.
+			s.mu.Lock()
+			p.outcome, p.outcomeAt = shownOnly, message.at
+			s.mu.Unlock()
+		default:
+			open = append(open, p)
 		}
-		if len(finals) > 1 {
-			s.violate("prompt %s in thread %s (%s) has %d outcomes: %v", p.id, p.thread, p.behaviour, len(finals), finals)
-		}
-		s.mu.Lock()
-		p.outcome, p.outcomeAt, p.acked = finals[0], at, true
-		s.mu.Unlock()
 	}
 	return open
 }
+
+// shownOnly is the outcome of a prompt whose thread shows its outcome
+// message but whose status reaction never became final.
+const shownOnly = "shown"
+
+// reactionGrace is how long after its outcome message a prompt's final
+// status reaction may come (reactions of one channel are paced).
+const reactionGrace = 30 * time.Second
 
 // killer SIGKILLs the broker now and then and starts it again.
 func (s *soak) killer(ctx context.Context, abort func()) {
@@ -760,9 +785,10 @@ func (s *soak) probe(ctx context.Context) {
 	wg.Wait()
 }
 
-// checkOutcomes checks, once everything is quiet, that every prompt has
-// exactly one outcome and that each thread shows one outcome message
-// (a footer, a refusal or a restart notice) per prompt.
+// checkOutcomes checks, once everything is quiet, that each thread
+// shows one outcome message (a footer, a refusal or a restart notice)
+// per prompt, and that every prompt's status reaction is final: exactly
+// one of ✅ ❌ ⏹️, and no ⏳ or ⚙️ left.
 func (s *soak) checkOutcomes() {
 	s.mu.Lock()
 	threads := append([]*thread(nil), s.threads...)
@@ -771,45 +797,54 @@ func (s *soak) checkOutcomes() {
 		s.mu.Lock()
 		ps := append([]*prompt(nil), th.prompts...)
 		s.mu.Unlock()
-		expected := 0
+		shown := s.outcomeMessages(th.id)
+		due := 0
 		for _, p := range ps {
-			finals, _, busy, _ := s.state(p)
+			finals, _, busy, acked := s.state(p)
 			s.mu.Lock()
-			lost, stuck := p.lost, p.stuck
+			lost := p.lost
 			s.mu.Unlock()
-			switch {
-			case len(finals) == 0 && lost:
+			if lost && !acked && len(finals) == 0 {
 				continue // never reached a broker
-			case len(finals) == 0 && stuck:
-				expected++ // reported already; its thread may still show an outcome message
-				continue
-			case len(finals) == 0:
-				s.violate("prompt %s in thread %s (%s) has no outcome", p.id, th.id, p.behaviour)
+			}
+			due++
+			switch {
+			case len(finals) == 0 && due <= len(shown):
+				s.violate("prompt %s in thread %s (%s): the thread shows an outcome for it, but its status reaction is %v, not final",
+					p.id, th.id, p.behaviour, s.d.BotReactions(p.channel, p.id))
 			case len(finals) > 1:
 				s.violate("prompt %s in thread %s (%s) has %d outcomes: %v", p.id, th.id, p.behaviour, len(finals), finals)
+			case busy && len(finals) > 0:
+				s.violate("prompt %s in thread %s (%s) still shows queued or working beside %v", p.id, th.id, p.behaviour, finals)
 			}
-			if busy && !stuck {
-				s.violate("prompt %s in thread %s (%s) still shows queued or working", p.id, th.id, p.behaviour)
-			}
-			expected++
 		}
-		shown := s.outcomeMessages(th.id)
-		if len(shown) != expected {
-			s.violate("thread %s shows %d outcome messages for %d prompts with an outcome", th.id, len(shown), expected)
+		if len(shown) != due {
+			s.violate("thread %s shows %d outcome messages for %d prompts", th.id, len(shown), due)
 		}
 	}
 }
 
+// outcomeMessage is a bot message that ends a prompt: its outcome line
+// and when it was last changed.
+type outcomeMessage struct {
+	text string
+	at   time.Time
+}
+
 // outcomeMessages are the bot's messages in a thread that end a prompt:
 // final footers, refusals and restart notices.
-func (s *soak) outcomeMessages(thread string) []string {
-	var out []string
+func (s *soak) outcomeMessages(thread string) []outcomeMessage {
+	var out []outcomeMessage
 	for _, m := range s.d.BotMessages(thread) {
+		at := m.Created
+		if !m.EditedAt.IsZero() {
+			at = m.EditedAt
+		}
 		if f := brokertest.Footer(m.Content); f != "" {
-			out = append(out, f)
+			out = append(out, outcomeMessage{f, at})
 		} else if strings.HasPrefix(m.Content, "⚠️") {
 			first, _, _ := strings.Cut(m.Content, "\n")
-			out = append(out, first)
+			out = append(out, outcomeMessage{first, at})
 		}
 	}
 	return out
@@ -916,6 +951,8 @@ func (s *soak) summary(stopTook time.Duration) {
 			o = "none"
 		case noticed[pr.id]:
 			o = "⚠️ restart notice"
+		case o == shownOnly:
+			o = "outcome shown, status reaction lost"
 		case o == brokertest.Done:
 			o = "✅ answer"
 		case o == brokertest.Failed:
@@ -939,12 +976,12 @@ func (s *soak) summary(stopTook time.Duration) {
 	footers := map[string]int{}
 	notices := 0
 	for _, th := range s.threads {
-		for _, m := range s.outcomeMessagesLocked(th.id) {
-			if strings.HasPrefix(m, brokertest.RestartNotice) {
+		for _, m := range s.outcomeMessages(th.id) {
+			if strings.HasPrefix(m.text, brokertest.RestartNotice) {
 				notices++
 				continue
 			}
-			footers[footerKind(m)]++
+			footers[footerKind(m.text)]++
 		}
 	}
 	p("outcome messages: %d restart notices; footers:", notices)
@@ -992,8 +1029,6 @@ func (s *soak) summary(stopTook time.Duration) {
 	}
 	fmt.Print(b.String())
 }
-
-func (s *soak) outcomeMessagesLocked(thread string) []string { return s.outcomeMessages(thread) }
 
 // quick are the behaviours that answer at once: after a failure their
 // time to an answer is the time the thread takes to recover.
