@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint interop-deps interop bench fuzz clean
+.PHONY: build test run lint interop-deps interop bench fuzz soak clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -73,3 +73,11 @@ lint: $(STATICCHECK)
 
 clean:
 	rm -rf $(BIN)
+
+# The chaos soak (see BENCHMARKS.md): a real broker against the fake
+# Discord with faults, misbehaving agents, impatient users and SIGKILLs.
+# SOAK_DURATION sets the length of the load (10m); the other SOAK_*
+# knobs are read by soak/soak_test.go.
+SOAK_DURATION ?= 10m
+soak:
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 0 ./soak/

@@ -634,7 +634,8 @@ func (s *Server) InteractionResponses(interactionID string) []InteractionRespons
 	return in.Responses
 }
 
-// Requests returns every REST request received, in order.
+// Requests returns every REST request received, in order (only the
+// latest ones with Options.MaxRequests).
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()

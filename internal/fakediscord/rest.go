@@ -225,6 +225,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	status, resp := s.handleLocked(c, r, versionOK, segs, tooBig, parseErr)
 	req.Status = status
 	s.requests = append(s.requests, req)
+	if n := s.opts.MaxRequests; n > 0 && len(s.requests) > 2*n {
+		s.requests = append(s.requests[:0:0], s.requests[len(s.requests)-n:]...)
+	}
 	s.notifyLocked()
 	s.mu.Unlock()
 
@@ -274,7 +277,11 @@ func (s *Server) handleLocked(c *call, r *http.Request, versionOK bool, segs []s
 		s.takeLocked(c.header, rt.key, req.Major, c.now)
 		return apiError(http.StatusUnauthorized, 0, "401: Unauthorized")
 	}
-	if f := s.faultLocked(*req); f != nil && f.stall > 0 {
+	f := s.faultLocked(*req)
+	if f == nil {
+		f = s.chaosLocked(*req)
+	}
+	if f != nil && f.stall > 0 {
 		req.Injected = true
 		c.stall = f.stall
 	} else if f != nil {

@@ -102,6 +102,11 @@ type Options struct {
 
 	// WaitTimeout bounds Await (default 10s).
 	WaitTimeout time.Duration
+
+	// MaxRequests, if set, bounds the requests Requests remembers: past
+	// twice that many, only the latest MaxRequests are kept, so that a
+	// long run does not hold every request body it ever served.
+	MaxRequests int
 }
 
 // RateLimit is a bucket size: Limit requests per Per window.
@@ -153,6 +158,7 @@ type Server struct {
 	typing       map[string]int
 	buckets      map[string]*bucket
 	faults       []*fault
+	chaos        *chaosState
 	routeTable   []route
 
 	sessions      []*gwSession

@@ -1,0 +1,188 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"acpbroker/internal/agenttest"
+	"acpbroker/internal/fakediscord"
+)
+
+// GuildID and Token are the guild a World's channel is in and the bot
+// token its brokers present.
+const (
+	GuildID = "100"
+	Token   = "brokertest-bot-token"
+)
+
+// Users of a World: Alice, Bob and Carol are members of its guild.
+var (
+	Alice = fakediscord.User{ID: "201", Username: "alice", GlobalName: "Alice"}
+	Bob   = fakediscord.User{ID: "202", Username: "bob", GlobalName: "Bob"}
+	Carol = fakediscord.User{ID: "203", Username: "carol", GlobalName: "Carol"}
+)
+
+// Options shape a World: the fake Discord's options (Token is set for
+// you) and configuration keys over the World's defaults (nil removes a
+// key).
+type Options struct {
+	Fake fakediscord.Options
+	Conf Settings
+	// LogTail is how much of each broker's log the test's cleanup
+	// prints when the test failed (default 32 KiB; negative: none).
+	LogTail int
+}
+
+// World is a fake Discord with a guild, one allowed channel and three
+// users, a directory for the broker's configuration, state and agents,
+// and the configuration its brokers run with. Its fake Discord closes at
+// the test's cleanup, after every broker it started has stopped.
+type World struct {
+	TB      testing.TB
+	Bins    Binaries
+	Srv     *fakediscord.Server
+	Discord Discord // the fake seen as a user: the World's channel
+	Channel string
+	Dir     string // configuration, state.dir and logs are here
+	Work    string // agent.cwd
+	Conf    Settings
+
+	logTail int
+
+	mu     sync.Mutex
+	starts int
+}
+
+// NewWorld makes a World. The default configuration logs JSON at info
+// level, serves metrics on a free port, runs the fake agent in Work,
+// keeps state in Dir/state and allows the World's channel.
+func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
+	tb.Helper()
+	opts.Fake.Token = Token
+	srv := fakediscord.New(tb, opts.Fake)
+	for _, u := range []fakediscord.User{Alice, Bob, Carol} {
+		srv.AddUser(u)
+	}
+	dir, err := filepath.EvalSymlinks(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := &World{TB: tb, Bins: bins, Srv: srv, Dir: dir, Work: filepath.Join(dir, "work"), logTail: opts.LogTail}
+	if w.logTail == 0 {
+		w.logTail = 32 << 10
+	}
+	w.Channel = srv.AddChannel(GuildID, "", "agents")
+	w.Discord = Discord{Srv: srv, Channel: w.Channel}
+	w.Conf = Settings{
+		"log.format":               "json",
+		"log.level":                "info",
+		"chat.platform":            "discord",
+		"agent.command":            bins.Agent,
+		"agent.cwd":                w.Work,
+		"state.dir":                filepath.Join(dir, "state"),
+		"http.listen":              "127.0.0.1:0",
+		"discord.token":            Token,
+		"discord.api_url":          srv.APIURL(),
+		"discord.allowed_channels": []string{w.Channel},
+	}.With(opts.Conf)
+	return w
+}
+
+// WriteConfig writes the World's configuration and returns its path.
+func (w *World) WriteConfig() (string, error) {
+	path := filepath.Join(w.Dir, "broker.toml")
+	return path, os.WriteFile(path, []byte(w.Conf.TOML()), 0o600)
+}
+
+// AgentPIDs lists the running processes of the fake agent binary (and
+// its children) whose working directory is under Work.
+func (w *World) AgentPIDs() []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || exe != w.Bins.Agent {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || !strings.HasPrefix(cwd, w.Work+string(filepath.Separator)) && cwd != w.Work {
+			continue
+		}
+		if agenttest.Running(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// LeftoverAgents waits up to within for the World's agent processes to
+// be gone, and returns those still running, killing them.
+func (w *World) LeftoverAgents(within time.Duration) []int {
+	var left []int
+	for _, pid := range w.AgentPIDs() {
+		if agenttest.WaitGone(pid, within) {
+			continue
+		}
+		left = append(left, pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return left
+}
+
+// Start runs a broker with the World's configuration and waits, within
+// ctx, until it serves HTTP (when http.listen is set), says it is ready
+// and has registered its slash commands. The test's cleanup stops it
+// (SIGTERM, then SIGKILL after 30s) and logs the end of its log if the
+// test failed. On error the broker is killed.
+func (w *World) Start(ctx context.Context) (*Broker, error) {
+	path, err := w.WriteConfig()
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.starts++
+	n := w.starts
+	w.mu.Unlock()
+	b, err := start(w, path, filepath.Join(w.Dir, fmt.Sprintf("broker-%d.log", n)))
+	if err != nil {
+		return nil, err
+	}
+	w.TB.Cleanup(func() {
+		b.Stop(30 * time.Second)
+		if w.TB.Failed() && w.logTail > 0 {
+			w.TB.Logf("broker log (pid %d, %s):\n%s", b.PID(), b.Log.Path(), b.Log.Tail(w.logTail))
+		}
+	})
+	if err := b.awaitReady(ctx); err != nil {
+		b.Kill()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Restart ends old, with SIGKILL if kill is set (as a crash or the OOM
+// killer would) or else with SIGTERM, and starts a new broker on the
+// same configuration and state.
+func (w *World) Restart(ctx context.Context, old *Broker, kill bool) (*Broker, error) {
+	if kill {
+		old.Kill()
+	} else if _, err := old.Stop(30 * time.Second); err != nil {
+		return nil, err
+	}
+	return w.Start(ctx)
+}
