@@ -24,7 +24,10 @@ func sdkAgent(t *testing.T) string {
 // agent honours it.
 func TestRun_ConsoleWithTheSDKExampleAgent(t *testing.T) {
 	agent := sdkAgent(t)
-	b := startBroker(t, writeConfig(t, ""), "BROKER_AGENT_COMMAND=node", "BROKER_AGENT_ARGS="+agent)
+	// In the sandbox the script's package must be given, as an operator
+	// would with agent.sandbox_ro.
+	modules, _ := filepath.Abs("../../testdata/interop/node_modules")
+	b := startBroker(t, writeConfig(t, ""), "BROKER_AGENT_COMMAND=node", "BROKER_AGENT_ARGS="+agent, "BROKER_AGENT_SANDBOX_RO="+modules)
 	b.say(t, "hello")
 	b.out.waitFor(t, "[tool] Reading project files: done", 30*time.Second)
 	b.out.waitFor(t, "1) Allow this change (allow_once)", 30*time.Second)
