@@ -373,9 +373,9 @@ func TestPool_BusyPoolWaitsInLineBoundedByTheCallersDeadline(t *testing.T) {
 	}
 
 	cause := errors.New("no slot within 300ms")
+	start := time.Now() // before the deadline's clock starts
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, cause)
 	defer cancel()
-	start := time.Now()
 	if _, err := p.Acquire(ctx, "c", nil); !errors.Is(err, cause) {
 		t.Fatalf("Acquire with a deadline = %v, want its cause", err)
 	}
