@@ -693,3 +693,30 @@ func TestPool_RunAsStartsAgentsAsAnotherUser(t *testing.T) {
 		t.Fatalf("the working directory is not the agent user's: %v", err)
 	}
 }
+
+// In the sandbox an agent has a HOME of its own to write in, empty, apart
+// from the broker's; a ReadWrite path inside it is still the real one.
+func TestSandbox_AgentHasAPrivateWritableHome(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, "broker-secret"), []byte("x"), 0o600)
+	kept := filepath.Join(home, ".agent-config")
+	os.Mkdir(kept, 0o755)
+	p := newPool(t, pool.Config{Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home},
+		Sandbox: pool.Sandbox{Bwrap: "bwrap", ReadWrite: []string{kept}}})
+	a := acquire(t, p, "t")
+	defer p.Release(a, false)
+	got := prompt(t, a, "probe r:"+filepath.Join(home, "broker-secret")+" w:"+filepath.Join(home, "cache")+" w:"+filepath.Join(kept, "settings"))
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "denied") || !strings.HasSuffix(lines[1], " ok") || !strings.HasSuffix(lines[2], " ok") {
+		t.Fatalf("probes in the sandbox's HOME:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(home, "cache")); err == nil {
+		t.Fatal("the agent wrote into the broker's HOME")
+	}
+	if _, err := os.Stat(filepath.Join(kept, "settings")); err != nil {
+		t.Fatal("a ReadWrite path inside HOME did not keep the agent's file")
+	}
+}

@@ -85,6 +85,12 @@ func (s Sandbox) wrap(spec ProcessSpec, thread string) ProcessSpec {
 		args = append(args, "--ro-bind", dir, dir)
 		shown = append(shown, dir)
 	}
+	// The agent's HOME is its own and empty: agents keep caches and
+	// settings there. What must outlive the agent is given in ReadWrite,
+	// which is mounted after it, inside it if need be.
+	if home := envValue(spec.Env, "HOME"); filepath.IsAbs(home) && home != "/" && !under(home, systemDirs) && !under(spec.Dir, []string{home}) {
+		args = append(args, "--tmpfs", home)
+	}
 	for _, p := range s.ReadOnly {
 		args = append(args, "--ro-bind-try", p, p)
 	}
@@ -122,6 +128,16 @@ func (s Sandbox) base() []string {
 		}
 	}
 	return args
+}
+
+// envValue is name's value in env, or "".
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }
 
 // under reports whether path is one of dirs or inside one.
