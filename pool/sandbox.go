@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -80,10 +79,8 @@ func (s Sandbox) wrap(spec ProcessSpec, thread string) ProcessSpec {
 		return spec
 	}
 	args := s.base()
-	shown := slices.Clone(systemDirs)
-	if dir := filepath.Dir(spec.Command); filepath.IsAbs(spec.Command) && !under(dir, shown) {
-		args = append(args, "--ro-bind", dir, dir)
-		shown = append(shown, dir)
+	if dir := filepath.Dir(spec.Command); filepath.IsAbs(spec.Command) && !under(dir, systemDirs) {
+		args = append(args, "--ro-bind", dir, dir) // the agent's program
 	}
 	// The agent's HOME is its own and empty: agents keep caches and
 	// settings there. What must outlive the agent is given in ReadWrite,
