@@ -785,6 +785,18 @@ func (s *soak) probe(ctx context.Context) {
 	wg.Wait()
 }
 
+// killedAfter says if the broker was SIGKILLed within 30s after t.
+func (s *soak) killedAfter(t time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.kills {
+		if d := k.Sub(t); d >= 0 && d < 30*time.Second {
+			return fmt.Sprintf(" (the broker was SIGKILLed %s after that outcome message)", d.Round(time.Millisecond))
+		}
+	}
+	return ""
+}
+
 // checkOutcomes checks, once everything is quiet, that each thread
 // shows one outcome message (a footer, a refusal or a restart notice)
 // per prompt, and that every prompt's status reaction is final: exactly
@@ -808,10 +820,17 @@ func (s *soak) checkOutcomes() {
 				continue // never reached a broker
 			}
 			due++
+			if len(finals) > 0 {
+				s.mu.Lock()
+				if p.outcome == shownOnly || p.outcome == "" {
+					p.outcome = finals[0] // came late
+				}
+				s.mu.Unlock()
+			}
 			switch {
 			case len(finals) == 0 && due <= len(shown):
-				s.violate("prompt %s in thread %s (%s): the thread shows an outcome for it, but its status reaction is %v, not final",
-					p.id, th.id, p.behaviour, s.d.BotReactions(p.channel, p.id))
+				s.violate("prompt %s in thread %s (%s): the thread shows an outcome for it, but its status reaction is %v, not final%s",
+					p.id, th.id, p.behaviour, s.d.BotReactions(p.channel, p.id), s.killedAfter(shown[due-1].at))
 			case len(finals) > 1:
 				s.violate("prompt %s in thread %s (%s) has %d outcomes: %v", p.id, th.id, p.behaviour, len(finals), finals)
 			case busy && len(finals) > 0:
