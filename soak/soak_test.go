@@ -281,6 +281,11 @@ func (s *soak) run() {
 	s.checkOutcomes()
 	b = s.current()
 	s.checkQuiet(ctx, b, baseGor, baseRSS)
+	if m, err := b.Metrics(ctx); err == nil {
+		s.mu.Lock()
+		s.rateLimitd += m["acp_broker_discord_rate_limited_total"]
+		s.mu.Unlock()
+	}
 	stopStart := time.Now()
 	code, err := b.Stop(30 * time.Second)
 	stopTook := time.Since(stopStart)
