@@ -220,7 +220,7 @@ func TestSoak(t *testing.T) {
 	s := &soak{t: t, k: k, events: map[string]int{}, bad: map[string]bool{}}
 	s.w = brokertest.NewWorld(t, bins, brokertest.Options{
 		// Discord's own limits: 5 messages and 5 edits per 5s per channel.
-		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 50000},
+		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 50000, MaxBacklog: 2000},
 		Conf:    brokerConf,
 		LogTail: -1, // the logs are kept whole in files
 	})
