@@ -220,7 +220,7 @@ func TestSoak(t *testing.T) {
 	s := &soak{t: t, k: k, events: map[string]int{}, bad: map[string]bool{}}
 	s.w = brokertest.NewWorld(t, bins, brokertest.Options{
 		// Discord's own limits: 5 messages and 5 edits per 5s per channel.
-		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 50000},
+		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 50000, MaxBacklog: 2000},
 		Conf:    brokerConf,
 		LogTail: -1, // the logs are kept whole in files
 	})
@@ -281,6 +281,11 @@ func (s *soak) run() {
 	s.checkOutcomes()
 	b = s.current()
 	s.checkQuiet(ctx, b, baseGor, baseRSS)
+	if m, err := b.Metrics(ctx); err == nil {
+		s.mu.Lock()
+		s.rateLimitd += m["acp_broker_discord_rate_limited_total"]
+		s.mu.Unlock()
+	}
 	stopStart := time.Now()
 	code, err := b.Stop(30 * time.Second)
 	stopTook := time.Since(stopStart)
@@ -785,6 +790,18 @@ func (s *soak) probe(ctx context.Context) {
 	wg.Wait()
 }
 
+// killedAfter says if the broker was SIGKILLed within 30s after t.
+func (s *soak) killedAfter(t time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.kills {
+		if d := k.Sub(t); d >= 0 && d < 30*time.Second {
+			return fmt.Sprintf(" (the broker was SIGKILLed %s after that outcome message)", d.Round(time.Millisecond))
+		}
+	}
+	return ""
+}
+
 // checkOutcomes checks, once everything is quiet, that each thread
 // shows one outcome message (a footer, a refusal or a restart notice)
 // per prompt, and that every prompt's status reaction is final: exactly
@@ -808,10 +825,17 @@ func (s *soak) checkOutcomes() {
 				continue // never reached a broker
 			}
 			due++
+			if len(finals) > 0 {
+				s.mu.Lock()
+				if p.outcome == shownOnly || p.outcome == "" {
+					p.outcome = finals[0] // came late
+				}
+				s.mu.Unlock()
+			}
 			switch {
 			case len(finals) == 0 && due <= len(shown):
-				s.violate("prompt %s in thread %s (%s): the thread shows an outcome for it, but its status reaction is %v, not final",
-					p.id, th.id, p.behaviour, s.d.BotReactions(p.channel, p.id))
+				s.violate("prompt %s in thread %s (%s): the thread shows an outcome for it, but its status reaction is %v, not final%s",
+					p.id, th.id, p.behaviour, s.d.BotReactions(p.channel, p.id), s.killedAfter(shown[due-1].at))
 			case len(finals) > 1:
 				s.violate("prompt %s in thread %s (%s) has %d outcomes: %v", p.id, th.id, p.behaviour, len(finals), finals)
 			case busy && len(finals) > 0:

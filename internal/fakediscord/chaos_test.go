@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"acpbroker/internal/fakediscord"
+
+	"github.com/bwmarrin/discordgo"
 )
 
 // postMessages posts n messages to the channel with a plain HTTP client
@@ -107,5 +109,49 @@ func TestMaxRequestsBoundsTheRecord(t *testing.T) {
 	}
 	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Body), `"m54"`) {
 		t.Errorf("the last request remembered is %s, want the 55th", last.Body)
+	}
+}
+
+// With MaxBacklog a session keeps only its latest dispatches: a client
+// that missed more than that is refused its RESUME and identifies anew,
+// while one that missed less is resumed with the events replayed.
+func TestMaxBacklogRefusesAResumeThatNeedsMore(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, fakediscord.Options{MaxBacklog: 2})
+	var ready <-chan *discordgo.Ready
+	var created <-chan *discordgo.MessageCreate
+	openBot(t, srv, allIntents, func(s *discordgo.Session) {
+		ready = events[*discordgo.Ready](s)
+		created = events[*discordgo.MessageCreate](s)
+	})
+	recv(t, ready, nil)
+
+	srv.DropGateway()
+	srv.Await("the connection to drop", func() bool { return !srv.Connected() })
+	away := srv.SendMessage(channelID, alice, "one missed")
+	srv.Await("a resume", func() bool { st := srv.Stats(); return st.Resumes == 1 && st.Connected })
+	if m := recv(t, created, nil); m.ID != away {
+		t.Errorf("replayed %s, want %s", m.ID, away)
+	}
+
+	srv.DropGateway()
+	srv.Await("the connection to drop", func() bool { return !srv.Connected() })
+	for i := range 6 {
+		srv.SendMessage(channelID, alice, fmt.Sprintf("missed %d", i))
+	}
+	recv(t, ready, nil) // identified anew
+	st := srv.Stats()
+	if st.ResumesRejected != 1 || st.Identifies != 2 || st.Resumes != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+	id := srv.SendMessage(channelID, alice, "after")
+	for {
+		m := recv(t, created, nil)
+		if m.ID == id {
+			break
+		}
+		if strings.HasPrefix(m.Content, "missed") {
+			t.Errorf("a message the refused session missed was delivered: %q", m.Content)
+		}
 	}
 }

@@ -129,7 +129,8 @@ type gwConn struct {
 }
 
 // gwSession is a gateway session: what IDENTIFY created and RESUME
-// continues. backlog keeps every dispatch for replay.
+// continues. backlog keeps every dispatch for replay (the latest ones
+// with Options.MaxBacklog).
 type gwSession struct {
 	id       string
 	intents  int64
@@ -435,7 +436,8 @@ func (s *Server) resumeLocked(c *gwConn, d json.RawMessage) {
 			sess = x
 		}
 	}
-	reject := sess == nil || sess.invalid || rd.Seq > sess.seq
+	reject := sess == nil || sess.invalid || rd.Seq > sess.seq ||
+		len(sess.backlog) > 0 && rd.Seq < sess.backlog[0].seq-1 // what it missed is no longer kept
 	if s.rejectResumes > 0 {
 		s.rejectResumes--
 		reject = true
@@ -470,6 +472,9 @@ func (s *Server) sendToLocked(sess *gwSession, event string, d any) {
 	sess.seq++
 	data := mustJSON(map[string]any{"op": opDispatch, "s": sess.seq, "t": event, "d": d})
 	sess.backlog = append(sess.backlog, sentDispatch{seq: sess.seq, data: data})
+	if n := s.opts.MaxBacklog; n > 0 && len(sess.backlog) > 2*n {
+		sess.backlog = append(sess.backlog[:0:0], sess.backlog[len(sess.backlog)-n:]...)
+	}
 	s.stats.Dispatches++
 	if sess.conn != nil {
 		sess.conn.sendDispatch(sess, data)

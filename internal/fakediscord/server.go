@@ -107,6 +107,13 @@ type Options struct {
 	// twice that many, only the latest MaxRequests are kept, so that a
 	// long run does not hold every request body it ever served.
 	MaxRequests int
+	// MaxBacklog, if set, bounds the dispatches each gateway session
+	// keeps for replay: past twice that many only the latest MaxBacklog
+	// are kept, and a RESUME that needs older ones is refused with
+	// INVALID_SESSION, as Discord refuses a session gone too long. The
+	// sessions of clients that died without closing keep growing
+	// otherwise.
+	MaxBacklog int
 }
 
 // RateLimit is a bucket size: Limit requests per Per window.
