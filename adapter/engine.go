@@ -27,6 +27,8 @@ type Journal interface {
 	TurnStarted(id uint64)
 	ToolCall(id uint64, toolCallID, title, status string)
 	TurnEnded(id uint64, state store.State, cause string)
+	// TurnShown: the thread now shows how the turn ended.
+	TurnShown(id uint64)
 }
 
 // Config configures an Engine.

@@ -81,6 +81,10 @@ type Outcome struct {
 	ToolCalls []ToolCall
 	Plan      []acp.PlanEntry
 	Elapsed   time.Duration
+	// Shown is for the Sink to call once the thread shows the outcome
+	// (safe to call more than once, never nil): until then a broker that
+	// dies reports the turn at its next start.
+	Shown func()
 }
 
 // Summary is the outcome in words, never empty.

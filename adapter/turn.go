@@ -125,6 +125,9 @@ func (t *turn) finish(out Outcome) {
 				cause = out.Err.Error()
 			}
 			j.TurnEnded(t.id, state, cause)
+			out.Shown = sync.OnceFunc(func() { j.TurnShown(t.id) })
+		} else {
+			out.Shown = func() {}
 		}
 		t.p.Sink.Done(out)
 	})

@@ -45,6 +45,10 @@ type Interruption struct {
 	// Ref and Title are the prompt's, as the platform submitted them.
 	Ref, Title string
 	Queued     time.Time
+	// Ended is how the turn ended ("done", "failed: …", "cancelled: …")
+	// when it did end but the broker stopped before the thread showed it;
+	// empty when it never finished.
+	Ended string
 }
 
 // InterruptionText says what happened to an interrupted turn, in words.
@@ -53,5 +57,9 @@ func InterruptionText(it Interruption) string {
 	if it.Title != "" {
 		what = "your message “" + it.Title + "”"
 	}
-	return "The broker restarted while working on " + what + " (sent " + it.Queued.Local().Format("Jan 2 15:04") + "). It did not finish; please send it again."
+	sent := " (sent " + it.Queued.Local().Format("Jan 2 15:04") + ")"
+	if it.Ended != "" {
+		return "The broker restarted before it could show how " + what + sent + " ended: " + it.Ended + ". What the agent answered is not shown here; send it again if you need it."
+	}
+	return "The broker restarted while working on " + what + sent + ". It did not finish; please send it again."
 }

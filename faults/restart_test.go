@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/fakediscord"
 )
 
 // A broker killed with SIGKILL mid-turn leaves no thread hanging: when it
@@ -99,5 +100,34 @@ func TestRestart_SandboxedAgentDiesWithAKilledBroker(t *testing.T) {
 	w.post(thread, alice, "what was the number?")
 	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.text, "(resumed) You said: what was the number?") {
 		t.Fatalf("the message after the restart got %q, want the session resumed", got.text)
+	}
+}
+
+// A turn that ended while its thread did not show it yet (its final view
+// still on its way to Discord) when the broker was killed is reported at
+// the next start, with how it ended: a recorded ending is never taken for
+// a shown one.
+func TestRestart_AnOutcomeNotYetShownIsReportedAfterAKill(t *testing.T) {
+	w := newWorld(t, setup{})
+	first := w.start()
+	thread := w.mention(alice, "hello")
+	w.awaitAnswers(thread, 1)
+	w.srv.InjectStall(func(r fakediscord.Request) bool {
+		return (r.Route == fakediscord.RouteEditMessage || r.Route == fakediscord.RouteCreateMessage) &&
+			r.Major == thread && strings.Contains(string(r.Body), "✅ done")
+	}, 1, time.Minute)
+	w.post(thread, alice, "stream 2")
+	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
+	first.kill()
+
+	w.start()
+	notice := w.awaitBotText(thread, "The broker restarted before it could show how your message “stream 2”")
+	if !strings.Contains(notice.Content, "ended: done") {
+		t.Fatalf("the notice reads %q", notice.Content)
+	}
+	for _, m := range w.botMessages(thread) {
+		if strings.Contains(m.Content, "The broker restarted") && strings.Contains(m.Content, "“hello”") {
+			t.Fatalf("a shown turn was reported too: %q", m.Content)
+		}
 	}
 }

@@ -52,6 +52,10 @@ type Turn struct {
 	Tools   map[string]*Tool `json:"tools,omitempty"` // kept while running
 	// Reported is set once the thread was told of an interruption.
 	Reported bool `json:"reported,omitempty"`
+	// Unshown: the turn ended but the thread does not show it yet (its
+	// final view is being posted). A broker that dies then reports it at
+	// the next start, as it does an interrupted turn.
+	Unshown bool `json:"unshown,omitempty"`
 }
 
 // Tool is the last known state of a tool call of a running turn.
@@ -266,7 +270,7 @@ func (s *Store) Recover() ([]Turn, error) {
 				s.finished++
 				s.mu.Unlock()
 			}
-			if t.State == Interrupted && !t.Reported {
+			if (t.State == Interrupted || t.Unshown) && !t.Reported {
 				out = append(out, t)
 			}
 			return nil
@@ -330,6 +334,41 @@ func (s *Store) kickLocked() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
+	}
+}
+
+// TurnShown records that the thread now shows how turn id ended.
+func (s *Store) TurnShown(id uint64) {
+	s.mu.Lock()
+	if t := s.ended[id]; t != nil {
+		t.Unshown = false
+		s.markLocked(id, false)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	// Already written, or being written: after that flush, on disk.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTurns)
+		v := b.Get(key(id))
+		if v == nil {
+			return nil
+		}
+		var t Turn
+		if err := json.Unmarshal(v, &t); err != nil || !t.Unshown {
+			return err
+		}
+		t.Unshown = false
+		nv, err := json.Marshal(&t)
+		if err != nil {
+			return err
+		}
+		return b.Put(key(id), nv)
+	})
+	if err != nil {
+		s.opts.Logger.Warn().Err(err).Uint64("turn", id).Msg("turn not marked shown")
 	}
 }
 
@@ -454,7 +493,7 @@ func (s *Store) TurnEnded(id uint64, state State, cause string) {
 		return
 	}
 	delete(s.active, id)
-	t.State, t.Cause, t.Ended, t.Tools = state, cause, s.opts.Now().UTC(), nil
+	t.State, t.Cause, t.Ended, t.Tools, t.Unshown = state, cause, s.opts.Now().UTC(), nil, true
 	s.ended[id] = t
 	s.markLocked(id, true)
 }

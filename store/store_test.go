@@ -52,6 +52,7 @@ func TestStore_RecoveryInterruptsLeftoversAndReportsThemOnce(t *testing.T) {
 	done := s.TurnQueued("t1", "msg-1", "finished one", "alice")
 	s.TurnStarted(done)
 	s.TurnEnded(done, Done, "")
+	s.TurnShown(done)
 	running := s.TurnQueued("t2", "msg-2", "build the thing", "bob")
 	s.TurnStarted(running)
 	s.ToolCall(running, "call-1", "cargo build", "in_progress")
@@ -307,5 +308,37 @@ func TestStore_FlushesCommitInOrder(t *testing.T) {
 	s.db.View(func(tx *bolt.Tx) error { return json.Unmarshal(tx.Bucket(bucketTurns).Get(key(id)), &tr) })
 	if tr.State != Cancelled {
 		t.Fatalf("on disk the turn is %s; the older snapshot overwrote the newer", tr.State)
+	}
+}
+
+// A turn that ended but whose thread did not show it yet when the process
+// died is reported at the next start, with its ending; once shown, before
+// or after a flush, it is not.
+func TestStore_AnEndedTurnNotYetShownIsReported(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	unshown := s.TurnQueued("t1", "msg-1", "answered", "alice")
+	s.TurnStarted(unshown)
+	s.TurnEnded(unshown, Failed, "agent exited with status 3")
+	shownEarly := s.TurnQueued("t2", "msg-2", "shown before the flush", "bob")
+	s.TurnStarted(shownEarly)
+	s.TurnEnded(shownEarly, Done, "")
+	s.TurnShown(shownEarly)
+	shownLate := s.TurnQueued("t3", "msg-3", "shown after the flush", "bob")
+	s.TurnStarted(shownLate)
+	s.TurnEnded(shownLate, Done, "")
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.TurnShown(shownLate)
+	s.Close()
+
+	s2 := open(t, dir, Options{})
+	left, err := s2.Recover()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].ID != unshown || left[0].State != Failed || left[0].Cause != "agent exited with status 3" {
+		t.Fatalf("recovered %+v, want only turn %d, failed, with its cause", left, unshown)
 	}
 }

@@ -307,6 +307,9 @@ func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.Permissi
 
 func (s *sink) Done(o adapter.Outcome) {
 	defer s.c.pending.Done()
+	if o.Shown != nil {
+		defer o.Shown() // printed
+	}
 	s.breakLine()
 	if o.Err != nil {
 		s.c.printf("[turn %s after %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))

@@ -292,6 +292,7 @@ func (s *turnSink) run() {
 			c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
 			if failures >= posterTries && v.final {
 				s.lost(v, err)
+				s.shown()
 				return
 			}
 			// Streaming goes on however long Discord fails; each failure
@@ -302,6 +303,7 @@ func (s *turnSink) run() {
 			continue
 		}
 		if v.final {
+			s.shown()
 			return
 		}
 		if !s.idle(v.working, &lastTyping) {
@@ -354,6 +356,17 @@ func (s *turnSink) lost(v view, cause error) {
 	}
 	c.log.Error().Err(err).Str("thread", s.conv.thread).Msg("answer could not be attached either; marking the message")
 	c.react(s.msg.ChannelID, s.msg.ID, emojiLost)
+}
+
+// shown tells the engine that the thread shows the turn's outcome (said
+// in words when the final view itself could not be posted).
+func (s *turnSink) shown() {
+	s.mu.Lock()
+	o := s.outcome
+	s.mu.Unlock()
+	if o != nil && o.Shown != nil {
+		o.Shown()
+	}
 }
 
 // pause waits d or until the view changes; false when the Client is
