@@ -128,9 +128,10 @@ type Store struct {
 	ended    map[uint64]*Turn // ended, not yet written
 	threads  map[string]*Thread
 	dirtyThr map[string]bool
-	agents   map[int]uint64 // live agent pid -> start ticks, to write
-	goneAgts map[int]bool   // agent pids to delete
-	finished int            // finished turns on disk
+	agents   map[int]uint64  // live agent pid -> start ticks, to write
+	goneAgts map[int]bool    // agent pids to delete
+	shown    map[uint64]bool // ended turns written unshown, now shown
+	finished int             // finished turns on disk
 	stats    Stats
 	closed   bool
 	// Flush generations: a change made while nextGen is g is on disk once
@@ -194,7 +195,7 @@ func Open(opts Options) (*Store, error) {
 		opts: opts, log: opts.Logger, db: db, path: path,
 		active: map[uint64]*Turn{}, dirty: map[uint64]bool{}, ended: map[uint64]*Turn{},
 		threads: map[string]*Thread{}, dirtyThr: map[string]bool{},
-		agents: map[int]uint64{}, goneAgts: map[int]bool{},
+		agents: map[int]uint64{}, goneAgts: map[int]bool{}, shown: map[uint64]bool{},
 		nextGen: 1, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -337,39 +338,18 @@ func (s *Store) kickLocked() {
 	}
 }
 
-// TurnShown records that the thread now shows how turn id ended.
+// TurnShown records that the thread now shows how turn id ended. It
+// never waits for the disk: the mark is written with the next flush.
 func (s *Store) TurnShown(id uint64) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if t := s.ended[id]; t != nil {
 		t.Unshown = false
 		s.markLocked(id, false)
-		s.mu.Unlock()
 		return
 	}
-	s.mu.Unlock()
-	// Already written, or being written: after that flush, on disk.
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketTurns)
-		v := b.Get(key(id))
-		if v == nil {
-			return nil
-		}
-		var t Turn
-		if err := json.Unmarshal(v, &t); err != nil || !t.Unshown {
-			return err
-		}
-		t.Unshown = false
-		nv, err := json.Marshal(&t)
-		if err != nil {
-			return err
-		}
-		return b.Put(key(id), nv)
-	})
-	if err != nil {
-		s.opts.Logger.Warn().Err(err).Uint64("turn", id).Msg("turn not marked shown")
-	}
+	s.shown[id] = true // already written, or being written: marked after it
+	s.kickLocked()
 }
 
 // MarkReported records that an interrupted turn's thread was told.
@@ -623,13 +603,13 @@ func (s *Store) flush() error {
 	s.mu.Lock()
 	gen := s.nextGen
 	s.nextGen++
-	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 {
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 {
 		s.doneLocked(gen)
 		s.mu.Unlock()
 		return nil
 	}
-	agents, gone := s.agents, s.goneAgts
-	s.agents, s.goneAgts = map[int]uint64{}, map[int]bool{}
+	agents, gone, shown := s.agents, s.goneAgts, s.shown
+	s.agents, s.goneAgts, s.shown = map[int]uint64{}, map[int]bool{}, map[uint64]bool{}
 	turns := make(map[uint64][]byte, len(s.dirty))
 	for id := range s.dirty {
 		t := s.active[id]
@@ -677,6 +657,21 @@ func (s *Store) flush() error {
 		}
 		for pid := range gone {
 			if err := ab.Delete([]byte(strconv.Itoa(pid))); err != nil {
+				return err
+			}
+		}
+		for id := range shown { // after the records written above
+			v := tb.Get(key(id))
+			var t Turn
+			if v == nil || json.Unmarshal(v, &t) != nil || !t.Unshown {
+				continue
+			}
+			t.Unshown = false
+			nv, err := json.Marshal(&t)
+			if err != nil {
+				return err
+			}
+			if err := tb.Put(key(id), nv); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,7 +44,20 @@ func TestRun_ConsoleWithTheSDKExampleAgent(t *testing.T) {
 	if took > 3*time.Second {
 		t.Fatalf("the SDK agent took %s to honour the cancel", took)
 	}
-	b.say(t, "/status")
-	b.out.waitFrom(t, from, "[idle, 0 queued", 10*time.Second)
+	// The thread is idle once the cancelled turn's outcome is delivered;
+	// /status is asked until it says so.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		at := b.out.mark()
+		b.say(t, "/status")
+		b.out.waitFrom(t, at, "queued, session", 10*time.Second)
+		if strings.Contains(b.out.String()[at:], "[idle, 0 queued") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the thread was not idle within 10s of the cancel:\n%s", b.out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	b.exit(t)
 }
