@@ -227,8 +227,10 @@ func (t *turn) loop(ctx context.Context) Outcome {
 			overflow = nil
 			end(ErrOverflow)
 		case <-ctx.Done():
-			if t.isAnswered() {
-				return t.answered() // the answer came with the ending: it wins
+			// An answer that came with the ending wins, unless updates
+			// were dropped: then the answer is not whole.
+			if t.isAnswered() && !errors.Is(causeOf(ctx), ErrOverflow) {
+				return t.answered()
 			}
 			return t.abandon(causeOf(ctx))
 		}

@@ -136,6 +136,7 @@ type Client struct {
 	mu        sync.Mutex
 	access    Access
 	accepting bool
+	waiting   bool                     // Close is waiting for the Client's goroutines
 	closing   bool                     // Close disconnects: not a lost connection
 	convs     map[string]*conversation // by thread id
 	swept     time.Time                // when convs was last swept
@@ -234,6 +235,9 @@ func (c *Client) Close(grace time.Duration) error {
 	c.mu.Lock()
 	c.accepting = false
 	c.mu.Unlock()
+	c.mu.Lock()
+	c.waiting = true // no goroutine starts from here on: see spawnLate
+	c.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		c.wg.Wait()
@@ -270,6 +274,20 @@ const heartbeatStale = 2 * time.Minute
 // gatewayCloseTime is what closing the gateway takes: discordgo sends the
 // close frame and then waits a second for Discord to close the socket.
 const gatewayCloseTime = 1200 * time.Millisecond
+
+// spawnLate runs f on a goroutine the Client owns, unless Close is
+// already waiting for them; it reports whether f runs. For work started
+// from outside the Client's own goroutines (an agent's request), which
+// may come at any time.
+func (c *Client) spawnLate(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waiting {
+		return false
+	}
+	c.wg.Go(f)
+	return true
+}
 
 // spawn runs f on a goroutine the Client owns.
 func (c *Client) spawn(f func()) {

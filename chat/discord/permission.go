@@ -81,7 +81,7 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	// The agent's answer must not wait on Discord: the edit that closes
 	// the message runs on its own goroutine.
 	closed := fmt.Sprintf("🔐 ~~%s~~\n-# ⌛ Closed without an answer (%v); the agent was told *cancelled*.", oneLine(title, 200), context.Cause(ctx))
-	c.spawn(func() {
+	c.spawnLate(func() {
 		err := c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
 			e := discordgo.NewMessageEdit(conv.thread, msg.ID).SetContent(closed)
 			e.Components = &[]discordgo.MessageComponent{}
