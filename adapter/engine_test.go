@@ -293,7 +293,9 @@ func TestTurn_AbandonedAgentIsStoppedStepByStep(t *testing.T) {
 	if ended < cancelGrace || ended > cancelGrace+2*time.Second {
 		t.Fatalf("the turn ended %s after the cancel, want about %s", ended, cancelGrace)
 	}
-	if want := cancelGrace + 2*exitGrace; gone < want || gone > want+3*time.Second {
+	// Not earlier than the steps allow; the upper bound only shows the
+	// stop ends (a loaded machine stretches it).
+	if want := cancelGrace + 2*exitGrace; gone < want || gone > want+8*time.Second {
 		t.Fatalf("the agent was gone %s after the cancel, want about %s", gone, want)
 	}
 }
