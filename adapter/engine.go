@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"acpbroker/pool"
-	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 )
@@ -21,15 +20,24 @@ const (
 )
 
 // Journal records turns as they happen so that they outlive the process
-// (*store.Store is one). Its methods must not block for long.
+// (the state store is one). Its methods must not block for long.
 type Journal interface {
 	TurnQueued(thread, ref, title, author string) uint64
 	TurnStarted(id uint64)
 	ToolCall(id uint64, toolCallID, title, status string)
-	TurnEnded(id uint64, state store.State, cause string)
+	// TurnEnded: state is one of the Ended* values.
+	TurnEnded(id uint64, state, cause string)
 	// TurnShown: the thread now shows how the turn ended.
 	TurnShown(id uint64)
 }
+
+// How a turn ended, as the Journal records it.
+const (
+	EndedDone        = "done"
+	EndedFailed      = "failed"
+	EndedCancelled   = "cancelled"
+	EndedInterrupted = "interrupted" // by the broker's shutdown
+)
 
 // Config configures an Engine.
 type Config struct {

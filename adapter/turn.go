@@ -11,7 +11,6 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/pool"
-	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 )
@@ -100,16 +99,16 @@ func (t *turn) finish(out Outcome) {
 		}
 		log := t.logger()
 		ev := log.Info().Dur("elapsed", out.Elapsed).Str("stop", out.StopReason)
-		state := store.Done
+		state := EndedDone
 		switch {
 		case errors.Is(out.Err, ErrCancelled):
-			state = store.Cancelled
+			state = EndedCancelled
 			ev = log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 		case errors.Is(out.Err, ErrShutdown):
-			state = store.Interrupted
+			state = EndedInterrupted
 			ev = log.Info().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 		case out.Err != nil:
-			state = store.Failed
+			state = EndedFailed
 			ev = log.Warn().Dur("elapsed", out.Elapsed).Str("cause", out.Err.Error())
 		}
 		ev.Str("outcome", out.Class()).Msg("turn ended")

@@ -196,9 +196,9 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 				p.leaveQueue(me)
 				me = nil
 			}
-			sess, _ := p.cfg.Sessions.Session(thread)
+			resume, _ := p.cfg.Sessions.Session(thread)
 			p.mu.Unlock()
-			return p.start(ctx, thread, sess.ID)
+			return p.start(ctx, thread, resume)
 		}
 		// A slot already being freed is enough: the first in line takes
 		// it when the stop ends. Evicting on every wake-up would stop one
@@ -312,7 +312,7 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 	p.agents[thread] = a
 	if a.SessionID != resumeID {
 		// Remembered at start, so that even a crash can resume it.
-		p.cfg.Sessions.RememberSession(thread, Session{ID: a.SessionID, Loadable: a.Conn.Capabilities().LoadSession})
+		p.cfg.Sessions.RememberSession(thread, a.SessionID, a.Conn.Capabilities().LoadSession)
 	}
 	return a, nil
 }

@@ -299,8 +299,8 @@ func TestPool_FullPoolEvictsLeastRecentlyUsedIdleAgentAndResumesIt(t *testing.T)
 	p := newPool(t, pool.Config{Args: []string{"--load-session"}, MaxSessions: 2, Sessions: book})
 	a := acquire(t, p, "a")
 	prompt(t, a, "hello from a")
-	if sess, _ := book.Session("a"); sess != (pool.Session{ID: a.SessionID, Loadable: true}) {
-		t.Fatalf("the book keeps %+v, want %q, loadable", sess, a.SessionID)
+	if sess, loadable := book.Session("a"); sess != a.SessionID || !loadable {
+		t.Fatalf("the book keeps %q (loadable %v), want %q, loadable", sess, loadable, a.SessionID)
 	}
 	p.Release(a, false)
 	b := acquire(t, p, "b")
@@ -412,8 +412,8 @@ func TestPool_IdleTimeoutKnobStopsIdleAgents(t *testing.T) {
 	if s := p.Stats(); s.Live != 0 {
 		t.Fatalf("stats = %+v, want 0 live", s)
 	}
-	if sess, ok := book.Session("t"); !ok || sess != (pool.Session{ID: a.SessionID}) {
-		t.Fatalf("session kept for resume = %+v, %v; want %q, not loadable", sess, ok, a.SessionID)
+	if sess, loadable := book.Session("t"); sess != a.SessionID || loadable {
+		t.Fatalf("session kept for resume = %q (loadable %v); want %q, not loadable", sess, loadable, a.SessionID)
 	}
 }
 

@@ -4,49 +4,51 @@ import "sync"
 
 // SessionBook remembers each thread's agent session so a new process can
 // resume it with session/load. Its methods must not block for long.
+//
+// Its values are plain so that any store can keep them: id is the
+// session id ("" when the thread has none), and loadable says the agent
+// that created it advertised loadSession, so a new process may resume it.
 type SessionBook interface {
-	Session(thread string) (s Session, ok bool)
-	RememberSession(thread string, s Session)
+	Session(thread string) (id string, loadable bool)
+	RememberSession(thread, id string, loadable bool)
 	ForgetSession(thread string)
 }
 
-// Session is a thread's agent session as a SessionBook keeps it.
-type Session struct {
-	ID string
-	// Loadable: the agent that created it advertised loadSession, so a
-	// new process may resume it.
-	Loadable bool
+// session is a thread's agent session as MemoryBook keeps it.
+type session struct {
+	id       string
+	loadable bool
 }
 
 // MemoryBook is a SessionBook in memory that keeps the last n threads.
 type MemoryBook struct {
 	mu    sync.Mutex
 	n     int
-	ids   map[string]Session
+	ids   map[string]session
 	order []string // insertion order, oldest first
 }
 
 var _ SessionBook = (*MemoryBook)(nil)
 
 // NewMemoryBook returns a book that forgets the oldest thread past n.
-func NewMemoryBook(n int) *MemoryBook { return &MemoryBook{n: max(n, 1), ids: map[string]Session{}} }
+func NewMemoryBook(n int) *MemoryBook { return &MemoryBook{n: max(n, 1), ids: map[string]session{}} }
 
 // Session implements SessionBook.
-func (b *MemoryBook) Session(thread string) (Session, bool) {
+func (b *MemoryBook) Session(thread string) (id string, loadable bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	id, ok := b.ids[thread]
-	return id, ok
+	s := b.ids[thread]
+	return s.id, s.loadable
 }
 
 // RememberSession implements SessionBook.
-func (b *MemoryBook) RememberSession(thread string, s Session) {
+func (b *MemoryBook) RememberSession(thread, id string, loadable bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.ids[thread]; !ok {
 		b.order = append(b.order, thread)
 	}
-	b.ids[thread] = s
+	b.ids[thread] = session{id, loadable}
 	for len(b.order) > b.n {
 		delete(b.ids, b.order[0])
 		b.order = b.order[1:]

@@ -55,8 +55,8 @@ func TestPool_IdleTimeoutOfThirtyMinutes(t *testing.T) {
 		if s := p.Stats(); s.Live != 1 || s.Evicted != 1 {
 			t.Fatalf("stats = %+v, want the busy agent live and one eviction", s)
 		}
-		if sess, ok := book.Session("idle"); !ok || sess.ID != idle.SessionID {
-			t.Fatalf("session kept for resume = %+v, %v", sess, ok)
+		if sess, _ := book.Session("idle"); sess != idle.SessionID {
+			t.Fatalf("session kept for resume = %q, want %q", sess, idle.SessionID)
 		}
 
 		time.Sleep(2 * time.Hour)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"acpbroker/pool"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,7 +50,7 @@ func TestStore_RecoveryInterruptsLeftoversAndReportsThemOnce(t *testing.T) {
 	s := open(t, dir, Options{})
 	done := s.TurnQueued("t1", "msg-1", "finished one", "alice")
 	s.TurnStarted(done)
-	s.TurnEnded(done, Done, "")
+	s.TurnEnded(done, string(Done), "")
 	s.TurnShown(done)
 	running := s.TurnQueued("t2", "msg-2", "build the thing", "bob")
 	s.TurnStarted(running)
@@ -121,7 +120,7 @@ func TestStore_ToolCallsOfRunningTurnsAreKeptWithTheirUpdateTime(t *testing.T) {
 	if len(tr.Tools) != 1 || tr.Tools["a"].Title != "Run tests" || tr.Tools["a"].Status != "in_progress" || !tr.Tools["a"].Updated.Equal(clk.Now()) {
 		t.Fatalf("tools = %+v", tr.Tools)
 	}
-	s.TurnEnded(id, Failed, "timed out after 30m")
+	s.TurnEnded(id, string(Failed), "timed out after 30m")
 	s.Flush()
 	tr, _ = s.Turn(id)
 	if tr.State != Failed || tr.Cause != "timed out after 30m" || tr.Tools != nil {
@@ -134,23 +133,23 @@ func TestStore_ToolCallsOfRunningTurnsAreKeptWithTheirUpdateTime(t *testing.T) {
 func TestStore_ThreadSessionsSurviveARestart(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	s.RememberSession("t1", pool.Session{ID: "sess-1", Loadable: true})
-	s.RememberSession("t2", pool.Session{ID: "sess-2"})
-	s.RememberSession("t3", pool.Session{ID: "sess-3"})
+	s.RememberSession("t1", "sess-1", true)
+	s.RememberSession("t2", "sess-2", false)
+	s.RememberSession("t3", "sess-3", false)
 	s.PutThreadChat("t1", []byte(`{"starter":"u1"}`))
 	s.ForgetSession("t2")
 	s.Close()
 	s2 := open(t, dir, Options{})
-	if sess, ok := s2.Session("t1"); !ok || sess != (pool.Session{ID: "sess-1", Loadable: true}) {
+	if sess, ok := s2.Session("t1"); sess != "sess-1" || !ok {
 		t.Fatalf("t1 session = %+v, %v", sess, ok)
 	}
-	if sess, ok := s2.Session("t3"); !ok || sess != (pool.Session{ID: "sess-3"}) {
+	if sess, ok := s2.Session("t3"); sess != "sess-3" || ok {
 		t.Fatalf("t3 session = %+v, %v", sess, ok)
 	}
 	if th, _ := s2.Thread("t1"); string(th.Chat) != `{"starter":"u1"}` {
 		t.Fatalf("t1 chat record = %s", th.Chat)
 	}
-	if sess, ok := s2.Session("t2"); ok {
+	if sess, _ := s2.Session("t2"); sess != "" {
 		t.Fatalf("forgotten session came back: %+v", sess)
 	}
 }
@@ -163,7 +162,7 @@ func TestStore_PruneByAgeAndCount(t *testing.T) {
 	var ids []uint64
 	for i := range 5 {
 		id := s.TurnQueued("t", fmt.Sprint(i), "", "")
-		s.TurnEnded(id, Done, "")
+		s.TurnEnded(id, string(Done), "")
 		ids = append(ids, id)
 	}
 	live := s.TurnQueued("t", "live", "", "")
@@ -202,7 +201,7 @@ func TestStore_SizeBoundedAfterTenThousandTurns(t *testing.T) {
 			for j := range 3 {
 				s.ToolCall(id, fmt.Sprint(j), "Run cargo test --workspace", "in_progress")
 			}
-			s.TurnEnded(id, Done, "")
+			s.TurnEnded(id, string(Done), "")
 			if i%500 == 499 {
 				s.Flush()
 				s.Prune()
@@ -299,7 +298,7 @@ func TestStore_FlushesCommitInOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.Flush() }) // snapshots "running", then is held
 	<-held
-	s.TurnEnded(id, Cancelled, "x")
+	s.TurnEnded(id, string(Cancelled), "x")
 	wg.Go(func() { s.Flush() })        // "cancelled"
 	time.Sleep(100 * time.Millisecond) // let the second flush commit, if it can
 	close(release)
@@ -319,14 +318,14 @@ func TestStore_AnEndedTurnNotYetShownIsReported(t *testing.T) {
 	s := open(t, dir, Options{})
 	unshown := s.TurnQueued("t1", "msg-1", "answered", "alice")
 	s.TurnStarted(unshown)
-	s.TurnEnded(unshown, Failed, "agent exited with status 3")
+	s.TurnEnded(unshown, string(Failed), "agent exited with status 3")
 	shownEarly := s.TurnQueued("t2", "msg-2", "shown before the flush", "bob")
 	s.TurnStarted(shownEarly)
-	s.TurnEnded(shownEarly, Done, "")
+	s.TurnEnded(shownEarly, string(Done), "")
 	s.TurnShown(shownEarly)
 	shownLate := s.TurnQueued("t3", "msg-3", "shown after the flush", "bob")
 	s.TurnStarted(shownLate)
-	s.TurnEnded(shownLate, Done, "")
+	s.TurnEnded(shownLate, string(Done), "")
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}

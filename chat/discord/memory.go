@@ -6,16 +6,16 @@ import (
 	"strings"
 
 	"acpbroker/chat"
-	"acpbroker/store"
 
 	"github.com/bwmarrin/discordgo"
 )
 
-// Memory keeps the conversations across restarts (*store.Store is one).
+// Memory keeps the conversations across restarts (the state store is
+// one): a record per thread, opaque to it.
 type Memory interface {
 	PutThreadChat(thread string, record json.RawMessage)
-	Thread(id string) (store.Thread, bool)
-	Threads() []store.Thread
+	ThreadChat(thread string) (json.RawMessage, bool)
+	ThreadChats() map[string]json.RawMessage
 }
 
 // record is a conversation as Memory keeps it.
@@ -37,9 +37,9 @@ func (c *Client) recordedStarter(thread string) string {
 	if c.cfg.Memory == nil {
 		return ""
 	}
-	t, ok := c.cfg.Memory.Thread(thread)
+	chat, ok := c.cfg.Memory.ThreadChat(thread)
 	var r record
-	if !ok || len(t.Chat) == 0 || json.Unmarshal(t.Chat, &r) != nil {
+	if !ok || len(chat) == 0 || json.Unmarshal(chat, &r) != nil {
 		return ""
 	}
 	return r.Starter
@@ -50,12 +50,12 @@ func (c *Client) recall() {
 	if c.cfg.Memory == nil {
 		return
 	}
-	for _, t := range c.cfg.Memory.Threads() {
+	for thread, chat := range c.cfg.Memory.ThreadChats() {
 		var r record
-		if len(t.Chat) == 0 || json.Unmarshal(t.Chat, &r) != nil || r.Parent == "" {
+		if len(chat) == 0 || json.Unmarshal(chat, &r) != nil || r.Parent == "" {
 			continue
 		}
-		c.keepLocked(&conversation{thread: t.ID, parent: r.Parent, starter: r.Starter})
+		c.keepLocked(&conversation{thread: thread, parent: r.Parent, starter: r.Starter})
 	}
 }
 

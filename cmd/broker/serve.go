@@ -477,6 +477,15 @@ func (b *broker) reload() {
 	ev.Msg("configuration reloaded")
 }
 
+// The state store keeps what each part must not forget; each part says
+// what it needs in an interface of its own.
+var (
+	_ adapter.Journal  = (*store.Store)(nil)
+	_ discord.Memory   = (*store.Store)(nil)
+	_ pool.SessionBook = (*store.Store)(nil)
+	_ pool.Registry    = (*store.Store)(nil)
+)
+
 func interruptions(turns []store.Turn) []chat.Interruption {
 	out := make([]chat.Interruption, len(turns))
 	for i, t := range turns {

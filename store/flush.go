@@ -1,0 +1,188 @@
+package store
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func (s *Store) kickLocked() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitFlushed waits until the flush of generation gen is done, for at
+// most SyncTimeout.
+func (s *Store) waitFlushed(gen uint64) {
+	timeout := time.NewTimer(s.opts.SyncTimeout)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		done, flushed, closed := s.doneGen >= gen, s.flushed, s.closed
+		s.mu.Unlock()
+		if done || closed {
+			return
+		}
+		select {
+		case <-flushed:
+		case <-timeout.C:
+			s.log.Warn().Dur("waited", s.opts.SyncTimeout).Msg("state write is slow; the turn goes on before it is on disk")
+			return
+		}
+	}
+}
+
+// FlushInterval after a tool-call update, and prunes once a minute.
+func (s *Store) flusher() {
+	defer close(s.done)
+	tick := time.NewTicker(s.opts.FlushInterval)
+	defer tick.Stop()
+	lastPrune := s.opts.Now()
+	for {
+		select {
+		case <-s.kick:
+		case <-tick.C:
+		case <-s.stop:
+			s.flush()
+			return
+		}
+		s.flush()
+		if now := s.opts.Now(); now.Sub(lastPrune) >= pruneEvery {
+			s.Prune()
+			lastPrune = now
+		}
+	}
+}
+
+// Flush writes every pending change now.
+func (s *Store) Flush() error { return s.flush() }
+
+func (s *Store) flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	gen := s.nextGen
+	s.nextGen++
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 {
+		s.doneLocked(gen)
+		s.mu.Unlock()
+		return nil
+	}
+	agents, gone, shown := s.agents, s.goneAgts, s.shown
+	s.agents, s.goneAgts, s.shown = map[int]uint64{}, map[int]bool{}, map[uint64]bool{}
+	turns := make(map[uint64][]byte, len(s.dirty))
+	for id := range s.dirty {
+		t := s.active[id]
+		if t == nil {
+			t = s.ended[id]
+		}
+		if t != nil {
+			turns[id], _ = json.Marshal(t)
+		}
+	}
+	threads := make(map[string][]byte, len(s.dirtyThr))
+	for id := range s.dirtyThr {
+		if t := s.threads[id]; t != nil {
+			threads[id], _ = json.Marshal(t)
+		}
+	}
+	ended := s.ended
+	s.dirty, s.dirtyThr, s.ended = map[uint64]bool{}, map[string]bool{}, map[uint64]*Turn{}
+	hook := s.beforeCommit
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+
+	// Counts change inside the transaction: bbolt runs one writer at a
+	// time, so a concurrent Prune sees them consistent with the disk.
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		tb, hb := tx.Bucket(bucketTurns), tx.Bucket(bucketThreads)
+		for id, v := range turns {
+			if err := tb.Put(key(id), v); err != nil {
+				return err
+			}
+		}
+		for id, v := range threads {
+			if err := hb.Put([]byte(id), v); err != nil {
+				return err
+			}
+		}
+		ab := tx.Bucket(bucketAgents)
+		for pid, ticks := range agents {
+			v, _ := json.Marshal(Agent{PID: pid, StartTicks: ticks})
+			if err := ab.Put([]byte(strconv.Itoa(pid)), v); err != nil {
+				return err
+			}
+		}
+		for pid := range gone {
+			if err := ab.Delete([]byte(strconv.Itoa(pid))); err != nil {
+				return err
+			}
+		}
+		for id := range shown { // after the records written above
+			v := tb.Get(key(id))
+			var t Turn
+			if v == nil || json.Unmarshal(v, &t) != nil || !t.Unshown {
+				continue
+			}
+			t.Unshown = false
+			nv, err := json.Marshal(&t)
+			if err != nil {
+				return err
+			}
+			if err := tb.Put(key(id), nv); err != nil {
+				return err
+			}
+		}
+		s.mu.Lock()
+		s.finished += len(ended)
+		s.mu.Unlock()
+		return nil
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Flushes++
+	s.doneLocked(gen)
+	if err != nil {
+		// Keep the changes for the next flush.
+		s.stats.WriteErrors++
+		s.stats.LastError = err.Error()
+		for id := range turns {
+			s.dirty[id] = true
+		}
+		for id := range threads {
+			s.dirtyThr[id] = true
+		}
+		for id, t := range ended {
+			s.ended[id] = t
+		}
+		for pid, ticks := range agents {
+			if !s.goneAgts[pid] {
+				s.agents[pid] = ticks
+			}
+		}
+		for pid := range gone {
+			if _, again := s.agents[pid]; !again {
+				s.goneAgts[pid] = true
+			}
+		}
+		s.finished -= len(ended)
+		s.log.Error().Err(err).Msg("state not written; will retry")
+		return err
+	}
+	s.stats.LastError = ""
+	return nil
+}
+
+// doneLocked records that flush gen is over and wakes its waiters. After a
+// failed write they stop waiting too: the change is retried, not lost.
+func (s *Store) doneLocked(gen uint64) {
+	s.doneGen = max(s.doneGen, gen)
+	close(s.flushed)
+	s.flushed = make(chan struct{})
+}

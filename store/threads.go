@@ -1,0 +1,99 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Thread is what a thread needs to resume its agent session.
+type Thread struct {
+	ID        string `json:"id"`
+	SessionID string `json:"session,omitempty"`
+	// LoadSession: the agent that created the session advertised
+	// loadSession, so the session can be resumed in a new process.
+	LoadSession bool `json:"load_session,omitempty"`
+	// Chat is the chat layer's own record of the conversation.
+	Chat    json.RawMessage `json:"chat,omitempty"`
+	Updated time.Time       `json:"updated"`
+}
+
+// Thread returns what is kept of a thread.
+func (s *Store) Thread(id string) (Thread, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.threads[id]; t != nil {
+		return *t, true
+	}
+	return Thread{}, false
+}
+
+// Threads returns every thread kept.
+func (s *Store) Threads() []Thread {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Thread, 0, len(s.threads))
+	for _, t := range s.threads {
+		out = append(out, *t)
+	}
+	return out
+}
+
+// ThreadChat returns the chat layer's record of a thread.
+func (s *Store) ThreadChat(thread string) (json.RawMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.threads[thread]; t != nil && len(t.Chat) > 0 {
+		return append(json.RawMessage(nil), t.Chat...), true
+	}
+	return nil, false
+}
+
+// ThreadChats returns the chat layer's records of every thread that has
+// one, by thread.
+func (s *Store) ThreadChats() map[string]json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]json.RawMessage, len(s.threads))
+	for id, t := range s.threads {
+		if len(t.Chat) > 0 {
+			out[id] = append(json.RawMessage(nil), t.Chat...)
+		}
+	}
+	return out
+}
+
+// PutThreadChat stores the chat layer's record of a thread.
+func (s *Store) PutThreadChat(id string, chat json.RawMessage) {
+	s.updateThread(id, func(t *Thread) { t.Chat = append(json.RawMessage(nil), chat...) })
+}
+
+// Session returns the agent session a thread had, "" if none
+// (pool.SessionBook).
+func (s *Store) Session(thread string) (id string, loadable bool) {
+	t, _ := s.Thread(thread)
+	return t.SessionID, t.LoadSession
+}
+
+// RememberSession records a thread's agent session (pool.SessionBook).
+func (s *Store) RememberSession(thread, id string, loadable bool) {
+	s.updateThread(thread, func(t *Thread) { t.SessionID, t.LoadSession = id, loadable })
+}
+
+// ForgetSession drops a thread's agent session (pool.SessionBook).
+func (s *Store) ForgetSession(thread string) {
+	s.updateThread(thread, func(t *Thread) { t.SessionID, t.LoadSession = "", false })
+}
+
+func (s *Store) updateThread(id string, f func(*Thread)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.threads[id]
+	if t == nil {
+		t = &Thread{ID: id}
+		s.threads[id] = t
+	}
+	f(t)
+	t.Updated = s.opts.Now().UTC()
+	s.dirtyThr[id] = true
+	s.kickLocked()
+}
