@@ -143,10 +143,29 @@ func (w *Worktrees) run(ctx context.Context, dir string, args ...string) (string
 		if !errors.As(err, &ee) {
 			return "", fmt.Errorf("%s: %w", name, err)
 		}
-		msg := strings.Join(strings.Fields(strings.ReplaceAll(stderr.String(), "\n", "; ")), " ")
-		return "", &gitError{cmd: name, code: ee.ExitCode(), stderr: msg}
+		return "", &gitError{cmd: name, code: ee.ExitCode(), stderr: gitSaid(stderr.String())}
 	}
 	return stdout.String(), nil
+}
+
+// gitSaid is git's stderr on one line: its fatal: and error: lines if it
+// wrote any, else all of it.
+func gitSaid(stderr string) string {
+	var all, errs []string
+	for line := range strings.Lines(stderr) {
+		line = strings.Join(strings.Fields(line), " ")
+		if line == "" {
+			continue
+		}
+		all = append(all, line)
+		if strings.HasPrefix(line, "fatal: ") || strings.HasPrefix(line, "error: ") {
+			errs = append(errs, line)
+		}
+	}
+	if len(errs) > 0 {
+		all = errs
+	}
+	return strings.Join(all, "; ")
 }
 
 // unwrapPath drops the operation and path from a path error, which the
