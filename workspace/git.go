@@ -132,7 +132,7 @@ func (w *Worktrees) run(ctx context.Context, dir string, args ...string) (string
 	}
 	err = cmd.Wait()
 	_ = killGroup(cmd.Process.Pid)
-	if cause := context.Cause(ctx); cause != nil {
+	if cause := context.Cause(ctx); err != nil && cause != nil {
 		if errors.Is(cause, ErrTimeout) {
 			return "", cause
 		}
