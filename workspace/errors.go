@@ -1,0 +1,37 @@
+package workspace
+
+import "errors"
+
+// Sentinels for what a caller branches on. The errors returned wrap them in
+// a sentence that names the path, commit or thread concerned.
+var (
+	// ErrGitNotFound: the git binary cannot be found or run.
+	ErrGitNotFound = errors.New("git not found")
+	// ErrNotRepository: Repo is missing or is not a git repository.
+	ErrNotRepository = errors.New("not a git repository")
+	// ErrBaseNotFound: Base does not name a commit of the repository.
+	ErrBaseNotFound = errors.New("base commit not found")
+	// ErrBadThread: the thread id cannot name a worktree (empty or too long).
+	ErrBadThread = errors.New("unusable thread id")
+	// ErrInTheWay: a thread's worktree directory exists but is not a
+	// worktree of the repository, so it is left alone.
+	ErrInTheWay = errors.New("directory in the way")
+	// ErrTimeout: a git command ran longer than Worktrees.Timeout.
+	ErrTimeout = errors.New("git took too long")
+)
+
+// wordedError is a sentence for people that unwraps to a sentinel for code.
+type wordedError struct {
+	msg  string
+	kind error
+	err  error // the underlying failure, if any
+}
+
+func (e *wordedError) Error() string { return e.msg }
+
+func (e *wordedError) Unwrap() []error {
+	if e.err == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.err}
+}
