@@ -49,6 +49,10 @@ type Interruption struct {
 	// when it did end but the broker stopped before the thread showed it;
 	// empty when it never finished.
 	Ended string
+	// Outcome is the bare final state of such a turn ("done", "failed",
+	// "cancelled"), for the platform to find what the thread already
+	// shows; empty when it never finished.
+	Outcome string
 }
 
 // InterruptionText says what happened to an interrupted turn, in words.

@@ -1,9 +1,11 @@
 package faults
 
 import (
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,11 +114,13 @@ func TestRestart_AnOutcomeNotYetShownIsReportedAfterAKill(t *testing.T) {
 	first := w.start()
 	thread := w.mention(alice, "hello")
 	w.awaitAnswers(thread, 1)
-	w.srv.InjectStall(func(r fakediscord.Request) bool {
+	// Discord fails every post of the final view: it is not in the thread
+	// when the broker dies.
+	w.srv.InjectError(func(r fakediscord.Request) bool {
 		return (r.Route == fakediscord.RouteEditMessage || r.Route == fakediscord.RouteCreateMessage) &&
 			r.Major == thread && strings.Contains(string(r.Body), "✅ done")
-	}, 1, time.Minute)
-	w.post(thread, alice, "stream 2")
+	}, 1000, http.StatusInternalServerError)
+	second := w.post(thread, alice, "stream 2")
 	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
 	first.kill()
 
@@ -129,5 +133,47 @@ func TestRestart_AnOutcomeNotYetShownIsReportedAfterAKill(t *testing.T) {
 		if strings.Contains(m.Content, "The broker restarted") && strings.Contains(m.Content, "“hello”") {
 			t.Fatalf("a shown turn was reported too: %q", m.Content)
 		}
+	}
+	w.awaitReaction(thread, second, "❌")
+	if got := w.botReactions(thread, second); len(got) != 1 {
+		t.Fatalf("the message's status reactions are %v, want only ❌", got)
+	}
+}
+
+// A turn whose thread shows its outcome, but whose broker died before
+// noting so (here: before its status reaction was final), is not
+// reported again at the next start: the thread is read, the reaction
+// is settled, and nothing else is said.
+func TestRestart_AnOutcomeShownButNotNotedIsNotReportedTwice(t *testing.T) {
+	w := newWorld(t, setup{})
+	first := w.start()
+	thread := w.mention(alice, "hello")
+	w.awaitAnswers(thread, 1)
+	var posted atomic.Pointer[string]
+	// Taking the ⚙️ off the second prompt is done by Discord but its
+	// answer never comes back: the ✅ is never put on.
+	w.srv.InjectStall(func(r fakediscord.Request) bool {
+		id := posted.Load()
+		return r.Route == fakediscord.RouteDeleteOwnReaction && r.Major == thread && id != nil && strings.Contains(r.Path, *id)
+	}, 1, time.Minute)
+	second := w.post(thread, alice, "stream 2")
+	posted.Store(&second)
+	w.awaitAnswers(thread, 2)
+	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
+	if got := w.botReactions(thread, second); slices.Contains(got, "✅") {
+		t.Fatalf("the ✅ came although its call was held: %v", got)
+	}
+	first.kill()
+
+	b := w.start()
+	w.awaitReaction(thread, second, "✅")
+	b.awaitMetric(`acp_broker_turns_running`, func(v float64) bool { return v == 0 })
+	for _, m := range w.botMessages(thread) {
+		if strings.Contains(m.Content, "The broker restarted") {
+			t.Fatalf("a turn the thread shows was reported again: %q", m.Content)
+		}
+	}
+	if got := w.botReactions(thread, second); len(got) != 1 {
+		t.Fatalf("the message's status reactions are %v, want only ✅", got)
 	}
 }

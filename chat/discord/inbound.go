@@ -82,6 +82,14 @@ const (
 	emojiCancel    = "🛑"  // a user's reaction that cancels the turn
 )
 
+// An answer's footer mark for a turn that ended without a final answer
+// (a refusal, a turn cut short), and the start of the status line shown
+// while a turn is being stopped (adapter.PhaseCancelling's text).
+const (
+	emojiFinishedOther = "☑️"
+	stoppingPrefix     = "stopping:"
+)
+
 func (c *Client) onMessage(_ *discordgo.Session, m *discordgo.MessageCreate) {
 	if m.Author == nil || m.GuildID == "" {
 		return

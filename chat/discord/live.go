@@ -40,6 +40,9 @@ type turnSink struct {
 	reaction string
 	outcome  *adapter.Outcome
 	refusal  string
+	// The final view and the final reaction each went out: the thread
+	// shows the outcome once both have.
+	viewShown, reactionShown bool
 
 	// owned by run
 	posted  []posted
@@ -232,7 +235,7 @@ func (s *turnSink) footer(o adapter.Outcome) string {
 	case o.StopReason == acp.StopEndTurn && strings.TrimSpace(o.Text) != "":
 		return fmt.Sprintf("-# ✅ done in %s", took)
 	default:
-		return fmt.Sprintf("-# ☑️ %s (after %s)", summary, took)
+		return fmt.Sprintf("-# %s %s (after %s)", emojiFinishedOther, summary, took)
 	}
 }
 
@@ -292,7 +295,7 @@ func (s *turnSink) run() {
 			c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
 			if failures >= posterTries && v.final {
 				s.lost(v, err)
-				s.shown()
+				s.shown(true)
 				return
 			}
 			// Streaming goes on however long Discord fails; each failure
@@ -303,7 +306,7 @@ func (s *turnSink) run() {
 			continue
 		}
 		if v.final {
-			s.shown()
+			s.shown(true)
 			return
 		}
 		if !s.idle(v.working, &lastTyping) {
@@ -358,13 +361,21 @@ func (s *turnSink) lost(v view, cause error) {
 	c.react(s.msg.ChannelID, s.msg.ID, emojiLost)
 }
 
-// shown tells the engine that the thread shows the turn's outcome (said
-// in words when the final view itself could not be posted).
-func (s *turnSink) shown() {
+// shown records that the final view (view) or the final reaction went
+// out, and once both have, tells the engine that the thread shows the
+// turn's outcome (said in words when the final view itself could not be
+// posted). A broker killed before then reports the turn at its next
+// start, and Report finds what the thread already shows.
+func (s *turnSink) shown(view bool) {
 	s.mu.Lock()
-	o := s.outcome
+	if view {
+		s.viewShown = true
+	} else {
+		s.reactionShown = true
+	}
+	o, both := s.outcome, s.viewShown && s.reactionShown
 	s.mu.Unlock()
-	if o != nil && o.Shown != nil {
+	if both && o != nil && o.Shown != nil {
 		o.Shown()
 	}
 }
@@ -456,15 +467,27 @@ func (s *turnSink) show(i int, edit bool, piece string, file attachment, attach 
 // each other (Discord allows about one per 250ms there), and the answer
 // must not wait for them. States passed over meanwhile are skipped.
 func (s *turnSink) reactions() {
+	failures := 0
 	for {
 		s.mu.Lock()
 		want, final := s.reaction, s.outcome != nil || s.refusal != ""
 		s.mu.Unlock()
 		if want != s.applied {
-			s.setReaction(want)
+			err := s.setReaction(want)
+			if err != nil && final && !notFound(err) && failures+1 < posterTries {
+				// The final reaction is the one left for good: a failure
+				// is tried again, a little later each time.
+				failures++
+				if !s.c.sleep(s.c.ctx, posterBackoff<<(failures-1)) {
+					return
+				}
+				continue
+			}
+			s.applied = want // a reaction on the way is decoration
 			continue
 		}
 		if final {
+			s.shown(false)
 			return
 		}
 		select {
@@ -475,14 +498,22 @@ func (s *turnSink) reactions() {
 	}
 }
 
-func (s *turnSink) setReaction(emoji string) {
+// setReaction takes the applied status reaction off and puts emoji on.
+func (s *turnSink) setReaction(emoji string) error {
 	if s.applied != "" {
-		s.c.unreact(s.msg.ChannelID, s.msg.ID, s.applied)
+		if err := s.c.unreact(s.msg.ChannelID, s.msg.ID, s.applied); err != nil && !notFound(err) {
+			return err
+		}
+		s.applied = ""
 	}
-	if emoji != "" {
-		s.c.react(s.msg.ChannelID, s.msg.ID, emoji)
+	if emoji == "" {
+		return nil
+	}
+	if err := s.c.react(s.msg.ChannelID, s.msg.ID, emoji); err != nil {
+		return err
 	}
 	s.applied = emoji
+	return nil
 }
 
 func (s *turnSink) typing() {

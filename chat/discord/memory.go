@@ -85,6 +85,14 @@ func (c *Client) Report(turns []chat.Interruption, reported func(uint64)) {
 		}
 		for _, it := range turns {
 			guild, channel, msg := splitRef(it.Ref)
+			if it.Outcome != "" && msg != "" && c.outcomeShown(it.Thread, msg) {
+				// It ended and the thread shows it: the broker died
+				// before noting so. At most the status reaction lags.
+				c.log.Info().Str("thread", it.Thread).Uint64("turn", it.ID).Msg("the thread already shows how the turn ended")
+				reported(it.ID)
+				c.settleReaction(channel, msg, outcomeEmoji(it.Outcome))
+				continue
+			}
 			text := "⚠️ " + chat.InterruptionText(it)
 			if msg != "" {
 				text += fmt.Sprintf("\n-# https://discord.com/channels/%s/%s/%s", guild, channel, msg)
@@ -95,10 +103,89 @@ func (c *Client) Report(turns []chat.Interruption, reported func(uint64)) {
 			}
 			reported(it.ID)
 			if msg != "" {
-				c.unreact(channel, msg, emojiWorking)
-				c.unreact(channel, msg, emojiQueued)
-				c.react(channel, msg, emojiFailed)
+				c.settleReaction(channel, msg, emojiFailed)
 			}
 		}
 	})
+}
+
+// outcomeShown reports whether the thread shows how the turn of the
+// prompt message ended: a message of the bot's after the prompt whose
+// last line is an outcome. A thread's turns end in order, so the first
+// such line after the prompt is its own. When Discord cannot tell, the
+// answer is no (the thread is told again rather than not at all).
+func (c *Client) outcomeShown(thread, prompt string) bool {
+	var msgs []*discordgo.Message
+	err := c.do(c.ctx, 3, func(opts ...discordgo.RequestOption) (err error) {
+		msgs, err = c.s.ChannelMessages(thread, 100, "", prompt, "", opts...)
+		return err
+	})
+	if err != nil {
+		c.log.Debug().Err(err).Str("thread", thread).Msg("could not read the thread to find a turn's outcome")
+		return false
+	}
+	for _, m := range msgs {
+		if m.Author != nil && m.Author.ID == c.me() && outcomeLine(m.Content) {
+			return true
+		}
+	}
+	return false
+}
+
+// outcomeLine reports whether a message's last line says how a turn
+// ended (see turnSink.footer); the line shown while a turn is being
+// stopped is not one.
+func outcomeLine(content string) bool {
+	content = strings.TrimSpace(content)
+	last := content[strings.LastIndexByte(content, '\n')+1:]
+	if strings.HasPrefix(last, "-# "+emojiCancelled+" "+stoppingPrefix) {
+		return false
+	}
+	for _, mark := range []string{emojiDone, emojiFailed, emojiCancelled, emojiFinishedOther} {
+		if strings.HasPrefix(last, "-# "+mark) {
+			return true
+		}
+	}
+	return strings.HasPrefix(content, emojiLost+" Discord kept failing")
+}
+
+// outcomeEmoji is the status reaction of a turn that ended so.
+func outcomeEmoji(state string) string {
+	switch state {
+	case "done":
+		return emojiDone
+	case "cancelled":
+		return emojiCancelled
+	default:
+		return emojiFailed
+	}
+}
+
+// settleReaction leaves emoji as the bot's only status reaction on a
+// prompt message, whatever an earlier process left there.
+func (c *Client) settleReaction(channel, message, emoji string) {
+	var m *discordgo.Message
+	err := c.do(c.ctx, 3, func(opts ...discordgo.RequestOption) (err error) {
+		m, err = c.s.ChannelMessage(channel, message, opts...)
+		return err
+	})
+	mine := map[string]bool{}
+	if err != nil {
+		// Unknown: take off those a running turn puts there.
+		mine[emojiQueued], mine[emojiWorking] = true, true
+	} else {
+		for _, r := range m.Reactions {
+			if r.Me && r.Emoji != nil {
+				mine[r.Emoji.Name] = true
+			}
+		}
+	}
+	for _, e := range []string{emojiQueued, emojiWorking, emojiDone, emojiFailed, emojiCancelled} {
+		if mine[e] && e != emoji {
+			c.unreact(channel, message, e)
+		}
+	}
+	if !mine[emoji] {
+		c.react(channel, message, emoji)
+	}
 }

@@ -2,6 +2,7 @@ package discord_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,4 +125,33 @@ func TestPoster_FinalViewThatCannotBePostedIsSaidAndCounted(t *testing.T) {
 			t.Fatalf("lost answers = %d, want 1", n)
 		}
 	})
+}
+
+// The final status reaction is the one left on the user's message for
+// good: Discord failing it a few times does not leave ⚙️ there.
+func TestPoster_AFailedFinalReactionIsTriedAgain(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.srv.InjectError(func(r fakediscord.Request) bool {
+		return r.Route == fakediscord.RouteAddReaction && (strings.Contains(r.Path, "✅") || strings.Contains(r.Path, "%E2%9C%85"))
+	}, 3, 500)
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅ done")
+	h.srv.Await("the ✅ reaction", func() bool {
+		var mine []string
+		for _, r := range h.srv.Reactions(h.channel, thread) {
+			if r.UserID == h.srv.Bot().ID {
+				mine = append(mine, r.Emoji)
+			}
+		}
+		return slices.Equal(mine, []string{"✅"})
+	})
+	failed := 0
+	for _, r := range h.srv.Requests() {
+		if r.Route == fakediscord.RouteAddReaction && r.Status == 500 {
+			failed++
+		}
+	}
+	if failed != 3 {
+		t.Fatalf("%d reaction calls failed, want the 3 injected", failed)
+	}
 }

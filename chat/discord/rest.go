@@ -134,11 +134,11 @@ func (c *Client) leaveLane(channel string, l *lane, held bool) {
 }
 
 // reaction adds or removes the bot's reaction in the channel's lane;
-// failures are only logged, a reaction is decoration.
-func (c *Client) reaction(add bool, channel, message, emoji string) {
+// failures are logged, and returned for callers that try again.
+func (c *Client) reaction(add bool, channel, message, emoji string) error {
 	l, ok := c.enterLane(channel)
 	if !ok {
-		return
+		return context.Cause(c.ctx)
 	}
 	defer c.leaveLane(channel, l, true)
 	err := c.do(c.ctx, 5, func(opts ...discordgo.RequestOption) error {
@@ -150,7 +150,13 @@ func (c *Client) reaction(add bool, channel, message, emoji string) {
 	if err != nil {
 		c.log.Debug().Err(err).Str("emoji", emoji).Bool("add", add).Msg("reaction not changed")
 	}
+	return err
 }
 
-func (c *Client) react(channel, message, emoji string)   { c.reaction(true, channel, message, emoji) }
-func (c *Client) unreact(channel, message, emoji string) { c.reaction(false, channel, message, emoji) }
+func (c *Client) react(channel, message, emoji string) error {
+	return c.reaction(true, channel, message, emoji)
+}
+
+func (c *Client) unreact(channel, message, emoji string) error {
+	return c.reaction(false, channel, message, emoji)
+}

@@ -491,6 +491,7 @@ func interruptions(turns []store.Turn) []chat.Interruption {
 	for i, t := range turns {
 		out[i] = chat.Interruption{ID: t.ID, Thread: t.Thread, Ref: t.Ref, Title: t.Title, Queued: t.Queued}
 		if t.State != store.Interrupted {
+			out[i].Outcome = string(t.State)
 			out[i].Ended = string(t.State)
 			if t.Cause != "" {
 				out[i].Ended += ": " + t.Cause
