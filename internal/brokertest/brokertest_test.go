@@ -116,11 +116,21 @@ func TestWorld_StartKillRestartStop(t *testing.T) {
 	if m["go_goroutines"] <= 0 {
 		t.Errorf("no go_goroutines in /metrics")
 	}
-	if rss, err := b.RSS(); err != nil || rss < 1<<20 {
+	rss, err := b.RSS()
+	if err != nil || rss < 1<<20 {
 		t.Errorf("RSS = %d, %v", rss, err)
+	}
+	if hwm, err := brokertest.PeakRSS(b.PID()); err != nil || hwm < rss {
+		t.Errorf("PeakRSS = %d, %v; RSS is %d", hwm, err, rss)
 	}
 	if lines := b.Log.Grep(`"level":"info"`); len(lines) == 0 {
 		t.Errorf("no info lines in the log file %s", b.Log.Path())
+	}
+	if _, err := b.Log.Await(ctx, `"level":"info"`, "serving /metrics"); err != nil {
+		t.Error(err)
+	}
+	if at := d.SeenAt(thread, got[0].Msgs[0].ID, "You said: hello there"); at.IsZero() {
+		t.Errorf("the answer's revisions never showed its text")
 	}
 
 	hang := d.Post(thread, brokertest.Alice, "hang")
