@@ -231,7 +231,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 		send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
 		e.Wait(reply.Delay)
 		send("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": reply.Args})
-		send("response.function_call_arguments.Done()", map[string]any{"item_id": itemID, "output_index": 0, "arguments": reply.Args})
+		send("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": reply.Args})
 		item = map[string]any{"id": itemID, "type": "function_call", "status": "completed", "name": reply.Name, "call_id": callID, "arguments": reply.Args}
 	default:
 		itemID := fmt.Sprintf("msg_fake_%d", req.Seq)
