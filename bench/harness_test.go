@@ -11,34 +11,12 @@ import (
 
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
-
-	"go.uber.org/goleak"
 )
 
 // bins are the broker and the fake agent, built once by TestMain.
 var bins brokertest.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bench-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if bins, err = brokertest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { brokertest.Main(m, &bins) }
 
 // rig is the broker as a process, connected to a fake Discord.
 type rig struct {

@@ -2,8 +2,6 @@ package faults
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,29 +9,12 @@ import (
 
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
-
-	"go.uber.org/goleak"
 )
 
 // bins are the broker and the fake agent, built once by TestMain.
 var bins brokertest.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if bins, err = brokertest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(2)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { brokertest.Main(m, &bins) }
 
 var (
 	alice = brokertest.Alice

@@ -2,36 +2,17 @@ package brokertest_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"acpbroker/internal/brokertest"
-
-	"go.uber.org/goleak"
 )
 
 var bins brokertest.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "brokertest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if bins, err = brokertest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(2)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { brokertest.Main(m, &bins) }
 
 func TestSettings_TOMLHasOneTablePerPrefixAndWithOverrides(t *testing.T) {
 	s := brokertest.Settings{"turn.timeout": "5s", "agent.args": []string{"a", "b c"}, "pool.max_sessions": 3}.
