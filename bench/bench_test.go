@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"acpbroker/internal/fakediscord"
+	"acpbroker/internal/brokertest"
 )
 
 // stamps reads the send times the fake agent's "stamp" script wrote.
@@ -30,19 +30,14 @@ func stamps(content string) []time.Time {
 // answers end_turn) to the edit that shows the finished answer. One op is
 // one turn in its own thread; b.N turns run one after another.
 func BenchmarkTurnOverhead(b *testing.B) {
-	r := start(b, 4, "")
+	r := start(b, 4, nil)
 	var first, final []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		thread := r.ask("stamp 3 20ms")
-		r.srv.Await("finished", func() bool { return r.finished(thread) })
-		var msg fakediscord.Message
-		for _, m := range r.srv.Messages(thread) {
-			if m.Author.ID == r.srv.Bot().ID {
-				msg = m
-			}
-		}
-		revs := r.srv.Revisions(thread, msg.ID)
+		r.Srv.Await("finished", func() bool { return r.finished(thread) })
+		a, _ := r.lastAnswer(thread)
+		revs := r.Srv.Revisions(thread, a.Msgs[len(a.Msgs)-1].ID)
 		sent := stamps(revs[len(revs)-1].Content)
 		if len(sent) != 3 {
 			b.Fatalf("answer %q", revs[len(revs)-1].Content)
@@ -89,18 +84,18 @@ func BenchmarkScale(b *testing.B) {
 }
 
 func scale(b *testing.B, n int) {
-	r := start(b, n, "[turn]\nqueue_size = 8")
-	pid := r.cmd.Process.Pid
+	r := start(b, n, brokertest.Settings{"turn.queue_size": 8})
+	pid := r.broker.PID()
 	time.Sleep(time.Second) // let the broker settle after connecting
 	cpu0, rss0, _ := proc(pid)
-	requests0 := len(r.srv.Requests())
+	requests0 := len(r.Srv.Requests())
 	b.ResetTimer()
 	begin := time.Now()
 	threads := make([]string, n)
 	for i := range threads {
 		threads[i] = r.ask("stream 5 50ms")
 	}
-	r.srv.Await(fmt.Sprintf("%d answers", n), func() bool {
+	r.Srv.Await(fmt.Sprintf("%d answers", n), func() bool {
 		for _, th := range threads {
 			if !r.finished(th) {
 				return false
@@ -117,7 +112,7 @@ func scale(b *testing.B, n int) {
 	for _, th := range threads {
 		worst = max(worst, maxIn5s(r.messageCalls(th)))
 	}
-	calls := len(r.srv.Requests()) - requests0
+	calls := len(r.Srv.Requests()) - requests0
 	b.ReportMetric(took.Seconds(), "s-all-answered")
 	b.ReportMetric((cpu1 - cpu0).Seconds(), "broker-cpu-s")
 	b.ReportMetric(float64(hwm)/(1<<20), "broker-peak-MiB")
@@ -135,14 +130,14 @@ func scale(b *testing.B, n int) {
 // that hangs and ignores cancel (from the prompt to the failure, against
 // the 2s ceiling plus the 1s cancel grace).
 func BenchmarkRecovery(b *testing.B) {
-	r := start(b, 4, "[turn]\ntimeout = \"2s\"\ncancel_grace = \"1s\"")
+	r := start(b, 4, brokertest.Settings{"turn.timeout": "2s", "turn.cancel_grace": "1s"})
 	var dead, hung []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		thread := r.ask("die 3")
-		r.srv.Await("told", func() bool { return r.ended(thread, "agent exited with status 3") })
-		msg := r.lastBotMessage(thread)
-		revs := r.srv.Revisions(thread, msg.ID)
+		r.Srv.Await("told", func() bool { return r.ended(thread, "agent exited with status 3") })
+		a, _ := r.lastAnswer(thread)
+		revs := r.Srv.Revisions(thread, a.Msgs[len(a.Msgs)-1].ID)
 		sent := stamps(revs[0].Content)
 		for _, rev := range revs {
 			if strings.Contains(rev.Content, "agent exited") && len(sent) > 0 {
@@ -152,7 +147,7 @@ func BenchmarkRecovery(b *testing.B) {
 		}
 		begin := time.Now()
 		thread = r.ask("ignore-cancel")
-		r.srv.Await("timed out", func() bool { return r.ended(thread, "timed out after 2s") })
+		r.Srv.Await("timed out", func() bool { return r.ended(thread, "timed out after 2s") })
 		hung = append(hung, time.Since(begin))
 	}
 	b.StopTimer()

@@ -51,7 +51,7 @@ func BenchmarkIdleThreadMemory(b *testing.B) {
 
 func idleMemory(b *testing.B, n int) {
 	log := zerolog.Nop()
-	p := pool.New(pool.Config{Command: fakeAgent, WorkDir: b.TempDir(), PerThreadDir: true, MaxSessions: n, Logger: log})
+	p := pool.New(pool.Config{Command: bins.Agent, WorkDir: b.TempDir(), PerThreadDir: true, MaxSessions: n, Logger: log})
 	defer p.Close()
 	e := adapter.New(p, adapter.Config{Logger: log})
 	defer e.Close()

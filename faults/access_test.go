@@ -14,12 +14,12 @@ import (
 func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 	w := newWorld(t, setup{conf: settings{"discord.allowed_users": []string{alice.ID}}})
 	b := w.start()
-	refused := w.srv.SendMessage(w.channel, bob, w.srv.Bot().Mention()+" let me in")
-	w.awaitReaction(w.channel, refused, "🚫")
+	refused := w.Srv.SendMessage(w.Channel, bob, w.Srv.Bot().Mention()+" let me in")
+	w.awaitReaction(w.Channel, refused, "🚫")
 
 	thread := w.mention(alice, "permission")
 	req := w.permissionRequest(thread)
-	r := w.response(w.srv.ClickButton(thread, req.ID, bob.ID, req.ButtonID(t, "Allow")))
+	r := w.response(w.Srv.ClickButton(thread, req.ID, bob.ID, req.ButtonID(t, "Allow")))
 	if !r.Ephemeral() || !strings.Contains(r.Content, "can answer this request; you can't") {
 		t.Errorf("bob's click answered %+v", r)
 	}
@@ -27,49 +27,49 @@ func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 	if !r.Ephemeral() || r.Content != "You are not allowed to use this bot." {
 		t.Errorf("bob's /cancel answered %+v", r)
 	}
-	w.srv.AddReaction(w.channel, thread, bob.ID, "🛑")
+	w.Srv.AddReaction(w.Channel, thread, bob.ID, "🛑")
 	// Gateway events are handled in order: once bob's message is refused,
 	// his reaction has been seen too.
-	intruder := w.post(thread, bob, "stream 3")
+	intruder := w.Discord.Post(thread, bob, "stream 3")
 	w.awaitReaction(thread, intruder, "🚫")
-	if m, _ := w.srv.Message(thread, req.ID); len(m.Buttons()) != 3 {
+	if m, _ := w.Srv.Message(thread, req.ID); len(m.Buttons()) != 3 {
 		t.Fatalf("bob's actions changed alice's request: %q", m.Content)
 	}
 
-	r = w.response(w.srv.ClickButton(thread, req.ID, alice.ID, req.ButtonID(t, "Allow")))
+	r = w.response(w.Srv.ClickButton(thread, req.ID, alice.ID, req.ButtonID(t, "Allow")))
 	if r.Type != 7 || !strings.Contains(r.Content, "<@"+alice.ID+"> chose **Allow**") {
 		t.Errorf("alice's click answered %+v", r)
 	}
 	got := w.awaitAnswers(thread, 1)
-	if !strings.Contains(got[0].text, "permission granted: allow") || !strings.HasPrefix(got[0].footer, "-# ✅ done") {
-		t.Fatalf("alice's turn got %q", got[0].text)
+	if !strings.Contains(got[0].Text, "permission granted: allow") || !strings.HasPrefix(got[0].Footer, "-# ✅ done") {
+		t.Fatalf("alice's turn got %q", got[0].Text)
 	}
-	w.post(thread, alice, "thanks")
+	w.Discord.Post(thread, alice, "thanks")
 	got = w.awaitAnswers(thread, 2)
-	if !strings.Contains(got[1].text, "You said: thanks") {
-		t.Fatalf("alice's next message got %q", got[1].text)
+	if !strings.Contains(got[1].Text, "You said: thanks") {
+		t.Fatalf("alice's next message got %q", got[1].Text)
 	}
 	if strings.Contains(joinedAnswers(got), "chunk") {
 		t.Errorf("bob's message reached the agent: %q", joinedAnswers(got))
 	}
 
-	if ch, ok := w.srv.Channel(refused); ok && ch.IsThread() {
+	if ch, ok := w.Srv.Channel(refused); ok && ch.IsThread() {
 		t.Error("a thread was opened for bob")
 	}
-	if n := len(w.srv.Threads()); n != 1 {
+	if n := len(w.Srv.Threads()); n != 1 {
 		t.Errorf("%d threads, want alice's only", n)
 	}
-	for _, m := range w.srv.Messages(w.channel) {
-		if m.Author.ID == w.srv.Bot().ID {
+	for _, m := range w.Srv.Messages(w.Channel) {
+		if m.Author.ID == w.Srv.Bot().ID {
 			t.Errorf("the bot wrote in the channel: %q", m.Content)
 		}
 	}
 	for _, id := range []string{refused, intruder} {
-		ch := w.channel
+		ch := w.Channel
 		if id == intruder {
 			ch = thread
 		}
-		if got := w.botReactions(ch, id); !slices.Equal(got, []string{"🚫"}) {
+		if got := w.Discord.BotReactions(ch, id); !slices.Equal(got, []string{"🚫"}) {
 			t.Errorf("bob's message %s shows the bot's reactions %v, want only 🚫", id, got)
 		}
 	}

@@ -1,11 +1,11 @@
 package faults
 
 import (
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"acpbroker/internal/brokertest"
 )
 
 // A hostile agent cannot hang or flood the broker through its requests:
@@ -29,7 +29,7 @@ func TestAgentRequests_PipesAndFloodsAreBounded(t *testing.T) {
 	got := w.awaitAnswers(thread, 1)[0]
 	for _, method := range []string{"fs/read_text_file", "fs/write_text_file"} {
 		line := ""
-		for _, l := range strings.Split(got.text, "\n") {
+		for _, l := range strings.Split(got.Text, "\n") {
 			if strings.HasPrefix(l, method) {
 				line = l
 			}
@@ -42,24 +42,24 @@ func TestAgentRequests_PipesAndFloodsAreBounded(t *testing.T) {
 			t.Fatalf("%s on a named pipe answered after %q", method, took)
 		}
 	}
-	w.post(thread, alice, "stream 1")
-	if next := w.awaitAnswers(thread, 2)[1]; !strings.HasPrefix(next.text, "chunk 1") {
-		t.Fatalf("the message after the pipe got %q", next.text)
+	w.Discord.Post(thread, alice, "stream 1")
+	if next := w.awaitAnswers(thread, 2)[1]; !strings.HasPrefix(next.Text, "chunk 1") {
+		t.Fatalf("the message after the pipe got %q", next.Text)
 	}
 
 	sparse := w.mention(alice, "read-sparse")
 	got = w.awaitAnswers(sparse, 1)[0]
-	if !strings.HasPrefix(got.text, `read "first line\n" in `) {
-		t.Fatalf("first line of a 4 GiB sparse file: %q", got.text)
+	if !strings.HasPrefix(got.Text, `read "first line\n" in `) {
+		t.Fatalf("first line of a 4 GiB sparse file: %q", got.Text)
 	}
-	if hwm := peakRSS(t, b.cmd.Process.Pid); hwm > 256<<20 {
-		t.Fatalf("the broker's peak RSS is %d MiB after reading from a 4 GiB file", hwm>>20)
+	if hwm, err := brokertest.PeakRSS(b.PID()); err != nil || hwm > 256<<20 {
+		t.Fatalf("the broker's peak RSS is %d MiB after reading from a 4 GiB file (%v)", hwm>>20, err)
 	}
 
 	flood := w.mention(alice, "flood 40")
 	got = w.awaitAnswers(flood, 1)[0]
-	if !strings.Contains(got.text, "flood: 4 answered, 36 refused") {
-		t.Fatalf("flood answer = %q", got.text)
+	if !strings.Contains(got.Text, "flood: 4 answered, 36 refused") {
+		t.Fatalf("flood answer = %q", got.Text)
 	}
 	b.awaitMetric("acp_broker_acp_agent_requests_in_flight", func(v float64) bool { return v == 0 })
 	if v, _ := b.metric("acp_broker_acp_agent_requests_refused_total"); v != 36 {
@@ -73,22 +73,4 @@ func TestAgentRequests_PipesAndFloodsAreBounded(t *testing.T) {
 	if took := time.Since(start); took > 6*time.Second {
 		t.Fatalf("stopping took %s with a 5s grace", took)
 	}
-}
-
-// peakRSS is a process's peak resident set size (VmHWM), in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/<pid>/status")
-	return 0
 }

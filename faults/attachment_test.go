@@ -21,34 +21,36 @@ func TestAttachment_OversizeFilesAreRefusedWithTheReason(t *testing.T) {
 	text := bytes.Repeat([]byte("0123456789abcdef\n"), 100_000_000/17+1)
 	image := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 9<<20)...)
 	refusals := map[string]string{
-		w.srv.SendMessage(w.channel, alice, w.srv.Bot().Mention()+" summarise this log",
+		w.Srv.SendMessage(w.Channel, alice, w.Srv.Bot().Mention()+" summarise this log",
 			fakediscord.WithAttachment("dump.txt", "text/plain", text)): `"dump.txt" is 95.4 MiB; the limit for text files is 1.0 MiB.`,
-		w.srv.SendMessage(w.channel, alice, w.srv.Bot().Mention()+" what is in this picture",
+		w.Srv.SendMessage(w.Channel, alice, w.Srv.Bot().Mention()+" what is in this picture",
 			fakediscord.WithAttachment("screen.png", "image/png", image)): `"screen.png" is 9.0 MiB; the limit for images is 8.0 MiB.`,
 	}
 	for id, reason := range refusals {
-		awaitRefusal(t, w, w.channel, id, reason)
-		if ch, ok := w.srv.Channel(id); ok && ch.IsThread() {
+		awaitRefusal(t, w, w.Channel, id, reason)
+		if ch, ok := w.Srv.Channel(id); ok && ch.IsThread() {
 			t.Errorf("a thread was opened for a refused message")
 		}
 	}
-	b.failIfExited("after the oversize attachments")
+	if b.Exited() {
+		t.Fatalf("the broker exited with status %d after the oversize attachments; log:\n%s", b.ExitCode(), b.Log.Tail(16<<10))
+	}
 
 	thread := w.mention(alice, "hello")
-	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.text, "You said: hello") {
-		t.Fatalf("the next mention got %q", got.text)
+	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.Text, "You said: hello") {
+		t.Fatalf("the next mention got %q", got.Text)
 	}
-	inThread := w.srv.SendMessage(thread, alice, "and this one", fakediscord.WithAttachment("dump.txt", "text/plain", text))
+	inThread := w.Srv.SendMessage(thread, alice, "and this one", fakediscord.WithAttachment("dump.txt", "text/plain", text))
 	awaitRefusal(t, w, thread, inThread, `"dump.txt" is 95.4 MiB; the limit for text files is 1.0 MiB.`)
-	w.srv.SendMessage(thread, alice, "never mind, this one", fakediscord.WithAttachment("notes.txt", "text/plain", []byte("a small note\n")))
+	w.Srv.SendMessage(thread, alice, "never mind, this one", fakediscord.WithAttachment("notes.txt", "text/plain", []byte("a small note\n")))
 	got := w.awaitAnswers(thread, 2)
-	if !strings.Contains(got[1].text, "You said: never mind, this one") || !strings.Contains(got[1].text, "a small note") {
-		t.Fatalf("the message after the refusal got %q", got[1].text)
+	if !strings.Contains(got[1].Text, "You said: never mind, this one") || !strings.Contains(got[1].Text, "a small note") {
+		t.Fatalf("the message after the refusal got %q", got[1].Text)
 	}
-	if d := w.srv.Downloads(); !slices.Equal(d, []string{"notes.txt"}) {
+	if d := w.Srv.Downloads(); !slices.Equal(d, []string{"notes.txt"}) {
 		t.Errorf("the broker downloaded %v, want only the small file", d)
 	}
-	if n := len(w.srv.Threads()); n != 1 {
+	if n := len(w.Srv.Threads()); n != 1 {
 		t.Errorf("%d threads, want 1", n)
 	}
 	b.awaitMetric("acp_broker_discord_refused_attachments_total", func(v float64) bool { return v == 3 })
@@ -59,9 +61,9 @@ func TestAttachment_OversizeFilesAreRefusedWithTheReason(t *testing.T) {
 // and for ❌ on the message.
 func awaitRefusal(t *testing.T, w *world, channel, messageID, reason string) {
 	t.Helper()
-	w.srv.Await("the refusal of "+messageID, func() bool {
-		for _, m := range w.srv.Messages(channel) {
-			if m.Author.ID == w.srv.Bot().ID && m.ReferenceID == messageID && strings.Contains(m.Content, reason) {
+	w.Srv.Await("the refusal of "+messageID, func() bool {
+		for _, m := range w.Srv.Messages(channel) {
+			if m.Author.ID == w.Srv.Bot().ID && m.ReferenceID == messageID && strings.Contains(m.Content, reason) {
 				return true
 			}
 		}

@@ -3,7 +3,6 @@ package faults
 import (
 	"bytes"
 	"context"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,16 +38,8 @@ func TestBadConfig_RefusedWithTheKeyBeforeConnecting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			conf := maps.Clone(w.conf)
-			for k, v := range tc.change {
-				if v == nil {
-					delete(conf, k)
-				} else {
-					conf[k] = v
-				}
-			}
 			path := filepath.Join(t.TempDir(), "broker.toml")
-			if err := os.WriteFile(path, []byte(conf.toml()), 0o600); err != nil {
+			if err := os.WriteFile(path, []byte(w.Conf.With(tc.change).TOML()), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			for _, args := range [][]string{{"--config", path}, {"check-config", "--config", path}} {
@@ -65,10 +56,10 @@ func TestBadConfig_RefusedWithTheKeyBeforeConnecting(t *testing.T) {
 	if code != 0 {
 		t.Errorf("check-config of the good configuration: exit status %d, stderr %q", code, stderr)
 	}
-	if st := w.srv.Stats(); st.Connections != 0 || st.Identifies != 0 {
+	if st := w.Srv.Stats(); st.Connections != 0 || st.Identifies != 0 {
 		t.Errorf("the fake Discord saw %d gateway connection(s) and %d IDENTIFY", st.Connections, st.Identifies)
 	}
-	if reqs := w.srv.Requests(); len(reqs) != 0 {
+	if reqs := w.Srv.Requests(); len(reqs) != 0 {
 		t.Errorf("the fake Discord saw %d REST request(s), the first %s %s", len(reqs), reqs[0].Method, reqs[0].Path)
 	}
 }
@@ -79,7 +70,7 @@ func runBrokerCommand(t *testing.T, env []string, args ...string) (int, string) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, brokerBin, args...)
+	cmd := exec.CommandContext(ctx, bins.Broker, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	var out bytes.Buffer
 	cmd.Stdout = &out

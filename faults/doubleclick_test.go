@@ -19,13 +19,13 @@ func TestDoubleClick_OneDecisionPerRequest(t *testing.T) {
 	var seen []string
 	for round := range 3 {
 		if round > 0 {
-			w.post(thread, alice, "permission")
+			w.Discord.Post(thread, alice, "permission")
 		}
 		req := w.permissionRequest(thread, seen...)
 		seen = append(seen, req.ID)
 		allow, reject := req.ButtonID(t, "Allow"), req.ButtonID(t, "Reject")
 
-		ids := w.srv.ClickTogether(thread, req.ID,
+		ids := w.Srv.ClickTogether(thread, req.ID,
 			fakediscord.Click{UserID: alice.ID, CustomID: allow},
 			fakediscord.Click{UserID: carol.ID, CustomID: reject})
 
@@ -52,10 +52,10 @@ func TestDoubleClick_OneDecisionPerRequest(t *testing.T) {
 			t.Fatalf("round %d: the decision reads %q", round, decisions[0].Content)
 		}
 		got := w.awaitAnswers(thread, round+1)[round]
-		if strings.Count(got.text, want) != 1 || strings.Contains(got.text, other) || strings.Contains(got.text, "cancelled") {
-			t.Errorf("round %d: the decision was %q but the agent answered %q", round, decisions[0].Content, got.text)
+		if strings.Count(got.Text, want) != 1 || strings.Contains(got.Text, other) || strings.Contains(got.Text, "cancelled") {
+			t.Errorf("round %d: the decision was %q but the agent answered %q", round, decisions[0].Content, got.Text)
 		}
-		if m, _ := w.srv.Message(thread, req.ID); len(m.Buttons()) != 0 || m.Content != decisions[0].Content {
+		if m, _ := w.Srv.Message(thread, req.ID); len(m.Buttons()) != 0 || m.Content != decisions[0].Content {
 			t.Errorf("round %d: the request shows %q with %d buttons, want the decision", round, m.Content, len(m.Buttons()))
 		}
 	}

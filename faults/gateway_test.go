@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 )
 
@@ -18,23 +19,23 @@ func TestGateway_DropsAreSurvivedWithoutDuplicates(t *testing.T) {
 	thread := w.mention(alice, "hello")
 	w.awaitAnswers(thread, 1)
 
-	w.srv.DropGateway()
-	w.post(thread, alice, "sent while down")
-	w.srv.Await("the session resumed", func() bool { st := w.srv.Stats(); return st.Resumes >= 1 && st.Connected })
-	w.post(thread, alice, "sent after the resume")
+	w.Srv.DropGateway()
+	w.Discord.Post(thread, alice, "sent while down")
+	w.Srv.Await("the session resumed", func() bool { st := w.Srv.Stats(); return st.Resumes >= 1 && st.Connected })
+	w.Discord.Post(thread, alice, "sent after the resume")
 	w.awaitAnswers(thread, 3)
 
-	w.srv.RejectNextResume()
-	w.srv.DropGateway()
-	w.srv.Await("a new session identified", func() bool {
-		st := w.srv.Stats()
+	w.Srv.RejectNextResume()
+	w.Srv.DropGateway()
+	w.Srv.Await("a new session identified", func() bool {
+		st := w.Srv.Stats()
 		return st.ResumesRejected >= 1 && st.Identifies >= 2 && st.Connected
 	})
-	w.post(thread, alice, "sent after identifying anew")
+	w.Discord.Post(thread, alice, "sent after identifying anew")
 	w.awaitAnswers(thread, 4)
 
 	// One more turn proves nothing else was still on its way.
-	w.post(thread, alice, "last one")
+	w.Discord.Post(thread, alice, "last one")
 	got := w.awaitAnswers(thread, 5)
 	for _, said := range []string{"hello", "sent while down", "sent after the resume", "sent after identifying anew", "last one"} {
 		if n := strings.Count(joinedAnswers(got), "You said: "+said+"\n"); n != 1 {
@@ -45,21 +46,21 @@ func TestGateway_DropsAreSurvivedWithoutDuplicates(t *testing.T) {
 		t.Errorf("%d answers to 5 messages", len(got))
 	}
 	for _, a := range got {
-		if !strings.HasPrefix(a.footer, "-# ✅ done") {
-			t.Errorf("an answer ended with %q", a.footer)
+		if !strings.HasPrefix(a.Footer, "-# ✅ done") {
+			t.Errorf("an answer ended with %q", a.Footer)
 		}
 	}
-	if n := len(w.srv.Threads()); n != 1 {
+	if n := len(w.Srv.Threads()); n != 1 {
 		t.Errorf("%d threads, want 1", n)
 	}
 	b.awaitMetric("acp_broker_discord_gateway_reconnects_total", func(v float64) bool { return v == 2 })
-	checkNoUnknownRequests(t, w.srv)
+	checkNoUnknownRequests(t, w.Srv)
 }
 
-func joinedAnswers(as []answer) string {
+func joinedAnswers(as []brokertest.Answer) string {
 	var b strings.Builder
 	for _, a := range as {
-		b.WriteString(a.text + "\n")
+		b.WriteString(a.Text + "\n")
 	}
 	return b.String()
 }

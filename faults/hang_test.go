@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"acpbroker/internal/brokertest"
 )
 
 // A hung agent never parks a thread: with turn.timeout = 2s, an agent
@@ -24,12 +26,12 @@ func TestHang_SilentAgentTimesOutAndTheThreadGoesOn(t *testing.T) {
 	pid := w.agentPID(thread, alice)
 	got := w.awaitAnswers(thread, 1)[0]
 	checkTimedOut(t, w, thread, working.ID, got, sent, timeout, grace)
-	w.awaitReaction(w.channel, thread, "❌")
+	w.awaitReaction(w.Channel, thread, "❌")
 
-	w.post(thread, alice, "stream 2")
+	w.Discord.Post(thread, alice, "stream 2")
 	got = w.awaitAnswers(thread, 2)[1]
-	if !strings.HasPrefix(got.text, "chunk 1\nchunk 2") || !strings.HasPrefix(got.footer, "-# ✅ done") {
-		t.Fatalf("the message after the timeout got %q", got.text)
+	if !strings.HasPrefix(got.Text, "chunk 1\nchunk 2") || !strings.HasPrefix(got.Footer, "-# ✅ done") {
+		t.Fatalf("the message after the timeout got %q", got.Text)
 	}
 	if after := w.agentPID(thread, alice); after != pid {
 		t.Errorf("agent pid %d became %d: an agent that answered the cancel was replaced", pid, after)
@@ -38,34 +40,34 @@ func TestHang_SilentAgentTimesOutAndTheThreadGoesOn(t *testing.T) {
 	// An agent that ignores the cancel too: the same promise, and a fresh
 	// agent answers next.
 	sent = time.Now()
-	before := len(w.botMessages(thread))
-	hung := w.post(thread, alice, "ignore-cancel")
+	before := len(w.Discord.BotMessages(thread))
+	hung := w.Discord.Post(thread, alice, "ignore-cancel")
 	working = w.awaitNewBotText(thread, "working…", before)
 	got = w.awaitAnswers(thread, 3)[2]
 	checkTimedOut(t, w, thread, working.ID, got, sent, timeout, grace)
 	w.awaitReaction(thread, hung, "❌")
 
 	// The killed agent took its session along, and the thread is told.
-	w.post(thread, alice, "stream 3")
+	w.Discord.Post(thread, alice, "stream 3")
 	got = w.awaitAnswers(thread, 4)[3]
-	text, fresh := freshSession(got.text)
-	if !fresh || !strings.HasPrefix(text, "chunk 1\nchunk 2\nchunk 3") || !strings.HasPrefix(got.footer, "-# ✅ done") {
-		t.Fatalf("the message after the second timeout got %q, want a new session's answer", got.text)
+	text, fresh := freshSession(got.Text)
+	if !fresh || !strings.HasPrefix(text, "chunk 1\nchunk 2\nchunk 3") || !strings.HasPrefix(got.Footer, "-# ✅ done") {
+		t.Fatalf("the message after the second timeout got %q, want a new session's answer", got.Text)
 	}
 }
 
 // checkTimedOut checks a timed-out answer: the cause in words, the
 // partial answer kept, and the time it took.
-func checkTimedOut(t *testing.T, w *world, thread, workingID string, got answer, sent time.Time, timeout, grace time.Duration) {
+func checkTimedOut(t *testing.T, w *world, thread, workingID string, got brokertest.Answer, sent time.Time, timeout, grace time.Duration) {
 	t.Helper()
-	if !strings.HasPrefix(got.footer, "-# ❌ failed: timed out after 2s") {
-		t.Fatalf("the turn ended with %q, want the timeout in words", got.footer)
+	if !strings.HasPrefix(got.Footer, "-# ❌ failed: timed out after 2s") {
+		t.Fatalf("the turn ended with %q, want the timeout in words", got.Footer)
 	}
-	if !strings.HasPrefix(got.text, "working…") {
-		t.Errorf("the partial answer was lost: %q", got.text)
+	if !strings.HasPrefix(got.Text, "working…") {
+		t.Errorf("the partial answer was lost: %q", got.Text)
 	}
-	end := w.seenAt(thread, got.msgs[len(got.msgs)-1].ID, got.footer)
-	start := w.seenAt(thread, workingID, "working…")
+	end := w.Discord.SeenAt(thread, got.Msgs[len(got.Msgs)-1].ID, got.Footer)
+	start := w.Discord.SeenAt(thread, workingID, "working…")
 	within(t, "from the message to the timeout", end.Sub(sent), timeout, timeout+grace+8*time.Second)
 	within(t, "from the first words to the timeout", end.Sub(start), timeout-500*time.Millisecond, timeout+grace+5*time.Second)
 }

@@ -29,24 +29,24 @@ func TestIgnoreCancel_SlashCancelKillsTheAgentAfterTheGrace(t *testing.T) {
 		t.Fatalf("/cancel answered %+v", r)
 	}
 	got := w.awaitAnswers(thread, 1)[0]
-	if !strings.HasPrefix(got.footer, "-# ⏹️ cancelled by Alice") {
-		t.Fatalf("the turn ended with %q, want who cancelled it", got.footer)
+	if !strings.HasPrefix(got.Footer, "-# ⏹️ cancelled by Alice") {
+		t.Fatalf("the turn ended with %q, want who cancelled it", got.Footer)
 	}
-	if !strings.HasPrefix(got.text, "working…") {
-		t.Errorf("the partial answer was lost: %q", got.text)
+	if !strings.HasPrefix(got.Text, "working…") {
+		t.Errorf("the partial answer was lost: %q", got.Text)
 	}
-	end := w.seenAt(thread, got.msgs[len(got.msgs)-1].ID, got.footer)
+	end := w.Discord.SeenAt(thread, got.Msgs[len(got.Msgs)-1].ID, got.Footer)
 	within(t, "from /cancel to the end of the turn", end.Sub(cancelled), grace-200*time.Millisecond, grace+5*time.Second)
-	w.awaitReaction(w.channel, thread, "⏹️")
+	w.awaitReaction(w.Channel, thread, "⏹️")
 	if !agenttest.WaitGone(pid, 10*time.Second) {
 		t.Fatalf("the agent that ignored the cancel (pid %d) is still running", pid)
 	}
 
-	w.post(thread, alice, "stream 2")
+	w.Discord.Post(thread, alice, "stream 2")
 	got = w.awaitAnswers(thread, 2)[1]
-	text, fresh := freshSession(got.text)
-	if !fresh || !strings.HasPrefix(text, "chunk 1\nchunk 2") || !strings.HasPrefix(got.footer, "-# ✅ done") {
-		t.Fatalf("the message after the cancel got %q, want a new session's answer", got.text)
+	text, fresh := freshSession(got.Text)
+	if !fresh || !strings.HasPrefix(text, "chunk 1\nchunk 2") || !strings.HasPrefix(got.Footer, "-# ✅ done") {
+		t.Fatalf("the message after the cancel got %q, want a new session's answer", got.Text)
 	}
 	if fresh := w.agentPID(thread, alice); fresh == 0 || fresh == pid {
 		t.Fatalf("the next message ran on agent %d, want a fresh one (not %d)", fresh, pid)

@@ -41,8 +41,8 @@ func TestOrphans_ChildIgnoringSIGTERMDiesWithItsAgent(t *testing.T) {
 						t.Fatalf("/reset answered %+v", r)
 					}
 					got := w.awaitAnswers(thread, 1)[0]
-					if !strings.HasPrefix(got.footer, "-# ⏹️ cancelled by Alice (session reset)") {
-						t.Errorf("the turn ended with %q", got.footer)
+					if !strings.HasPrefix(got.Footer, "-# ⏹️ cancelled by Alice (session reset)") {
+						t.Errorf("the turn ended with %q", got.Footer)
 					}
 				case "shutdown":
 					start := time.Now()
@@ -50,8 +50,8 @@ func TestOrphans_ChildIgnoringSIGTERMDiesWithItsAgent(t *testing.T) {
 						t.Errorf("the broker exited with status %d", code)
 					}
 					within(t, "the shutdown", time.Since(start), 0, 5*time.Second+3*time.Second)
-					got := w.answers(thread)
-					if len(got) != 1 || !strings.HasPrefix(got[0].footer, "-# ❌ stopped: broker shutting down") {
+					got := w.Discord.Answers(thread)
+					if len(got) != 1 || !strings.HasPrefix(got[0].Footer, "-# ❌ stopped: broker shutting down") {
 						t.Errorf("the thread was not told the broker stopped: %+v", got)
 					}
 				}
@@ -61,10 +61,10 @@ func TestOrphans_ChildIgnoringSIGTERMDiesWithItsAgent(t *testing.T) {
 					}
 				}
 				if end == "reset" {
-					w.post(thread, alice, "fresh start")
+					w.Discord.Post(thread, alice, "fresh start")
 					got := w.awaitAnswers(thread, 2)[1]
-					if !strings.Contains(got.text, "You said: fresh start") || strings.Contains(got.text, "(resumed)") {
-						t.Errorf("the message after /reset got %q", got.text)
+					if !strings.Contains(got.Text, "You said: fresh start") || strings.Contains(got.Text, "(resumed)") {
+						t.Errorf("the message after /reset got %q", got.Text)
 					}
 				}
 			})

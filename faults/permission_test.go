@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"acpbroker/internal/brokertest"
 )
 
 // A permission request nobody answers fails closed: with
@@ -24,25 +26,25 @@ func TestPermission_UnansweredRequestFailsClosed(t *testing.T) {
 	b.awaitMetric("acp_broker_discord_open_permission_requests", func(v float64) bool { return v == 1 })
 
 	const closed = "Closed without an answer (no answer within 2s); the agent was told *cancelled*."
-	w.srv.Await("the request closed", func() bool {
-		m, _ := w.srv.Message(thread, req.ID)
+	w.Srv.Await("the request closed", func() bool {
+		m, _ := w.Srv.Message(thread, req.ID)
 		return strings.Contains(m.Content, closed) && len(m.Buttons()) == 0
 	})
-	shown := w.seenAt(thread, req.ID, "Permission needed")
-	within(t, "from the request to its closing", w.seenAt(thread, req.ID, closed).Sub(shown), timeout-200*time.Millisecond, timeout+5*time.Second)
+	shown := w.Discord.SeenAt(thread, req.ID, "Permission needed")
+	within(t, "from the request to its closing", w.Discord.SeenAt(thread, req.ID, closed).Sub(shown), timeout-200*time.Millisecond, timeout+5*time.Second)
 
 	got := w.awaitAnswers(thread, 1)[0]
-	if !strings.Contains(got.text, `Permission for "Run rm -rf build" was not answered within 2s; answered cancelled.`) {
-		t.Errorf("the answer does not say the request timed out: %q", got.text)
+	if !strings.Contains(got.Text, `Permission for "Run rm -rf build" was not answered within 2s; answered cancelled.`) {
+		t.Errorf("the answer does not say the request timed out: %q", got.Text)
 	}
-	if !strings.Contains(got.text, "permission cancelled before session/cancel; carrying on") || footer(got.text) == "" {
-		t.Errorf("the agent's answer to the refusal is missing: %q", got.text)
+	if !strings.Contains(got.Text, "permission cancelled before session/cancel; carrying on") || brokertest.Footer(got.Text) == "" {
+		t.Errorf("the agent's answer to the refusal is missing: %q", got.Text)
 	}
-	if strings.Contains(got.text, "permission granted") {
-		t.Errorf("an unanswered request was granted: %q", got.text)
+	if strings.Contains(got.Text, "permission granted") {
+		t.Errorf("an unanswered request was granted: %q", got.Text)
 	}
 
-	for _, m := range w.srv.Messages(thread) {
+	for _, m := range w.Srv.Messages(thread) {
 		if len(m.Buttons()) > 0 {
 			t.Errorf("a message still shows buttons: %q", m.Content)
 		}

@@ -18,23 +18,23 @@ import (
 func TestRateLimit_StormLosesNothing(t *testing.T) {
 	w := newWorld(t, setup{})
 	b := w.start()
-	id := w.srv.SendMessage(w.channel, alice, w.srv.Bot().Mention()+" stream 20 100ms")
-	w.srv.Await("the thread", func() bool { ch, ok := w.srv.Channel(id); return ok && ch.IsThread() })
+	id := w.Srv.SendMessage(w.Channel, alice, w.Srv.Bot().Mention()+" stream 20 100ms")
+	w.Srv.Await("the thread", func() bool { ch, ok := w.Srv.Channel(id); return ok && ch.IsThread() })
 	thread := id
-	w.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteCreateMessage, thread), 4, 300*time.Millisecond)
-	w.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteEditMessage, thread), 10, 300*time.Millisecond)
+	w.Srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteCreateMessage, thread), 4, 300*time.Millisecond)
+	w.Srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteEditMessage, thread), 10, 300*time.Millisecond)
 	w.awaitBotText(thread, "chunk 1")
-	w.srv.InjectGlobal429(fakediscord.AnyRequest(), 1, 500*time.Millisecond)
+	w.Srv.InjectGlobal429(fakediscord.AnyRequest(), 1, 500*time.Millisecond)
 
 	got := w.awaitAnswers(thread, 1)[0]
 	var want strings.Builder
 	for i := 1; i <= 20; i++ {
 		fmt.Fprintf(&want, "chunk %d\n", i)
 	}
-	if !strings.HasPrefix(got.text, want.String()+"-# ✅ done") {
-		t.Fatalf("the answer after the storm is %q, want all 20 chunks and done", got.text)
+	if !strings.HasPrefix(got.Text, want.String()+"-# ✅ done") {
+		t.Fatalf("the answer after the storm is %q, want all 20 chunks and done", got.Text)
 	}
-	limited := w.srv.RateLimited()
+	limited := w.Srv.RateLimited()
 	inThread := 0
 	for _, r := range limited {
 		if r.Major == thread && (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) {
@@ -44,12 +44,12 @@ func TestRateLimit_StormLosesNothing(t *testing.T) {
 	if inThread < 14 {
 		t.Fatalf("only %d message calls in the thread were answered 429; the storm did not happen", inThread)
 	}
-	w.awaitReaction(w.channel, thread, "✅")
-	w.srv.Await("⚙️ taken back", func() bool { return !w.srv.HasReaction(w.channel, thread, w.srv.Bot().ID, "⚙️") })
-	b.awaitMetric("acp_broker_discord_rate_limited_total", func(v float64) bool { return v == float64(len(w.srv.RateLimited())) })
+	w.awaitReaction(w.Channel, thread, "✅")
+	w.Srv.Await("⚙️ taken back", func() bool { return !w.Srv.HasReaction(w.Channel, thread, w.Srv.Bot().ID, "⚙️") })
+	b.awaitMetric("acp_broker_discord_rate_limited_total", func(v float64) bool { return v == float64(len(w.Srv.RateLimited())) })
 
-	w.post(thread, alice, "after the storm")
-	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.text, "You said: after the storm") {
-		t.Fatalf("the next message got %q", got.text)
+	w.Discord.Post(thread, alice, "after the storm")
+	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.Text, "You said: after the storm") {
+		t.Fatalf("the next message got %q", got.Text)
 	}
 }

@@ -1,9 +1,12 @@
 package faults
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
+
+	"acpbroker/internal/brokertest"
 )
 
 // A secret an agent prints in its error never reaches the thread or the
@@ -12,28 +15,25 @@ import (
 func TestRedact_SecretsInAnAgentsStderrAreMasked(t *testing.T) {
 	const key = "sk-test-9f8e7d6c5b4a"
 	w := newWorld(t, setup{conf: settings{"agent.env": []string{"API_KEY=${TEST_API_KEY}"}}})
-	w.env = []string{"TEST_API_KEY=" + key}
+	w.Env = []string{"TEST_API_KEY=" + key}
 	b := w.start()
 	thread := w.mention(alice, "leak-env API_KEY")
 	got := w.awaitAnswers(thread, 1)[0]
-	if !strings.Contains(got.footer, "bad credentials [redacted]") || strings.Contains(got.footer+got.text, key) {
-		t.Fatalf("the thread shows %q / %q", got.text, got.footer)
+	if !strings.Contains(got.Footer, "bad credentials [redacted]") || strings.Contains(got.Footer+got.Text, key) {
+		t.Fatalf("the thread shows %q / %q", got.Text, got.Footer)
 	}
 
-	w.conf["agent.env"] = []string{"API_KEY=" + key + "-rotated"}
+	w.Conf["agent.env"] = []string{"API_KEY=" + key + "-rotated"}
 	w.writeConfig()
-	b.cmd.Process.Signal(syscall.SIGHUP)
-	w.srv.Await("reload logged", func() bool { return strings.Contains(b.log.String(), "configuration reloaded") })
+	b.Signal(syscall.SIGHUP)
+	brokertest.MustGet(t, patience, func(ctx context.Context) (string, error) {
+		return b.Log.Await(ctx, "configuration reloaded")
+	})
 	b.stop()
-	log := b.log.String()
-	if strings.Contains(log, key) {
-		for _, l := range strings.Split(log, "\n") {
-			if strings.Contains(l, key) {
-				t.Errorf("the log shows the secret: %s", l)
-			}
-		}
+	for _, l := range b.Log.Grep(key) {
+		t.Errorf("the log shows the secret: %s", l)
 	}
-	if !strings.Contains(log, `"agent.env"`) {
-		t.Errorf("the reload does not say agent.env changed:\n%s", grepLines(log, `{"level":"warn"`))
+	if len(b.Log.Grep(`"agent.env"`)) == 0 {
+		t.Errorf("the reload does not say agent.env changed:\n%s", strings.Join(b.Log.Grep(`{"level":"warn"`), "\n"))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 )
 
@@ -26,35 +27,35 @@ func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
 	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}, "agent.sandbox": "none"}})
 	first := w.start()
 	thread := w.mention(alice, "remember the number 42")
-	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.text, "You said: remember the number 42") {
-		t.Fatalf("first answer %q", got.text)
+	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.Text, "You said: remember the number 42") {
+		t.Fatalf("first answer %q", got.Text)
 	}
-	before := len(w.botMessages(thread))
-	hang := w.post(thread, alice, "hang")
+	before := len(w.Discord.BotMessages(thread))
+	hang := w.Discord.Post(thread, alice, "hang")
 	w.awaitNewBotText(thread, "working…", before)
 	w.awaitReaction(thread, hang, "⚙️")
 	agent := w.agentPID(thread, alice)
-	first.kill()
+	first.Kill()
 	if !agenttest.Running(agent) {
 		t.Fatalf("the agent (pid %d) died with the broker; this test needs it left behind", agent)
 	}
 
 	second := w.start()
 	notice := w.awaitBotText(thread, "The broker restarted while working on your message “hang”")
-	if !strings.HasPrefix(notice.Content, restartNotice) {
+	if !strings.HasPrefix(notice.Content, brokertest.RestartNotice) {
 		t.Errorf("the notice reads %q", notice.Content)
 	}
 	w.awaitReaction(thread, hang, "❌")
-	if slices.Contains(w.botReactions(thread, hang), "⚙️") {
-		t.Errorf("the interrupted message still shows ⚙️: %v", w.botReactions(thread, hang))
+	if slices.Contains(w.Discord.BotReactions(thread, hang), "⚙️") {
+		t.Errorf("the interrupted message still shows ⚙️: %v", w.Discord.BotReactions(thread, hang))
 	}
 	if !agenttest.WaitGone(agent, 10*time.Second) {
 		t.Fatalf("the agent left by the killed broker (pid %d) is still running", agent)
 	}
-	w.post(thread, alice, "what was the number?")
+	w.Discord.Post(thread, alice, "what was the number?")
 	got := w.awaitAnswers(thread, 2)[1]
-	if !strings.Contains(got.text, "(resumed) You said: what was the number?") || !strings.HasPrefix(got.footer, "-# ✅ done") {
-		t.Fatalf("the message after the restart got %q, want the session resumed", got.text)
+	if !strings.Contains(got.Text, "(resumed) You said: what was the number?") || !strings.HasPrefix(got.Footer, "-# ✅ done") {
+		t.Fatalf("the message after the restart got %q, want the session resumed", got.Text)
 	}
 
 	// A clean restart does not report the interrupted turn again.
@@ -62,14 +63,14 @@ func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
 		t.Errorf("the second broker exited with status %d", code)
 	}
 	w.start()
-	w.post(thread, alice, "still with me?")
+	w.Discord.Post(thread, alice, "still with me?")
 	got = w.awaitAnswers(thread, 3)[2]
-	if !strings.Contains(got.text, "You said: still with me?") {
-		t.Fatalf("the message after the second restart got %q", got.text)
+	if !strings.Contains(got.Text, "You said: still with me?") {
+		t.Fatalf("the message after the second restart got %q", got.Text)
 	}
 	notices := 0
-	for _, m := range w.botMessages(thread) {
-		if strings.HasPrefix(m.Content, restartNotice) {
+	for _, m := range w.Discord.BotMessages(thread) {
+		if strings.HasPrefix(m.Content, brokertest.RestartNotice) {
 			notices++
 		}
 	}
@@ -89,19 +90,19 @@ func TestRestart_SandboxedAgentDiesWithAKilledBroker(t *testing.T) {
 	first := w.start()
 	thread := w.mention(alice, "remember the number 42")
 	w.awaitAnswers(thread, 1)
-	before := len(w.botMessages(thread))
-	w.post(thread, alice, "hang")
+	before := len(w.Discord.BotMessages(thread))
+	w.Discord.Post(thread, alice, "hang")
 	w.awaitNewBotText(thread, "working…", before)
 	agent := w.agentPID(thread, alice)
-	first.kill()
+	first.Kill()
 	if !agenttest.WaitGone(agent, 5*time.Second) {
 		t.Fatalf("the sandboxed agent (pid %d) outlived the killed broker", agent)
 	}
 	w.start()
 	w.awaitBotText(thread, "The broker restarted while working on your message “hang”")
-	w.post(thread, alice, "what was the number?")
-	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.text, "(resumed) You said: what was the number?") {
-		t.Fatalf("the message after the restart got %q, want the session resumed", got.text)
+	w.Discord.Post(thread, alice, "what was the number?")
+	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.Text, "(resumed) You said: what was the number?") {
+		t.Fatalf("the message after the restart got %q, want the session resumed", got.Text)
 	}
 }
 
@@ -116,26 +117,26 @@ func TestRestart_AnOutcomeNotYetShownIsReportedAfterAKill(t *testing.T) {
 	w.awaitAnswers(thread, 1)
 	// Discord fails every post of the final view: it is not in the thread
 	// when the broker dies.
-	w.srv.InjectError(func(r fakediscord.Request) bool {
+	w.Srv.InjectError(func(r fakediscord.Request) bool {
 		return (r.Route == fakediscord.RouteEditMessage || r.Route == fakediscord.RouteCreateMessage) &&
 			r.Major == thread && strings.Contains(string(r.Body), "✅ done")
 	}, 1000, http.StatusInternalServerError)
-	second := w.post(thread, alice, "stream 2")
+	second := w.Discord.Post(thread, alice, "stream 2")
 	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
-	first.kill()
+	first.Kill()
 
 	w.start()
 	notice := w.awaitBotText(thread, "The broker restarted before it could show how your message “stream 2”")
 	if !strings.Contains(notice.Content, "ended: done") {
 		t.Fatalf("the notice reads %q", notice.Content)
 	}
-	for _, m := range w.botMessages(thread) {
+	for _, m := range w.Discord.BotMessages(thread) {
 		if strings.Contains(m.Content, "The broker restarted") && strings.Contains(m.Content, "“hello”") {
 			t.Fatalf("a shown turn was reported too: %q", m.Content)
 		}
 	}
 	w.awaitReaction(thread, second, "❌")
-	if got := w.botReactions(thread, second); len(got) != 1 {
+	if got := w.Discord.BotReactions(thread, second); len(got) != 1 {
 		t.Fatalf("the message's status reactions are %v, want only ❌", got)
 	}
 }
@@ -152,28 +153,28 @@ func TestRestart_AnOutcomeShownButNotNotedIsNotReportedTwice(t *testing.T) {
 	var posted atomic.Pointer[string]
 	// Taking the ⚙️ off the second prompt is done by Discord but its
 	// answer never comes back: the ✅ is never put on.
-	w.srv.InjectStall(func(r fakediscord.Request) bool {
+	w.Srv.InjectStall(func(r fakediscord.Request) bool {
 		id := posted.Load()
 		return r.Route == fakediscord.RouteDeleteOwnReaction && r.Major == thread && id != nil && strings.Contains(r.Path, *id)
 	}, 1, time.Minute)
-	second := w.post(thread, alice, "stream 2")
+	second := w.Discord.Post(thread, alice, "stream 2")
 	posted.Store(&second)
 	w.awaitAnswers(thread, 2)
 	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
-	if got := w.botReactions(thread, second); slices.Contains(got, "✅") {
+	if got := w.Discord.BotReactions(thread, second); slices.Contains(got, "✅") {
 		t.Fatalf("the ✅ came although its call was held: %v", got)
 	}
-	first.kill()
+	first.Kill()
 
 	b := w.start()
 	w.awaitReaction(thread, second, "✅")
 	b.awaitMetric(`acp_broker_turns_running`, func(v float64) bool { return v == 0 })
-	for _, m := range w.botMessages(thread) {
+	for _, m := range w.Discord.BotMessages(thread) {
 		if strings.Contains(m.Content, "The broker restarted") {
 			t.Fatalf("a turn the thread shows was reported again: %q", m.Content)
 		}
 	}
-	if got := w.botReactions(thread, second); len(got) != 1 {
+	if got := w.Discord.BotReactions(thread, second); len(got) != 1 {
 		t.Fatalf("the message's status reactions are %v, want only ✅", got)
 	}
 }

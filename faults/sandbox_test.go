@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"acpbroker/internal/brokertest"
 )
 
 // probeLine returns the line of an answer that reports probe what.
@@ -35,30 +37,30 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 	// The token reaches the broker through its environment, where an
 	// unconfined process of the same user could read it.
 	w := newWorld(t, setup{conf: settings{"discord.token": nil}})
-	w.env = []string{"BROKER_DISCORD_TOKEN=" + token}
-	secret := filepath.Join(w.dir, "token.txt")
-	os.WriteFile(secret, []byte(token), 0o600)
+	w.Env = []string{"BROKER_DISCORD_TOKEN=" + brokertest.Token}
+	secret := filepath.Join(w.Dir, "token.txt")
+	os.WriteFile(secret, []byte(brokertest.Token), 0o600)
 	w.start()
 
-	other := w.mention(bob, "probe w:"+filepath.Join(w.work, "placeholder"))
+	other := w.mention(bob, "probe w:"+filepath.Join(w.Work, "placeholder"))
 	w.awaitAnswers(other, 1)
-	otherFile := filepath.Join(w.work, other, "notes.txt")
+	otherFile := filepath.Join(w.Work, other, "notes.txt")
 	if err := os.WriteFile(otherFile, []byte("bob's notes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
-	own := filepath.Join(w.work, "{thread}", "own.txt")
+	own := filepath.Join(w.Work, "{thread}", "own.txt")
 	probes := []string{
-		"environ:" + token,
+		"environ:" + brokertest.Token,
 		"r:" + secret,
-		"r:" + filepath.Join(w.dir, "broker.toml"),
-		"r:" + filepath.Join(w.dir, "state", "state.db"),
-		"w:" + filepath.Join(w.dir, "state", "planted"),
+		"r:" + filepath.Join(w.Dir, "broker.toml"),
+		"r:" + filepath.Join(w.Dir, "state", "state.db"),
+		"w:" + filepath.Join(w.Dir, "state", "planted"),
 		"r:" + otherFile,
 		"get:" + model.URL,
 	}
 	thread := w.mention(alice, "probe "+strings.Join(probes, " "))
-	got := w.awaitAnswers(thread, 1)[0].text
+	got := w.awaitAnswers(thread, 1)[0].Text
 	if r := probeLine(t, got, probes[0]); !strings.HasPrefix(r, "absent") {
 		t.Errorf("the broker's environment: %s", r)
 	}
@@ -70,13 +72,13 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 	if r := probeLine(t, got, probes[6]); r != "ok" {
 		t.Errorf("the loopback model server: %s", r)
 	}
-	if _, err := os.Stat(filepath.Join(w.dir, "state", "planted")); err == nil {
+	if _, err := os.Stat(filepath.Join(w.Dir, "state", "planted")); err == nil {
 		t.Error("the agent planted a file in the state directory")
 	}
 
 	ownPath := strings.ReplaceAll(own, "{thread}", thread)
-	w.post(thread, alice, "probe w:"+ownPath+" r:"+ownPath)
-	got = w.awaitAnswers(thread, 2)[1].text
+	w.Discord.Post(thread, alice, "probe w:"+ownPath+" r:"+ownPath)
+	got = w.awaitAnswers(thread, 2)[1].Text
 	for _, p := range []string{"w:" + ownPath, "r:" + ownPath} {
 		if r := probeLine(t, got, p); r != "ok" {
 			t.Errorf("its own workspace, %s: %s", p, r)

@@ -30,15 +30,15 @@ func TestShutdown_AtTheDefaultsTenHungAgentsStayWithinTheGrace(t *testing.T) {
 		w.awaitBotText(thread, "working…")
 		threads = append(threads, thread)
 	}
-	pids := w.agentPIDs()
+	pids := w.AgentPIDs()
 	if len(pids) < 10 {
 		t.Fatalf("%d agents running, want 10", len(pids))
 	}
 	const grace, slack = 15 * time.Second, 750 * time.Millisecond
 	start := time.Now()
-	b.cmd.Process.Signal(syscall.SIGTERM)
+	b.Signal(syscall.SIGTERM)
 	select {
-	case <-b.done:
+	case <-b.Done():
 	case <-time.After(2 * grace):
 		t.Fatalf("the broker still runs %s after SIGTERM", 2*grace)
 	}
@@ -46,7 +46,7 @@ func TestShutdown_AtTheDefaultsTenHungAgentsStayWithinTheGrace(t *testing.T) {
 	if took > grace+slack {
 		t.Errorf("shutdown took %s, want within shutdown.grace (%s) + %s", took.Round(time.Millisecond), grace, slack)
 	}
-	if code := b.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := b.ExitCode(); code != 0 {
 		t.Errorf("exit status %d after SIGTERM", code)
 	}
 	for _, pid := range pids {
@@ -56,7 +56,7 @@ func TestShutdown_AtTheDefaultsTenHungAgentsStayWithinTheGrace(t *testing.T) {
 	}
 	for _, thread := range threads {
 		told := false
-		for _, m := range w.botMessages(thread) {
+		for _, m := range w.Discord.BotMessages(thread) {
 			if strings.Contains(m.Content, "broker shutting down") {
 				told = true
 			}

@@ -17,6 +17,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/chat/discord"
+	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/pool"
 
@@ -52,6 +53,7 @@ type discordBroker struct {
 	engine  *adapter.Engine
 	client  *discord.Client
 	channel string // the allowed channel
+	discord brokertest.Discord
 	workDir string // pool WorkDir; each thread runs in WorkDir/<thread>
 	procs   *procRecorder
 	log     *brokerLog
@@ -79,6 +81,7 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *disco
 		runDone: make(chan error, 1),
 		timings: &timingLog{},
 	}
+	b.discord = brokertest.Discord{Srv: srv, Channel: b.channel}
 	log := zerolog.New(b.log).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 
 	env, err := agentEnv(s.spec.Env)
@@ -273,10 +276,6 @@ type shownTurn struct {
 	first, end time.Time
 }
 
-// isPermission reports whether m is a permission request (open or
-// answered).
-func isPermission(m fakediscord.Message) bool { return strings.HasPrefix(m.Content, "🔐") }
-
 // turnMessages returns the bot's messages in thread posted after the
 // message after ("" for the thread's first turn), interaction responses
 // left out.
@@ -301,28 +300,11 @@ func (b *discordBroker) turnMessages(thread, after string) []fakediscord.Message
 func answerMessages(msgs []fakediscord.Message) []fakediscord.Message {
 	var out []fakediscord.Message
 	for _, m := range msgs {
-		if !isPermission(m) {
+		if !strings.HasPrefix(m.Content, brokertest.PermissionPrefix) {
 			out = append(out, m)
 		}
 	}
 	return out
-}
-
-// finalLine returns the last line of content if it says how a turn ended,
-// else "". The line shown while a cancelled turn waits for its agent
-// ("-# ⏹️ stopping: …") is not final.
-func finalLine(content string) string {
-	lines := strings.Split(strings.TrimSpace(content), "\n")
-	last := lines[len(lines)-1]
-	if strings.HasPrefix(last, "-# ⏹️ stopping") {
-		return ""
-	}
-	for _, mark := range []string{"-# ✅ ", "-# ❌ ", "-# ☑️ ", "-# ⏹️ "} {
-		if strings.HasPrefix(last, mark) {
-			return last
-		}
-	}
-	return ""
 }
 
 // awaitEnd waits until the turn that follows the message after has ended
@@ -332,7 +314,7 @@ func (b *discordBroker) awaitEnd(t *testing.T, thread, after string) shownTurn {
 	var ans []fakediscord.Message
 	b.await(t, "the turn's final footer", func() bool {
 		ans = answerMessages(b.turnMessages(thread, after))
-		return len(ans) > 0 && finalLine(ans[len(ans)-1].Content) != ""
+		return len(ans) > 0 && brokertest.Footer(ans[len(ans)-1].Content) != ""
 	})
 	st := shownTurn{answer: ans}
 	var parts []string
@@ -340,7 +322,7 @@ func (b *discordBroker) awaitEnd(t *testing.T, thread, after string) shownTurn {
 		parts = append(parts, m.Content)
 	}
 	all := strings.Join(parts, "\n")
-	st.footer = finalLine(all)
+	st.footer = brokertest.Footer(all)
 	st.body = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(all), st.footer))
 	for _, m := range b.turnMessages(thread, after) {
 		if st.first.IsZero() || m.Created.Before(st.first) {
@@ -349,7 +331,7 @@ func (b *discordBroker) awaitEnd(t *testing.T, thread, after string) shownTurn {
 	}
 	for _, m := range ans {
 		for _, r := range b.srv.Revisions(thread, m.ID) {
-			if finalLine(r.Content) != "" && (st.end.IsZero() || r.At.Before(st.end)) {
+			if brokertest.Footer(r.Content) != "" && (st.end.IsZero() || r.At.Before(st.end)) {
 				st.end = r.At
 			}
 		}
@@ -361,20 +343,20 @@ func (b *discordBroker) awaitEnd(t *testing.T, thread, after string) shownTurn {
 // is emoji, and checks the working one is gone.
 func (b *discordBroker) awaitReaction(t *testing.T, channel, msg, emoji string) {
 	t.Helper()
+	brokertest.Must(t, discordAwait, func(ctx context.Context) error {
+		return b.discord.AwaitReaction(ctx, channel, msg, emoji)
+	})
 	bot := b.srv.Bot().ID
-	b.await(t, emoji+" reaction on the user's message", func() bool { return b.srv.HasReaction(channel, msg, bot, emoji) })
-	b.await(t, "⚙️ reaction gone from the user's message", func() bool { return !b.srv.HasReaction(channel, msg, bot, "⚙️") })
+	b.await(t, "⚙️ reaction gone from the user's message", func() bool { return !b.srv.HasReaction(channel, msg, bot, brokertest.Working) })
 }
 
 // interactionResponse waits for the bot's answer to an interaction and
 // checks it came within Discord's deadline.
 func (b *discordBroker) interactionResponse(t *testing.T, id string) fakediscord.InteractionResponse {
 	t.Helper()
-	if id == "" {
-		t.Fatal("the fake Discord did not dispatch the interaction")
-	}
-	b.await(t, "the interaction's response", func() bool { return len(b.srv.InteractionResponses(id)) > 0 })
-	r := b.srv.InteractionResponses(id)[0]
+	r := brokertest.MustGet(t, discordAwait, func(ctx context.Context) (fakediscord.InteractionResponse, error) {
+		return b.discord.Response(ctx, id)
+	})
 	if r.Late || r.Latency > interactionDeadline || r.Status >= 300 {
 		t.Errorf("interaction %s answered after %v (late %v, HTTP %d); Discord allows %v", id, r.Latency, r.Late, r.Status, interactionDeadline)
 	}
@@ -398,7 +380,7 @@ func (b *discordBroker) allowOnce(t *testing.T, thread, after string) clicked {
 	var c clicked
 	b.await(t, "a permission request with buttons", func() bool {
 		for _, m := range b.turnMessages(thread, after) {
-			if strings.HasPrefix(m.Content, "🔐 **Permission needed**") && len(m.Buttons()) > 0 {
+			if strings.HasPrefix(m.Content, brokertest.PermissionPrefix+" **Permission needed**") && len(m.Buttons()) > 0 {
 				c.msg = m
 				return true
 			}

@@ -9,6 +9,7 @@ import (
 	"acpbroker/adapter"
 	"acpbroker/chat/discord"
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/pool"
 
@@ -20,14 +21,14 @@ var fakeAgent string
 func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 
 const (
-	guildID = "100"
+	guildID = brokertest.GuildID
 	token   = "bot-token"
 )
 
 var (
-	alice = fakediscord.User{ID: "201", Username: "alice", GlobalName: "Alice"}
-	bob   = fakediscord.User{ID: "202", Username: "bob", GlobalName: "Bob"}
-	carol = fakediscord.User{ID: "203", Username: "carol", GlobalName: "Carol"}
+	alice = brokertest.Alice
+	bob   = brokertest.Bob
+	carol = brokertest.Carol
 )
 
 // harness is a broker's Discord side against a fake Discord, with a real
@@ -39,7 +40,9 @@ type harness struct {
 	engine  *adapter.Engine
 	pool    *pool.Pool
 	channel string // the allowed channel
-	other   string // a channel the bot may not answer in
+	discord brokertest.Discord
+	wait    time.Duration // bounds each wait, as the fake's Await
+	other   string        // a channel the bot may not answer in
 	cancel  context.CancelFunc
 	runDone chan error
 }
@@ -60,12 +63,16 @@ func newHarness(t *testing.T, s setup) *harness {
 		fast := fakediscord.RateLimit{Limit: 100, Per: time.Second}
 		s.fake.RateLimits = map[string]fakediscord.RateLimit{fakediscord.RouteCreateMessage: fast, fakediscord.RouteEditMessage: fast}
 	}
+	if s.fake.WaitTimeout == 0 {
+		s.fake.WaitTimeout = 10 * time.Second
+	}
 	srv := fakediscord.New(t, s.fake)
-	h := &harness{t: t, srv: srv, runDone: make(chan error, 1)}
+	h := &harness{t: t, srv: srv, wait: s.fake.WaitTimeout, runDone: make(chan error, 1)}
 	for _, u := range []fakediscord.User{alice, bob, carol} {
 		srv.AddUser(u)
 	}
 	h.channel = srv.AddChannel(guildID, "", "agents")
+	h.discord = brokertest.Discord{Srv: srv, Channel: h.channel}
 	h.other = srv.AddChannel(guildID, "", "random")
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 
@@ -129,12 +136,9 @@ func (h *harness) close() {
 // is the message's).
 func (h *harness) mention(user fakediscord.User, text string, opts ...fakediscord.MessageOption) string {
 	h.t.Helper()
-	id := h.srv.SendMessage(h.channel, user, h.srv.Bot().Mention()+" "+text, opts...)
-	h.srv.Await("thread for "+text, func() bool {
-		ch, ok := h.srv.Channel(id)
-		return ok && ch.IsThread()
+	return brokertest.MustGet(h.t, h.wait, func(ctx context.Context) (string, error) {
+		return h.discord.Mention(ctx, user, text, opts...)
 	})
-	return id
 }
 
 // answer waits for the bot's last message in thread to end with a final
@@ -155,16 +159,7 @@ func (h *harness) answer(thread, want string) []fakediscord.Message {
 
 // finalFooter reports whether a message ends with the line that says how a
 // turn ended.
-func finalFooter(s string) bool {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	last := lines[len(lines)-1]
-	for _, mark := range []string{"-# ✅", "-# ❌", "-# ⏹️", "-# ☑️"} {
-		if strings.HasPrefix(last, mark) {
-			return true
-		}
-	}
-	return false
-}
+func finalFooter(s string) bool { return brokertest.Footer(s) != "" }
 
 // botMessages are the bot's messages in a channel, without permission
 // requests.

@@ -33,7 +33,7 @@ func start(w *World, config, logPath string) (*Broker, error) {
 	b := &Broker{w: w, Log: log, done: make(chan struct{}),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	b.cmd = exec.Command(w.Bins.Broker, "--config", config)
-	b.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}
+	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}, w.Env...)
 	b.cmd.Stdout = log
 	b.cmd.Stderr = log
 	b.cmd.WaitDelay = 5 * time.Second
@@ -151,6 +151,9 @@ func (b *Broker) Stop(timeout time.Duration) (int, error) {
 	}
 }
 
+// Signal sends sig to the broker; it does not wait.
+func (b *Broker) Signal(sig os.Signal) error { return b.cmd.Process.Signal(sig) }
+
 // Kill ends the broker with SIGKILL and waits until it is reaped.
 func (b *Broker) Kill() {
 	b.cmd.Process.Signal(syscall.SIGKILL)
@@ -214,14 +217,22 @@ func (b *Broker) AwaitMetrics(ctx context.Context, interval time.Duration, cond 
 // RSS is the broker's resident set size, from /proc/<pid>/status.
 func (b *Broker) RSS() (int64, error) { return RSS(b.PID()) }
 
-// RSS reads a process's resident set size from /proc/<pid>/status.
-func RSS(pid int) (int64, error) {
+// RSS reads a process's resident set size (VmRSS) from
+// /proc/<pid>/status.
+func RSS(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// PeakRSS reads a process's peak resident set size (VmHWM) from
+// /proc/<pid>/status.
+func PeakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
+
+// procStatusBytes reads a field in kB of /proc/<pid>/status, in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) < 1 {
 				break
@@ -230,7 +241,7 @@ func RSS(pid int) (int64, error) {
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
 // Metrics are the series of one scrape, by their full name with labels

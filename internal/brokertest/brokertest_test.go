@@ -2,36 +2,17 @@ package brokertest_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"acpbroker/internal/brokertest"
-
-	"go.uber.org/goleak"
 )
 
 var bins brokertest.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "brokertest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if bins, err = brokertest.Build(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(2)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { brokertest.Main(m, &bins) }
 
 func TestSettings_TOMLHasOneTablePerPrefixAndWithOverrides(t *testing.T) {
 	s := brokertest.Settings{"turn.timeout": "5s", "agent.args": []string{"a", "b c"}, "pool.max_sessions": 3}.
@@ -116,11 +97,21 @@ func TestWorld_StartKillRestartStop(t *testing.T) {
 	if m["go_goroutines"] <= 0 {
 		t.Errorf("no go_goroutines in /metrics")
 	}
-	if rss, err := b.RSS(); err != nil || rss < 1<<20 {
+	rss, err := b.RSS()
+	if err != nil || rss < 1<<20 {
 		t.Errorf("RSS = %d, %v", rss, err)
+	}
+	if hwm, err := brokertest.PeakRSS(b.PID()); err != nil || hwm < rss {
+		t.Errorf("PeakRSS = %d, %v; RSS is %d", hwm, err, rss)
 	}
 	if lines := b.Log.Grep(`"level":"info"`); len(lines) == 0 {
 		t.Errorf("no info lines in the log file %s", b.Log.Path())
+	}
+	if _, err := b.Log.Await(ctx, `"level":"info"`, "serving /metrics"); err != nil {
+		t.Error(err)
+	}
+	if at := d.SeenAt(thread, got[0].Msgs[0].ID, "You said: hello there"); at.IsZero() {
+		t.Errorf("the answer's revisions never showed its text")
 	}
 
 	hang := d.Post(thread, brokertest.Alice, "hang")

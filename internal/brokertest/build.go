@@ -11,11 +11,15 @@ package brokertest
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"acpbroker/internal/agenttest"
+
+	"go.uber.org/goleak"
 )
 
 // Binaries are the programs a World runs: the broker and the fake agent
@@ -50,4 +54,24 @@ func Build(dir string) (Binaries, error) {
 		return Binaries{}, err
 	}
 	return bins, nil
+}
+
+// Main is a TestMain for packages that run the broker binary: it builds
+// the broker and the fake agent into *bins, runs the tests, fails them
+// if goroutines are left running, removes the binaries and exits.
+func Main(m *testing.M, bins *Binaries) {
+	dir, err := os.MkdirTemp("", "brokertest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if *bins, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
 }

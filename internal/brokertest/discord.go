@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"acpbroker/internal/fakediscord"
 )
@@ -156,6 +157,17 @@ func (d Discord) AwaitBotText(ctx context.Context, channel, text string, skip in
 		return found, fmt.Errorf("waiting for a bot message with %q: %w", text, err)
 	}
 	return found, nil
+}
+
+// SeenAt is when a message first showed text, from its revisions (zero
+// if it never did).
+func (d Discord) SeenAt(channel, messageID, text string) time.Time {
+	for _, r := range d.Srv.Revisions(channel, messageID) {
+		if strings.Contains(r.Content, text) {
+			return r.At
+		}
+	}
+	return time.Time{}
 }
 
 // BotReactions lists the bot's reactions on a message.

@@ -2,10 +2,13 @@ package brokertest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Log is a broker's output (JSON log lines): written whole to a file,
@@ -109,6 +112,23 @@ next:
 		out = append(out, line)
 	}
 	return out
+}
+
+// Await polls the log until a line contains every one of the strings
+// and returns the first such line; on ctx's end it returns the cause.
+func (l *Log) Await(ctx context.Context, all ...string) (string, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if lines := l.Grep(all...); len(lines) > 0 {
+			return lines[0], nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for a log line with %q: %w", all, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
 }
 
 // Field returns field key of the first line whose message is msg ("" if

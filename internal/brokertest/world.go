@@ -54,6 +54,7 @@ type World struct {
 	Dir     string // configuration, state.dir and logs are here
 	Work    string // agent.cwd
 	Conf    Settings
+	Env     []string // more of the broker's environment (NAME=value), read at each Start
 
 	logTail int
 

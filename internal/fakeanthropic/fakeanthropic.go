@@ -13,66 +13,27 @@
 package fakeanthropic
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"acpbroker/internal/fakemodel"
 )
 
 // DefaultText is the answer to requests with no scripted reply.
-const DefaultText = "ok"
-
-type replyKind int
-
-const (
-	kindText replyKind = iota
-	kindTool
-	kindHang
-	kindStatus
-)
+const DefaultText = fakemodel.DefaultText
 
 // Reply is one scripted answer to a main request.
-type Reply struct {
-	kind   replyKind
-	chunks []string
-	delay  time.Duration
-	name   string
-	input  string
-	status int
-}
+type Reply = fakemodel.Reply
 
 // Text answers with a text block streamed as one delta per chunk, and stop
 // reason end_turn.
-func Text(chunks ...string) Reply {
-	if len(chunks) == 0 {
-		chunks = []string{DefaultText}
-	}
-	return Reply{kind: kindText, chunks: chunks}
-}
-
-// Slow makes the reply wait d before each streamed piece. The wait ends
-// early when the client disconnects or the server closes.
-func (r Reply) Slow(d time.Duration) Reply {
-	r.delay = d
-	return r
-}
+func Text(chunks ...string) Reply { return fakemodel.Text(chunks...) }
 
 // ToolUse answers with one tool_use block (stop reason tool_use); input is
 // marshalled to the tool's JSON input.
-func ToolUse(name string, input any) Reply {
-	b, err := json.Marshal(input)
-	if err != nil {
-		panic(fmt.Sprintf("fakeanthropic: tool input: %v", err))
-	}
-	return Reply{kind: kindTool, name: name, input: string(b)}
-}
+func ToolUse(name string, input any) Reply { return fakemodel.Call(name, input) }
 
 // Bash asks Claude Code to run command with its Bash tool, which needs the
 // client's permission in the default mode.
@@ -82,10 +43,10 @@ func Bash(command, description string) Reply {
 
 // Hang starts the event stream (message_start) and then sends nothing
 // until the client disconnects or the server closes.
-func Hang() Reply { return Reply{kind: kindHang} }
+func Hang() Reply { return fakemodel.Hang() }
 
 // Status answers with a plain HTTP error status and an API error body.
-func Status(code int) Reply { return Reply{kind: kindStatus, status: code} }
+func Status(code int) Reply { return fakemodel.Status(code) }
 
 // ToolResult is a tool_result block found in a request's messages.
 type ToolResult struct {
@@ -132,13 +93,13 @@ type Options struct {
 
 // Server is a running fake. Its methods are safe for concurrent use.
 type Server struct {
-	*fakemodel.Server[Reply, Request]
+	*fakemodel.Server[Request]
 }
 
 // Start listens on 127.0.0.1 on a free port and serves until Close.
 func Start(opts Options) (*Server, error) {
 	s := &Server{}
-	core, err := fakemodel.Start[Reply, Request]("fakeanthropic", opts.Logf, func(mux *http.ServeMux) {
+	core, err := fakemodel.Start[Request]("fakeanthropic", opts.Logf, func(mux *http.ServeMux) {
 		mux.HandleFunc("POST /v1/messages", s.serveMessages)
 		mux.HandleFunc("POST /v1/messages/count_tokens", s.serveCountTokens)
 		mux.HandleFunc("GET /v1/models", s.serveModels)
@@ -160,21 +121,12 @@ func (s *Server) record(r *http.Request, body []byte) *Request {
 	})
 }
 
-func (s *Server) next(req *Request) (Reply, bool) {
-	if req.Tools > 0 {
-		if r, ok := s.Pop(); ok {
-			return r, true
-		}
-	}
-	return Text(DefaultText), false
-}
-
 func (s *Server) finish(req *Request, served string) {
 	s.Update(req, func(q *Request) { q.Served, q.End = served, time.Now() })
 }
 
 func (s *Server) serveOther(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	body, _ := fakemodel.ReadBody(r, 16<<20)
 	req := s.record(r, body)
 	if r.URL.Path == "/" && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
 		w.WriteHeader(http.StatusOK)
@@ -187,7 +139,7 @@ func (s *Server) serveOther(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	body, _ := fakemodel.ReadBody(r, 64<<20)
 	req := s.record(r, body)
 	writeJSON(w, map[string]any{"input_tokens": 100})
 	s.finish(req, "count_tokens")
@@ -199,15 +151,10 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	s.finish(req, "models")
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, v any) { fakemodel.WriteJSON(w, http.StatusOK, v) }
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	fakemodel.WriteJSON(w, code, map[string]any{
 		"type":  "error",
 		"error": map[string]any{"type": kind, "message": msg},
 	})
@@ -244,35 +191,15 @@ func parseRequest(req *Request) error {
 		}
 		for _, blk := range blocks {
 			if blk.Type == "tool_result" {
-				req.ToolResults = append(req.ToolResults, ToolResult{ToolUseID: blk.ToolUseID, Content: blockText(blk.Content), IsError: blk.IsError})
+				req.ToolResults = append(req.ToolResults, ToolResult{ToolUseID: blk.ToolUseID, Content: fakemodel.FlatText(blk.Content), IsError: blk.IsError})
 			}
 		}
 	}
 	return nil
 }
 
-// blockText flattens a tool_result "content": a string, or a list of
-// blocks with text.
-func blockText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		var b strings.Builder
-		for _, p := range parts {
-			b.WriteString(p.Text)
-		}
-		return b.String()
-	}
-	return string(raw)
-}
-
 func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	body, err := fakemodel.ReadBody(r, 64<<20)
 	req := s.record(r, body)
 	if err == nil {
 		s.Update(req, func(q *Request) { err = parseRequest(q) })
@@ -283,8 +210,8 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		s.finish(req, "bad_request")
 		return
 	}
-	reply, scripted := s.next(req)
-	served := map[replyKind]string{kindText: "text", kindTool: "tool_use", kindHang: "hang", kindStatus: "status"}[reply.kind]
+	reply, scripted := s.Next(req.Tools > 0)
+	served := map[fakemodel.Kind]string{fakemodel.KindText: "text", fakemodel.KindCall: "tool_use", fakemodel.KindHang: "hang", fakemodel.KindStatus: "status"}[reply.Kind]
 	if !scripted {
 		served = "default"
 	}
@@ -293,12 +220,12 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 
 	var gone bool
 	switch {
-	case reply.kind == kindStatus:
-		writeError(w, reply.status, "api_error", fmt.Sprintf("scripted status %d", reply.status))
-	case !req.Stream && reply.kind != kindHang:
+	case reply.Kind == fakemodel.KindStatus:
+		writeError(w, reply.Status, "api_error", fmt.Sprintf("scripted status %d", reply.Status))
+	case !req.Stream && reply.Kind != fakemodel.KindHang:
 		writeJSON(w, message(req, reply, true))
 	default:
-		gone = s.stream(w, r.Context(), req, reply)
+		gone = s.stream(w, r, req, reply)
 	}
 	s.Update(req, func(q *Request) { q.ClientGone, q.End = gone, time.Now() })
 }
@@ -315,14 +242,14 @@ func usage(output int) map[string]any {
 	}
 }
 
-func (r Reply) stopReason() string {
-	if r.kind == kindTool {
+func stopReason(r Reply) string {
+	if r.Kind == fakemodel.KindCall {
 		return "tool_use"
 	}
 	return "end_turn"
 }
 
-func (r Reply) toolUseID(req *Request) string {
+func toolUseID(req *Request) string {
 	return fmt.Sprintf("toolu_fake_%d", req.Seq)
 }
 
@@ -341,111 +268,47 @@ func message(req *Request, reply Reply, complete bool) map[string]any {
 	if !complete {
 		return m
 	}
-	switch reply.kind {
-	case kindTool:
+	switch reply.Kind {
+	case fakemodel.KindCall:
 		var input any
-		_ = json.Unmarshal([]byte(reply.input), &input)
-		m["content"] = []any{map[string]any{"type": "tool_use", "id": reply.toolUseID(req), "name": reply.name, "input": input}}
+		_ = json.Unmarshal([]byte(reply.Args), &input)
+		m["content"] = []any{map[string]any{"type": "tool_use", "id": toolUseID(req), "name": reply.Name, "input": input}}
 	default:
-		m["content"] = []any{map[string]any{"type": "text", "text": strings.Join(reply.chunks, "")}}
+		m["content"] = []any{map[string]any{"type": "text", "text": reply.Whole()}}
 	}
-	m["stop_reason"] = reply.stopReason()
+	m["stop_reason"] = stopReason(reply)
 	m["usage"] = usage(outputTokens)
 	return m
 }
 
 // stream writes one Messages API event stream. It reports whether the
 // client went away before the stream was complete.
-func (s *Server) stream(w http.ResponseWriter, ctx context.Context, req *Request, reply Reply) (gone bool) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, reply Reply) (gone bool) {
 	w.Header().Set("request-id", fmt.Sprintf("req_fake_%d", req.Seq))
-	w.WriteHeader(http.StatusOK)
-	e := &emitter{w: w, ctx: ctx, done: s.Done()}
-	e.send("message_start", map[string]any{"message": message(req, reply, false)})
-	if reply.kind == kindHang {
-		e.send("ping", map[string]any{})
-		e.hold()
-		return e.gone
+	e := s.StartStream(w, r)
+	e.Send("message_start", map[string]any{"message": message(req, reply, false)})
+	if reply.Kind == fakemodel.KindHang {
+		e.Send("ping", map[string]any{})
+		e.Hold()
+		return e.Gone()
 	}
-	switch reply.kind {
-	case kindTool:
-		e.send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": reply.toolUseID(req), "name": reply.name, "input": map[string]any{}}})
-		e.wait(reply.delay)
-		e.send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": reply.input}})
+	switch reply.Kind {
+	case fakemodel.KindCall:
+		e.Send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "tool_use", "id": toolUseID(req), "name": reply.Name, "input": map[string]any{}}})
+		e.Wait(reply.Delay)
+		e.Send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": reply.Args}})
 	default:
-		e.send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-		for _, c := range reply.chunks {
-			e.wait(reply.delay)
-			e.send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": c}})
+		e.Send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		for _, c := range reply.Chunks {
+			e.Wait(reply.Delay)
+			e.Send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": c}})
 		}
 	}
-	e.send("content_block_stop", map[string]any{"index": 0})
-	e.send("message_delta", map[string]any{
-		"delta": map[string]any{"stop_reason": reply.stopReason(), "stop_sequence": nil},
+	e.Send("content_block_stop", map[string]any{"index": 0})
+	e.Send("message_delta", map[string]any{
+		"delta": map[string]any{"stop_reason": stopReason(reply), "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": outputTokens},
 	})
-	e.send("message_stop", map[string]any{})
-	return e.gone
-}
-
-// emitter writes SSE events, stopping at the first failure.
-type emitter struct {
-	w    http.ResponseWriter
-	ctx  context.Context
-	done <-chan struct{}
-	err  error
-	// gone is set when the client went away mid-stream.
-	gone bool
-}
-
-func (e *emitter) send(kind string, payload map[string]any) {
-	if e.err != nil {
-		return
-	}
-	payload["type"] = kind
-	data, err := json.Marshal(payload)
-	if err != nil {
-		e.err = err
-		return
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", kind, data)
-	if _, err := e.w.Write(b.Bytes()); err != nil {
-		e.err, e.gone = err, true
-		return
-	}
-	if err := http.NewResponseController(e.w).Flush(); err != nil {
-		e.err, e.gone = err, true
-	}
-}
-
-// wait pauses d, ending early when the client goes away or the server
-// closes; either of those stops the stream.
-func (e *emitter) wait(d time.Duration) {
-	if e.err != nil || d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-e.ctx.Done():
-		e.err, e.gone = context.Cause(e.ctx), true
-	case <-e.done:
-		e.err = errors.New("server closed")
-	}
-}
-
-// hold pauses until the client goes away or the server closes.
-func (e *emitter) hold() {
-	if e.err != nil {
-		return
-	}
-	select {
-	case <-e.ctx.Done():
-		e.err, e.gone = context.Cause(e.ctx), true
-	case <-e.done:
-		e.err = errors.New("server closed")
-	}
+	e.Send("message_stop", map[string]any{})
+	return e.Gone()
 }

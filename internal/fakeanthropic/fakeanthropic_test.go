@@ -9,15 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/fakemodel"
+
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type event struct {
-	name string
-	data map[string]any
-}
 
 func start(t *testing.T) *Server {
 	t.Helper()
@@ -56,39 +53,23 @@ func post(t *testing.T, ctx context.Context, s *Server, body string) *http.Respo
 	return do(t, ctx, http.MethodPost, s.URL()+"/v1/messages?beta=true", body)
 }
 
-func readEvents(t *testing.T, resp *http.Response) []event {
+// readEvents parses the whole SSE body.
+func readEvents(t *testing.T, resp *http.Response) []fakemodel.Event {
 	t.Helper()
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	var out []event
-	var cur event
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			cur.name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.data); err != nil {
-				t.Fatalf("data is not JSON: %q", line)
-			}
-		case line == "":
-			if cur.data["type"] != cur.name {
-				t.Errorf("event %q has type %v", cur.name, cur.data["type"])
-			}
-			out = append(out, cur)
-			cur = event{}
-		}
+	evs, err := fakemodel.ReadEvents(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return evs
 }
 
-func names(evs []event) string {
+func names(evs []fakemodel.Event) string {
 	var n []string
 	for _, e := range evs {
-		n = append(n, e.name)
+		n = append(n, e.Name)
 	}
 	return strings.Join(n, " ")
 }
@@ -106,16 +87,16 @@ func TestTextIsStreamedAsMessageEvents(t *testing.T) {
 	if got := names(evs); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
-	msg := evs[0].data["message"].(map[string]any)
+	msg := evs[0].Data["message"].(map[string]any)
 	if msg["role"] != "assistant" || msg["model"] != "claude-sonnet-4-6" || msg["usage"] == nil {
 		t.Errorf("message_start %v", msg)
 	}
-	d1 := evs[2].data["delta"].(map[string]any)
-	d2 := evs[3].data["delta"].(map[string]any)
+	d1 := evs[2].Data["delta"].(map[string]any)
+	d2 := evs[3].Data["delta"].(map[string]any)
 	if d1["type"] != "text_delta" || d1["text"] != "Hel" || d2["text"] != "lo" {
 		t.Errorf("deltas %v %v", d1, d2)
 	}
-	if stop := evs[5].data["delta"].(map[string]any)["stop_reason"]; stop != "end_turn" {
+	if stop := evs[5].Data["delta"].(map[string]any)["stop_reason"]; stop != "end_turn" {
 		t.Errorf("stop reason %v", stop)
 	}
 	reqs := s.Requests()
@@ -131,11 +112,11 @@ func TestBashToolUseThenResultIsRecorded(t *testing.T) {
 	s := start(t)
 	s.Enqueue(Bash("touch x", "make x"), Text("done"))
 	evs := readEvents(t, post(t, context.Background(), s, mainRequest))
-	block := evs[1].data["content_block"].(map[string]any)
+	block := evs[1].Data["content_block"].(map[string]any)
 	if block["type"] != "tool_use" || block["name"] != "Bash" || block["id"] == "" {
 		t.Fatalf("block %v (events %s)", block, names(evs))
 	}
-	delta := evs[2].data["delta"].(map[string]any)
+	delta := evs[2].Data["delta"].(map[string]any)
 	var input map[string]string
 	if err := json.Unmarshal([]byte(delta["partial_json"].(string)), &input); err != nil {
 		t.Fatal(err)
@@ -143,7 +124,7 @@ func TestBashToolUseThenResultIsRecorded(t *testing.T) {
 	if input["command"] != "touch x" || input["description"] != "make x" {
 		t.Errorf("input %v", input)
 	}
-	if stop := evs[4].data["delta"].(map[string]any)["stop_reason"]; stop != "tool_use" {
+	if stop := evs[4].Data["delta"].(map[string]any)["stop_reason"]; stop != "tool_use" {
 		t.Errorf("stop reason %v", stop)
 	}
 	follow := `{"model":"claude-sonnet-4-6","stream":true,"tools":[{}],"messages":[{"role":"user","content":"hi"},` +

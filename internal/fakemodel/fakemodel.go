@@ -1,7 +1,7 @@
 // Package fakemodel is what the fake model servers (fakeopenai,
 // fakeanthropic) share: an HTTP server on 127.0.0.1, a script of replies
-// used in order, and a record of the requests served that tests can wait
-// on.
+// used in order, a record of the requests served that tests can wait on,
+// and the writing of answers as Server-Sent Events.
 package fakemodel
 
 import (
@@ -13,10 +13,9 @@ import (
 	"time"
 )
 
-// Server serves the routes it was started with. Reply is a scripted
-// answer, Request a recorded request. Its methods are safe for concurrent
-// use.
-type Server[Reply, Request any] struct {
+// Server serves the routes it was started with; Request is a recorded
+// request. Its methods are safe for concurrent use.
+type Server[Request any] struct {
 	name string
 	url  string
 	srv  *http.Server
@@ -35,12 +34,12 @@ type Server[Reply, Request any] struct {
 // Start listens on 127.0.0.1 on a free port and serves the routes routes
 // adds until Close. name prefixes its errors; logf (optional) receives one
 // line per request from the handlers.
-func Start[Reply, Request any](name string, logf func(string, ...any), routes func(*http.ServeMux)) (*Server[Reply, Request], error) {
+func Start[Request any](name string, logf func(string, ...any), routes func(*http.ServeMux)) (*Server[Request], error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server[Reply, Request]{
+	s := &Server[Request]{
 		name:    name,
 		url:     "http://" + ln.Addr().String(),
 		logf:    logf,
@@ -62,37 +61,38 @@ func Start[Reply, Request any](name string, logf func(string, ...any), routes fu
 }
 
 // BaseURL is http://127.0.0.1:port, without a path.
-func (s *Server[Reply, Request]) BaseURL() string { return s.url }
+func (s *Server[Request]) BaseURL() string { return s.url }
 
 // Logf logs one line through the Logf the server was started with.
-func (s *Server[Reply, Request]) Logf(format string, args ...any) { s.logf(format, args...) }
+func (s *Server[Request]) Logf(format string, args ...any) { s.logf(format, args...) }
 
 // Done is closed when the server closes; handlers that hold a response
 // open wait on it.
-func (s *Server[Reply, Request]) Done() <-chan struct{} { return s.done }
+func (s *Server[Request]) Done() <-chan struct{} { return s.done }
 
 // Enqueue appends replies to the script, to be used by the next main
 // requests in order.
-func (s *Server[Reply, Request]) Enqueue(replies ...Reply) {
+func (s *Server[Request]) Enqueue(replies ...Reply) {
 	s.mu.Lock()
 	s.queue = append(s.queue, replies...)
 	s.mu.Unlock()
 }
 
 // Pending is the number of scripted replies not used yet.
-func (s *Server[Reply, Request]) Pending() int {
+func (s *Server[Request]) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue)
 }
 
-// Pop takes the next scripted reply, if there is one.
-func (s *Server[Reply, Request]) Pop() (Reply, bool) {
+// Next takes the next scripted reply for a main request (one that
+// offers tools). Any other request, or one that finds the script used
+// up, gets Text(DefaultText), and scripted is false.
+func (s *Server[Request]) Next(main bool) (reply Reply, scripted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) == 0 {
-		var zero Reply
-		return zero, false
+	if !main || len(s.queue) == 0 {
+		return Text(DefaultText), false
 	}
 	r := s.queue[0]
 	s.queue = s.queue[1:]
@@ -100,7 +100,7 @@ func (s *Server[Reply, Request]) Pop() (Reply, bool) {
 }
 
 // Requests returns copies of the recorded requests, oldest first.
-func (s *Server[Reply, Request]) Requests() []Request {
+func (s *Server[Request]) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Request, len(s.reqs))
@@ -112,7 +112,7 @@ func (s *Server[Reply, Request]) Requests() []Request {
 
 // Wait blocks until cond holds for the recorded requests, ctx ends, or the
 // server closes.
-func (s *Server[Reply, Request]) Wait(ctx context.Context, cond func([]Request) bool) error {
+func (s *Server[Request]) Wait(ctx context.Context, cond func([]Request) bool) error {
 	for {
 		s.mu.Lock()
 		ch := s.changed
@@ -132,7 +132,7 @@ func (s *Server[Reply, Request]) Wait(ctx context.Context, cond func([]Request) 
 
 // Close stops the server: open streams end, and it returns once every
 // handler has returned.
-func (s *Server[Reply, Request]) Close() {
+func (s *Server[Request]) Close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -151,7 +151,7 @@ func (s *Server[Reply, Request]) Close() {
 
 // Record adds the request build makes (given its sequence number, from
 // 1) to the record and wakes waiters.
-func (s *Server[Reply, Request]) Record(build func(seq int) *Request) *Request {
+func (s *Server[Request]) Record(build func(seq int) *Request) *Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
@@ -162,14 +162,14 @@ func (s *Server[Reply, Request]) Record(build func(seq int) *Request) *Request {
 }
 
 // Update changes a recorded request under the lock and wakes waiters.
-func (s *Server[Reply, Request]) Update(req *Request, f func(*Request)) {
+func (s *Server[Request]) Update(req *Request, f func(*Request)) {
 	s.mu.Lock()
 	f(req)
 	s.notifyLocked()
 	s.mu.Unlock()
 }
 
-func (s *Server[Reply, Request]) notifyLocked() {
+func (s *Server[Request]) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

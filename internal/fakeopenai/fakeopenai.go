@@ -10,13 +10,8 @@
 package fakeopenai
 
 import (
-	"bytes"
-	"compress/gzip"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -25,51 +20,17 @@ import (
 )
 
 // DefaultText is the answer to requests with no scripted reply.
-const DefaultText = "ok"
-
-type replyKind int
-
-const (
-	kindText replyKind = iota
-	kindCall
-	kindHang
-	kindStatus
-)
+const DefaultText = fakemodel.DefaultText
 
 // Reply is one scripted answer to a main request.
-type Reply struct {
-	kind   replyKind
-	chunks []string
-	delay  time.Duration
-	name   string
-	args   string
-	status int
-}
+type Reply = fakemodel.Reply
 
 // Text answers with an assistant message streamed as one delta per chunk.
-func Text(chunks ...string) Reply {
-	if len(chunks) == 0 {
-		chunks = []string{DefaultText}
-	}
-	return Reply{kind: kindText, chunks: chunks}
-}
-
-// Slow makes the reply wait d before each streamed piece. The wait ends
-// early when the client disconnects or the server closes.
-func (r Reply) Slow(d time.Duration) Reply {
-	r.delay = d
-	return r
-}
+func Text(chunks ...string) Reply { return fakemodel.Text(chunks...) }
 
 // FunctionCall answers with one function_call output item. args is
 // marshalled to the JSON string the Responses API carries in "arguments".
-func FunctionCall(name string, args any) Reply {
-	b, err := json.Marshal(args)
-	if err != nil {
-		panic(fmt.Sprintf("fakeopenai: function call arguments: %v", err))
-	}
-	return Reply{kind: kindCall, name: name, args: string(b)}
-}
+func FunctionCall(name string, args any) Reply { return fakemodel.Call(name, args) }
 
 // ExecCommand asks codex to run cmd in a shell with escalated sandbox
 // permissions, which makes codex-acp ask the client for permission first.
@@ -83,10 +44,10 @@ func ExecCommand(cmd, justification string) Reply {
 
 // Hang starts the event stream (response.created) and then sends nothing
 // until the client disconnects or the server closes.
-func Hang() Reply { return Reply{kind: kindHang} }
+func Hang() Reply { return fakemodel.Hang() }
 
 // Status answers with a plain HTTP error status and a JSON error body.
-func Status(code int) Reply { return Reply{kind: kindStatus, status: code} }
+func Status(code int) Reply { return fakemodel.Status(code) }
 
 // ToolOutput is a function_call_output item found in a request's input.
 type ToolOutput struct {
@@ -129,13 +90,13 @@ type Options struct {
 
 // Server is a running fake. Its methods are safe for concurrent use.
 type Server struct {
-	*fakemodel.Server[Reply, Request]
+	*fakemodel.Server[Request]
 }
 
 // Start listens on 127.0.0.1 on a free port and serves until Close.
 func Start(opts Options) (*Server, error) {
 	s := &Server{}
-	core, err := fakemodel.Start[Reply, Request]("fakeopenai", opts.Logf, func(mux *http.ServeMux) {
+	core, err := fakemodel.Start[Request]("fakeopenai", opts.Logf, func(mux *http.ServeMux) {
 		mux.HandleFunc("POST /v1/responses", s.serveResponses)
 		mux.HandleFunc("/", s.serveOther)
 	})
@@ -156,17 +117,8 @@ func (s *Server) record(r *http.Request, body []byte) *Request {
 	})
 }
 
-func (s *Server) next(req *Request) (Reply, bool) {
-	if req.Tools > 0 {
-		if r, ok := s.Pop(); ok {
-			return r, true
-		}
-	}
-	return Text(DefaultText), false
-}
-
 func (s *Server) serveOther(w http.ResponseWriter, r *http.Request) {
-	body, _ := readBody(r)
+	body, _ := fakemodel.ReadBody(r, 64<<20)
 	req := s.record(r, body)
 	s.Logf("fakeopenai: %s %s: unknown path, 404", r.Method, r.URL.Path)
 	writeError(w, http.StatusNotFound, "not_found", "no such endpoint in the fake")
@@ -197,56 +149,21 @@ func parseRequest(req *Request) error {
 	if json.Unmarshal(b.Input, &items) == nil {
 		for _, it := range items {
 			if it.Type == "function_call_output" {
-				req.ToolOutputs = append(req.ToolOutputs, ToolOutput{CallID: it.CallID, Output: outputText(it.Output)})
+				req.ToolOutputs = append(req.ToolOutputs, ToolOutput{CallID: it.CallID, Output: fakemodel.FlatText(it.Output)})
 			}
 		}
 	}
 	return nil
 }
 
-// outputText flattens a function_call_output "output": a string, or a list
-// of content items with text.
-func outputText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		var b strings.Builder
-		for _, p := range parts {
-			b.WriteString(p.Text)
-		}
-		return b.String()
-	}
-	return string(raw)
-}
-
-func readBody(r *http.Request) ([]byte, error) {
-	var rd io.Reader = r.Body
-	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		defer zr.Close()
-		rd = zr
-	}
-	return io.ReadAll(io.LimitReader(rd, 64<<20))
-}
-
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	fakemodel.WriteJSON(w, code, map[string]any{
 		"error": map[string]any{"type": kind, "code": kind, "message": msg},
 	})
 }
 
 func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := fakemodel.ReadBody(r, 64<<20)
 	req := s.record(r, body)
 	if err == nil {
 		s.Update(req, func(q *Request) { err = parseRequest(q) })
@@ -257,8 +174,8 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		s.Update(req, func(q *Request) { q.Served, q.End = "bad_request", time.Now() })
 		return
 	}
-	reply, scripted := s.next(req)
-	served := map[replyKind]string{kindText: "text", kindCall: "function_call", kindHang: "hang", kindStatus: "status"}[reply.kind]
+	reply, scripted := s.Next(req.Tools > 0)
+	served := map[fakemodel.Kind]string{fakemodel.KindText: "text", fakemodel.KindCall: "function_call", fakemodel.KindHang: "hang", fakemodel.KindStatus: "status"}[reply.Kind]
 	if !scripted {
 		served = "default"
 	}
@@ -266,22 +183,26 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	s.Logf("fakeopenai: %s %s #%d model=%s tools=%d tool_outputs=%d: %s", r.Method, r.URL.Path, req.Seq, req.Model, req.Tools, len(req.ToolOutputs), served)
 
 	var gone bool
-	if reply.kind == kindStatus {
-		writeError(w, reply.status, "server_error", fmt.Sprintf("scripted status %d", reply.status))
+	if reply.Kind == fakemodel.KindStatus {
+		writeError(w, reply.Status, "server_error", fmt.Sprintf("scripted status %d", reply.Status))
 	} else {
-		gone = s.stream(w, r.Context(), req, reply)
+		gone = s.stream(w, r, req, reply)
 	}
 	s.Update(req, func(q *Request) { q.ClientGone, q.End = gone, time.Now() })
 }
 
 // stream writes one Responses API event stream. It reports whether the
 // client went away before the stream was complete.
-func (s *Server) stream(w http.ResponseWriter, ctx context.Context, req *Request, reply Reply) (gone bool) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, reply Reply) (gone bool) {
 	w.Header().Set("x-request-id", fmt.Sprintf("req_fake_%d", req.Seq))
-	w.WriteHeader(http.StatusOK)
-	e := &emitter{w: w, ctx: ctx, done: s.Done()}
+	e := s.StartStream(w, r)
+	// Every event carries its number in the stream.
+	seq := 0
+	send := func(kind string, payload map[string]any) {
+		payload["sequence_number"] = seq
+		seq++
+		e.Send(kind, payload)
+	}
 	respID := fmt.Sprintf("resp_fake_%d", req.Seq)
 	created := time.Now().Unix()
 	model := req.Model
@@ -294,111 +215,47 @@ func (s *Server) stream(w http.ResponseWriter, ctx context.Context, req *Request
 			"status": status, "model": model, "output": output,
 		}
 	}
-	e.send("response.created", map[string]any{"response": envelope("in_progress", []any{})})
-	e.send("response.in_progress", map[string]any{"response": envelope("in_progress", []any{})})
-	if reply.kind == kindHang {
-		e.hold()
-		return e.gone
+	send("response.created", map[string]any{"response": envelope("in_progress", []any{})})
+	send("response.in_progress", map[string]any{"response": envelope("in_progress", []any{})})
+	if reply.Kind == fakemodel.KindHang {
+		e.Hold()
+		return e.Gone()
 	}
 
 	var item map[string]any
-	switch reply.kind {
-	case kindCall:
+	switch reply.Kind {
+	case fakemodel.KindCall:
 		itemID := fmt.Sprintf("fc_fake_%d", req.Seq)
 		callID := fmt.Sprintf("call_fake_%d", req.Seq)
-		added := map[string]any{"id": itemID, "type": "function_call", "status": "in_progress", "name": reply.name, "call_id": callID, "arguments": ""}
-		e.send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		e.wait(reply.delay)
-		e.send("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": reply.args})
-		e.send("response.function_call_arguments.Done()", map[string]any{"item_id": itemID, "output_index": 0, "arguments": reply.args})
-		item = map[string]any{"id": itemID, "type": "function_call", "status": "completed", "name": reply.name, "call_id": callID, "arguments": reply.args}
+		added := map[string]any{"id": itemID, "type": "function_call", "status": "in_progress", "name": reply.Name, "call_id": callID, "arguments": ""}
+		send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		e.Wait(reply.Delay)
+		send("response.function_call_arguments.delta", map[string]any{"item_id": itemID, "output_index": 0, "delta": reply.Args})
+		send("response.function_call_arguments.done", map[string]any{"item_id": itemID, "output_index": 0, "arguments": reply.Args})
+		item = map[string]any{"id": itemID, "type": "function_call", "status": "completed", "name": reply.Name, "call_id": callID, "arguments": reply.Args}
 	default:
 		itemID := fmt.Sprintf("msg_fake_%d", req.Seq)
 		added := map[string]any{"id": itemID, "type": "message", "status": "in_progress", "role": "assistant", "content": []any{}}
-		e.send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		e.send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+		send("response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		send("response.content_part.added", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 		var full strings.Builder
-		for _, c := range reply.chunks {
-			e.wait(reply.delay)
+		for _, c := range reply.Chunks {
+			e.Wait(reply.Delay)
 			full.WriteString(c)
-			e.send("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": c})
+			send("response.output_text.delta", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "delta": c})
 		}
 		part := map[string]any{"type": "output_text", "text": full.String(), "annotations": []any{}}
-		e.send("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": full.String()})
-		e.send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
+		send("response.output_text.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "text": full.String()})
+		send("response.content_part.done", map[string]any{"item_id": itemID, "output_index": 0, "content_index": 0, "part": part})
 		item = map[string]any{"id": itemID, "type": "message", "status": "completed", "role": "assistant", "content": []any{part}}
 	}
-	e.send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 	final := envelope("completed", []any{item})
 	final["usage"] = map[string]any{
 		"input_tokens": 100, "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": 10, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
 		"total_tokens": 110,
 	}
-	e.send("response.completed", map[string]any{"response": final})
-	return e.gone
-}
-
-// emitter writes SSE events, stopping at the first failure.
-type emitter struct {
-	w    http.ResponseWriter
-	ctx  context.Context
-	done <-chan struct{}
-	seq  int
-	err  error
-	// gone is set when the client went away mid-stream.
-	gone bool
-}
-
-func (e *emitter) send(kind string, payload map[string]any) {
-	if e.err != nil {
-		return
-	}
-	payload["type"] = kind
-	payload["sequence_number"] = e.seq
-	e.seq++
-	data, err := json.Marshal(payload)
-	if err != nil {
-		e.err = err
-		return
-	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", kind, data)
-	if _, err := e.w.Write(b.Bytes()); err != nil {
-		e.err, e.gone = err, true
-		return
-	}
-	if err := http.NewResponseController(e.w).Flush(); err != nil {
-		e.err, e.gone = err, true
-	}
-}
-
-// wait pauses d, ending early when the client goes away or the server
-// closes; either of those stops the stream.
-func (e *emitter) wait(d time.Duration) {
-	if e.err != nil || d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-e.ctx.Done():
-		e.err, e.gone = context.Cause(e.ctx), true
-	case <-e.done:
-		e.err = errors.New("server closed")
-	}
-}
-
-// hold pauses until the client goes away or the server closes.
-func (e *emitter) hold() {
-	if e.err != nil {
-		return
-	}
-	select {
-	case <-e.ctx.Done():
-		e.err, e.gone = context.Cause(e.ctx), true
-	case <-e.done:
-		e.err = errors.New("server closed")
-	}
+	send("response.completed", map[string]any{"response": final})
+	return e.Gone()
 }

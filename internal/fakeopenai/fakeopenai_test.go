@@ -9,15 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/fakemodel"
+
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type event struct {
-	name string
-	data map[string]any
-}
 
 func start(t *testing.T) *Server {
 	t.Helper()
@@ -52,39 +49,22 @@ func post(t *testing.T, ctx context.Context, s *Server, body string) *http.Respo
 }
 
 // readEvents parses the whole SSE body.
-func readEvents(t *testing.T, resp *http.Response) []event {
+func readEvents(t *testing.T, resp *http.Response) []fakemodel.Event {
 	t.Helper()
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	var out []event
-	var cur event
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			cur.name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.data); err != nil {
-				t.Fatalf("data is not JSON: %q", line)
-			}
-		case line == "":
-			if cur.data["type"] != cur.name {
-				t.Errorf("event %q has type %v", cur.name, cur.data["type"])
-			}
-			out = append(out, cur)
-			cur = event{}
-		}
+	evs, err := fakemodel.ReadEvents(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return evs
 }
 
-func names(evs []event) string {
+func names(evs []fakemodel.Event) string {
 	var n []string
 	for _, e := range evs {
-		n = append(n, e.name)
+		n = append(n, e.Name)
 	}
 	return strings.Join(n, " ")
 }
@@ -104,15 +84,15 @@ func TestTextIsStreamedAsResponsesEvents(t *testing.T) {
 	if got := names(evs); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
-	if evs[4].data["delta"] != "Hel" || evs[5].data["delta"] != "lo" {
-		t.Errorf("deltas %v %v", evs[4].data["delta"], evs[5].data["delta"])
+	if evs[4].Data["delta"] != "Hel" || evs[5].Data["delta"] != "lo" {
+		t.Errorf("deltas %v %v", evs[4].Data["delta"], evs[5].Data["delta"])
 	}
-	item := evs[8].data["item"].(map[string]any)
+	item := evs[8].Data["item"].(map[string]any)
 	content := item["content"].([]any)[0].(map[string]any)
 	if item["type"] != "message" || item["role"] != "assistant" || content["text"] != "Hello" {
 		t.Errorf("done item %v", item)
 	}
-	resp := evs[9].data["response"].(map[string]any)
+	resp := evs[9].Data["response"].(map[string]any)
 	usage, _ := resp["usage"].(map[string]any)
 	if resp["id"] == "" || usage["total_tokens"] == nil {
 		t.Errorf("completed response %v", resp)
@@ -132,8 +112,8 @@ func TestFunctionCallThenOutputIsRecorded(t *testing.T) {
 	evs := readEvents(t, post(t, context.Background(), s, mainRequest))
 	var item map[string]any
 	for _, e := range evs {
-		if e.name == "response.output_item.done" {
-			item = e.data["item"].(map[string]any)
+		if e.Name == "response.output_item.done" {
+			item = e.Data["item"].(map[string]any)
 		}
 	}
 	if item == nil || item["type"] != "function_call" || item["name"] != "exec_command" || item["call_id"] == "" {
@@ -166,8 +146,8 @@ func TestSideRequestsDoNotUseTheScript(t *testing.T) {
 	}
 	readEvents(t, post(t, context.Background(), s, mainRequest))
 	evs := readEvents(t, post(t, context.Background(), s, mainRequest))
-	if evs[4].data["delta"] != DefaultText {
-		t.Errorf("empty queue answered %v", evs[4].data)
+	if evs[4].Data["delta"] != DefaultText {
+		t.Errorf("empty queue answered %v", evs[4].Data)
 	}
 	var served []string
 	for _, r := range s.Requests() {
