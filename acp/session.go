@@ -68,16 +68,17 @@ func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
 	return &res, nil
 }
 
-// NewSession creates a session rooted at cwd (made absolute). If the agent
+// NewSession creates a session rooted at cwd (made absolute) with the MCP
+// servers given, sent as they are (see UsableMCPServers). If the agent
 // answers "authentication required" and Options.AuthMethod is set, it
 // authenticates and tries once more. Updates the agent sent for the session
 // before answering are returned with it.
-func (c *Conn) NewSession(ctx context.Context, cwd string) (string, []Update, error) {
+func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) (string, []Update, error) {
 	abs, err := filepath.Abs(cwd)
 	if err != nil {
 		return "", nil, err
 	}
-	params := NewSessionParams{Cwd: abs, MCPServers: []any{}}
+	params := NewSessionParams{Cwd: abs, MCPServers: orEmpty(servers)}
 	var res struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -97,14 +98,14 @@ func (c *Conn) NewSession(ctx context.Context, cwd string) (string, []Update, er
 }
 
 // LoadSession resumes an earlier session (only when the agent advertised
-// loadSession). The history the agent replays is returned, not routed to
-// any turn.
-func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string) ([]Update, error) {
+// loadSession) with the MCP servers given, as NewSession does. The history
+// the agent replays is returned, not routed to any turn.
+func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers []MCPServer) ([]Update, error) {
 	abs, err := filepath.Abs(cwd)
 	if err != nil {
 		return nil, err
 	}
-	params := LoadSessionParams{SessionID: sessionID, Cwd: abs, MCPServers: []any{}}
+	params := LoadSessionParams{SessionID: sessionID, Cwd: abs, MCPServers: orEmpty(servers)}
 	err = c.Call(ctx, MethodSessionLoad, params, nil)
 	if isAuthRequired(err) {
 		if err = c.authenticate(ctx); err == nil {

@@ -91,7 +91,7 @@ func TestNewSession_AuthenticatesWhenRequiredAndKeepsEarlyUpdates(t *testing.T) 
 	var early []Update
 	done := asyncResult(func() error {
 		var err error
-		sid, early, err = c.NewSession(context.Background(), ".")
+		sid, early, err = c.NewSession(context.Background(), ".", nil)
 		return err
 	})
 	first := p.nextMethod("session/new")
@@ -124,7 +124,7 @@ func TestNewSession_AuthRequiredWithoutAMethodNamesTheSetting(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, _, err = c.NewSession(context.Background(), t.TempDir())
+		_, _, err = c.NewSession(context.Background(), t.TempDir(), nil)
 		return err
 	})
 	p.reply(p.nextMethod("initialize"), `{"protocolVersion":1,"authMethods":[{"id":"oauth","name":"Log in"},{"id":"api-key","name":"Key"}]}`)
@@ -140,7 +140,7 @@ func TestNewSession_AuthRequiredWithoutAMethodNamesTheSetting(t *testing.T) {
 func TestLoadSession_AcceptsNullOrObjectAndReportsRefusal(t *testing.T) {
 	c, p := newPair(t, Options{})
 	for _, result := range []string{`null`, `{"modes":null}`} {
-		done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "S9", t.TempDir()); return err })
+		done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "S9", t.TempDir(), nil); return err })
 		req := p.nextMethod("session/load")
 		if !strings.Contains(string(req["params"]), `"sessionId":"S9"`) {
 			t.Fatalf("session/load params = %s", req["params"])
@@ -150,7 +150,7 @@ func TestLoadSession_AcceptsNullOrObjectAndReportsRefusal(t *testing.T) {
 			t.Fatalf("answer %s: %v", result, err)
 		}
 	}
-	done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "gone", t.TempDir()); return err })
+	done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "gone", t.TempDir(), nil); return err })
 	p.replyErr(p.nextMethod("session/load"), CodeNotFound, "session not found")
 	var rpcErr *RPCError
 	if err := waitErr(t, done); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNotFound {

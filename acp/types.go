@@ -65,6 +65,7 @@ type PromptCapabilities struct {
 type AgentCapabilities struct {
 	LoadSession        bool               `json:"loadSession"`
 	PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
+	MCPCapabilities    MCPCapabilities    `json:"mcpCapabilities"`
 }
 
 // AuthMethod is one way the agent accepts authentication.
@@ -287,15 +288,15 @@ func (o PermissionOutcome) MarshalJSON() ([]byte, error) {
 
 // NewSessionParams are the params of session/new.
 type NewSessionParams struct {
-	Cwd        string `json:"cwd"`
-	MCPServers []any  `json:"mcpServers"`
+	Cwd        string      `json:"cwd"`
+	MCPServers []MCPServer `json:"mcpServers"`
 }
 
 // LoadSessionParams are the params of session/load.
 type LoadSessionParams struct {
-	SessionID  string `json:"sessionId"`
-	Cwd        string `json:"cwd"`
-	MCPServers []any  `json:"mcpServers"`
+	SessionID  string      `json:"sessionId"`
+	Cwd        string      `json:"cwd"`
+	MCPServers []MCPServer `json:"mcpServers"`
 }
 
 // PromptParams are the params of session/prompt.

@@ -40,6 +40,9 @@ type subject struct {
 	modelRequests func() []string
 	// scriptUsed waits until every scripted reply has been served in full.
 	scriptUsed func(ctx context.Context) error
+	// anthropic is the fake Messages API behind claude-agent-acp (nil for
+	// the others), for tests about that agent alone.
+	anthropic *fakeanthropic.Server
 
 	expect expectations
 }
@@ -231,8 +234,9 @@ func claude(t *testing.T) *subject {
 			Args:    []string{script},
 			Env:     env,
 		},
-		model: true,
-		text:  func(chunks ...string) { fake.Enqueue(fakeanthropic.Text(chunks...)) },
+		model:     true,
+		anthropic: fake,
+		text:      func(chunks ...string) { fake.Enqueue(fakeanthropic.Text(chunks...)) },
 		command: func(cmd, final string) {
 			fake.Enqueue(fakeanthropic.Bash(cmd, "the interop test needs this command"), fakeanthropic.Text(final))
 		},

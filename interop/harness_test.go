@@ -312,8 +312,9 @@ func (a *agent) dumpWire() {
 }
 
 // handshake initializes the agent and opens one session in a fresh
-// directory. It returns the session id and the directory.
-func (a *agent) handshake(ctx context.Context) (*acp.InitializeResult, string, string) {
+// directory, with the MCP servers given. It returns the session id and the
+// directory.
+func (a *agent) handshake(ctx context.Context, servers ...acp.MCPServer) (*acp.InitializeResult, string, string) {
 	a.t.Helper()
 	init, err := a.conn.Initialize(ctx)
 	if err != nil {
@@ -322,7 +323,7 @@ func (a *agent) handshake(ctx context.Context) (*acp.InitializeResult, string, s
 	a.t.Logf("%s: initialize after %v: agent %+v, caps %+v, auth methods %d", a.name, time.Since(a.started).Round(time.Millisecond), init.AgentInfo, init.AgentCapabilities, len(init.AuthMethods))
 	cwd := a.t.TempDir()
 	t0 := time.Now()
-	sid, early, err := a.conn.NewSession(ctx, cwd)
+	sid, early, err := a.conn.NewSession(ctx, cwd, servers)
 	if err != nil {
 		a.t.Fatalf("%s: %v", a.name, err)
 	}

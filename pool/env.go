@@ -39,14 +39,11 @@ func BuildEnv(lookup func(string) (string, bool), extra map[string]string) ([]st
 			problems = append(problems, fmt.Sprintf("agent.env.%s: the broker's own secrets are not passed to agents", k))
 			continue
 		}
-		env[k] = os.Expand(v, func(name string) string {
-			if IsSecret(name) {
-				problems = append(problems, fmt.Sprintf("agent.env.%s: refers to ${%s}, a broker secret", k, name))
-				return ""
-			}
-			val, _ := lookup(name)
-			return val
-		})
+		val, refused := Expand(v, lookup)
+		for _, name := range refused {
+			problems = append(problems, fmt.Sprintf("agent.env.%s: refers to ${%s}, a broker secret", k, name))
+		}
+		env[k] = val
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
@@ -58,4 +55,19 @@ func BuildEnv(lookup func(string) (string, bool), extra map[string]string) ([]st
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// Expand substitutes lookup's variables for ${VAR} and $VAR in s, as in
+// agent.env values. A broker secret (IsSecret) is not expanded: it becomes
+// nothing and is named in refused.
+func Expand(s string, lookup func(string) (string, bool)) (out string, refused []string) {
+	out = os.Expand(s, func(name string) string {
+		if IsSecret(name) {
+			refused = append(refused, name)
+			return ""
+		}
+		val, _ := lookup(name)
+		return val
+	})
+	return out, refused
 }

@@ -26,6 +26,10 @@ type Config struct {
 	Args    []string
 	// Env is the agent's complete environment (see BuildEnv).
 	Env []string
+	// MCPServers are given to every session/new and session/load, those
+	// the agent can use (see acp.UsableMCPServers). A sandboxed agent is
+	// shown the stdio servers' programs.
+	MCPServers []acp.MCPServer
 	// WorkDir is where agents run. With PerThreadDir, each thread gets
 	// WorkDir/<thread> instead.
 	WorkDir      string
@@ -337,7 +341,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		}
 	}
 	log := p.log.With().Str("thread", thread).Logger()
-	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread)
+	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, mcpPrograms(p.cfg.MCPServers))
 	proc, err := p.cfg.Launch(spec)
 	if err != nil {
 		return nil, err
@@ -367,8 +371,9 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	if err != nil {
 		return fail(err)
 	}
+	servers := acp.UsableMCPServers(info.AgentCapabilities, p.cfg.MCPServers, opts.Logger)
 	if resumeID != "" && info.AgentCapabilities.LoadSession {
-		if _, err := conn.LoadSession(ctx, resumeID, dir); err == nil {
+		if _, err := conn.LoadSession(ctx, resumeID, dir, servers); err == nil {
 			a.SessionID, a.Resumed = resumeID, true
 			log.Info().Str("session", resumeID).Int("pid", proc.PID()).Msg("agent resumed session")
 			return a, nil
@@ -379,7 +384,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		}
 	}
 	a.Lost = resumeID
-	sid, _, err := conn.NewSession(ctx, dir)
+	sid, _, err := conn.NewSession(ctx, dir, servers)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -389,6 +394,18 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	a.SessionID = sid
 	log.Info().Str("session", sid).Int("pid", proc.PID()).Msg("agent started")
 	return a, nil
+}
+
+// mcpPrograms are the commands of the stdio MCP servers, which the agent
+// starts itself.
+func mcpPrograms(servers []acp.MCPServer) []string {
+	var out []string
+	for _, s := range servers {
+		if s.Transport() == acp.MCPStdio && s.Command != "" {
+			out = append(out, s.Command)
+		}
+	}
+	return out
 }
 
 // safeName turns a thread id into a directory name.

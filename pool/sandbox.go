@@ -68,7 +68,9 @@ func (s Sandbox) stopCommand(thread, workdir string) []string {
 }
 
 // wrap returns spec run inside the sandbox, or through the launcher.
-func (s Sandbox) wrap(spec ProcessSpec, thread string) ProcessSpec {
+// programs are more commands the agent itself starts (stdio MCP servers):
+// in bubblewrap their directories are shown read-only, as the agent's own.
+func (s Sandbox) wrap(spec ProcessSpec, thread string, programs []string) ProcessSpec {
 	if len(s.Launcher) > 0 {
 		words := s.expand(s.Launcher, thread, spec.Dir)
 		spec.Args = append(append(words[1:], spec.Command), spec.Args...)
@@ -87,6 +89,18 @@ func (s Sandbox) wrap(spec ProcessSpec, thread string) ProcessSpec {
 	// which is mounted after it, inside it if need be.
 	if home := envValue(spec.Env, "HOME"); filepath.IsAbs(home) && home != "/" && !under(home, systemDirs) && !under(spec.Dir, []string{home}) {
 		args = append(args, "--tmpfs", home)
+	}
+	// A stdio MCP server is started by the agent, inside the sandbox, so
+	// its program must be there too: its directory is added read-only
+	// unless a system directory already shows it. After HOME, which may
+	// hold it; before ReadOnly and ReadWrite, which keep their own modes.
+	// A directory gone missing costs that server, not the agent.
+	seen := map[string]bool{}
+	for _, prog := range programs {
+		if dir := filepath.Dir(prog); filepath.IsAbs(prog) && !under(dir, systemDirs) && !seen[dir] {
+			seen[dir] = true
+			args = append(args, "--ro-bind-try", dir, dir)
+		}
 	}
 	for _, p := range s.ReadOnly {
 		args = append(args, "--ro-bind-try", p, p)
@@ -170,7 +184,7 @@ func (s Sandbox) Check(timeout time.Duration) error {
 		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 	}
 	defer os.RemoveAll(dir)
-	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check")
+	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, spec.Args...).CombinedOutput()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/chat/discord"
 
 	"github.com/spf13/cast"
@@ -54,6 +56,9 @@ type Config struct {
 		Launcher, LauncherStop []string
 		// RunAs is the user agents run as (agent.run_as_user), or nil.
 		RunAs *syscall.Credential
+		// MCPServers are given to every agent session
+		// ([[agent.mcp_servers]]); stdio commands are absolute.
+		MCPServers []acp.MCPServer
 	}
 	Turn struct {
 		Timeout           time.Duration
@@ -111,7 +116,7 @@ type DiscordConfig struct {
 const MaxTurnTimeout = 6 * time.Hour
 
 // defaults lists every key with its default; a key not listed here is
-// unknown and refused.
+// unknown and refused, except [[agent.mcp_servers]] (see fileOnlyKey).
 var defaults = map[string]any{
 	"log.level":  "info",
 	"log.format": "auto",
@@ -187,13 +192,13 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	for k, d := range defaults {
 		v.SetDefault(k, d)
 	}
+	var text []byte
 	if path != "" {
-		f, err := os.Open(path)
-		if err != nil {
+		var err error
+		if text, err = os.ReadFile(path); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		defer f.Close()
-		if err := v.ReadConfig(f); err != nil {
+		if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -210,7 +215,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	}
 	var unknown []string
 	for _, k := range v.AllKeys() {
-		if _, ok := defaults[k]; !ok {
+		if _, ok := defaults[k]; !ok && !fileOnlyKey(k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -261,6 +266,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	c.Agent.SandboxRO = r.absPaths("agent.sandbox_ro")
 	c.Agent.SandboxRW = r.absPaths("agent.sandbox_rw")
 	c.Agent.SandboxNetwork = r.boolean("agent.sandbox_network")
+	c.Agent.MCPServers = r.readMCPServers(text, env)
 
 	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)
 	c.Turn.LivenessInterval = r.dur("turn.liveness_interval", 10*time.Millisecond, time.Hour)

@@ -82,6 +82,7 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 		Command:      cfg.Agent.Command,
 		Args:         cfg.Agent.Args,
 		Env:          agentEnv,
+		MCPServers:   cfg.Agent.MCPServers,
 		WorkDir:      cwd,
 		PerThreadDir: cfg.Agent.PerThreadDir,
 		MaxSessions:  cfg.Pool.MaxSessions,
@@ -403,16 +404,29 @@ func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 }
 
 // secretKeys are never logged with their values, changed or not.
-var secretKeys = []string{"discord.token", "discord.token_file", "agent.env"}
+var secretKeys = []string{"discord.token", "discord.token_file", "agent.env", mcpSecretsKey}
 
 // secretValues are the values the broker knows to be secret: the Discord
-// token and what agent.env passes to agents (API keys), as expanded.
+// token, what agent.env passes to agents (API keys), and the env and
+// header values of MCP servers, as expanded.
 func secretValues(cfg *Config, agentEnv []string) []string {
 	vals := []string{cfg.Discord.Token}
 	for name := range cfg.Agent.Env {
 		for _, kv := range agentEnv {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
 				vals = append(vals, v)
+			}
+		}
+	}
+	for _, s := range cfg.Agent.MCPServers {
+		for _, e := range s.Env {
+			vals = append(vals, e.Value)
+		}
+		for _, h := range s.Headers {
+			// "Bearer TOKEN": the token alone is a secret too.
+			vals = append(vals, h.Value)
+			if i := strings.LastIndexByte(h.Value, ' '); i >= 0 {
+				vals = append(vals, h.Value[i+1:])
 			}
 		}
 	}
@@ -428,24 +442,7 @@ func (b *broker) reload() {
 		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
 		return
 	}
-	var applied, restart []string
-	for k, v := range cfg.values {
-		old := b.cfg.values[k]
-		if v == old {
-			continue
-		}
-		desc := k
-		if !slices.Contains(secretKeys, k) {
-			desc = b.redact.String(fmt.Sprintf("%s: %s -> %s", k, old, v))
-		}
-		if slices.Contains(liveKeys, k) {
-			applied = append(applied, desc)
-		} else {
-			restart = append(restart, desc)
-		}
-	}
-	sort.Strings(applied)
-	sort.Strings(restart)
+	applied, restart := b.changes(cfg)
 	// Apply only the live keys: keep everything else as it was started.
 	live := *b.cfg
 	live.Log.Level = cfg.Log.Level
@@ -485,6 +482,31 @@ var (
 	_ pool.SessionBook = (*store.Store)(nil)
 	_ pool.Registry    = (*store.Store)(nil)
 )
+
+// changes lists how cfg differs from the running configuration, as
+// "key: old -> new" (a secret key by its name alone, and known secret
+// values masked): those that apply at once, and those that need a
+// restart.
+func (b *broker) changes(cfg *Config) (applied, restart []string) {
+	for k, v := range cfg.values {
+		old := b.cfg.values[k]
+		if v == old {
+			continue
+		}
+		desc := k
+		if !slices.Contains(secretKeys, k) {
+			desc = b.redact.String(fmt.Sprintf("%s: %s -> %s", k, old, v))
+		}
+		if slices.Contains(liveKeys, k) {
+			applied = append(applied, desc)
+		} else {
+			restart = append(restart, desc)
+		}
+	}
+	sort.Strings(applied)
+	sort.Strings(restart)
+	return applied, restart
+}
 
 func interruptions(turns []store.Turn) []chat.Interruption {
 	out := make([]chat.Interruption, len(turns))

@@ -31,6 +31,9 @@ type Options struct {
 	JunkAtStart bool
 	// NoImages advertises that prompts may not carry images.
 	NoImages bool
+	// MCPHTTP and MCPSSE advertise MCP servers over http and sse
+	// (mcpCapabilities).
+	MCPHTTP, MCPSSE bool
 	// Executable is the agent's own program, for spawn-child; empty when
 	// running in-process.
 	Executable string
@@ -126,7 +129,8 @@ type agent struct {
 	authed   bool
 	sessions int
 	cwds     map[string]string
-	resumed  map[string]bool // loaded, and not yet prompted since
+	mcp      map[string]json.RawMessage // session -> mcpServers as received
+	resumed  map[string]bool            // loaded, and not yet prompted since
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -226,7 +230,8 @@ func (a *agent) handle(line []byte) {
 			"agentInfo": map[string]string{"name": "fakeagent", "version": "1"},
 			"agentCapabilities": map[string]any{
 				"loadSession":        a.opts.LoadSession,
-				"promptCapabilities": map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true}}})
+				"promptCapabilities": map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true},
+				"mcpCapabilities":    map[string]bool{"http": a.opts.MCPHTTP, "sse": a.opts.MCPSSE}}})
 	case "authenticate":
 		var p struct{ MethodID string }
 		json.Unmarshal(m.Params, &p)
@@ -270,7 +275,10 @@ func (a *agent) handle(line []byte) {
 }
 
 func (a *agent) newSession(m message) {
-	var p struct{ Cwd string }
+	var p struct {
+		Cwd        string          `json:"cwd"`
+		MCPServers json.RawMessage `json:"mcpServers"`
+	}
 	json.Unmarshal(m.Params, &p)
 	a.mu.Lock()
 	if a.opts.AuthMethod != "" && !a.authed {
@@ -285,7 +293,7 @@ func (a *agent) newSession(m message) {
 	}
 	a.sessions++
 	sid := fmt.Sprintf("sess-%d-%d", a.opts.PID, a.sessions)
-	a.remember(sid, p.Cwd)
+	a.remember(sid, p.Cwd, p.MCPServers)
 	a.mu.Unlock()
 	if a.opts.LoadSession {
 		a.appendHistory(sid, "")
@@ -295,11 +303,13 @@ func (a *agent) newSession(m message) {
 	a.reply(m.ID, map[string]string{"sessionId": sid})
 }
 
-func (a *agent) remember(sid, cwd string) {
+func (a *agent) remember(sid, cwd string, mcp json.RawMessage) {
 	if a.cwds == nil {
 		a.cwds = map[string]string{}
+		a.mcp = map[string]json.RawMessage{}
 	}
 	a.cwds[sid] = cwd
+	a.mcp[sid] = mcp
 }
 
 func (a *agent) loadSession(m message) {
@@ -308,8 +318,9 @@ func (a *agent) loadSession(m message) {
 		return
 	}
 	var p struct {
-		SessionID string `json:"sessionId"`
-		Cwd       string `json:"cwd"`
+		SessionID  string          `json:"sessionId"`
+		Cwd        string          `json:"cwd"`
+		MCPServers json.RawMessage `json:"mcpServers"`
 	}
 	json.Unmarshal(m.Params, &p)
 	b, err := os.ReadFile(historyPath(p.Cwd, p.SessionID))
@@ -318,7 +329,7 @@ func (a *agent) loadSession(m message) {
 		return
 	}
 	a.mu.Lock()
-	a.remember(p.SessionID, p.Cwd)
+	a.remember(p.SessionID, p.Cwd, p.MCPServers)
 	if a.resumed == nil {
 		a.resumed = map[string]bool{}
 	}

@@ -300,6 +300,12 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk("sess-unknown", "not yours")
 		a.chunk(sid, "mine")
 		t.stop("end_turn")
+	case "mcp-servers":
+		a.mu.Lock()
+		got := a.mcp[sid]
+		a.mu.Unlock()
+		a.chunk(sid, string(got))
+		t.stop("end_turn")
 	case "env":
 		env := os.Environ()
 		sort.Strings(env)

@@ -21,6 +21,8 @@ func main() {
 	flag.BoolVar(&opts.NoExitOnEOF, "no-exit-on-eof", false, "keep running after stdin closes")
 	flag.BoolVar(&opts.JunkAtStart, "junk-at-start", false, "print non-JSON lines before anything")
 	flag.BoolVar(&opts.NoImages, "no-images", false, "advertise that prompts may not carry images")
+	flag.BoolVar(&opts.MCPHTTP, "mcp-http", false, "advertise MCP servers over http")
+	flag.BoolVar(&opts.MCPSSE, "mcp-sse", false, "advertise MCP servers over sse")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	child := flag.Bool("child-ignore-term", false, "be a child that ignores SIGTERM and never exits")
 	flag.Parse()

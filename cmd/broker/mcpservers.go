@@ -1,0 +1,277 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"acpbroker/acp"
+	"acpbroker/pool"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// mcpServersKey holds [[agent.mcp_servers]], an array of tables. viper
+// sees it as one value; the tables are read, and their keys checked, by
+// readMCPServers. It is not in defaults: it has no environment form.
+const mcpServersKey = "agent.mcp_servers"
+
+// mcpSecretsKey records the servers' env and header values for reload
+// diffs, which name it without showing them (see secretKeys).
+const mcpSecretsKey = mcpServersKey + ".secrets"
+
+// mcpServerKeys are the keys one [[agent.mcp_servers]] table may have.
+var mcpServerKeys = []string{"name", "type", "command", "args", "env", "url", "headers"}
+
+// fileOnlyKey reports whether viper's key k belongs to a value that is only
+// read from the file, and checked where it is read.
+func fileOnlyKey(k string) bool {
+	return k == mcpServersKey || strings.HasPrefix(k, mcpServersKey+".")
+}
+
+// readMCPServers reads the [[agent.mcp_servers]] tables of the
+// configuration file's text. viper lowercases the keys of tables inside
+// arrays, which would change environment variable names, so they are
+// read from the text itself. Values expand ${VAR} from env as agent.env
+// does; a stdio server's command is resolved as agent.command is.
+func (r *reader) readMCPServers(text []byte, env map[string]string) []acp.MCPServer {
+	if _, ok := env["BROKER_AGENT_MCP_SERVERS"]; ok {
+		r.fail(mcpServersKey, "cannot be set from the environment (BROKER_AGENT_MCP_SERVERS): write [[agent.mcp_servers]] tables in the configuration file")
+	}
+	var doc map[string]any
+	if len(text) > 0 {
+		if err := toml.Unmarshal(text, &doc); err != nil {
+			r.fail(mcpServersKey, "cannot be read: %v", err)
+			return nil
+		}
+	}
+	agent, _ := foldGet(doc, "agent").(map[string]any)
+	raw := foldGet(agent, "mcp_servers")
+	list, ok := raw.([]any)
+	if raw != nil && !ok {
+		r.fail(mcpServersKey, "must be an array of tables: write a [[agent.mcp_servers]] table for each server")
+		return nil
+	}
+	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	var servers []acp.MCPServer
+	var public, secret []string
+	used := map[string]string{} // name -> the key of the table that has it
+	for i, item := range list {
+		key := fmt.Sprintf("%s[%d]", mcpServersKey, i)
+		tbl, ok := item.(map[string]any)
+		if !ok {
+			r.fail(key, "must be a table with at least name and command (stdio) or type and url (http, sse)")
+			continue
+		}
+		t := mcpTable{r: r, key: key, tbl: map[string]any{}, lookup: lookup}
+		var unknown []string
+		for k, v := range tbl {
+			if lk := strings.ToLower(k); slices.Contains(mcpServerKeys, lk) {
+				t.tbl[lk] = v
+			} else {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			r.fail(key, "has unknown key(s): %s (known: %s)", strings.Join(unknown, ", "), strings.Join(mcpServerKeys, ", "))
+		}
+		s := t.server(used)
+		servers = append(servers, s)
+		public = append(public, t.describe(s))
+		secret = append(secret, fmt.Sprint(s.Env, s.Headers))
+	}
+	r.vals[mcpServersKey] = "[" + strings.Join(public, "; ") + "]"
+	r.vals[mcpSecretsKey] = strings.Join(secret, "; ")
+	return servers
+}
+
+// foldGet is m's value for key, whose case does not matter (as in viper).
+func foldGet(m map[string]any, key string) any {
+	for k, v := range m {
+		if strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return nil
+}
+
+// mcpTable reads one [[agent.mcp_servers]] table, keys in lower case.
+type mcpTable struct {
+	r      *reader
+	key    string
+	tbl    map[string]any
+	lookup func(string) (string, bool)
+}
+
+func (t *mcpTable) fail(field, format string, args ...any) {
+	t.r.fail(t.key+"."+field, format, args...)
+}
+
+// expand substitutes the broker's environment in a value of field.
+func (t *mcpTable) expand(field, s string) string {
+	out, refused := pool.Expand(s, t.lookup)
+	for _, name := range refused {
+		t.fail(field, "refers to ${%s}, a broker secret", name)
+	}
+	return out
+}
+
+func (t *mcpTable) str(field string) string {
+	v, ok := t.tbl[field]
+	if !ok {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.fail(field, "must be a string")
+	}
+	return s
+}
+
+func (t *mcpTable) strs(field string) []string {
+	v, ok := t.tbl[field]
+	if !ok {
+		return nil
+	}
+	list, ok := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, item := range list {
+		s, isStr := item.(string)
+		ok = ok && isStr
+		out = append(out, s)
+	}
+	if !ok {
+		t.fail(field, "must be a list of strings")
+	}
+	return out
+}
+
+// pairs reads "NAME=value" entries or a table of strings, names in order.
+func (t *mcpTable) pairs(field string, listForm bool) [][2]string {
+	v, ok := t.tbl[field]
+	if !ok {
+		return nil
+	}
+	var out [][2]string
+	switch v := v.(type) {
+	case map[string]any:
+		for name, val := range v {
+			s, ok := val.(string)
+			if !ok {
+				t.fail(field+"."+name, "must be a string")
+			}
+			out = append(out, [2]string{name, s})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	case []any:
+		if !listForm {
+			t.fail(field, "must be a table, e.g. %s = { Authorization = \"Bearer ${TOKEN}\" }", field)
+			return nil
+		}
+		for _, kv := range t.strs(field) {
+			name, val, ok := strings.Cut(kv, "=")
+			if !ok || name == "" {
+				t.fail(field, "entry %q must look like NAME=value", kv)
+				continue
+			}
+			out = append(out, [2]string{name, val})
+		}
+	default:
+		if listForm {
+			t.fail(field, "must be a list of \"NAME=value\" entries or a table")
+		} else {
+			t.fail(field, "must be a table of header names and values")
+		}
+	}
+	return out
+}
+
+func (t *mcpTable) server(used map[string]string) acp.MCPServer {
+	s := acp.MCPServer{Name: strings.TrimSpace(t.str("name"))}
+	switch {
+	case s.Name == "":
+		t.fail("name", "is required: the name the agent knows the server by")
+	case used[s.Name] != "":
+		t.fail("name", "= %q is already the name of %s", s.Name, used[s.Name])
+	default:
+		used[s.Name] = t.key
+	}
+	switch typ := t.str("type"); typ {
+	case "", acp.MCPStdio:
+		s.Type = acp.MCPStdio
+	case acp.MCPHTTP, acp.MCPSSE:
+		s.Type = typ
+	default:
+		t.fail("type", "= %q must be one of stdio, http, sse", typ)
+		return s
+	}
+	if s.Type == acp.MCPStdio {
+		for _, field := range []string{"url", "headers"} {
+			if _, ok := t.tbl[field]; ok {
+				t.fail(field, "is for http and sse servers; this one is stdio (set type = \"http\" or \"sse\")")
+			}
+		}
+		for _, a := range t.strs("args") {
+			s.Args = append(s.Args, t.expand("args", a))
+		}
+		for _, kv := range t.pairs("env", true) {
+			s.Env = append(s.Env, acp.EnvVariable{Name: kv[0], Value: t.expand("env."+kv[0], kv[1])})
+		}
+		command := t.str("command")
+		if command == "" {
+			t.fail("command", "is required for a stdio server: the MCP server program the agent starts")
+		} else if resolved, err := resolveCommand(command, t.lookupPath()); err != nil {
+			t.fail("command", "%v", err)
+		} else {
+			s.Command = resolved
+		}
+		return s
+	}
+	for _, field := range []string{"command", "args", "env"} {
+		if _, ok := t.tbl[field]; ok {
+			t.fail(field, "is for stdio servers; this one is %s", s.Type)
+		}
+	}
+	for _, kv := range t.pairs("headers", false) {
+		s.Headers = append(s.Headers, acp.HTTPHeader{Name: kv[0], Value: t.expand("headers."+kv[0], kv[1])})
+	}
+	rawURL := t.str("url")
+	s.URL = t.expand("url", rawURL)
+	if rawURL == "" {
+		t.fail("url", "is required for an %s server", s.Type)
+	} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		t.fail("url", "= %q is not an http(s) URL", rawURL)
+	}
+	return s
+}
+
+func (t *mcpTable) lookupPath() string {
+	path, _ := t.lookup("PATH")
+	return path
+}
+
+// describe is the server as written, for reload diffs: its args and url
+// before expansion, and only the names of its env variables and headers.
+func (t *mcpTable) describe(s acp.MCPServer) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s type=%s", s.Name, s.Transport())
+	if s.Transport() == acp.MCPStdio {
+		fmt.Fprintf(&b, " command=%s args=%v", s.Command, t.tbl["args"])
+	} else {
+		fmt.Fprintf(&b, " url=%v", t.tbl["url"])
+	}
+	var names []string
+	for _, e := range s.Env {
+		names = append(names, e.Name)
+	}
+	for _, h := range s.Headers {
+		names = append(names, h.Name)
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(&b, " values for %s", strings.Join(names, ", "))
+	}
+	return b.String()
+}
