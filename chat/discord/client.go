@@ -124,6 +124,7 @@ type Client struct {
 	engine chat.Engine
 	log    zerolog.Logger
 	s      *discordgo.Session
+	born   time.Time // when this process's Client was made
 
 	// ctx bounds every REST call and wait; it ends when Close gives up.
 	ctx    context.Context
@@ -176,7 +177,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 		discordgo.IntentsGuildMessageReactions | discordgo.IntentsMessageContent
 	s.LogLevel = discordgo.LogError
-	c := &Client{
+	c := &Client{born: time.Now(),
 		cfg:    cfg,
 		access: cfg.Access,
 		engine: engine,

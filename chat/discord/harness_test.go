@@ -48,6 +48,9 @@ type harness struct {
 }
 
 type setup struct {
+	// before runs once the fake Discord has its channels, before the
+	// Client is made (what an earlier broker process left there).
+	before  func(h *harness)
 	fake    fakediscord.Options
 	discord discord.Config
 	engine  adapter.Config
@@ -74,6 +77,9 @@ func newHarness(t *testing.T, s setup) *harness {
 	h.channel = srv.AddChannel(guildID, "", "agents")
 	h.discord = brokertest.Discord{Srv: srv, Channel: h.channel}
 	h.other = srv.AddChannel(guildID, "", "random")
+	if s.before != nil {
+		s.before(h)
+	}
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 
 	s.pool.Command = fakeAgent

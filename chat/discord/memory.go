@@ -110,10 +110,12 @@ func (c *Client) Report(turns []chat.Interruption, reported func(uint64)) {
 }
 
 // outcomeShown reports whether the thread shows how the turn of the
-// prompt message ended: a message of the bot's after the prompt whose
-// last line is an outcome. A thread's turns end in order, so the first
-// such line after the prompt is its own. When Discord cannot tell, the
-// answer is no (the thread is told again rather than not at all).
+// prompt message ended: a message of the bot's after the prompt, posted
+// before this process began, whose last line is an outcome. A thread's
+// turns end in order, and the process that ran the turn is the one that
+// died, so such a line is its own; a later turn's, posted since, does not
+// count. When Discord cannot tell, the answer is no (the thread is told
+// again rather than not at all).
 func (c *Client) outcomeShown(thread, prompt string) bool {
 	var msgs []*discordgo.Message
 	err := c.do(c.ctx, 3, func(opts ...discordgo.RequestOption) (err error) {
@@ -125,6 +127,9 @@ func (c *Client) outcomeShown(thread, prompt string) bool {
 		return false
 	}
 	for _, m := range msgs {
+		if at, err := discordgo.SnowflakeTimestamp(m.ID); err != nil || !at.Before(c.born) {
+			continue
+		}
 		if m.Author != nil && m.Author.ID == c.me() && outcomeLine(m.Content) {
 			return true
 		}
