@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"acpbroker/acp"
-	"acpbroker/chat/discord"
 
 	"github.com/spf13/cast"
 	"github.com/spf13/viper"
@@ -32,23 +31,18 @@ type Config struct {
 	Chat struct {
 		Platform string
 	}
+	// Agent is the [agent] section: the settings of every agent, and the
+	// profile keys every profile starts from (the one profile, "default",
+	// when there is no [agents.NAME]).
 	Agent struct {
-		Command      string
-		Args         []string
-		Env          map[string]string
-		Cwd          string
-		PerThreadDir bool
-		AuthMethod   string
-		StartTimeout time.Duration
+		Profile
 		ExitGrace    time.Duration
 		MaxLineBytes int
 		// Bounds on what one agent may ask of the broker.
 		MaxReadBytes, MaxWriteBytes, MaxRequests int
-		// RestartAfterCancel: see adapter.Config.RestartAfterCancel.
-		RestartAfterCancel bool
-		// Sandbox is "bwrap" or "none"; SandboxRO and SandboxRW are more
-		// paths shown to sandboxed agents; SandboxNetwork leaves them the
-		// network.
+		// Sandbox is "bwrap", "none" or "launcher"; SandboxRO and
+		// SandboxRW are more paths shown to sandboxed agents;
+		// SandboxNetwork leaves them the network.
 		Sandbox              string
 		SandboxRO, SandboxRW []string
 		SandboxNetwork       bool
@@ -56,11 +50,15 @@ type Config struct {
 		Launcher, LauncherStop []string
 		// RunAs is the user agents run as (agent.run_as_user), or nil.
 		RunAs *syscall.Credential
-		// MCPServers are given to every agent session
-		// ([[agent.mcp_servers]]); stdio commands are absolute.
-		MCPServers []acp.MCPServer
 	}
-	Turn struct {
+	// Profiles are the agents a thread may get, by name; DefaultProfile
+	// is the one a thread gets when nothing else says.
+	Profiles       map[string]*Profile
+	DefaultProfile string
+	// Channels maps a channel id to the profile its new threads get
+	// ([channels."ID"] agent = "NAME"); such a channel is allowed.
+	Channels map[string]string
+	Turn     struct {
 		Timeout           time.Duration
 		LivenessInterval  time.Duration
 		CancelGrace       time.Duration
@@ -93,6 +91,34 @@ type Config struct {
 	values map[string]string
 }
 
+// Profile is one agent definition: [agent], or an [agents.NAME] section
+// over it.
+type Profile struct {
+	Name        string
+	Description string
+	Command     string // absolute
+	Args        []string
+	Env         map[string]string
+	Cwd         string
+	// Workspace is "dir" (PerThreadDir: cwd/<thread>, else cwd) or
+	// "worktree" (a git worktree of Repo per thread, from Base).
+	PerThreadDir       bool
+	Workspace          string
+	Repo, Base         string
+	DeleteBranches     bool
+	AuthMethod         string
+	StartTimeout       time.Duration
+	MaxSessions        int
+	RestartAfterCancel bool
+	// MCPServers are given to every session of the profile's agents;
+	// stdio commands are absolute.
+	MCPServers []acp.MCPServer
+}
+
+// DefaultProfileName names the one profile of a configuration without
+// [agents.NAME] sections.
+const DefaultProfileName = "default"
+
 // DiscordConfig is the [discord] table.
 type DiscordConfig struct {
 	Token            string
@@ -115,73 +141,9 @@ type DiscordConfig struct {
 // MaxTurnTimeout is the largest turn.timeout accepted.
 const MaxTurnTimeout = 6 * time.Hour
 
-// defaults lists every key with its default; a key not listed here is
-// unknown and refused, except [[agent.mcp_servers]] (see fileOnlyKey).
-var defaults = map[string]any{
-	"log.level":  "info",
-	"log.format": "auto",
-
-	"chat.platform": "console",
-
-	"agent.command":              "",
-	"agent.args":                 []string{},
-	"agent.env":                  []string{},
-	"agent.cwd":                  "./work",
-	"agent.per_thread_dir":       true,
-	"agent.auth_method":          "",
-	"agent.start_timeout":        "60s",
-	"agent.exit_grace":           "2s",
-	"agent.max_line_bytes":       32 << 20,
-	"agent.max_read_bytes":       8 << 20,
-	"agent.max_write_bytes":      16 << 20,
-	"agent.max_requests":         64,
-	"agent.restart_after_cancel": false,
-	"agent.sandbox":              "bwrap",
-	"agent.sandbox_ro":           []string{},
-	"agent.sandbox_rw":           []string{},
-	"agent.sandbox_network":      true,
-	"agent.launcher":             []string{},
-	"agent.launcher_stop":        []string{},
-	"agent.run_as_user":          "",
-
-	"turn.timeout":            "30m",
-	"turn.liveness_interval":  "30s",
-	"turn.cancel_grace":       "10s",
-	"turn.queue_size":         8,
-	"turn.update_queue":       1024,
-	"turn.permission_mode":    "ask",
-	"turn.permission_timeout": "5m",
-	"turn.tool_timeout":       "10m",
-
-	"pool.max_sessions": 8,
-	"pool.idle_timeout": "30m",
-	"pool.slot_wait":    "10m",
-
-	"state.dir":       "./state",
-	"state.retention": "168h",
-
-	"watchdog.interval": "15s",
-
-	"discord.token":               "",
-	"discord.token_file":          "",
-	"discord.api_url":             "https://discord.com/api/v9/",
-	"discord.allowed_channels":    []string{},
-	"discord.allow_all_channels":  false,
-	"discord.allowed_users":       []string{},
-	"discord.allowed_roles":       []string{},
-	"discord.approvers":           []string{},
-	"discord.approver_roles":      []string{},
-	"discord.allowed_bots":        []string{},
-	"discord.show_thoughts":       false,
-	"discord.edit_interval":       "1250ms",
-	"discord.max_answer_messages": 6,
-	"discord.max_image_bytes":     8 << 20,
-	"discord.max_text_bytes":      256 << 10,
-
-	"shutdown.grace": "15s",
-
-	"http.listen": "127.0.0.1:9464",
-}
+// profileName is what a profile may be called (viper gives section names
+// in lower case).
+var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // LoadConfig reads the TOML file (if path is set), applies BROKER_*
 // environment overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and
@@ -213,130 +175,76 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 			v.Set(k, val)
 		}
 	}
-	var unknown []string
-	for _, k := range v.AllKeys() {
-		if _, ok := defaults[k]; !ok && !fileOnlyKey(k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
+	if unknown := unknownKeys(v); len(unknown) > 0 {
 		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
-	r := reader{v: v, vals: map[string]string{}}
+	r := reader{v: v, vals: map[string]string{}, env: env}
 	c := &Config{}
-	c.Log.Level = r.oneOf("log.level", "trace", "debug", "info", "warn", "error")
-	c.Log.Format = r.oneOf("log.format", "auto", "console", "json")
-	c.Chat.Platform = r.oneOf("chat.platform", "console", "discord")
-
-	c.Agent.Command = r.str("agent.command")
-	c.Agent.Args = r.strs("agent.args")
-	c.Agent.Env = r.envList("agent.env")
-	c.Agent.Cwd = r.str("agent.cwd")
-	c.Agent.PerThreadDir = r.boolean("agent.per_thread_dir")
-	c.Agent.AuthMethod = r.str("agent.auth_method")
-	c.Agent.StartTimeout = r.dur("agent.start_timeout", time.Second, time.Hour)
-	c.Agent.ExitGrace = r.dur("agent.exit_grace", 10*time.Millisecond, time.Minute)
-	c.Agent.MaxLineBytes = r.integer("agent.max_line_bytes", 32<<20, 1<<30)
-	c.Agent.MaxReadBytes = r.integer("agent.max_read_bytes", 1<<10, 1<<30)
-	c.Agent.MaxWriteBytes = r.integer("agent.max_write_bytes", 1<<10, 1<<30)
-	c.Agent.MaxRequests = r.integer("agent.max_requests", 1, 10000)
-	c.Agent.RestartAfterCancel = r.boolean("agent.restart_after_cancel")
-	c.Agent.Sandbox = r.oneOf("agent.sandbox", "bwrap", "none", "launcher")
-	if name := r.str("agent.run_as_user"); name != "" {
-		if cred, err := lookupUser(name); err != nil {
-			r.fail("agent.run_as_user", "= %q: %v", name, err)
-		} else if os.Getuid() != 0 {
-			r.fail("agent.run_as_user", "= %q needs the broker to run as root (it runs as uid %d)", name, os.Getuid())
-		} else {
-			c.Agent.RunAs = cred
+	for _, k := range keys {
+		k.read(&r, k.name, c)
+	}
+	doc := r.readTOML(text)
+	if _, ok := env["BROKER_AGENT_MCP_SERVERS"]; ok {
+		r.fail("agent.mcp_servers", "cannot be set from the environment (BROKER_AGENT_MCP_SERVERS): write [[agent.mcp_servers]] tables in the configuration file")
+	}
+	agentTable, _ := foldGet(doc, "agent").(map[string]any)
+	c.Agent.Profile = r.profile("agent", nil, agentTable, env)
+	c.Profiles = map[string]*Profile{}
+	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
+	for _, name := range sortedKeys(v.GetStringMap("agents")) {
+		if name == "default" {
+			continue
+		}
+		section := "agents." + name
+		if !profileName.MatchString(name) {
+			r.fail(section, "is not a profile name: use up to 32 lower-case letters, digits, - and _")
+			continue
+		}
+		if _, ok := v.Get(section).(map[string]any); !ok {
+			r.fail(section, "must be a table: [agents.%s] with the keys of [agent]", name)
+			continue
+		}
+		table, _ := foldGet(agentsTable, name).(map[string]any)
+		p := r.profile(section, &c.Agent.Profile, table, env)
+		p.Name = name
+		c.Profiles[name] = &p
+	}
+	if len(c.Profiles) == 0 {
+		p := c.Agent.Profile
+		p.Name = DefaultProfileName
+		c.Profiles[p.Name] = &p
+	}
+	c.DefaultProfile = r.str("agents.default")
+	switch {
+	case c.DefaultProfile == "" && len(c.Profiles) == 1:
+		for name := range c.Profiles {
+			c.DefaultProfile = name
+		}
+	case c.DefaultProfile == "":
+		r.fail("agents.default", "is required with several profiles: one of %s", strings.Join(sortedKeys(c.Profiles), ", "))
+	case c.Profiles[c.DefaultProfile] == nil:
+		r.fail("agents.default", "= %q is not a profile: one of %s", c.DefaultProfile, strings.Join(sortedKeys(c.Profiles), ", "))
+	}
+	c.Channels = map[string]string{}
+	for _, id := range sortedKeys(v.GetStringMap("channels")) {
+		k := "channels." + id + ".agent"
+		name := r.str(k)
+		switch {
+		case name == "":
+			r.fail(k, "is required: the profile new threads of channel %s get", id)
+		case c.Profiles[name] == nil:
+			r.fail(k, "= %q is not a profile: one of %s", name, strings.Join(sortedKeys(c.Profiles), ", "))
+		default:
+			c.Channels[id] = name
 		}
 	}
-	c.Agent.Launcher = r.strs("agent.launcher")
-	c.Agent.LauncherStop = r.strs("agent.launcher_stop")
-	if c.Agent.Sandbox == "launcher" {
-		if len(c.Agent.Launcher) == 0 {
-			r.fail("agent.launcher", "is required with agent.sandbox = \"launcher\": the command agents are started through, e.g. [\"docker\", \"run\", \"--rm\", \"-i\", …]")
-		} else if resolved, err := resolveCommand(c.Agent.Launcher[0], env["PATH"]); err != nil {
-			r.fail("agent.launcher", "%v", err)
-		} else {
-			c.Agent.Launcher[0] = resolved
-		}
-	}
-	c.Agent.SandboxRO = r.absPaths("agent.sandbox_ro")
-	c.Agent.SandboxRW = r.absPaths("agent.sandbox_rw")
-	c.Agent.SandboxNetwork = r.boolean("agent.sandbox_network")
-	c.Agent.MCPServers = r.readMCPServers(text, env)
-
-	c.Turn.Timeout = r.dur("turn.timeout", time.Second, MaxTurnTimeout)
-	c.Turn.LivenessInterval = r.dur("turn.liveness_interval", 10*time.Millisecond, time.Hour)
-	c.Turn.CancelGrace = r.dur("turn.cancel_grace", 10*time.Millisecond, 10*time.Minute)
-	c.Turn.QueueSize = r.integer("turn.queue_size", 1, 1000)
-	c.Turn.UpdateQueue = r.integer("turn.update_queue", 16, 1<<20)
-	c.Turn.PermissionMode = r.oneOf("turn.permission_mode", "ask", "allow", "deny")
-	c.Turn.PermissionTimeout = r.dur("turn.permission_timeout", time.Second, 24*time.Hour)
-
-	c.Pool.MaxSessions = r.integer("pool.max_sessions", 1, 10000)
-	c.Pool.IdleTimeout = r.dur("pool.idle_timeout", 0, 30*24*time.Hour)
-	c.Pool.SlotWait = r.dur("pool.slot_wait", time.Second, 24*time.Hour)
-
-	c.Turn.ToolTimeout = r.dur("turn.tool_timeout", 0, MaxTurnTimeout)
-	if c.Turn.ToolTimeout > 0 && c.Turn.ToolTimeout < time.Second {
-		r.fail("turn.tool_timeout", "= %s is too short: use 0s to disable, or at least 1s", c.Turn.ToolTimeout)
-	}
-	c.State.Dir = r.str("state.dir")
-	c.State.Retention = r.dur("state.retention", time.Hour, 365*24*time.Hour)
-	c.Watchdog.Interval = r.dur("watchdog.interval", 100*time.Millisecond, 10*time.Minute)
 
 	d := &c.Discord
-	d.Token = r.str("discord.token")
-	if file := r.str("discord.token_file"); file != "" && d.Token == "" {
-		d.TokenFile = file
-		tok, err := readSecretFile(file)
-		if err != nil {
-			r.fail("discord.token_file", "cannot be read: %v", err)
-		}
-		d.Token = tok
-	}
-	d.APIURL = r.str("discord.api_url")
-	if u, err := url.Parse(d.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		r.fail("discord.api_url", "= %q is not an http(s) URL like %s", d.APIURL, discord.DefaultAPIURL)
-	}
-	d.AllowedChannels = r.strs("discord.allowed_channels")
-	d.AllowAllChannels = r.boolean("discord.allow_all_channels")
-	d.AllowedUsers = r.strs("discord.allowed_users")
-	d.AllowedRoles = r.strs("discord.allowed_roles")
-	d.Approvers = r.strs("discord.approvers")
-	d.ApproverRoles = r.strs("discord.approver_roles")
-	d.AllowedBots = r.strs("discord.allowed_bots")
-	d.ShowThoughts = r.boolean("discord.show_thoughts")
-	d.EditInterval = r.dur("discord.edit_interval", 200*time.Millisecond, time.Minute)
-	d.MaxMessages = r.integer("discord.max_answer_messages", 1, 50)
-	d.MaxImageBytes = int64(r.integer("discord.max_image_bytes", 1, 25<<20))
-	d.MaxTextBytes = int64(r.integer("discord.max_text_bytes", 1, 4<<20))
-
-	c.Shutdown.Grace = r.dur("shutdown.grace", time.Second, 10*time.Minute)
-	c.HTTP.Listen = r.str("http.listen")
-	if c.HTTP.Listen != "" {
-		if _, port, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
-			r.fail("http.listen", "= %q is not a host:port address (e.g. 127.0.0.1:9464; empty to serve nothing)", c.HTTP.Listen)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			r.fail("http.listen", "= %q has no port number", c.HTTP.Listen)
-		}
-	}
-
-	if c.Agent.Command == "" {
-		r.fail("agent.command", "is required: the agent program to run")
-	} else if resolved, err := resolveCommand(c.Agent.Command, env["PATH"]); err != nil {
-		r.fail("agent.command", "%v", err)
-	} else {
-		c.Agent.Command = resolved
-	}
 	if c.Chat.Platform == "discord" {
 		if d.Token == "" {
 			r.fail("discord.token", "is required when chat.platform = \"discord\" (or set BROKER_DISCORD_TOKEN)")
 		}
-		if len(d.AllowedChannels) == 0 && !d.AllowAllChannels {
+		if len(d.AllowedChannels) == 0 && len(c.Channels) == 0 && !d.AllowAllChannels {
 			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
 		}
 	}
@@ -345,6 +253,89 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	}
 	c.values = r.vals
 	return c, nil
+}
+
+// profile reads a profile's keys in section: each set there, or else
+// taken from base (the [agent] section's); with base nil, from the
+// defaults. table is the section as go-toml read it.
+func (r *reader) profile(section string, base *Profile, table map[string]any, env map[string]string) Profile {
+	var p Profile
+	if base != nil {
+		p = *base
+		p.Args = slices.Clone(base.Args)
+		p.MCPServers = slices.Clone(base.MCPServers)
+	}
+	commandSet := false
+	for _, k := range profileKeys {
+		name := section + "." + k.name
+		if base != nil && !r.v.IsSet(name) {
+			continue
+		}
+		k.read(r, name, &p)
+		commandSet = commandSet || k.name == "command"
+	}
+	if servers, set := r.readMCPServers(section, table, env); set || base == nil {
+		p.MCPServers = servers
+	}
+	switch {
+	case base == nil && p.Command == "":
+		// [agent] need not name a command when each profile does.
+		if len(r.v.GetStringMap("agents")) == 0 {
+			r.fail(section+".command", "is required: the agent program to run")
+		}
+	case base != nil && p.Command == "":
+		r.fail(section+".command", "is required: the agent program to run (here, or agent.command for every profile)")
+	case base == nil || commandSet:
+		if resolved, err := resolveCommand(p.Command, env["PATH"]); err != nil {
+			r.fail(section+".command", "%v", err)
+		} else {
+			p.Command = resolved
+		}
+	}
+	if p.Workspace == "worktree" && p.Repo == "" {
+		r.fail(section+".repo", "is required with workspace = \"worktree\": the git repository threads get worktrees of")
+	}
+	return p
+}
+
+// unknownKeys lists the keys set that the broker does not know, sorted.
+func unknownKeys(v *viper.Viper) []string {
+	var unknown []string
+	for _, k := range v.AllKeys() {
+		if _, ok := defaults[k]; ok || fileOnlyKey(k) || k == "agents.default" {
+			continue
+		}
+		if profile, field, ok := profileField(k); ok && profile != "" && knownProfileKey(field) {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(k, "agents."); ok && !strings.Contains(rest, ".") {
+			continue // not a table: said where profiles are read
+		}
+		if rest, ok := strings.CutPrefix(k, "channels."); ok && strings.HasSuffix(rest, ".agent") && strings.Count(rest, ".") == 1 {
+			continue
+		}
+		unknown = append(unknown, k)
+	}
+	sort.Strings(unknown)
+	return unknown
+}
+
+func knownProfileKey(field string) bool {
+	for _, k := range profileKeys {
+		if k.name == field {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // lookupUser finds a user by name or number, with its primary group.
@@ -430,6 +421,7 @@ type reader struct {
 	v    *viper.Viper
 	errs []error
 	vals map[string]string
+	env  map[string]string // the broker's environment
 }
 
 func (r *reader) record(key string, v any) { r.vals[key] = fmt.Sprint(v) }

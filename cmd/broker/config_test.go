@@ -85,6 +85,12 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.run_as_user":           {"nobody", func(c *Config) any { return c.Agent.RunAs != nil && c.Agent.RunAs.Uid == 65534 }, os.Getuid() == 0},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
+		"agent.description":           {"the one", func(c *Config) any { return c.Profiles["default"].Description }, "the one"},
+		"agent.workspace":             {"worktree", func(c *Config) any { return c.Profiles["default"].Workspace }, "worktree"},
+		"agent.repo":                  {"/srv/repo", func(c *Config) any { return c.Profiles["default"].Repo }, "/srv/repo"},
+		"agent.base":                  {"main", func(c *Config) any { return c.Profiles["default"].Base }, "main"},
+		"agent.delete_branches":       {"true", func(c *Config) any { return c.Profiles["default"].DeleteBranches }, true},
+		"agent.max_sessions":          {"2", func(c *Config) any { return c.Profiles["default"].MaxSessions }, 2},
 	}
 	var missing []string
 	for k := range defaults {

@@ -13,53 +13,49 @@ import (
 	"github.com/pelletier/go-toml/v2"
 )
 
-// mcpServersKey holds [[agent.mcp_servers]], an array of tables. viper
+// mcp_servers in [agent] or [agents.NAME] is an array of tables. viper
 // sees it as one value; the tables are read, and their keys checked, by
 // readMCPServers. It is not in defaults: it has no environment form.
-const mcpServersKey = "agent.mcp_servers"
+const mcpServersField = "mcp_servers"
 
-// mcpSecretsKey records the servers' env and header values for reload
-// diffs, which name it without showing them (see secretKeys).
-const mcpSecretsKey = mcpServersKey + ".secrets"
+// mcpSecretsSuffix names, after a section's mcp_servers key, the record
+// of the servers' env and header values for reload diffs, which name it
+// without showing them (see secretKey).
+const mcpSecretsSuffix = ".secrets"
 
-// mcpServerKeys are the keys one [[agent.mcp_servers]] table may have.
+// mcpServerKeys are the keys one mcp_servers table may have.
 var mcpServerKeys = []string{"name", "type", "command", "args", "env", "url", "headers"}
 
 // fileOnlyKey reports whether viper's key k belongs to a value that is only
 // read from the file, and checked where it is read.
 func fileOnlyKey(k string) bool {
-	return k == mcpServersKey || strings.HasPrefix(k, mcpServersKey+".")
+	_, field, ok := profileField(k)
+	return ok && (field == mcpServersField || strings.HasPrefix(field, mcpServersField+"."))
 }
 
-// readMCPServers reads the [[agent.mcp_servers]] tables of the
-// configuration file's text. viper lowercases the keys of tables inside
+// readMCPServers reads the mcp_servers tables of a section of the
+// configuration file (section: "agent" or "agents.NAME"; table: that
+// section as go-toml read it). viper lowercases the keys of tables inside
 // arrays, which would change environment variable names, so they are
 // read from the text itself. Values expand ${VAR} from env as agent.env
-// does; a stdio server's command is resolved as agent.command is.
-func (r *reader) readMCPServers(text []byte, env map[string]string) []acp.MCPServer {
-	if _, ok := env["BROKER_AGENT_MCP_SERVERS"]; ok {
-		r.fail(mcpServersKey, "cannot be set from the environment (BROKER_AGENT_MCP_SERVERS): write [[agent.mcp_servers]] tables in the configuration file")
+// does; a stdio server's command is resolved as agent.command is. set
+// reports whether the section has the key at all.
+func (r *reader) readMCPServers(section string, table map[string]any, env map[string]string) (servers []acp.MCPServer, set bool) {
+	base := section + "." + mcpServersField
+	raw := foldGet(table, mcpServersField)
+	if raw == nil {
+		return nil, false
 	}
-	var doc map[string]any
-	if len(text) > 0 {
-		if err := toml.Unmarshal(text, &doc); err != nil {
-			r.fail(mcpServersKey, "cannot be read: %v", err)
-			return nil
-		}
-	}
-	agent, _ := foldGet(doc, "agent").(map[string]any)
-	raw := foldGet(agent, "mcp_servers")
 	list, ok := raw.([]any)
-	if raw != nil && !ok {
-		r.fail(mcpServersKey, "must be an array of tables: write a [[agent.mcp_servers]] table for each server")
-		return nil
+	if !ok {
+		r.fail(base, "must be an array of tables: write a [[%s]] table for each server", base)
+		return nil, true
 	}
 	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
-	var servers []acp.MCPServer
 	var public, secret []string
 	used := map[string]string{} // name -> the key of the table that has it
 	for i, item := range list {
-		key := fmt.Sprintf("%s[%d]", mcpServersKey, i)
+		key := fmt.Sprintf("%s[%d]", base, i)
 		tbl, ok := item.(map[string]any)
 		if !ok {
 			r.fail(key, "must be a table with at least name and command (stdio) or type and url (http, sse)")
@@ -83,9 +79,21 @@ func (r *reader) readMCPServers(text []byte, env map[string]string) []acp.MCPSer
 		public = append(public, t.describe(s))
 		secret = append(secret, fmt.Sprint(s.Env, s.Headers))
 	}
-	r.vals[mcpServersKey] = "[" + strings.Join(public, "; ") + "]"
-	r.vals[mcpSecretsKey] = strings.Join(secret, "; ")
-	return servers
+	r.vals[base] = "[" + strings.Join(public, "; ") + "]"
+	r.vals[base+mcpSecretsSuffix] = strings.Join(secret, "; ")
+	return servers, true
+}
+
+// readTOML reads the configuration file's text as go-toml does, keys as
+// written, for the values viper would change (see readMCPServers).
+func (r *reader) readTOML(text []byte) map[string]any {
+	var doc map[string]any
+	if len(text) > 0 {
+		if err := toml.Unmarshal(text, &doc); err != nil {
+			r.fail("config", "cannot be read: %v", err)
+		}
+	}
+	return doc
 }
 
 // foldGet is m's value for key, whose case does not matter (as in viper).

@@ -187,8 +187,8 @@ headers = { Authorization = "` + header + `" }
 	}
 	applied, restart := b.changes(changed)
 	diff := strings.Join(append(applied, restart...), "\n")
-	if diff != mcpSecretsKey {
-		t.Fatalf("changed values: diff %q, want only %q", diff, mcpSecretsKey)
+	if diff != ("agent." + mcpServersField + mcpSecretsSuffix) {
+		t.Fatalf("changed values: diff %q, want only %q", diff, ("agent." + mcpServersField + mcpSecretsSuffix))
 	}
 
 	renamed, err := LoadConfig(mcpConfig(t, strings.Replace(table("env-secret-1", "Bearer header-secret-1"), `"docs"`, `"wiki"`, 1)), environ)

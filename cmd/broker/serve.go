@@ -164,8 +164,14 @@ func discordConfig(cfg *Config, memory discord.Memory, log zerolog.Logger) disco
 
 func discordAccess(cfg *Config) discord.Access {
 	d := cfg.Discord
+	channels := slices.Clone(d.AllowedChannels)
+	for _, id := range sortedKeys(cfg.Channels) {
+		if !slices.Contains(channels, id) {
+			channels = append(channels, id) // a channel with a profile is allowed
+		}
+	}
 	return discord.Access{
-		AllowedChannels:  d.AllowedChannels,
+		AllowedChannels:  channels,
 		AllowAllChannels: d.AllowAllChannels,
 		AllowedUsers:     d.AllowedUsers,
 		AllowedRoles:     d.AllowedRoles,
@@ -364,15 +370,6 @@ func lastWordsShare(total time.Duration) time.Duration {
 // and the metrics server's requests (quick scrapes).
 const openEndedWait = time.Second
 
-// liveKeys can change on SIGHUP; any other changed key needs a restart.
-var liveKeys = []string{
-	"log.level",
-	"turn.timeout", "turn.liveness_interval", "turn.cancel_grace", "turn.tool_timeout", "turn.queue_size",
-	"turn.permission_mode", "turn.permission_timeout", "pool.slot_wait", "watchdog.interval", "shutdown.grace",
-	"discord.allowed_channels", "discord.allow_all_channels", "discord.allowed_users", "discord.allowed_roles",
-	"discord.approvers", "discord.approver_roles", "discord.allowed_bots", "discord.show_thoughts",
-}
-
 // sandboxCheckTimeout bounds the trial run of the sandbox at start.
 const sandboxCheckTimeout = 10 * time.Second
 
@@ -402,9 +399,6 @@ func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 	return pool.Sandbox{Bwrap: "bwrap", ReadOnly: cfg.Agent.SandboxRO, ReadWrite: cfg.Agent.SandboxRW,
 		NoNetwork: !cfg.Agent.SandboxNetwork, Hide: hide}
 }
-
-// secretKeys are never logged with their values, changed or not.
-var secretKeys = []string{"discord.token", "discord.token_file", "agent.env", mcpSecretsKey}
 
 // secretValues are the values the broker knows to be secret: the Discord
 // token, what agent.env passes to agents (API keys), and the env and
@@ -494,7 +488,7 @@ func (b *broker) changes(cfg *Config) (applied, restart []string) {
 			continue
 		}
 		desc := k
-		if !slices.Contains(secretKeys, k) {
+		if !secretKey(k) {
 			desc = b.redact.String(fmt.Sprintf("%s: %s -> %s", k, old, v))
 		}
 		if slices.Contains(liveKeys, k) {

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"acpbroker/chat/discord"
+)
+
+// key is one configuration key, defined once: its default, how it is
+// read and bounded, whether SIGHUP changes it in a running broker, and
+// its line in the README. Every key can be set from the environment as
+// BROKER_ plus the key in upper case with dots as underscores.
+type key struct {
+	name string
+	def  any
+	// live: a reload applies it; any other change needs a restart.
+	live bool
+	// secret: its value is never logged, changed or not.
+	secret bool
+	// doc is the README's "meaning" cell; shown is the default as the
+	// README gives it, when not the value itself.
+	doc, shown string
+	read       func(r *reader, k string, c *Config)
+}
+
+// profileKey is a key of an agent profile: set in [agent] it applies to
+// every profile (and [agent] alone is the one profile, "default"); set
+// in [agents.NAME] it applies to that one. A change reaches new agents of
+// the profile at a reload; running agents keep what they started with.
+type profileKey struct {
+	name       string
+	def        any
+	secret     bool
+	doc, shown string
+	read       func(r *reader, k string, p *Profile)
+}
+
+// keys are the broker's keys outside agent profiles, in README order.
+var keys = []key{
+	{name: "log.level", def: "info", live: true, doc: "trace, debug, info, warn, error",
+		read: func(r *reader, k string, c *Config) {
+			c.Log.Level = r.oneOf(k, "trace", "debug", "info", "warn", "error")
+		}},
+	{name: "log.format", def: "auto", doc: "`console` (for people), `json`, or `auto`: console on a terminal, JSON otherwise",
+		read: func(r *reader, k string, c *Config) { c.Log.Format = r.oneOf(k, "auto", "console", "json") }},
+	{name: "chat.platform", def: "console", doc: "`console` or `discord` (`--platform` overrides)",
+		read: func(r *reader, k string, c *Config) { c.Chat.Platform = r.oneOf(k, "console", "discord") }},
+
+	{name: "agent.exit_grace", def: "2s", doc: "each step of stopping an idle agent: after closing stdin, after SIGTERM",
+		read: func(r *reader, k string, c *Config) { c.Agent.ExitGrace = r.dur(k, 10*time.Millisecond, time.Minute) }},
+	{name: "agent.max_line_bytes", def: 32 << 20, doc: "longest line read from an agent, at least 32 MiB (longer ones are skipped and counted)",
+		read: func(r *reader, k string, c *Config) { c.Agent.MaxLineBytes = r.integer(k, 32<<20, 1<<30) }},
+	{name: "agent.max_read_bytes", def: 8 << 20, doc: "most text one `fs/read_text_file` returns (ask for more and the agent is told to ask for fewer lines)",
+		read: func(r *reader, k string, c *Config) { c.Agent.MaxReadBytes = r.integer(k, 1<<10, 1<<30) }},
+	{name: "agent.max_write_bytes", def: 16 << 20, doc: "most text one `fs/write_text_file` writes",
+		read: func(r *reader, k string, c *Config) { c.Agent.MaxWriteBytes = r.integer(k, 1<<10, 1<<30) }},
+	{name: "agent.max_requests", def: 64, doc: "the agent's requests (permission, files) served at once; more are refused at once with an error",
+		read: func(r *reader, k string, c *Config) { c.Agent.MaxRequests = r.integer(k, 1, 10000) }},
+	{name: "agent.sandbox", def: "bwrap", doc: "run each agent in a bubblewrap sandbox (see Security model); `launcher` through `agent.launcher` (a container or cluster); `none` unconfined",
+		read: func(r *reader, k string, c *Config) { c.Agent.Sandbox = r.oneOf(k, "bwrap", "none", "launcher") }},
+	{name: "agent.sandbox_ro", def: []string{}, doc: "more absolute paths a sandboxed agent may read, at the same place",
+		read: func(r *reader, k string, c *Config) { c.Agent.SandboxRO = r.absPaths(k) }},
+	{name: "agent.sandbox_rw", def: []string{}, doc: "more absolute paths a sandboxed agent may write, at the same place",
+		read: func(r *reader, k string, c *Config) { c.Agent.SandboxRW = r.absPaths(k) }},
+	{name: "agent.sandbox_network", def: true, doc: "`false` gives sandboxed agents no network at all",
+		read: func(r *reader, k string, c *Config) { c.Agent.SandboxNetwork = r.boolean(k) }},
+	{name: "agent.launcher", def: []string{}, doc: "with `agent.sandbox = \"launcher\"`: the command each agent is started through (see Security model)",
+		read: readLauncher},
+	{name: "agent.launcher_stop", def: []string{}, doc: "with a launcher: the command run once such an agent is stopped",
+		read: func(r *reader, k string, c *Config) { c.Agent.LauncherStop = r.strs(k) }},
+	{name: "agent.run_as_user", def: "", doc: "a broker started as root runs agents as this user (name or uid), their workspaces given to it",
+		read: readRunAs},
+
+	{name: "turn.timeout", def: "30m", live: true, doc: "hard ceiling of one turn, from the prompt (at most `6h`)",
+		read: func(r *reader, k string, c *Config) { c.Turn.Timeout = r.dur(k, time.Second, MaxTurnTimeout) }},
+	{name: "turn.liveness_interval", def: "30s", live: true, doc: "how often a running turn checks its agent is alive (exit is noticed at once anyway)",
+		read: func(r *reader, k string, c *Config) {
+			c.Turn.LivenessInterval = r.dur(k, 10*time.Millisecond, time.Hour)
+		}},
+	{name: "turn.cancel_grace", def: "10s", live: true, doc: "after `session/cancel`, how long to wait for the agent's answer before killing it",
+		read: func(r *reader, k string, c *Config) {
+			c.Turn.CancelGrace = r.dur(k, 10*time.Millisecond, 10*time.Minute)
+		}},
+	{name: "turn.tool_timeout", def: "10m", live: true, doc: "a tool call with no update this long, in a turn with no other progress, cancels the turn (`0s`: never)",
+		read: func(r *reader, k string, c *Config) {
+			c.Turn.ToolTimeout = r.dur(k, 0, MaxTurnTimeout)
+			if c.Turn.ToolTimeout > 0 && c.Turn.ToolTimeout < time.Second {
+				r.fail(k, "= %s is too short: use 0s to disable, or at least 1s", c.Turn.ToolTimeout)
+			}
+		}},
+	{name: "turn.queue_size", def: 8, live: true, doc: "messages waiting behind a running turn, per thread",
+		read: func(r *reader, k string, c *Config) { c.Turn.QueueSize = r.integer(k, 1, 1000) }},
+	{name: "turn.update_queue", def: 1024, doc: "agent updates buffered per turn",
+		read: func(r *reader, k string, c *Config) { c.Turn.UpdateQueue = r.integer(k, 16, 1<<20) }},
+	{name: "turn.permission_mode", def: "ask", live: true, doc: "`ask` a person, or `allow`/`deny` automatically (and say so)",
+		read: func(r *reader, k string, c *Config) { c.Turn.PermissionMode = r.oneOf(k, "ask", "allow", "deny") }},
+	{name: "turn.permission_timeout", def: "5m", live: true, doc: "an unanswered permission request is answered `cancelled`",
+		read: func(r *reader, k string, c *Config) { c.Turn.PermissionTimeout = r.dur(k, time.Second, 24*time.Hour) }},
+
+	{name: "pool.max_sessions", def: 8, doc: "live agent processes at most, of all profiles",
+		read: func(r *reader, k string, c *Config) { c.Pool.MaxSessions = r.integer(k, 1, 10000) }},
+	{name: "pool.idle_timeout", def: "30m", doc: "stop an agent idle this long (`0s`: never); its session is kept",
+		read: func(r *reader, k string, c *Config) { c.Pool.IdleTimeout = r.dur(k, 0, 30*24*time.Hour) }},
+	{name: "pool.slot_wait", def: "10m", live: true, doc: "how long a message waits for a free agent slot",
+		read: func(r *reader, k string, c *Config) { c.Pool.SlotWait = r.dur(k, time.Second, 24*time.Hour) }},
+
+	{name: "state.dir", def: "./state", doc: "the state database (see below)",
+		read: func(r *reader, k string, c *Config) { c.State.Dir = r.str(k) }},
+	{name: "state.retention", def: "168h", doc: "how long finished turns and idle threads are kept",
+		read: func(r *reader, k string, c *Config) { c.State.Retention = r.dur(k, time.Hour, 365*24*time.Hour) }},
+	{name: "watchdog.interval", def: "15s", live: true, doc: "how often the watchdog looks at running turns",
+		read: func(r *reader, k string, c *Config) {
+			c.Watchdog.Interval = r.dur(k, 100*time.Millisecond, 10*time.Minute)
+		}},
+	{name: "shutdown.grace", def: "15s", live: true, doc: "bound on the whole shutdown",
+		read: func(r *reader, k string, c *Config) { c.Shutdown.Grace = r.dur(k, time.Second, 10*time.Minute) }},
+	{name: "http.listen", def: "127.0.0.1:9464", doc: "metrics and health endpoints (`\"\"`: off)", read: readListen},
+
+	{name: "discord.token", def: "", secret: true, shown: "", doc: "the bot token (better: `BROKER_DISCORD_TOKEN`, or `discord.token_file`)",
+		read: func(r *reader, k string, c *Config) { c.Discord.Token = r.str(k) }},
+	{name: "discord.token_file", def: "", secret: true, doc: "a file holding the token (e.g. a systemd credential)", read: readTokenFile},
+	{name: "discord.api_url", def: "https://discord.com/api/v9/", doc: "where REST calls and the gateway lookup go (an API proxy)", read: readAPIURL},
+	{name: "discord.allowed_channels", def: []string{}, live: true, doc: "channels where a mention starts a conversation (a `[channels.\"ID\"]` table allows its channel too)",
+		read: func(r *reader, k string, c *Config) { c.Discord.AllowedChannels = r.strs(k) }},
+	{name: "discord.allow_all_channels", def: false, live: true, doc: "allow every channel the bot can see",
+		read: func(r *reader, k string, c *Config) { c.Discord.AllowAllChannels = r.boolean(k) }},
+	{name: "discord.allowed_users", def: []string{}, live: true, doc: "users who may use the bot (with `allowed_roles` empty too: everyone in allowed channels); others get 🚫",
+		read: func(r *reader, k string, c *Config) { c.Discord.AllowedUsers = r.strs(k) }},
+	{name: "discord.allowed_roles", def: []string{}, live: true, doc: "role ids whose members may use the bot",
+		read: func(r *reader, k string, c *Config) { c.Discord.AllowedRoles = r.strs(k) }},
+	{name: "discord.approvers", def: []string{}, live: true, doc: "users who may act on any thread: answer its questions, cancel, reset",
+		read: func(r *reader, k string, c *Config) { c.Discord.Approvers = r.strs(k) }},
+	{name: "discord.approver_roles", def: []string{}, live: true, doc: "role ids whose members may do the same",
+		read: func(r *reader, k string, c *Config) { c.Discord.ApproverRoles = r.strs(k) }},
+	{name: "discord.allowed_bots", def: []string{}, live: true, doc: "bots whose messages count as prompts (other bots are ignored)",
+		read: func(r *reader, k string, c *Config) { c.Discord.AllowedBots = r.strs(k) }},
+	{name: "discord.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
+		read: func(r *reader, k string, c *Config) { c.Discord.ShowThoughts = r.boolean(k) }},
+	{name: "discord.edit_interval", def: "1250ms", doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
+		read: func(r *reader, k string, c *Config) {
+			c.Discord.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
+		}},
+	{name: "discord.max_answer_messages", def: 6, doc: "messages per answer before it is attached as a file",
+		read: func(r *reader, k string, c *Config) { c.Discord.MaxMessages = r.integer(k, 1, 50) }},
+	{name: "discord.max_image_bytes", def: 8 << 20, doc: "largest image attachment",
+		read: func(r *reader, k string, c *Config) { c.Discord.MaxImageBytes = int64(r.integer(k, 1, 25<<20)) }},
+	{name: "discord.max_text_bytes", def: 256 << 10, doc: "largest text attachment inlined into the prompt",
+		read: func(r *reader, k string, c *Config) { c.Discord.MaxTextBytes = int64(r.integer(k, 1, 4<<20)) }},
+}
+
+// profileKeys are the keys of an agent profile, in README order.
+var profileKeys = []profileKey{
+	{name: "command", def: "", shown: "—", doc: "the agent program (required: here or in each profile)",
+		read: func(r *reader, k string, p *Profile) { p.Command = r.str(k) }},
+	{name: "args", def: []string{}, doc: "its arguments",
+		read: func(r *reader, k string, p *Profile) { p.Args = r.strs(k) }},
+	{name: "env", def: []string{}, secret: true, doc: "`NAME=value` entries for its environment; `${VAR}` expands from the broker's",
+		read: func(r *reader, k string, p *Profile) { p.Env = r.envList(k) }},
+	{name: "description", def: "", doc: "one line shown by `/agents`",
+		read: func(r *reader, k string, p *Profile) { p.Description = r.str(k) }},
+	{name: "cwd", def: "./work", doc: "where its agents run",
+		read: func(r *reader, k string, p *Profile) { p.Cwd = r.str(k) }},
+	{name: "per_thread_dir", def: true, doc: "with `workspace = \"dir\"`: a directory per thread under `cwd` (`false`: all threads share `cwd`)",
+		read: func(r *reader, k string, p *Profile) { p.PerThreadDir = r.boolean(k) }},
+	{name: "workspace", def: "dir", doc: "`dir`, or `worktree`: each thread gets its own `git worktree` of `repo` on a branch named after the thread",
+		read: func(r *reader, k string, p *Profile) { p.Workspace = r.oneOf(k, "dir", "worktree") }},
+	{name: "repo", def: "", doc: "with `workspace = \"worktree\"`: the git repository",
+		read: func(r *reader, k string, p *Profile) { p.Repo = r.str(k) }},
+	{name: "base", def: "HEAD", doc: "with `workspace = \"worktree\"`: what new branches start from",
+		read: func(r *reader, k string, p *Profile) { p.Base = r.str(k) }},
+	{name: "delete_branches", def: false, doc: "remove a thread's branch with its worktree past `state.retention` (kept by default)",
+		read: func(r *reader, k string, p *Profile) { p.DeleteBranches = r.boolean(k) }},
+	{name: "auth_method", def: "", doc: "method id for `authenticate`, when the agent requires it",
+		read: func(r *reader, k string, p *Profile) { p.AuthMethod = r.str(k) }},
+	{name: "start_timeout", def: "60s", doc: "spawn, `initialize` and session set-up",
+		read: func(r *reader, k string, p *Profile) { p.StartTimeout = r.dur(k, time.Second, time.Hour) }},
+	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound)",
+		read: func(r *reader, k string, p *Profile) { p.MaxSessions = r.integer(k, 0, 10000) }},
+	{name: "restart_after_cancel", def: false, doc: "replace the agent process after every cancelled turn, even one it answered; the next prompt resumes the session (claude-agent-acp 0.23.1 needs it)",
+		read: func(r *reader, k string, p *Profile) { p.RestartAfterCancel = r.boolean(k) }},
+}
+
+func readLauncher(r *reader, k string, c *Config) {
+	c.Agent.Launcher = r.strs(k)
+	if r.v.GetString("agent.sandbox") != "launcher" {
+		return
+	}
+	if len(c.Agent.Launcher) == 0 {
+		r.fail(k, "is required with agent.sandbox = \"launcher\": the command agents are started through, e.g. [\"docker\", \"run\", \"--rm\", \"-i\", …]")
+	} else if resolved, err := resolveCommand(c.Agent.Launcher[0], r.env["PATH"]); err != nil {
+		r.fail(k, "%v", err)
+	} else {
+		c.Agent.Launcher[0] = resolved
+	}
+}
+
+func readRunAs(r *reader, k string, c *Config) {
+	name := r.str(k)
+	if name == "" {
+		return
+	}
+	if cred, err := lookupUser(name); err != nil {
+		r.fail(k, "= %q: %v", name, err)
+	} else if os.Getuid() != 0 {
+		r.fail(k, "= %q needs the broker to run as root (it runs as uid %d)", name, os.Getuid())
+	} else {
+		c.Agent.RunAs = cred
+	}
+}
+
+func readListen(r *reader, k string, c *Config) {
+	c.HTTP.Listen = r.str(k)
+	if c.HTTP.Listen == "" {
+		return
+	}
+	if _, port, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		r.fail(k, "= %q is not a host:port address (e.g. 127.0.0.1:9464; empty to serve nothing)", c.HTTP.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		r.fail(k, "= %q has no port number", c.HTTP.Listen)
+	}
+}
+
+// readTokenFile runs after discord.token: the token itself wins.
+func readTokenFile(r *reader, k string, c *Config) {
+	file := r.str(k)
+	if file == "" || c.Discord.Token != "" {
+		return
+	}
+	c.Discord.TokenFile = file
+	tok, err := readSecretFile(file)
+	if err != nil {
+		r.fail(k, "cannot be read: %v", err)
+	}
+	c.Discord.Token = tok
+}
+
+func readAPIURL(r *reader, k string, c *Config) {
+	c.Discord.APIURL = r.str(k)
+	if u, err := url.Parse(c.Discord.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.fail(k, "= %q is not an http(s) URL like %s", c.Discord.APIURL, discord.DefaultAPIURL)
+	}
+}
+
+// defaults lists every fixed key with its default: those of keys, and
+// the profile keys under [agent].
+var defaults = func() map[string]any {
+	m := map[string]any{}
+	for _, k := range keys {
+		m[k.name] = k.def
+	}
+	for _, k := range profileKeys {
+		m["agent."+k.name] = k.def
+	}
+	return m
+}()
+
+// liveKeys can change on SIGHUP; any other changed key needs a restart
+// (profiles' keys change for new agents: see profileKey).
+var liveKeys = func() []string {
+	var out []string
+	for _, k := range keys {
+		if k.live {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}()
+
+// secretKey reports whether a key's values are never logged.
+func secretKey(name string) bool {
+	if strings.HasSuffix(name, "."+mcpServersField+mcpSecretsSuffix) {
+		return true
+	}
+	for _, k := range keys {
+		if k.name == name {
+			return k.secret
+		}
+	}
+	_, field, ok := profileField(name)
+	if ok {
+		for _, k := range profileKeys {
+			if k.name == field {
+				return k.secret
+			}
+		}
+	}
+	return false
+}
+
+// profileField splits "agent.X" or "agents.NAME.X" into the profile ("" for
+// [agent]) and X.
+func profileField(name string) (profile, field string, ok bool) {
+	if f, ok := strings.CutPrefix(name, "agent."); ok {
+		return "", f, true
+	}
+	rest, ok := strings.CutPrefix(name, "agents.")
+	if !ok {
+		return "", "", false
+	}
+	profile, field, ok = strings.Cut(rest, ".")
+	return profile, field, ok
+}
+
+// keyTable renders the README table of the keys whose names start with
+// prefix ("" for the rest): key, default, SIGHUP, meaning.
+func keyTable(prefix string) string {
+	var b strings.Builder
+	b.WriteString("| key | default | reload | meaning |\n| --- | --- | --- | --- |\n")
+	row := func(name string, def any, shown string, live string, doc string) {
+		d := shown
+		if d == "" {
+			d = "`" + defaultText(def) + "`"
+		}
+		if d == "``" {
+			d = "`\"\"`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, d, live, doc)
+	}
+	switch prefix {
+	case "agent.":
+		for _, k := range profileKeys {
+			row("agent."+k.name, k.def, k.shown, "new agents", k.doc)
+		}
+	default:
+		for _, k := range keys {
+			discordKey := strings.HasPrefix(k.name, "discord.")
+			if (prefix == "discord.") != discordKey {
+				continue
+			}
+			live := "restart"
+			if k.live {
+				live = "yes"
+			}
+			row(k.name, k.def, k.shown, live, k.doc)
+		}
+	}
+	return b.String()
+}
+
+func defaultText(v any) string {
+	switch v := v.(type) {
+	case []string:
+		return "[" + strings.Join(v, ", ") + "]"
+	default:
+		return fmt.Sprint(v)
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// loadText loads a configuration written as text, with PATH holding bin.
+func loadText(t *testing.T, text string, environ ...string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "broker.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return LoadConfig(path, append(environ, "PATH="+filepath.Dir(fakeAgent)))
+}
+
+// Today's example configuration, written before profiles, still runs:
+// [agent] is the one profile, "default", and every thread gets it.
+func TestProfiles_TheExampleIsOneDefaultProfile(t *testing.T) {
+	c, err := LoadConfig("../../config.example.toml", []string{"BROKER_AGENT_COMMAND=" + fakeAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Profiles[DefaultProfileName]
+	if len(c.Profiles) != 1 || p == nil || c.DefaultProfile != DefaultProfileName {
+		t.Fatalf("profiles %v, default %q; want only %q", sortedKeys(c.Profiles), c.DefaultProfile, DefaultProfileName)
+	}
+	if p.Command != fakeAgent || p.Cwd != "./work" || !p.PerThreadDir || p.Workspace != "dir" || p.StartTimeout.String() != "1m0s" {
+		t.Fatalf("the default profile is %+v", p)
+	}
+}
+
+// [agents.NAME] sections are profiles over [agent]: what they leave out
+// comes from it; channels name the profile their threads get.
+func TestProfiles_SectionsInheritFromAgentAndChannelsPickThem(t *testing.T) {
+	c, err := loadText(t, `
+[agent]
+cwd = "/srv/agents"
+args = ["--shared"]
+env = ["SHARED=1"]
+start_timeout = "90s"
+
+[agents]
+default = "claude"
+
+[agents.claude]
+command = "`+filepath.Base(fakeAgent)+`"
+description = "Claude Code"
+max_sessions = 3
+
+[agents.reviewer]
+command = "`+fakeAgent+`"
+args = ["--read-only"]
+workspace = "worktree"
+repo = "/srv/repo"
+
+[channels."111"]
+agent = "reviewer"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claude, reviewer := c.Profiles["claude"], c.Profiles["reviewer"]
+	if len(c.Profiles) != 2 || claude == nil || reviewer == nil || c.DefaultProfile != "claude" {
+		t.Fatalf("profiles %v, default %q", sortedKeys(c.Profiles), c.DefaultProfile)
+	}
+	if claude.Name != "claude" || claude.Command != fakeAgent || claude.Cwd != "/srv/agents" || !slices.Equal(claude.Args, []string{"--shared"}) ||
+		claude.Env["SHARED"] != "1" || claude.StartTimeout.String() != "1m30s" || claude.MaxSessions != 3 || claude.Description != "Claude Code" {
+		t.Fatalf("claude = %+v", claude)
+	}
+	if !slices.Equal(reviewer.Args, []string{"--read-only"}) || reviewer.Workspace != "worktree" || reviewer.Repo != "/srv/repo" ||
+		reviewer.Base != "HEAD" || reviewer.MaxSessions != 0 || reviewer.Cwd != "/srv/agents" {
+		t.Fatalf("reviewer = %+v", reviewer)
+	}
+	if c.Channels["111"] != "reviewer" || len(c.Channels) != 1 {
+		t.Fatalf("channels = %v", c.Channels)
+	}
+}
+
+// Each mistake in profiles is named by its profile and key.
+func TestProfiles_ErrorsNameTheProfileAndKey(t *testing.T) {
+	agent := fakeAgent
+	for _, tc := range []struct{ name, text, want string }{
+		{"several without a default", "[agents.a]\ncommand = \"" + agent + "\"\n[agents.b]\ncommand = \"" + agent + "\"\n",
+			"agents.default is required with several profiles: one of a, b"},
+		{"a default that is not a profile", "[agents]\ndefault = \"c\"\n[agents.a]\ncommand = \"" + agent + "\"\n",
+			`agents.default = "c" is not a profile: one of a`},
+		{"a channel's unknown profile", "[agents.a]\ncommand = \"" + agent + "\"\n[channels.\"5\"]\nagent = \"zz\"\n",
+			`channels.5.agent = "zz" is not a profile: one of a`},
+		{"no command anywhere", "[agents.a]\nargs = []\n",
+			"agents.a.command is required: the agent program to run (here, or agent.command for every profile)"},
+		{"a command not found", "[agents.a]\ncommand = \"no-such-agent\"\n",
+			`agents.a.command = "no-such-agent" is not found on PATH`},
+		{"an unknown key in a profile", "[agents.a]\ncommand = \"" + agent + "\"\ncomand = \"x\"\n",
+			"unknown key(s): agents.a.comand"},
+		{"a worktree without a repository", "[agents.a]\ncommand = \"" + agent + "\"\nworkspace = \"worktree\"\n",
+			`agents.a.repo is required with workspace = "worktree"`},
+		{"a bad value", "[agents.a]\ncommand = \"" + agent + "\"\nstart_timeout = \"soon\"\n",
+			`agents.a.start_timeout = "soon" is not a duration`},
+		{"a bad workspace", "[agents.a]\ncommand = \"" + agent + "\"\nworkspace = \"tmp\"\n",
+			`agents.a.workspace = "tmp" must be one of dir, worktree`},
+		{"a profile that is not a table", "[agents]\na = 3\n",
+			"agents.a must be a table"},
+	} {
+		_, err := loadText(t, tc.text)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v\nwant it to say %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A channel named in [channels] is allowed: a Discord configuration
+// needs no discord.allowed_channels beside it.
+func TestProfiles_AChannelWithAProfileIsAllowed(t *testing.T) {
+	c, err := loadText(t, "[chat]\nplatform = \"discord\"\n[discord]\ntoken = \"t\"\n[agent]\ncommand = \""+fakeAgent+"\"\n[channels.\"42\"]\nagent = \"default\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc := discordAccess(c); !slices.Contains(acc.AllowedChannels, "42") {
+		t.Fatalf("allowed channels = %v, want 42 among them", acc.AllowedChannels)
+	}
+}
