@@ -121,7 +121,7 @@ func (c *Conn) deliver(id jsonrpc2.ID, result json.RawMessage, rpcErr *jsonrpc2.
 		return
 	}
 	if rpcErr != nil {
-		call.finish(nil, &RPCError{Code: rpcErr.Code, Message: rpcErr.Message, Method: call.Method})
+		call.finish(nil, &RPCError{Code: rpcErr.Code, Message: c.opts.Redact.String(rpcErr.Message), Method: call.Method})
 		return
 	}
 	call.finish(result, nil)

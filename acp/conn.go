@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"acpbroker/internal/redact"
+
 	"github.com/rs/zerolog"
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -36,6 +38,9 @@ type Options struct {
 	// MaxAgentRequests bounds the agent's requests being served at once
 	// (permission, fs); past it a request is refused at once (default 64).
 	MaxAgentRequests int
+	// Redact masks secret values in the error messages the agent answers
+	// with, before anyone logs or shows them (nil: none).
+	Redact *redact.Redactor
 }
 
 // Defaults of the Options bounds.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/redact"
+
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
@@ -481,5 +483,21 @@ func TestPermission_CancelDoesNotWaitForTheApprover(t *testing.T) {
 	}
 	if n := c.Stats().PendingPermissions; n != 0 {
 		t.Fatalf("pending permissions = %d after cancel, want 0", n)
+	}
+}
+
+// An agent's error message can carry a secret it was given (an API key
+// in a failing request's text): it is masked before anyone logs or shows
+// it.
+func TestCall_AnErrorMessageIsRedacted(t *testing.T) {
+	c, p := newPair(t, Options{Redact: redact.New("sk-secret-123")})
+	errc := make(chan error, 1)
+	go func() { errc <- c.Call(context.Background(), "session/prompt", map[string]string{}, nil) }()
+	req := p.nextMethod("session/prompt")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream refused key sk-secret-123"}}`, req["id"]))
+	err := <-errc
+	var rpcErr *RPCError
+	if !errors.As(err, &rpcErr) || strings.Contains(err.Error(), "sk-secret-123") || !strings.Contains(err.Error(), "upstream refused key [redacted]") {
+		t.Fatalf("err = %v, want the message with the key masked", err)
 	}
 }

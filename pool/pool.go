@@ -353,6 +353,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	}
 	opts := p.cfg.Conn
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
+	opts.Redact = p.cfg.Redact
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
 	a := &Agent{Thread: thread, Conn: conn, Proc: proc, Started: time.Now(), dir: dir}
