@@ -38,6 +38,14 @@ func (s *Store) Threads() []Thread {
 	return out
 }
 
+// ThreadKept reports whether the store still keeps a thread (it is
+// pruned once idle past the retention).
+func (s *Store) ThreadKept(thread string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.threads[thread] != nil
+}
+
 // ThreadChat returns the chat layer's record of a thread.
 func (s *Store) ThreadChat(thread string) (json.RawMessage, bool) {
 	s.mu.Lock()

@@ -77,11 +77,10 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	var problems []error
-	for _, d := range []struct{ key, dir string }{{"state.dir", cfg.State.Dir}, {"agent.cwd", cfg.Agent.Cwd}} {
-		if err := checkWritable(d.key, d.dir); err != nil {
-			problems = append(problems, err)
-		}
+	if err := checkWritable("state.dir", cfg.State.Dir); err != nil {
+		problems = append(problems, err)
 	}
+	problems = append(problems, checkProfiles(ctx, cfg)...)
 	if err := sandboxFor(cfg, *configPath).Check(sandboxCheckTimeout); err != nil {
 		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
 	}

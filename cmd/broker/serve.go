@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 // broker is one running broker: its parts, in the order they start.
 type broker struct {
 	cfg      *Config
+	profiles atomic.Pointer[map[string]*Profile] // cfg's, for goroutines other than serve's
 	path     string   // of the configuration, for reloads
 	environ  []string // for reloads
 	log      zerolog.Logger
@@ -52,6 +54,7 @@ type broker struct {
 func open(cfg *Config, path string, environ []string, agentEnv []string, log zerolog.Logger, level *levelWriter, stdin io.Reader, stdout io.Writer) (b *broker, err error) {
 	lookup := envLookup(environ)
 	b = &broker{cfg: cfg, path: path, environ: environ, log: log, level: level, notify: newNotifier(lookup, os.Getpid()), started: time.Now()}
+	b.profiles.Store(&cfg.Profiles)
 	defer func() {
 		if err != nil {
 			b.stop(context.Background())
@@ -233,8 +236,11 @@ func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit 
 			b.log.Warn().Err(err).Uint64("turn", id).Msg("interrupted turn not marked as reported")
 		}
 	})
+	var bg sync.WaitGroup
+	defer bg.Wait() // after stopRun
 	ctx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	bg.Go(func() { b.sweepLoop(ctx) })
 	runErr := make(chan error, 1)
 	go func() { runErr <- b.platform.Run(ctx) }()
 	b.log.Info().Str("platform", b.cfg.Chat.Platform).Str("agent", b.cfg.Agent.Command).Int("interrupted", len(interrupted)).Msg("broker started")
@@ -455,7 +461,9 @@ func (b *broker) reload() {
 			live.values[k] = cfg.values[k]
 		}
 	}
+	live.Profiles, live.DefaultProfile, live.Channels = cfg.Profiles, cfg.DefaultProfile, cfg.Channels
 	b.cfg = &live
+	b.profiles.Store(&live.Profiles)
 	b.level.set(live.Log.Level)
 	b.engine.Reconfigure(engineConfig(&live, nil, nil, b.log))
 	if b.discord != nil {
@@ -482,8 +490,15 @@ var (
 // values masked): those that apply at once, and those that need a
 // restart.
 func (b *broker) changes(cfg *Config) (applied, restart []string) {
-	for k, v := range cfg.values {
-		old := b.cfg.values[k]
+	all := map[string]bool{}
+	for k := range cfg.values {
+		all[k] = true
+	}
+	for k := range b.cfg.values {
+		all[k] = true // a key gone (a profile removed) is a change too
+	}
+	for k := range all {
+		v, old := cfg.values[k], b.cfg.values[k]
 		if v == old {
 			continue
 		}
@@ -491,7 +506,7 @@ func (b *broker) changes(cfg *Config) (applied, restart []string) {
 		if !secretKey(k) {
 			desc = b.redact.String(fmt.Sprintf("%s: %s -> %s", k, old, v))
 		}
-		if slices.Contains(liveKeys, k) {
+		if slices.Contains(liveKeys, k) || profileChange(k) {
 			applied = append(applied, desc)
 		} else {
 			restart = append(restart, desc)
@@ -500,6 +515,16 @@ func (b *broker) changes(cfg *Config) (applied, restart []string) {
 	sort.Strings(applied)
 	sort.Strings(restart)
 	return applied, restart
+}
+
+// profileChange reports whether key belongs to the profiles, which a
+// reload changes for agents started from then on.
+func profileChange(key string) bool {
+	if key == "agents.default" || strings.HasPrefix(key, "channels.") {
+		return true
+	}
+	_, field, ok := profileField(key)
+	return ok && (knownProfileKey(field) || strings.HasPrefix(field, mcpServersField))
 }
 
 func interruptions(turns []store.Turn) []chat.Interruption {

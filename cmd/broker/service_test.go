@@ -227,7 +227,8 @@ func TestRun_WatchdogPingsStopWhileTheGatewayIsDown(t *testing.T) {
 }
 
 // SIGHUP reloads the configuration: a changed turn.timeout applies to the
-// next turn, and the log says what changed and what needs a restart.
+// next turn, a profile's key to new agents, and the log says what changed
+// and what needs a restart.
 func TestRun_SIGHUPReloadsWhatCanChange(t *testing.T) {
 	config := writeConfig(t, "[turn]\ntimeout = \"30m\"\ncancel_grace = \"300ms\"")
 	b := startBroker(t, config)
@@ -235,13 +236,16 @@ func TestRun_SIGHUPReloadsWhatCanChange(t *testing.T) {
 	text, _ := os.ReadFile(config)
 	changed := strings.Replace(string(text), `timeout = "30m"`, `timeout = "2s"`, 1)
 	changed = strings.Replace(changed, "[agent]\n", "[agent]\nstart_timeout = \"90s\"\n", 1)
+	changed = strings.Replace(changed, "[turn]\n", "[turn]\nupdate_queue = 2048\n", 1)
 	if err := os.WriteFile(config, []byte(changed), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	b.err.waitFor(t, "configuration reloaded", 10*time.Second)
 	logs := b.err.String()
-	if !strings.Contains(logs, "turn.timeout: 30m0s -> 2s") || !strings.Contains(logs, "agent.start_timeout: 1m0s -> 1m30s") || !strings.Contains(logs, "need_restart") {
+	applied, restart, _ := strings.Cut(logs, `"need_restart"`)
+	if !strings.Contains(applied, "turn.timeout: 30m0s -> 2s") || !strings.Contains(applied, "agent.start_timeout: 1m0s -> 1m30s") ||
+		!strings.Contains(restart, "turn.update_queue: 1024 -> 2048") {
 		t.Fatalf("reload log does not say what changed:\n%s", logs)
 	}
 	b.say(t, "ignore-cancel")

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// gitRepo makes a repository with one commit on main.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// check-config runs git for a worktree profile and names the profile's
+// key that is wrong.
+func TestCheckConfig_AWorktreeProfileIsCheckedWithGit(t *testing.T) {
+	repo, dir := gitRepo(t), t.TempDir()
+	for _, tc := range []struct{ name, keys, want string }{
+		{"good", "repo = \"" + repo + "\"\nbase = \"main\"", ""},
+		{"unknown base", "repo = \"" + repo + "\"\nbase = \"no-such\"", `agents.rev.base = "no-such": "no-such" is not a commit`},
+		{"not a repository", "repo = \"" + dir + "\"", `agents.rev.repo = "` + dir + `": ` + dir + ` is not a git repository`},
+	} {
+		config := filepath.Join(t.TempDir(), "b.toml")
+		text := "[agent]\ncommand = \"" + fakeAgent + "\"\ncwd = \"" + t.TempDir() + "\"\n[state]\ndir = \"" + t.TempDir() + "\"\n" +
+			"[agents]\ndefault = \"rev\"\n[agents.rev]\nworkspace = \"worktree\"\n" + tc.keys + "\n"
+		os.WriteFile(config, []byte(text), 0o600)
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none", "PATH=" + os.Getenv("PATH")}, nil, &out, &out)
+		switch {
+		case tc.want == "" && code != 0:
+			t.Errorf("%s: check-config exited %d: %s", tc.name, code, out.String())
+		case tc.want != "" && (code != 2 || !strings.Contains(out.String(), tc.want)):
+			t.Errorf("%s: check-config exited %d saying %q; want 2 and %q", tc.name, code, out.String(), tc.want)
+		}
+	}
+}
+
+type keptThreads map[string]bool
+
+func (k keptThreads) ThreadKept(thread string) bool { return k[thread] }
+
+// A sweep removes the worktrees of threads the store no longer keeps,
+// and leaves those it keeps and those whose agent runs.
+func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
+	p := &Profile{Name: "rev", Workspace: "worktree", Repo: gitRepo(t), Base: "main", Cwd: t.TempDir()}
+	wt := worktreesFor(p, zerolog.Nop())
+	ctx := context.Background()
+	dirs := map[string]string{}
+	for _, thread := range []string{"kept", "running", "gone"} {
+		dir, _, err := wt.Prepare(ctx, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs[thread] = dir
+	}
+	n := sweepWorktrees(ctx, map[string]*Profile{"rev": p}, keptThreads{"kept": true},
+		func(thread string) bool { return thread == "running" }, time.Minute, zerolog.Nop())
+	if n != 1 {
+		t.Fatalf("removed %d worktrees, want 1", n)
+	}
+	for thread, dir := range dirs {
+		_, err := os.Stat(dir)
+		if gone := os.IsNotExist(err); gone != (thread == "gone") {
+			t.Errorf("thread %s: worktree gone = %v", thread, gone)
+		}
+	}
+}
