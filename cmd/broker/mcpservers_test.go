@@ -197,7 +197,7 @@ headers = { Authorization = "` + header + `" }
 	}
 	applied, restart = b.changes(renamed)
 	diff = strings.Join(append(applied, restart...), "\n")
-	if len(applied) != 0 || !strings.Contains(diff, "agent.mcp_servers: ") || !strings.Contains(diff, "wiki type=http") ||
+	if len(restart) != 0 || !strings.Contains(diff, "agent.mcp_servers: ") || !strings.Contains(diff, "wiki type=http") ||
 		!strings.Contains(diff, "values for Authorization") || strings.Contains(diff, "secret") {
 		t.Fatalf("renamed server: diff %q", diff)
 	}

@@ -32,8 +32,8 @@ import (
 type broker struct {
 	cfg      *Config
 	profiles atomic.Pointer[map[string]*Profile] // cfg's, for goroutines other than serve's
-	path     string   // of the configuration, for reloads
-	environ  []string // for reloads
+	path     string                              // of the configuration, for reloads
+	environ  []string                            // for reloads
 	log      zerolog.Logger
 	level    *levelWriter
 	redact   *redact.Redactor // secret values, masked in agents' stderr and reload diffs
