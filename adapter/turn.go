@@ -136,7 +136,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	cfg := t.cfg
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
-	agent, err := t.e.pool.Acquire(waitCtx, t.thread, func() {
+	agent, err := t.e.pool.Acquire(waitCtx, t.thread, "", func() {
 		t.p.Sink.Status(Status{Phase: PhaseWaitingForSlot, Text: "waiting for a free agent slot"})
 	})
 	cancel()

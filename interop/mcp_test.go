@@ -115,7 +115,7 @@ func TestMCPServerReachesTheModel(t *testing.T) {
 		})
 		defer p.Close()
 		ctx := testContext(t)
-		pa, err := p.Acquire(ctx, "mcp", nil)
+		pa, err := p.Acquire(ctx, "mcp", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,29 +22,37 @@ import (
 // Config configures a Pool.
 type Config struct {
 	// Launch starts agent processes (default Exec).
-	Launch  Launcher
+	Launch Launcher
+	// Profiles are the agent definitions threads' agents are started
+	// from, by name; DefaultProfile names the one a thread gets when it
+	// asks for none ("": the only profile, if there is one).
+	Profiles       map[string]*Profile
+	DefaultProfile string
+	// Command, Args, Env, MCPServers, WorkDir and PerThreadDir, with
+	// StartTimeout and Conn.AuthMethod, make the one profile, named
+	// "default", of a Config without Profiles.
 	Command string
 	Args    []string
 	// Env is the agent's complete environment (see BuildEnv).
-	Env []string
-	// MCPServers are given to every session/new and session/load, those
-	// the agent can use (see acp.UsableMCPServers). A sandboxed agent is
-	// shown the stdio servers' programs.
+	Env        []string
 	MCPServers []acp.MCPServer
 	// WorkDir is where agents run. With PerThreadDir, each thread gets
 	// WorkDir/<thread> instead.
 	WorkDir      string
 	PerThreadDir bool
-	// MaxSessions bounds live agent processes.
+	// MaxSessions bounds agent processes, live, starting and stopping,
+	// over every profile.
 	MaxSessions int
 	// IdleTimeout stops agents idle that long (0: never).
 	IdleTimeout time.Duration
-	// StartTimeout bounds spawn + initialize + session setup.
+	// StartTimeout bounds spawn + initialize + session setup, for
+	// profiles that set no StartTimeout of their own.
 	StartTimeout time.Duration
 	// ExitGrace is each step of the stop escalation: after closing stdin,
 	// and after SIGTERM.
 	ExitGrace time.Duration
-	// Conn options for every agent (logger fields are added per agent).
+	// Conn options for every agent (logger fields are added per agent;
+	// AuthMethod is each profile's).
 	Conn acp.Options
 	// Redact masks secret values in what agents write to stderr.
 	Redact *redact.Redactor
@@ -72,7 +81,10 @@ var (
 // Agent is one thread's agent process with its ACP connection and session.
 // It is handed out by Acquire and returned with Release.
 type Agent struct {
-	Thread    string
+	Thread string
+	// Profile is what the agent was started from; it keeps it when the
+	// pool's profiles change.
+	Profile   *Profile
 	SessionID string
 	// Resumed is set when the session was loaded with session/load.
 	Resumed bool
@@ -83,8 +95,9 @@ type Agent struct {
 	Conn    *acp.Conn
 	Proc    Proc
 	Started time.Time
+	// Dir is its working directory.
+	Dir string
 
-	dir      string // its working directory
 	busy     bool
 	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
@@ -98,9 +111,11 @@ type Pool struct {
 
 	mu       sync.Mutex
 	closed   bool
+	profiles profileSet        // what agents are started from
 	agents   map[string]*Agent // live, by thread
 	starting int               // slots reserved by agents being started
 	stopping int               // slots held by agents being stopped
+	uses     map[string]use    // slots held, by profile; none holding none
 	hurried  bool              // Shutdown's deadline has passed
 	hurry    context.Context   // ends when hurried is set
 	hurryNow context.CancelFunc
@@ -121,10 +136,9 @@ type Pool struct {
 	wg     sync.WaitGroup
 }
 
-// waiter is one Acquire call in line. It is not zero-size: pointers to
-// distinct zero-size values may be equal, and the queue tells waiters
-// apart by pointer.
-type waiter struct{ thread string }
+// waiter is one Acquire call in line, for an agent of profile. The queue
+// tells waiters apart by pointer.
+type waiter struct{ thread, profile string }
 
 // New returns a running pool.
 func New(cfg Config) *Pool {
@@ -146,10 +160,16 @@ func New(cfg Config) *Pool {
 	if cfg.Sessions == nil {
 		cfg.Sessions = NewMemoryBook(4096)
 	}
+	profiles, def := cfg.Profiles, cfg.DefaultProfile
+	if profiles == nil {
+		profiles, def = legacyProfiles(cfg), DefaultProfileName
+	}
 	p := &Pool{
 		cfg:      cfg,
 		log:      cfg.Logger,
+		profiles: newProfileSet(profiles, def),
 		agents:   map[string]*Agent{},
+		uses:     map[string]use{},
 		stopped:  map[string]uint64{},
 		retiring: map[*Agent]bool{},
 		changed:  make(chan struct{}),
@@ -164,11 +184,21 @@ func New(cfg Config) *Pool {
 	return p
 }
 
-// Acquire returns thread's agent, marked busy, starting a process if the
-// thread has none. When every slot holds a busy agent it waits in line,
-// calling onWait once if the wait lasts WaitNotice, until a slot frees or ctx ends (the error is then
-// ctx's cause). A full pool first evicts its least recently used idle agent.
-func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agent, error) {
+// Acquire returns thread's agent, marked busy, starting a process from
+// profile ("" is the default) if the thread has none. A live agent is
+// handed out whatever profile is asked for: a thread keeps what its agent
+// started with until the agent stops. Starting one for a profile not
+// configured fails with ErrUnknownProfile.
+//
+// When no slot is free, for the pool or for the profile's own
+// MaxSessions, it waits in line, calling onWait once if the wait lasts
+// WaitNotice, until a slot frees or ctx ends (the error is then ctx's
+// cause). The line is first come, first served, except that a caller held
+// only by its own profile's bound does not hold up callers of other
+// profiles. To make room, the first caller held by its profile's bound
+// stops that profile's least recently used idle agent; the first held by
+// the pool's bound, the least recently used idle agent of any profile.
+func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func()) (*Agent, error) {
 	var me *waiter
 	var notice <-chan time.Time // fires when the wait is long enough to tell
 	defer func() {
@@ -193,27 +223,47 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 			p.mu.Unlock()
 			return a, nil
 		}
-		first := len(p.queue) == 0 || (me != nil && p.queue[0] == me)
-		if first && p.used() < p.cfg.MaxSessions {
+		prof := p.profiles.lookup(profile)
+		if prof == nil {
+			err := p.profiles.unknown(profile)
+			p.mu.Unlock()
+			return nil, err
+		}
+		pos := len(p.queue) // where this call stands in line
+		if me != nil {
+			me.profile = prof.Name
+			pos = slices.Index(p.queue, me)
+		}
+		ahead := p.clearAheadLocked(pos)
+		capped := p.cappedLocked(prof.Name)
+		if ahead && !capped && p.used() < p.cfg.MaxSessions {
 			p.starting++
+			p.countLocked(prof.Name, 0, 1, 0)
 			if me != nil {
 				p.leaveQueue(me)
 				me = nil
 			}
 			resume, _ := p.cfg.Sessions.Session(thread)
 			p.mu.Unlock()
-			return p.start(ctx, thread, resume)
+			return p.start(ctx, thread, prof, resume)
 		}
 		// A slot already being freed is enough: the first in line takes
 		// it when the stop ends. Evicting on every wake-up would stop one
 		// idle agent after another for the one waiter.
-		if first && p.stopping == 0 {
-			if victim := p.lruIdle(); victim != nil {
+		switch {
+		case capped:
+			if p.firstOfProfileLocked(pos, prof.Name) && p.uses[prof.Name].stopping == 0 {
+				if victim := p.lruIdle(prof.Name); victim != nil {
+					p.evictLocked(victim, StopLRU, "making room for another thread of profile "+prof.Name)
+				}
+			}
+		case ahead && p.stopping == 0:
+			if victim := p.lruIdle(""); victim != nil {
 				p.evictLocked(victim, StopLRU, "making room for another thread")
 			}
 		}
 		if me == nil {
-			me = &waiter{thread: thread}
+			me = &waiter{thread: thread, profile: prof.Name}
 			p.queue = append(p.queue, me)
 			if onWait != nil {
 				// Making room by stopping an idle agent usually takes
@@ -236,6 +286,29 @@ func (p *Pool) Acquire(ctx context.Context, thread string, onWait func()) (*Agen
 	}
 }
 
+// clearAheadLocked reports whether every waiter before position pos in
+// line is held only by its own profile's bound, so that pos may go first.
+// p.mu must be held.
+func (p *Pool) clearAheadLocked(pos int) bool {
+	for _, w := range p.queue[:pos] {
+		if !p.cappedLocked(w.profile) {
+			return false
+		}
+	}
+	return true
+}
+
+// firstOfProfileLocked reports whether no waiter before position pos in
+// line waits for profile. p.mu must be held.
+func (p *Pool) firstOfProfileLocked(pos int, profile string) bool {
+	for _, w := range p.queue[:pos] {
+		if w.profile == profile {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *Pool) used() int { return len(p.agents) + p.starting + p.stopping }
 
 func (p *Pool) leaveQueue(w *waiter) {
@@ -254,9 +327,14 @@ func (p *Pool) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-func (p *Pool) lruIdle() *Agent {
+// lruIdle is the least recently used idle agent of profile ("": of any
+// profile), or nil.
+func (p *Pool) lruIdle(profile string) *Agent {
 	var victim *Agent
 	for _, a := range p.agents {
+		if profile != "" && a.Profile.Name != profile {
+			continue
+		}
 		if !a.busy && (victim == nil || a.lastUsed.Before(victim.lastUsed)) {
 			victim = a
 		}
@@ -269,34 +347,38 @@ func (p *Pool) lruIdle() *Agent {
 func (p *Pool) evictLocked(a *Agent, reason, why string) {
 	delete(p.agents, a.Thread)
 	p.evicted++
-	p.log.Info().Str("thread", a.Thread).Str("session", a.SessionID).Str("cause", why).Msg("stopping idle agent")
+	p.log.Info().Str("thread", a.Thread).Str("profile", a.Profile.Name).Str("session", a.SessionID).Str("cause", why).Msg("stopping idle agent")
 	p.retireLocked(a, p.cfg.ExitGrace, reason)
 }
 
-// retireLocked stops a removed agent on a goroutine the pool owns; its slot
-// stays taken until the process is gone. p.mu must be held.
+// retireLocked stops an agent just removed from p.agents on a goroutine
+// the pool owns; its slot stays taken until the process is gone. p.mu
+// must be held.
 func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
 	if p.hurried {
 		grace = 0 // past the shutdown deadline: no more graces
 	}
 	p.retiring[a] = true // seen by Shutdown's deadline from now on
 	p.stopping++
+	p.countLocked(a.Profile.Name, -1, 0, 1)
 	p.countStopLocked(reason, grace)
 	p.wg.Go(func() {
 		p.shutdown(a, grace)
 		p.mu.Lock()
 		p.stopping--
+		p.countLocked(a.Profile.Name, 0, 0, -1)
 		p.signalLocked()
 		p.mu.Unlock()
 	})
 }
 
-// start spawns and sets up an agent in a reserved slot.
-func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, error) {
-	a, err := p.spawn(ctx, thread, resumeID)
+// start spawns and sets up an agent of prof in a slot reserved for it.
+func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID string) (*Agent, error) {
+	a, err := p.spawn(ctx, thread, prof, resumeID)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
+	p.countLocked(prof.Name, 0, -1, 0)
 	if err == nil && p.closed {
 		// Close may already be waiting: stop it here, not on a new goroutine.
 		p.retiring[a] = true
@@ -314,6 +396,7 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 	a.busy = true
 	a.lastUsed = time.Now()
 	p.agents[thread] = a
+	p.countLocked(prof.Name, 1, 0, 0)
 	if a.SessionID != resumeID {
 		// Remembered at start, so that even a crash can resume it.
 		p.cfg.Sessions.RememberSession(thread, a.SessionID, a.Conn.Capabilities().LoadSession)
@@ -321,27 +404,23 @@ func (p *Pool) start(ctx context.Context, thread, resumeID string) (*Agent, erro
 	return a, nil
 }
 
-func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.StartTimeout,
-		fmt.Errorf("agent did not start within %s", p.cfg.StartTimeout))
+func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID string) (*Agent, error) {
+	timeout := prof.StartTimeout
+	if timeout <= 0 {
+		timeout = p.cfg.StartTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout,
+		fmt.Errorf("agent did not start within %s", timeout))
 	defer cancel()
 	ctx, closing := context.WithCancelCause(ctx)
 	defer closing(nil)
 	defer context.AfterFunc(p.ctx, func() { closing(ErrClosed) })()
-	dir := p.cfg.WorkDir
-	if p.cfg.PerThreadDir {
-		dir = filepath.Join(dir, safeName(thread))
+	dir, err := p.workDir(ctx, thread, prof)
+	if err != nil {
+		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("agent working directory: %w", err)
-	}
-	if c := p.cfg.RunAs; c != nil {
-		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
-			return nil, fmt.Errorf("agent working directory for uid %d: %w", c.Uid, err)
-		}
-	}
-	log := p.log.With().Str("thread", thread).Logger()
-	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: p.cfg.Command, Args: p.cfg.Args, Dir: dir, Env: p.cfg.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, mcpPrograms(p.cfg.MCPServers))
+	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
+	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers))
 	proc, err := p.cfg.Launch(spec)
 	if err != nil {
 		return nil, err
@@ -352,11 +431,12 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 		}
 	}
 	opts := p.cfg.Conn
+	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Conn: conn, Proc: proc, Started: time.Now(), dir: dir}
+	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -372,7 +452,7 @@ func (p *Pool) spawn(ctx context.Context, thread, resumeID string) (*Agent, erro
 	if err != nil {
 		return fail(err)
 	}
-	servers := acp.UsableMCPServers(info.AgentCapabilities, p.cfg.MCPServers, opts.Logger)
+	servers := acp.UsableMCPServers(info.AgentCapabilities, prof.MCPServers, opts.Logger)
 	if resumeID != "" && info.AgentCapabilities.LoadSession {
 		if _, err := conn.LoadSession(ctx, resumeID, dir, servers); err == nil {
 			a.SessionID, a.Resumed = resumeID, true
@@ -407,6 +487,35 @@ func mcpPrograms(servers []acp.MCPServer) []string {
 		}
 	}
 	return out
+}
+
+// workDir is the working directory of thread's agent: the profile's
+// Workspace hook's, or its WorkDir (per thread with PerThreadDir), made
+// and given to RunAs.
+func (p *Pool) workDir(ctx context.Context, thread string, prof *Profile) (string, error) {
+	if prof.Workspace != nil {
+		dir, err := prof.Workspace(ctx, thread)
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("agent workspace: %w", context.Cause(ctx))
+		}
+		if err != nil {
+			return "", fmt.Errorf("agent workspace: %w", err)
+		}
+		return dir, nil
+	}
+	dir := prof.WorkDir
+	if prof.PerThreadDir {
+		dir = filepath.Join(dir, safeName(thread))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("agent working directory: %w", err)
+	}
+	if c := p.cfg.RunAs; c != nil {
+		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
+			return "", fmt.Errorf("agent working directory for uid %d: %w", c.Uid, err)
+		}
+	}
+	return dir, nil
 }
 
 // safeName turns a thread id into a directory name.
@@ -444,7 +553,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if r := p.cfg.Registry; r != nil {
 		r.AgentGone(a.Proc.PID())
 	}
-	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.dir); stop != nil {
+	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.Dir, a.Profile.Name); stop != nil {
 		p.runStop(a, stop)
 	}
 	st := a.Conn.Stats()
@@ -464,7 +573,7 @@ func (p *Pool) runStop(a *Agent, argv []string) {
 	ctx, cancel := context.WithTimeout(p.hurry, launcherStopWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = p.cfg.Env
+	cmd.Env = a.Profile.Env
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	log := p.log.Info()
@@ -586,7 +695,11 @@ func (p *Pool) countStopLocked(reason string, grace time.Duration) {
 // Stats is a snapshot of the pool.
 type Stats struct {
 	Live, Busy, Starting, Stopping, Waiting int
-	Evicted                                 uint64
+	// Profiles are the same by profile: every one configured, and any
+	// other whose agents still run; DefaultProfile names the default.
+	Profiles       map[string]ProfileStats
+	DefaultProfile string
+	Evicted        uint64
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
@@ -602,6 +715,7 @@ func (p *Pool) Stats() Stats {
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
+	p.profileStatsLocked(&s)
 	conns := make([]*acp.Conn, 0, len(p.agents))
 	for _, a := range p.agents {
 		if a.busy {
@@ -640,6 +754,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 		p.cancel(ErrClosed)
 		for _, a := range p.agents {
 			delete(p.agents, a.Thread)
+			p.countLocked(a.Profile.Name, -1, 0, 0)
 			grace := p.cfg.ExitGrace
 			if a.busy {
 				grace = 0

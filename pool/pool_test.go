@@ -56,7 +56,7 @@ func acquire(t *testing.T, p *pool.Pool, thread string) *pool.Agent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a, err := p.Acquire(ctx, thread, nil)
+	a, err := p.Acquire(ctx, thread, "", nil)
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", thread, err)
 	}
@@ -361,7 +361,7 @@ func TestPool_BusyPoolWaitsInLineBoundedByTheCallersDeadline(t *testing.T) {
 	waiting := make(chan struct{})
 	got := make(chan *pool.Agent, 1)
 	go func() {
-		b, err := p.Acquire(context.Background(), "b", func() { close(waiting) })
+		b, err := p.Acquire(context.Background(), "b", "", func() { close(waiting) })
 		if err != nil {
 			t.Error(err)
 		}
@@ -376,7 +376,7 @@ func TestPool_BusyPoolWaitsInLineBoundedByTheCallersDeadline(t *testing.T) {
 	start := time.Now() // before the deadline's clock starts
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, cause)
 	defer cancel()
-	if _, err := p.Acquire(ctx, "c", nil); !errors.Is(err, cause) {
+	if _, err := p.Acquire(ctx, "c", "", nil); !errors.Is(err, cause) {
 		t.Fatalf("Acquire with a deadline = %v, want its cause", err)
 	}
 	if took := time.Since(start); took < 300*time.Millisecond || took > 5*time.Second {
@@ -422,7 +422,7 @@ func TestPool_IdleTimeoutKnobStopsIdleAgents(t *testing.T) {
 func TestPool_StartTimeoutKnobBoundsAnAgentThatNeverAnswers(t *testing.T) {
 	p := newPool(t, pool.Config{Command: "/bin/sh", Args: []string{"-c", "echo started >&2; exec sleep 60"}, StartTimeout: 500 * time.Millisecond})
 	start := time.Now()
-	_, err := p.Acquire(context.Background(), "t", nil)
+	_, err := p.Acquire(context.Background(), "t", "", nil)
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "did not start within 500ms") {
 		t.Fatalf("Acquire = %v", err)
@@ -437,7 +437,7 @@ func TestPool_StartTimeoutKnobBoundsAnAgentThatNeverAnswers(t *testing.T) {
 
 func TestPool_AgentThatExitsAtStartIsReportedWithItsStderr(t *testing.T) {
 	p := newPool(t, pool.Config{Command: "/bin/sh", Args: []string{"-c", "echo 'no API key configured' >&2; exit 3"}})
-	_, err := p.Acquire(context.Background(), "t", nil)
+	_, err := p.Acquire(context.Background(), "t", "", nil)
 	if err == nil || !strings.Contains(err.Error(), "status 3") || !strings.Contains(err.Error(), "no API key configured") {
 		t.Fatalf("Acquire = %v, want the exit status and stderr", err)
 	}
@@ -467,7 +467,7 @@ func TestPool_CloseStopsAllAgentsInParallel(t *testing.T) {
 			t.Fatalf("agent %d still running after Close", pid)
 		}
 	}
-	if _, err := p.Acquire(context.Background(), "late", nil); !errors.Is(err, pool.ErrClosed) {
+	if _, err := p.Acquire(context.Background(), "late", "", nil); !errors.Is(err, pool.ErrClosed) {
 		t.Fatalf("Acquire after Close = %v", err)
 	}
 }
@@ -563,7 +563,7 @@ func TestPool_SlotQueueIsFirstComeFirstServed(t *testing.T) {
 		agents := make(chan *pool.Agent, n)
 		for i := range n {
 			go func() {
-				b, err := p.Acquire(context.Background(), "w"+strconv.Itoa(i), nil)
+				b, err := p.Acquire(context.Background(), "w"+strconv.Itoa(i), "", nil)
 				if err != nil {
 					t.Error(err)
 					order <- -1
@@ -604,7 +604,7 @@ func TestPool_WaiterEvictsOneIdleAgentWhileTheFirstIsStopping(t *testing.T) {
 
 	got := make(chan *pool.Agent, 1)
 	go func() {
-		z, err := p.Acquire(context.Background(), "z", nil)
+		z, err := p.Acquire(context.Background(), "z", "", nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -615,7 +615,7 @@ func TestPool_WaiterEvictsOneIdleAgentWhileTheFirstIsStopping(t *testing.T) {
 	// Others come and give up while x is still stopping: each wakes z.
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		_, err := p.Acquire(ctx, "impatient", nil)
+		_, err := p.Acquire(ctx, "impatient", "", nil)
 		cancel()
 		if err == nil {
 			t.Fatal("an impatient caller got a slot ahead of z")
@@ -650,7 +650,6 @@ func TestPool_LauncherStartsAgentsThroughItAndRunsTheStopCommand(t *testing.T) {
 	p := newPool(t, pool.Config{WorkDir: work, Sandbox: pool.Sandbox{
 		Launcher:     []string{runtime, "run", "--name", "agent-{thread}", "-w", "{workdir}:{profile}"},
 		LauncherStop: []string{runtime, "stop", "agent-{thread}"},
-		Profile:      "default",
 	}})
 	a := acquire(t, p, "t1")
 	if got := prompt(t, a, "hello"); got != "You said: hello" {

@@ -34,12 +34,11 @@ type Sandbox struct {
 
 	// Launcher, instead of bubblewrap, is a command the agent is started
 	// through (a container or cluster runtime): its words with {workdir},
-	// {thread} and {profile} substituted, then the agent's command and
-	// arguments. LauncherStop, if set, is run the same way once the agent
-	// has been stopped, to clean up what the launcher started elsewhere.
+	// {thread} and {profile} (the agent's profile's name) substituted,
+	// then the agent's command and arguments. LauncherStop, if set, is run
+	// the same way once the agent has been stopped, to clean up what the
+	// launcher started elsewhere.
 	Launcher, LauncherStop []string
-	// Profile names the agent for {profile}.
-	Profile string
 }
 
 // systemDirs are shown read-only to every sandboxed agent.
@@ -49,8 +48,8 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 func (s Sandbox) Enabled() bool { return s.Bwrap != "" }
 
 // expand substitutes a launcher template's words for one agent.
-func (s Sandbox) expand(words []string, thread, workdir string) []string {
-	r := strings.NewReplacer("{workdir}", workdir, "{thread}", thread, "{profile}", s.Profile)
+func (s Sandbox) expand(words []string, thread, workdir, profile string) []string {
+	r := strings.NewReplacer("{workdir}", workdir, "{thread}", thread, "{profile}", profile)
 	out := make([]string, len(words))
 	for i, w := range words {
 		out[i] = r.Replace(w)
@@ -58,21 +57,22 @@ func (s Sandbox) expand(words []string, thread, workdir string) []string {
 	return out
 }
 
-// stopCommand is what to run once thread's agent has been stopped, if
-// anything.
-func (s Sandbox) stopCommand(thread, workdir string) []string {
+// stopCommand is what to run once thread's agent of profile has been
+// stopped, if anything.
+func (s Sandbox) stopCommand(thread, workdir, profile string) []string {
 	if len(s.Launcher) == 0 || len(s.LauncherStop) == 0 {
 		return nil
 	}
-	return s.expand(s.LauncherStop, thread, workdir)
+	return s.expand(s.LauncherStop, thread, workdir, profile)
 }
 
-// wrap returns spec run inside the sandbox, or through the launcher.
-// programs are more commands the agent itself starts (stdio MCP servers):
-// in bubblewrap their directories are shown read-only, as the agent's own.
-func (s Sandbox) wrap(spec ProcessSpec, thread string, programs []string) ProcessSpec {
+// wrap returns spec, thread's agent of profile, run inside the sandbox or
+// through the launcher. programs are more commands the agent itself
+// starts (stdio MCP servers): in bubblewrap their directories are shown
+// read-only, as the agent's own.
+func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs []string) ProcessSpec {
 	if len(s.Launcher) > 0 {
-		words := s.expand(s.Launcher, thread, spec.Dir)
+		words := s.expand(s.Launcher, thread, spec.Dir, profile)
 		spec.Args = append(append(words[1:], spec.Command), spec.Args...)
 		spec.Command = words[0]
 		return spec
@@ -184,7 +184,7 @@ func (s Sandbox) Check(timeout time.Duration) error {
 		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 	}
 	defer os.RemoveAll(dir)
-	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", nil)
+	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, spec.Args...).CombinedOutput()

@@ -31,11 +31,11 @@ func TestPool_IdleTimeoutOfThirtyMinutes(t *testing.T) {
 		book := pool.NewMemoryBook(10)
 		p := newBubblePool(t, pool.Config{MaxSessions: 2, IdleTimeout: 30 * time.Minute, ExitGrace: 2 * time.Second, Sessions: book}, agenttest.InProcessOptions{})
 		ctx := context.Background()
-		idle, err := p.Acquire(ctx, "idle", nil)
+		idle, err := p.Acquire(ctx, "idle", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		busy, err := p.Acquire(ctx, "busy", nil)
+		busy, err := p.Acquire(ctx, "busy", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,14 +73,14 @@ func TestPool_IdleTimeoutOfThirtyMinutes(t *testing.T) {
 func TestPool_WaitForASlotEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newBubblePool(t, pool.Config{MaxSessions: 1}, agenttest.InProcessOptions{})
-		a, err := p.Acquire(context.Background(), "a", nil)
+		a, err := p.Acquire(context.Background(), "a", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		start := time.Now()
-		if _, err := p.Acquire(ctx, "b", nil); err == nil {
+		if _, err := p.Acquire(ctx, "b", "", nil); err == nil {
 			t.Fatal("got a slot from a full, busy pool")
 		}
 		if took := time.Since(start); took != 10*time.Minute {
@@ -97,7 +97,7 @@ func TestPool_OnlyALastingWaitIsAnnounced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newBubblePool(t, pool.Config{MaxSessions: 1}, agenttest.InProcessOptions{})
 		for _, hold := range []time.Duration{500 * time.Millisecond, 3 * time.Second} {
-			a, err := p.Acquire(context.Background(), "a", nil)
+			a, err := p.Acquire(context.Background(), "a", "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestPool_OnlyALastingWaitIsAnnounced(t *testing.T) {
 			}()
 			start := time.Now()
 			var told time.Duration
-			b, err := p.Acquire(context.Background(), "b", func() { told = time.Since(start) })
+			b, err := p.Acquire(context.Background(), "b", "", func() { told = time.Since(start) })
 			if err != nil {
 				t.Fatal(err)
 			}

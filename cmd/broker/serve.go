@@ -385,7 +385,7 @@ const sandboxCheckTimeout = 10 * time.Second
 func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 	switch cfg.Agent.Sandbox {
 	case "launcher":
-		return pool.Sandbox{Launcher: cfg.Agent.Launcher, LauncherStop: cfg.Agent.LauncherStop, Profile: "default"}
+		return pool.Sandbox{Launcher: cfg.Agent.Launcher, LauncherStop: cfg.Agent.LauncherStop}
 	case "bwrap":
 	default:
 		return pool.Sandbox{}
