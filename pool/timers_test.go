@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -119,6 +120,41 @@ func TestPool_OnlyALastingWaitIsAnnounced(t *testing.T) {
 			}
 			p.Release(b, true)
 			synctest.Wait()
+		}
+	})
+}
+
+// Each profile's start timeout is its own, falls back to the pool's, and
+// bounds the workspace hook as much as the agent's set-up: a hook that
+// hangs fails the start exactly then, and no agent is left.
+func TestPool_ProfileStartTimeoutBoundsTheWorkspaceHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hang := func(ctx context.Context, thread string) (string, error) {
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		p := pool.New(pool.Config{
+			Launch: agenttest.InProcess(agenttest.InProcessOptions{}), Logger: testLogger(t),
+			MaxSessions: 2, StartTimeout: 3 * time.Minute,
+			Profiles: map[string]*pool.Profile{
+				"quick": {Command: "fakeagent", Workspace: hang, StartTimeout: 20 * time.Second},
+				"slow":  {Command: "fakeagent", Workspace: hang},
+			},
+			DefaultProfile: "quick",
+		})
+		t.Cleanup(p.Close)
+		for profile, want := range map[string]time.Duration{"quick": 20 * time.Second, "slow": 3 * time.Minute} {
+			start := time.Now()
+			_, err := p.Acquire(context.Background(), "t", profile, nil)
+			if err == nil || !strings.Contains(err.Error(), "did not start within "+want.String()) {
+				t.Fatalf("%s: Acquire = %v", profile, err)
+			}
+			if took := time.Since(start); took != want {
+				t.Fatalf("%s: gave up after %s, want exactly %s", profile, took, want)
+			}
+		}
+		if s := p.Stats(); s.Live != 0 || s.Starting != 0 || s.SpawnFailed != 2 || s.Profiles["quick"] != (pool.ProfileStats{}) {
+			t.Fatalf("stats = %+v", s)
 		}
 	})
 }
