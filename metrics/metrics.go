@@ -90,6 +90,8 @@ var (
 	dAgentsLive       = desc("agents_live", "Agent processes running.")
 	dAgentsBusy       = desc("agents_busy", "Agent processes running a turn.")
 	dAgentsStarting   = desc("agents_starting", "Agent processes being started.")
+	dProfileLive      = desc("profile_agents_live", "Agent processes running, by agent profile.", "profile")
+	dProfileBusy      = desc("profile_agents_busy", "Agent processes running a turn, by agent profile.", "profile")
 	dTurnsRunning     = desc("turns_running", "Turns running.")
 	dPromptsWaiting   = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
 	dTurns            = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
@@ -125,7 +127,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dTurnsRunning, dPromptsWaiting, dTurns,
+	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
@@ -145,6 +147,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dAgentsLive, float64(p.Live))
 	gauge(dAgentsBusy, float64(p.Busy))
 	gauge(dAgentsStarting, float64(p.Starting))
+	for name, ps := range p.Profiles {
+		gauge(dProfileLive, float64(ps.Live), name)
+		gauge(dProfileBusy, float64(ps.Busy), name)
+	}
 	gauge(dTurnsRunning, float64(e.Running))
 	gauge(dPromptsWaiting, float64(e.Queued), "queued")
 	gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")

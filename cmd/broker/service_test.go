@@ -133,6 +133,8 @@ func TestRun_MetricsHealthAndSystemdNotifications(t *testing.T) {
 		`acp_broker_turn_duration_seconds_count{outcome="done"} 1`,
 		`acp_broker_turn_first_chunk_seconds_count 2`,
 		`acp_broker_store_finished_turns 2`,
+		`acp_broker_profile_agents_live{profile="default"} 0`,
+		`acp_broker_profile_agents_busy{profile="default"} 0`,
 	} {
 		if !strings.Contains(m, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
