@@ -154,6 +154,24 @@ func TestStore_ThreadSessionsSurviveARestart(t *testing.T) {
 	}
 }
 
+// A thread's agent profile survives a restart, and a reset of its
+// session does not take it away.
+func TestStore_ThreadProfileSurvivesARestartAndAReset(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	s.SetThreadProfile("t1", "reviewer")
+	s.RememberSession("t1", "sess-1", true)
+	s.ForgetSession("t1")
+	s.Close()
+	s2 := open(t, dir, Options{})
+	if got := s2.ThreadProfile("t1"); got != "reviewer" {
+		t.Fatalf("t1 profile after a restart = %q", got)
+	}
+	if got := s2.ThreadProfile("t2"); got != "" {
+		t.Fatalf("a thread never given a profile has %q", got)
+	}
+}
+
 // Finished turns older than the retention are pruned, and so are the
 // oldest beyond MaxFinished; running turns never are.
 func TestStore_PruneByAgeAndCount(t *testing.T) {

@@ -12,6 +12,9 @@ type Thread struct {
 	// LoadSession: the agent that created the session advertised
 	// loadSession, so the session can be resumed in a new process.
 	LoadSession bool `json:"load_session,omitempty"`
+	// Profile names the agent profile the thread was given at its first
+	// prompt, for life.
+	Profile string `json:"profile,omitempty"`
 	// Chat is the chat layer's own record of the conversation.
 	Chat    json.RawMessage `json:"chat,omitempty"`
 	Updated time.Time       `json:"updated"`
@@ -90,6 +93,19 @@ func (s *Store) RememberSession(thread, id string, loadable bool) {
 // ForgetSession drops a thread's agent session (pool.SessionBook).
 func (s *Store) ForgetSession(thread string) {
 	s.updateThread(thread, func(t *Thread) { t.SessionID, t.LoadSession = "", false })
+}
+
+// ThreadProfile returns the agent profile a thread was given, "" if none
+// (adapter.ThreadProfiles).
+func (s *Store) ThreadProfile(thread string) string {
+	t, _ := s.Thread(thread)
+	return t.Profile
+}
+
+// SetThreadProfile records the agent profile of a thread
+// (adapter.ThreadProfiles).
+func (s *Store) SetThreadProfile(thread, profile string) {
+	s.updateThread(thread, func(t *Thread) { t.Profile = profile })
 }
 
 func (s *Store) updateThread(id string, f func(*Thread)) {
