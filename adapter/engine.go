@@ -31,6 +31,15 @@ type Journal interface {
 	TurnShown(id uint64)
 }
 
+// ThreadProfiles remembers the agent profile each thread was given at its
+// first prompt, so that the thread keeps it for life, across restarts (the
+// state store is one). Its methods must not block for long.
+type ThreadProfiles interface {
+	// ThreadProfile is the thread's profile, "" if it has none yet.
+	ThreadProfile(thread string) string
+	SetThreadProfile(thread, profile string)
+}
+
 // How a turn ended, as the Journal records it.
 const (
 	EndedDone        = "done"
@@ -67,10 +76,14 @@ type Config struct {
 	// RestartAfterCancel discards an agent after every abandoned turn,
 	// even one that answered the cancel: for agents whose session goes
 	// wrong after a cancel. The thread's next prompt resumes the session
-	// in a new process where the agent supports session/load.
+	// in a new process where the agent supports session/load. A profile's
+	// own RestartAfterCancel does the same for its agents.
 	RestartAfterCancel bool
 	// Journal, if set, records every turn.
 	Journal Journal
+	// ThreadProfiles, if set, keeps each thread's agent profile; without
+	// it a thread keeps its profile only while its agent runs.
+	ThreadProfiles ThreadProfiles
 	// Observer, if set, is told of every turn's timings.
 	Observer Observer
 	Logger   zerolog.Logger
@@ -230,9 +243,14 @@ type ThreadStatus struct {
 	Busy        bool
 	Queued      int
 	TurnStarted time.Time
-	SessionID   string
-	PID         int
-	AgentUp     time.Duration
+	// Profile is the thread's agent profile: its agent's, or the one it
+	// was given; "" before its first prompt.
+	Profile   string
+	SessionID string
+	PID       int
+	AgentUp   time.Duration
+	// Dir is the agent's working directory.
+	Dir string
 }
 
 // Status reports on a thread.
@@ -245,9 +263,13 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 			s.Busy, s.TurnStarted = true, th.cur.start
 		}
 	}
+	tp := e.cfg.ThreadProfiles
 	e.mu.Unlock()
 	if a := e.pool.Lookup(threadID); a != nil {
 		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID(), time.Since(a.Started)
+		s.Profile, s.Dir = a.Profile.Name, a.Dir
+	} else if tp != nil {
+		s.Profile = tp.ThreadProfile(threadID)
 	}
 	return s
 }
@@ -291,13 +313,13 @@ func (e *Engine) config() Config {
 
 // Reconfigure changes the timeouts, permission mode, queue size and
 // watchdog settings for turns that start from now on; the Journal,
-// Observer and Logger stay. Running turns keep the settings they started
-// with.
+// ThreadProfiles, Observer and Logger stay. Running turns keep the
+// settings they started with.
 func (e *Engine) Reconfigure(c Config) {
 	c.defaults()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	c.Journal, c.Observer, c.Logger = e.cfg.Journal, e.cfg.Observer, e.cfg.Logger
+	c.Journal, c.ThreadProfiles, c.Observer, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Logger
 	e.cfg = c
 }
 

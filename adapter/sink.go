@@ -57,6 +57,10 @@ type Prompt struct {
 	// Title names the message for people, e.g. its first words.
 	Title  string
 	Author string
+	// Agent names the agent profile the thread is to use when this
+	// prompt is its first ("": the default). A thread keeps the profile
+	// it was given first; Agent is ignored after that.
+	Agent  string
 	Blocks []acp.ContentBlock
 	// Images are sent as image blocks if the agent accepts images;
 	// otherwise they are left out and the thread is told.
@@ -126,6 +130,7 @@ func (o Outcome) Class() string {
 		{ErrCancelled, "cancelled"}, {ErrTimeout, "timeout"}, {ErrToolStuck, "tool_stuck"},
 		{ErrAgentExited, "agent_exited"}, {ErrAgentUnhealthy, "agent_unhealthy"}, {ErrShutdown, "shutdown"},
 		{ErrNoSlot, "no_slot"}, {ErrAgentStart, "agent_start"}, {ErrOverflow, "overflow"}, {ErrAgentError, "agent_error"},
+		{ErrProfileGone, "profile_gone"}, {ErrNoProfile, "no_profile"},
 	} {
 		if errors.Is(o.Err, c.err) {
 			return c.name

@@ -132,11 +132,39 @@ func (t *turn) finish(out Outcome) {
 	})
 }
 
+// profile is the agent profile of the turn's thread: the one it was
+// given, or its live agent's; a thread with neither is given the
+// prompt's Agent, or the default, for life.
+func (t *turn) profile() (string, error) {
+	tp := t.cfg.ThreadProfiles
+	if tp != nil {
+		if name := tp.ThreadProfile(t.thread); name != "" {
+			return name, nil
+		}
+	}
+	name := ""
+	if a := t.e.pool.Lookup(t.thread); a != nil {
+		name = a.Profile.Name
+	} else if prof := t.e.pool.Profile(t.p.Agent); prof != nil {
+		name = prof.Name
+	} else {
+		return "", &profileError{ErrNoProfile, t.p.Agent}
+	}
+	if tp != nil {
+		tp.SetThreadProfile(t.thread, name)
+	}
+	return name, nil
+}
+
 func (t *turn) attempt(ctx context.Context) Outcome {
 	cfg := t.cfg
+	profile, err := t.profile()
+	if err != nil {
+		return Outcome{Err: err}
+	}
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
-	agent, err := t.e.pool.Acquire(waitCtx, t.thread, "", func() {
+	agent, err := t.e.pool.Acquire(waitCtx, t.thread, profile, func() {
 		t.p.Sink.Status(Status{Phase: PhaseWaitingForSlot, Text: "waiting for a free agent slot"})
 	})
 	cancel()
@@ -150,10 +178,13 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		if errors.Is(err, ErrNoSlot) {
 			return Outcome{Err: err}
 		}
+		if errors.Is(err, pool.ErrUnknownProfile) {
+			return Outcome{Err: &profileError{ErrProfileGone, profile}}
+		}
 		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentStart, err)}
 	}
 	t.agent = agent
-	t.setLog(t.log.With().Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
+	t.setLog(t.log.With().Str("profile", agent.Profile.Name).Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
 	if agent.Lost != "" {
 		// Said once: the agent is this turn's while it is busy.
 		agent.Lost = ""
@@ -344,10 +375,11 @@ func (t *turn) abandon(cause error) Outcome {
 	if alive && !trusted {
 		t.log.Warn().Dur("grace", cfg.CancelGrace).Msg("agent did not answer the cancelled prompt in time; stopping it")
 	}
-	if trusted && cfg.RestartAfterCancel {
+	restart := cfg.RestartAfterCancel || t.agent.Profile.RestartAfterCancel
+	if trusted && restart {
 		t.log.Info().Msg("agent answered the cancel; restarting it anyway (agent.restart_after_cancel)")
 	}
-	t.e.pool.Release(t.agent, !trusted || cfg.RestartAfterCancel)
+	t.e.pool.Release(t.agent, !trusted || restart)
 	return Outcome{Err: cause}
 }
 
