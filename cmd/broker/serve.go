@@ -79,21 +79,16 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	}
 	b.redact = redact.New(secretValues(cfg, agentEnv)...)
 	b.pool = pool.New(pool.Config{
-		Sandbox:      sandboxFor(cfg, path),
-		RunAs:        cfg.Agent.RunAs,
-		Redact:       b.redact,
-		Command:      cfg.Agent.Command,
-		Args:         cfg.Agent.Args,
-		Env:          agentEnv,
-		MCPServers:   cfg.Agent.MCPServers,
-		WorkDir:      cwd,
-		PerThreadDir: cfg.Agent.PerThreadDir,
-		MaxSessions:  cfg.Pool.MaxSessions,
-		IdleTimeout:  cfg.Pool.IdleTimeout,
-		StartTimeout: cfg.Agent.StartTimeout,
-		ExitGrace:    cfg.Agent.ExitGrace,
-		Sessions:     b.store,
-		Registry:     b.store,
+		Sandbox:        sandboxFor(cfg, path),
+		RunAs:          cfg.Agent.RunAs,
+		Redact:         b.redact,
+		Profiles:       map[string]*pool.Profile{pool.DefaultProfileName: agentProfile(cfg, agentEnv, cwd)},
+		DefaultProfile: pool.DefaultProfileName,
+		MaxSessions:    cfg.Pool.MaxSessions,
+		IdleTimeout:    cfg.Pool.IdleTimeout,
+		ExitGrace:      cfg.Agent.ExitGrace,
+		Sessions:       b.store,
+		Registry:       b.store,
 		Conn: acp.Options{
 			MaxLineBytes:     cfg.Agent.MaxLineBytes,
 			MaxReadBytes:     cfg.Agent.MaxReadBytes,
@@ -101,7 +96,6 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 			MaxAgentRequests: cfg.Agent.MaxRequests,
 			UpdateQueue:      cfg.Turn.UpdateQueue,
 			ClientInfo:       acp.Implementation{Name: "acp-broker", Version: version},
-			AuthMethod:       cfg.Agent.AuthMethod,
 		},
 		Logger: log,
 	})
@@ -110,7 +104,9 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 		Store:  b.store.Stats,
 		Chat:   b.chatStats,
 	})
-	b.engine = adapter.New(b.pool, engineConfig(cfg, b.store, b.metrics, log))
+	ec := engineConfig(cfg, b.store, b.metrics, log)
+	ec.ThreadProfiles = b.store
+	b.engine = adapter.New(b.pool, ec)
 	switch cfg.Chat.Platform {
 	case "console":
 		b.platform = &console.Console{Engine: b.engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts}
@@ -131,21 +127,36 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	return b, nil
 }
 
+// agentProfile is the one agent profile the [agent] section describes,
+// its environment built and its working directory made absolute.
+func agentProfile(cfg *Config, env []string, cwd string) *pool.Profile {
+	return &pool.Profile{
+		Command:            cfg.Agent.Command,
+		Args:               cfg.Agent.Args,
+		Env:                env,
+		MCPServers:         cfg.Agent.MCPServers,
+		WorkDir:            cwd,
+		PerThreadDir:       cfg.Agent.PerThreadDir,
+		AuthMethod:         cfg.Agent.AuthMethod,
+		StartTimeout:       cfg.Agent.StartTimeout,
+		RestartAfterCancel: cfg.Agent.RestartAfterCancel,
+	}
+}
+
 func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolog.Logger) adapter.Config {
 	return adapter.Config{
-		TurnTimeout:        cfg.Turn.Timeout,
-		LivenessInterval:   cfg.Turn.LivenessInterval,
-		CancelGrace:        cfg.Turn.CancelGrace,
-		SlotWait:           cfg.Pool.SlotWait,
-		QueueSize:          cfg.Turn.QueueSize,
-		PermissionMode:     cfg.Turn.PermissionMode,
-		PermissionTimeout:  cfg.Turn.PermissionTimeout,
-		ToolTimeout:        cfg.Turn.ToolTimeout,
-		WatchdogInterval:   cfg.Watchdog.Interval,
-		RestartAfterCancel: cfg.Agent.RestartAfterCancel,
-		Journal:            j,
-		Observer:           o,
-		Logger:             log,
+		TurnTimeout:       cfg.Turn.Timeout,
+		LivenessInterval:  cfg.Turn.LivenessInterval,
+		CancelGrace:       cfg.Turn.CancelGrace,
+		SlotWait:          cfg.Pool.SlotWait,
+		QueueSize:         cfg.Turn.QueueSize,
+		PermissionMode:    cfg.Turn.PermissionMode,
+		PermissionTimeout: cfg.Turn.PermissionTimeout,
+		ToolTimeout:       cfg.Turn.ToolTimeout,
+		WatchdogInterval:  cfg.Watchdog.Interval,
+		Journal:           j,
+		Observer:          o,
+		Logger:            log,
 	}
 }
 
@@ -479,10 +490,11 @@ func (b *broker) reload() {
 // The state store keeps what each part must not forget; each part says
 // what it needs in an interface of its own.
 var (
-	_ adapter.Journal  = (*store.Store)(nil)
-	_ discord.Memory   = (*store.Store)(nil)
-	_ pool.SessionBook = (*store.Store)(nil)
-	_ pool.Registry    = (*store.Store)(nil)
+	_ adapter.Journal        = (*store.Store)(nil)
+	_ adapter.ThreadProfiles = (*store.Store)(nil)
+	_ discord.Memory         = (*store.Store)(nil)
+	_ pool.SessionBook       = (*store.Store)(nil)
+	_ pool.Registry          = (*store.Store)(nil)
 )
 
 // changes lists how cfg differs from the running configuration, as
