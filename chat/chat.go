@@ -55,6 +55,16 @@ type Interruption struct {
 	Outcome string
 }
 
+// AgentInfo describes one agent profile for people choosing one: its
+// name and line of description, whether new threads get it by default,
+// and how many of its agents run (Live), work (Busy) and may run (Max, 0:
+// only the broker's bound).
+type AgentInfo struct {
+	Name, Description string
+	Default           bool
+	Live, Busy, Max   int
+}
+
 // InterruptionText says what happened to an interrupted turn, in words.
 func InterruptionText(it Interruption) string {
 	what := "your message"

@@ -21,14 +21,21 @@ import (
 // Thread is the id of the console's one conversation.
 const Thread = "console"
 
-// Console runs one conversation: each input line is a prompt, except the
-// commands /cancel, /reset, /status and /quit, and except while a
-// permission question is open, when the line answers it.
+// Console runs one conversation at a time: each input line is a prompt,
+// except the commands /cancel, /reset, /status, /new, /agents and /quit,
+// and except while a permission question is open, when the line answers
+// it.
 type Console struct {
 	Engine       chat.Engine
 	In           io.Reader
 	Out          io.Writer
 	ShowThoughts bool
+	// Agents lists the agent profiles for /new and /agents (nil: one).
+	Agents func() []chat.AgentInfo
+
+	// thread and agent are the conversation /new started ("": Thread,
+	// with the default agent); owned by Run's goroutine.
+	thread, agent string
 
 	mu      sync.Mutex
 	asking  chan string // receives the next line while a question is open
@@ -60,7 +67,7 @@ func (c *Console) Run(ctx context.Context) error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
-	c.printf("Type a message for the agent (/cancel, /reset, /status, /quit).\n")
+	c.printf("Type a message for the agent (/cancel, /reset, /status, /new [agent], /agents, /quit).\n")
 	for {
 		select {
 		case <-ctx.Done():
@@ -151,35 +158,51 @@ func (c *Console) closeQuestion() {
 	c.mu.Unlock()
 }
 
+// current is the conversation's thread.
+func (c *Console) current() string {
+	if c.thread == "" {
+		return Thread
+	}
+	return c.thread
+}
+
 // command handles one line; it reports true for /quit.
 func (c *Console) command(line string) bool {
+	if name, ok := strings.CutPrefix(line, "/new"); ok && (name == "" || name[0] == ' ') {
+		c.newConversation(strings.TrimSpace(name))
+		return false
+	}
+	thread := c.current()
 	switch line {
 	case "":
 		return false
 	case "/quit", "/exit":
-		c.Engine.Cancel(Thread, adapter.CancelledBy("console user"))
+		c.Engine.Cancel(thread, adapter.CancelledBy("console user"))
 		return true
 	case "/cancel":
-		if !c.Engine.Cancel(Thread, adapter.CancelledBy("console user")) {
+		if !c.Engine.Cancel(thread, adapter.CancelledBy("console user")) {
 			c.printf("[nothing to cancel]\n")
 		}
 		return false
 	case "/reset":
-		c.Engine.Reset(Thread, adapter.CancelledBy("reset"))
+		c.Engine.Reset(thread, adapter.CancelledBy("reset"))
 		c.printf("[session reset: the next message starts a fresh agent session]\n")
 		return false
 	case "/status":
-		s := c.Engine.Status(Thread)
+		s := c.Engine.Status(thread)
 		state := "idle"
 		if s.Busy {
 			state = "busy"
 		}
-		c.printf("[%s, %d queued, session %q, pid %d, agent up %s]\n", state, s.Queued, s.SessionID, s.PID, s.AgentUp.Round(time.Second))
+		c.printf("[%s, %d queued, agent %q, session %q, pid %d, agent up %s, in %s]\n", state, s.Queued, s.Profile, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir)
+		return false
+	case "/agents":
+		c.listAgents()
 		return false
 	}
 	s := &sink{c: c}
 	c.pending.Add(1)
-	if err := c.Engine.Submit(Thread, &adapter.Prompt{Ref: "console", Title: title(line), Author: "console user", Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
+	if err := c.Engine.Submit(thread, &adapter.Prompt{Ref: "console", Title: title(line), Author: "console user", Agent: c.agent, Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
 		c.pending.Done()
 		c.printf("[refused: %v]\n", err)
 	}
@@ -329,4 +352,46 @@ func title(line string) string {
 		line = string(r[:59]) + "…"
 	}
 	return line
+}
+
+// newConversation starts a conversation with agent ("": the default);
+// the one before stays as it was, its agent stopped when idle.
+func (c *Console) newConversation(agent string) {
+	if c.Agents != nil && agent != "" {
+		found := false
+		var names []string
+		for _, a := range c.Agents() {
+			found = found || a.Name == agent
+			names = append(names, a.Name)
+		}
+		if !found {
+			c.printf("[there is no agent %q; the agents are %s]\n", agent, strings.Join(names, ", "))
+			return
+		}
+	}
+	c.thread = fmt.Sprintf("console-%d", time.Now().UnixNano())
+	c.agent = agent
+	if agent == "" {
+		agent = "the default agent"
+	}
+	c.printf("[new conversation with %s: the next message starts it]\n", agent)
+}
+
+// listAgents prints the agent profiles with their live and busy agents.
+func (c *Console) listAgents() {
+	if c.Agents == nil {
+		c.printf("[one agent is configured]\n")
+		return
+	}
+	for _, a := range c.Agents() {
+		def := ""
+		if a.Default {
+			def = " (default)"
+		}
+		desc := ""
+		if a.Description != "" {
+			desc = ": " + a.Description
+		}
+		c.printf("[%s%s%s — %d live, %d busy]\n", a.Name, def, desc, a.Live, a.Busy)
+	}
 }

@@ -63,6 +63,10 @@ type Config struct {
 	HTTPClient *http.Client
 	// Memory, if set, keeps conversations across restarts.
 	Memory Memory
+	// Agents lists the agent profiles for /new and /agents (nil: one
+	// agent, and the two commands say so); RefreshCommands takes a new
+	// list into the commands' choices.
+	Agents func() []chat.AgentInfo
 	Logger zerolog.Logger
 }
 
@@ -114,6 +118,9 @@ type Access struct {
 	// AllowedBots are bots whose messages are treated like a user's.
 	AllowedBots  []string
 	ShowThoughts bool
+	// ChannelAgents names the agent profile new threads of a channel get
+	// (the default when a channel has none).
+	ChannelAgents map[string]string
 }
 
 // Client is the Discord platform. Run connects and serves; Close, after
@@ -137,6 +144,7 @@ type Client struct {
 	mu        sync.Mutex
 	access    Access
 	accepting bool
+	appID     string // the application the slash commands are registered for
 	waiting   bool                     // Close is waiting for the Client's goroutines
 	closing   bool                     // Close disconnects: not a lost connection
 	convs     map[string]*conversation // by thread id

@@ -2,30 +2,87 @@ package discord
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/chat"
 
 	"github.com/bwmarrin/discordgo"
 )
 
-var commands = []*discordgo.ApplicationCommand{
+// threadCommands act on the thread they are used in.
+var threadCommands = []*discordgo.ApplicationCommand{
 	{Name: "cancel", Description: "Stop the agent's current turn in this thread"},
 	{Name: "reset", Description: "End this thread's agent session; the next message starts a fresh one"},
-	{Name: "status", Description: "Show this thread's agent: session, busy or idle, queue, uptime"},
+	{Name: "status", Description: "Show this thread's agent: profile, session, busy or idle, queue, uptime"},
+}
+
+// Discord's bounds on a command option's choices.
+const (
+	maxChoices    = 25
+	maxChoiceName = 100
+)
+
+// commandList is every slash command, /new's agent choices from the
+// profiles now configured.
+func (c *Client) commandList() []*discordgo.ApplicationCommand {
+	agent := &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: "agent",
+		Description: "The agent to start (default: this channel's, or the bot's default)"}
+	for _, a := range c.agents() {
+		if len(agent.Choices) == maxChoices {
+			break
+		}
+		label := a.Name
+		if a.Description != "" {
+			label += ": " + a.Description
+		}
+		agent.Choices = append(agent.Choices, &discordgo.ApplicationCommandOptionChoice{Name: excerpt(label, maxChoiceName), Value: a.Name})
+	}
+	prompt := &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: "prompt",
+		Description: "The first message for the agent (or send it in the thread)"}
+	return append(slices.Clone(threadCommands),
+		&discordgo.ApplicationCommand{Name: "new", Description: "Start a new thread with an agent", Options: []*discordgo.ApplicationCommandOption{agent, prompt}},
+		&discordgo.ApplicationCommand{Name: "agents", Description: "List the agents this bot runs, with how many are live and busy"},
+	)
+}
+
+// agents is the configured profiles (none when the broker was given no
+// list).
+func (c *Client) agents() []chat.AgentInfo {
+	if c.cfg.Agents == nil {
+		return nil
+	}
+	return c.cfg.Agents()
 }
 
 func (c *Client) registerCommands(appID string) {
+	c.mu.Lock()
+	c.appID = appID
+	c.mu.Unlock()
+	list := c.commandList()
 	err := c.do(c.ctx, 5, func(opts ...discordgo.RequestOption) error {
-		_, err := c.s.ApplicationCommandBulkOverwrite(appID, "", commands, opts...)
+		_, err := c.s.ApplicationCommandBulkOverwrite(appID, "", list, opts...)
 		return err
 	})
 	if err != nil {
 		c.log.Error().Err(err).Msg("slash commands not registered")
 		return
 	}
-	c.log.Info().Int("commands", len(commands)).Msg("slash commands registered")
+	c.log.Info().Int("commands", len(list)).Msg("slash commands registered")
+}
+
+// RefreshCommands registers the slash commands again, for the agent
+// profiles now configured (after a reload); before the Client is
+// connected it does nothing, the connection registers them.
+func (c *Client) RefreshCommands() {
+	c.mu.Lock()
+	appID := c.appID
+	c.mu.Unlock()
+	if appID != "" {
+		c.spawn(func() { c.registerCommands(appID) })
+	}
 }
 
 func (c *Client) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
@@ -53,6 +110,14 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 	user, roles := interactionUser(i)
 	if !c.allowedUser(user.ID, roles) {
 		c.ephemeral(i, "You are not allowed to use this bot.")
+		return
+	}
+	switch i.ApplicationCommandData().Name {
+	case "new":
+		c.onNew(i, user)
+		return
+	case "agents":
+		c.onAgents(i)
 		return
 	}
 	conv := c.conversation(i.ChannelID)
@@ -90,6 +155,12 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 			state = fmt.Sprintf("busy (turn running for %s)", time.Since(st.TurnStarted).Round(time.Second))
 		}
 		fmt.Fprintf(&b, "**State**: %s, %d message(s) queued\n", state, st.Queued)
+		if st.Profile != "" {
+			fmt.Fprintf(&b, "**Profile**: %s\n", st.Profile)
+		}
+		if st.Dir != "" {
+			fmt.Fprintf(&b, "**Workspace**: `%s`\n", st.Dir)
+		}
 		if st.PID != 0 {
 			fmt.Fprintf(&b, "**Agent**: pid %d, up %s\n**Session**: `%s`", st.PID, st.AgentUp.Round(time.Second), st.SessionID)
 		} else {

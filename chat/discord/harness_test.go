@@ -50,7 +50,10 @@ type harness struct {
 type setup struct {
 	// before runs once the fake Discord has its channels, before the
 	// Client is made (what an earlier broker process left there).
-	before  func(h *harness)
+	before func(h *harness)
+	// adjust changes the Discord configuration once the channels are
+	// known.
+	adjust  func(h *harness, d *discord.Config)
 	fake    fakediscord.Options
 	discord discord.Config
 	engine  adapter.Config
@@ -108,6 +111,9 @@ func newHarness(t *testing.T, s setup) *harness {
 	if s.discord.EditInterval == 0 {
 		s.discord.EditInterval = 200 * time.Millisecond
 	}
+	if s.adjust != nil {
+		s.adjust(h, &s.discord)
+	}
 	c, err := discord.New(s.discord, h.engine)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +129,7 @@ func newHarness(t *testing.T, s setup) *harness {
 	case <-time.After(20 * time.Second):
 		t.Fatal("not connected within 20s")
 	}
-	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 3 })
+	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 5 })
 	t.Cleanup(h.close)
 	return h
 }
@@ -190,4 +196,34 @@ func joined(msgs []fakediscord.Message) string {
 // accessFor allows only users in the harness's channel.
 func accessFor(h *harness, users ...string) discord.Access {
 	return discord.Access{AllowedChannels: []string{h.channel}, AllowedUsers: users}
+}
+
+// slashWith has u run a slash command with options in a channel and
+// returns the bot's first response.
+func (h *harness) slashWith(channel string, u fakediscord.User, name string, options map[string]any) fakediscord.InteractionResponse {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), h.wait)
+	defer cancel()
+	r, err := h.discord.Response(ctx, h.srv.SlashCommand(channel, u.ID, name, options))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// threadOf waits for the thread opened from the bot's last message in
+// the allowed channel that says text, and returns its id.
+func (h *harness) threadOf(text string) string {
+	h.t.Helper()
+	var id string
+	h.srv.Await("a thread from the bot's message "+text, func() bool {
+		for _, m := range h.srv.Messages(h.channel) {
+			if m.Author.ID == h.srv.Bot().ID && strings.Contains(m.Content, text) {
+				id = m.ID
+			}
+		}
+		ch, ok := h.srv.Channel(id)
+		return id != "" && ok && ch.IsThread()
+	})
+	return id
 }

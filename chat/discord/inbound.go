@@ -30,6 +30,9 @@ type conversation struct {
 	starter string
 	unsure  bool      // the last lookup of the starter failed for a passing reason
 	used    time.Time // its last message or command; guarded by Client.mu
+	// agent is the profile the thread was opened with ("": its channel's
+	// or the default); the engine keeps the one its first prompt names.
+	agent string
 }
 
 // keepLocked records conv as used now (adding it to the conversations if
@@ -224,25 +227,31 @@ func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mention
 		}
 	}
 	sink := newTurnSink(c, conv, m)
-	p := &adapter.Prompt{Ref: ref(m), Title: excerpt(text, 80), Author: m.Author.ID, Blocks: blocks, Images: images, Sink: sink}
+	p := &adapter.Prompt{Ref: ref(m), Title: excerpt(text, 80), Author: m.Author.ID, Agent: conv.agent, Blocks: blocks, Images: images, Sink: sink}
 	if err := c.engine.Submit(conv.thread, p); err != nil {
 		sink.refused(err)
 	}
 }
 
-// openThread starts a thread from the message that mentioned the bot.
+// openThread starts a thread from the message that mentioned the bot,
+// with its channel's agent.
 func (c *Client) openThread(ctx context.Context, m *discordgo.Message, text string) (*conversation, error) {
-	name := threadName(text, m.Author)
+	return c.startThread(ctx, m.ChannelID, m.ID, threadName(text, m.Author), m.Author.ID, c.acl().ChannelAgents[m.ChannelID])
+}
+
+// startThread opens a thread from message in channel, started by starter
+// with agent ("": the channel's or the default), and keeps it.
+func (c *Client) startThread(ctx context.Context, channel, message, name, starter, agent string) (*conversation, error) {
 	var ch *discordgo.Channel
 	err := c.do(ctx, 10, func(opts ...discordgo.RequestOption) error {
 		var err error
-		ch, err = c.s.MessageThreadStartComplex(m.ChannelID, m.ID, &discordgo.ThreadStart{Name: name, AutoArchiveDuration: 1440}, opts...)
+		ch, err = c.s.MessageThreadStartComplex(channel, message, &discordgo.ThreadStart{Name: name, AutoArchiveDuration: 1440}, opts...)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	conv := &conversation{thread: ch.ID, parent: m.ChannelID, starter: m.Author.ID}
+	conv := &conversation{thread: ch.ID, parent: channel, starter: starter, agent: agent}
 	c.mu.Lock()
 	sweep := c.keepLocked(conv)
 	c.mu.Unlock()
@@ -250,7 +259,7 @@ func (c *Client) openThread(ctx context.Context, m *discordgo.Message, text stri
 		c.sweep()
 	}
 	c.remember(conv)
-	c.log.Info().Str("thread", ch.ID).Str("user", m.Author.ID).Str("name", name).Msg("conversation started")
+	c.log.Info().Str("thread", ch.ID).Str("user", starter).Str("name", name).Str("agent", agent).Msg("conversation started")
 	return conv, nil
 }
 
@@ -270,7 +279,8 @@ func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
 	if err != nil || ch == nil || !ch.IsThread() || ch.OwnerID != c.me() || !c.allowedChannel(ch.ParentID) {
 		return nil
 	}
-	conv := &conversation{thread: ch.ID, parent: ch.ParentID, starter: c.recordedStarter(ch.ID)}
+	recorded := c.recorded(ch.ID)
+	conv := &conversation{thread: ch.ID, parent: ch.ParentID, starter: recorded.Starter, agent: recorded.Agent}
 	if conv.starter == "" {
 		conv.starter, conv.unsure = c.lookupStarter(ctx, ch.ParentID, ch.ID)
 	}

@@ -22,27 +22,27 @@ type Memory interface {
 type record struct {
 	Parent  string `json:"parent"`
 	Starter string `json:"starter"`
+	Agent   string `json:"agent,omitempty"`
 }
 
 func (c *Client) remember(conv *conversation) {
 	if c.cfg.Memory == nil {
 		return
 	}
-	b, _ := json.Marshal(record{Parent: conv.parent, Starter: conv.starter})
+	b, _ := json.Marshal(record{Parent: conv.parent, Starter: conv.starter, Agent: conv.agent})
 	c.cfg.Memory.PutThreadChat(conv.thread, b)
 }
 
-// recordedStarter is the starter Memory kept for thread, or "".
-func (c *Client) recordedStarter(thread string) string {
-	if c.cfg.Memory == nil {
-		return ""
-	}
-	chat, ok := c.cfg.Memory.ThreadChat(thread)
+// recorded is what Memory kept of thread (empty if nothing).
+func (c *Client) recorded(thread string) record {
 	var r record
-	if !ok || len(chat) == 0 || json.Unmarshal(chat, &r) != nil {
-		return ""
+	if c.cfg.Memory == nil {
+		return r
 	}
-	return r.Starter
+	if chat, ok := c.cfg.Memory.ThreadChat(thread); ok && len(chat) > 0 && json.Unmarshal(chat, &r) != nil {
+		return record{}
+	}
+	return r
 }
 
 // recall loads the conversations Memory kept.
@@ -55,7 +55,7 @@ func (c *Client) recall() {
 		if len(chat) == 0 || json.Unmarshal(chat, &r) != nil || r.Parent == "" {
 			continue
 		}
-		c.keepLocked(&conversation{thread: thread, parent: r.Parent, starter: r.Starter})
+		c.keepLocked(&conversation{thread: thread, parent: r.Parent, starter: r.Starter, agent: r.Agent})
 	}
 }
 

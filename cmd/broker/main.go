@@ -22,8 +22,8 @@ import (
 	"strings"
 	"syscall"
 
-	"acpbroker/pool"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,8 +71,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
-	agentEnv, err := pool.BuildEnv(envLookup(environ), cfg.Agent.Env)
-	if err != nil {
+	if _, err := buildProfiles(cfg, environ, zerolog.Nop()); err != nil {
 		fmt.Fprintln(stderr, "broker: config:", err)
 		return 2
 	}
@@ -97,7 +96,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
-	b, err := open(cfg, *configPath, environ, agentEnv, log, level, stdin, stdout)
+	b, err := open(cfg, *configPath, environ, log, level, stdin, stdout)
 	if err != nil {
 		log.Error().Err(err).Msg("broker did not start")
 		fmt.Fprintln(stderr, "broker:", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/rs/zerolog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,7 +176,11 @@ headers = { Authorization = "` + header + `" }
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &broker{cfg: old, redact: redact.New(secretValues(old, nil)...)}
+	agents, err := buildProfiles(old, environ, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &broker{cfg: old, redact: redact.New(agents.secrets...)}
 	masked := b.redact.String("agent said env-secret-1, Bearer header-secret-1 and header-secret-1")
 	if strings.Contains(masked, "secret") {
 		t.Fatalf("the redactor leaves %q", masked)

@@ -50,7 +50,7 @@ func TestRun_ConsoleWithTheSDKExampleAgent(t *testing.T) {
 	for {
 		at := b.out.mark()
 		b.say(t, "/status")
-		b.out.waitFrom(t, at, "queued, session", 10*time.Second)
+		b.out.waitFrom(t, at, "queued, agent", 10*time.Second)
 		if strings.Contains(b.out.String()[at:], "[idle, 0 queued") {
 			break
 		}

@@ -51,7 +51,7 @@ type broker struct {
 // open starts everything but the chat platform's serving: the store (with
 // recovery), the pool, the engine, the platform client and the HTTP
 // endpoints. On error, what was started is stopped again.
-func open(cfg *Config, path string, environ []string, agentEnv []string, log zerolog.Logger, level *levelWriter, stdin io.Reader, stdout io.Writer) (b *broker, err error) {
+func open(cfg *Config, path string, environ []string, log zerolog.Logger, level *levelWriter, stdin io.Reader, stdout io.Writer) (b *broker, err error) {
 	lookup := envLookup(environ)
 	b = &broker{cfg: cfg, path: path, environ: environ, log: log, level: level, notify: newNotifier(lookup, os.Getpid()), started: time.Now()}
 	b.profiles.Store(&cfg.Profiles)
@@ -60,10 +60,6 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 			b.stop(context.Background())
 		}
 	}()
-	cwd, err := filepath.Abs(cfg.Agent.Cwd)
-	if err != nil {
-		return b, fmt.Errorf("config: agent.cwd: %w", err)
-	}
 	b.store, err = store.Open(store.Options{Dir: cfg.State.Dir, Retention: cfg.State.Retention, Logger: log})
 	if err != nil {
 		return b, err
@@ -77,13 +73,17 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 		}
 		pool.KillLeftovers(list, log)
 	}
-	b.redact = redact.New(secretValues(cfg, agentEnv)...)
+	agents, err := buildProfiles(cfg, environ, log)
+	if err != nil {
+		return b, fmt.Errorf("config: %w", err)
+	}
+	b.redact = redact.New(agents.secrets...)
 	b.pool = pool.New(pool.Config{
 		Sandbox:        sandboxFor(cfg, path),
 		RunAs:          cfg.Agent.RunAs,
 		Redact:         b.redact,
-		Profiles:       map[string]*pool.Profile{pool.DefaultProfileName: agentProfile(cfg, agentEnv, cwd)},
-		DefaultProfile: pool.DefaultProfileName,
+		Profiles:       agents.profiles,
+		DefaultProfile: cfg.DefaultProfile,
 		MaxSessions:    cfg.Pool.MaxSessions,
 		IdleTimeout:    cfg.Pool.IdleTimeout,
 		ExitGrace:      cfg.Agent.ExitGrace,
@@ -109,9 +109,11 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	b.engine = adapter.New(b.pool, ec)
 	switch cfg.Chat.Platform {
 	case "console":
-		b.platform = &console.Console{Engine: b.engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts}
+		b.platform = &console.Console{Engine: b.engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts, Agents: b.agentList}
 	case "discord":
-		b.discord, err = discord.New(discordConfig(cfg, b.store, log), b.engine)
+		dc := discordConfig(cfg, b.store, log)
+		dc.Agents = b.agentList
+		b.discord, err = discord.New(dc, b.engine)
 		if err != nil {
 			return b, err
 		}
@@ -127,20 +129,72 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	return b, nil
 }
 
-// agentProfile is the one agent profile the [agent] section describes,
-// its environment built and its working directory made absolute.
-func agentProfile(cfg *Config, env []string, cwd string) *pool.Profile {
-	return &pool.Profile{
-		Command:            cfg.Agent.Command,
-		Args:               cfg.Agent.Args,
-		Env:                env,
-		MCPServers:         cfg.Agent.MCPServers,
-		WorkDir:            cwd,
-		PerThreadDir:       cfg.Agent.PerThreadDir,
-		AuthMethod:         cfg.Agent.AuthMethod,
-		StartTimeout:       cfg.Agent.StartTimeout,
-		RestartAfterCancel: cfg.Agent.RestartAfterCancel,
+// builtProfiles are the configured profiles as the pool takes them, and
+// the secret values they carry.
+type builtProfiles struct {
+	profiles map[string]*pool.Profile
+	secrets  []string
+}
+
+// buildProfiles makes each configured profile the pool's: its
+// environment built from the broker's (errors name the profile's env
+// key), its working directory absolute, and a worktree profile's
+// workspace hook. secrets are the token and every profile's secret
+// values.
+func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtProfiles, error) {
+	lookup := envLookup(environ)
+	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: []string{cfg.Discord.Token}}
+	var errs []error
+	for _, name := range sortedKeys(cfg.Profiles) {
+		p := cfg.Profiles[name]
+		env, err := pool.BuildEnv(lookup, p.Env)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", profileKeyName(cfg, p, "env"), err))
+			continue
+		}
+		cwd, err := filepath.Abs(p.Cwd)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", profileKeyName(cfg, p, "cwd"), err))
+			continue
+		}
+		pp := &pool.Profile{
+			Command:            p.Command,
+			Args:               p.Args,
+			Env:                env,
+			MCPServers:         p.MCPServers,
+			WorkDir:            cwd,
+			PerThreadDir:       p.PerThreadDir,
+			AuthMethod:         p.AuthMethod,
+			StartTimeout:       p.StartTimeout,
+			RestartAfterCancel: p.RestartAfterCancel,
+			MaxSessions:        p.MaxSessions,
+		}
+		abs := *p
+		abs.Cwd = cwd
+		if wt := worktreesFor(&abs, log); wt != nil {
+			pp.Workspace = func(ctx context.Context, thread string) (string, error) {
+				dir, _, err := wt.Prepare(ctx, thread)
+				return dir, err
+			}
+		}
+		out.profiles[name] = pp
+		out.secrets = append(out.secrets, secretValues(p, env)...)
 	}
+	return out, errors.Join(errs...)
+}
+
+// agentList describes the profiles now configured, with their agents'
+// counts, for /new and /agents.
+func (b *broker) agentList() []chat.AgentInfo {
+	profiles := *b.profiles.Load()
+	st := b.pool.Stats()
+	out := make([]chat.AgentInfo, 0, len(profiles))
+	for _, name := range sortedKeys(profiles) {
+		p, ps := profiles[name], st.Profiles[name]
+		out = append(out, chat.AgentInfo{Name: name, Description: p.Description, Default: name == st.DefaultProfile,
+			Live: ps.Live, Busy: ps.Busy, Max: p.MaxSessions})
+	}
+	return out
 }
 
 func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolog.Logger) adapter.Config {
@@ -185,6 +239,7 @@ func discordAccess(cfg *Config) discord.Access {
 		}
 	}
 	return discord.Access{
+		ChannelAgents:    cfg.Channels,
 		AllowedChannels:  channels,
 		AllowAllChannels: d.AllowAllChannels,
 		AllowedUsers:     d.AllowedUsers,
@@ -417,19 +472,19 @@ func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 		NoNetwork: !cfg.Agent.SandboxNetwork, Hide: hide}
 }
 
-// secretValues are the values the broker knows to be secret: the Discord
-// token, what agent.env passes to agents (API keys), and the env and
-// header values of MCP servers, as expanded.
-func secretValues(cfg *Config, agentEnv []string) []string {
-	vals := []string{cfg.Discord.Token}
-	for name := range cfg.Agent.Env {
-		for _, kv := range agentEnv {
+// secretValues are the values of a profile the broker knows to be
+// secret: what its env passes to agents (API keys), and the env and
+// header values of its MCP servers, as expanded.
+func secretValues(p *Profile, env []string) []string {
+	var vals []string
+	for name := range p.Env {
+		for _, kv := range env {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
 				vals = append(vals, v)
 			}
 		}
 	}
-	for _, s := range cfg.Agent.MCPServers {
+	for _, s := range p.MCPServers {
 		for _, e := range s.Env {
 			vals = append(vals, e.Value)
 		}
@@ -453,8 +508,16 @@ func (b *broker) reload() {
 		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
 		return
 	}
+	agents, err := buildProfiles(cfg, b.environ, b.log)
+	if err != nil {
+		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
+		return
+	}
 	applied, restart := b.changes(cfg)
-	// Apply only the live keys: keep everything else as it was started.
+	// Profiles change for agents started from now on; the rest, only the
+	// live keys: everything else stays as it was started.
+	b.redact.Add(agents.secrets...)
+	b.pool.SetProfiles(agents.profiles, cfg.DefaultProfile)
 	live := *b.cfg
 	live.Log.Level = cfg.Log.Level
 	live.Turn.Timeout, live.Turn.LivenessInterval, live.Turn.CancelGrace = cfg.Turn.Timeout, cfg.Turn.LivenessInterval, cfg.Turn.CancelGrace
@@ -467,9 +530,16 @@ func (b *broker) reload() {
 	live.Discord.ApproverRoles = cfg.Discord.ApproverRoles
 	live.values = map[string]string{}
 	for k, v := range b.cfg.values {
-		live.values[k] = v
+		if !profileChange(k) {
+			live.values[k] = v
+		}
 		if slices.Contains(liveKeys, k) {
 			live.values[k] = cfg.values[k]
+		}
+	}
+	for k, v := range cfg.values {
+		if profileChange(k) {
+			live.values[k] = v
 		}
 	}
 	live.Profiles, live.DefaultProfile, live.Channels = cfg.Profiles, cfg.DefaultProfile, cfg.Channels
@@ -479,6 +549,7 @@ func (b *broker) reload() {
 	b.engine.Reconfigure(engineConfig(&live, nil, nil, b.log))
 	if b.discord != nil {
 		b.discord.SetAccess(discordAccess(&live))
+		b.discord.RefreshCommands()
 	}
 	ev := b.log.Info().Strs("applied", applied)
 	if len(restart) > 0 {

@@ -52,7 +52,7 @@ func TestShutdown_TwentyHungAgentsAreBoundedByTheGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, level := newLogger("json", "warn", io.Discard)
-	b, err := open(cfg, "", nil, nil, log, level, strings.NewReader(""), io.Discard)
+	b, err := open(cfg, "", nil, log, level, strings.NewReader(""), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestShutdown_DuplicateDeliveryIsNotASecondSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, level := newLogger("json", "warn", io.Discard)
-	b, err := open(cfg, "", nil, nil, log, level, strings.NewReader(""), io.Discard)
+	b, err := open(cfg, "", nil, log, level, strings.NewReader(""), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 			}
 		}
 	}
-	for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 3 {
+	for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 5 {
 		if err := wait("before registering its commands"); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ package redact
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Mask replaces a secret value.
@@ -17,33 +18,61 @@ const minLen = 6
 // Redactor replaces every occurrence of its secret values. The zero value
 // and a nil *Redactor change nothing. It is safe for concurrent use.
 type Redactor struct {
-	r *strings.Replacer
+	set atomic.Pointer[secrets]
+}
+
+// secrets are a Redactor's values, longest first, and their replacer.
+type secrets struct {
+	values []string
+	r      *strings.Replacer
 }
 
 // New returns a Redactor for values; empty and very short ones are left
 // out, and longer values are replaced before values they contain.
 func New(values ...string) *Redactor {
-	var keep []string
-	for _, v := range values {
-		if len(v) >= minLen && !slices.Contains(keep, v) {
-			keep = append(keep, v)
+	r := &Redactor{}
+	r.Add(values...)
+	return r
+}
+
+// Add makes values secret too (a reload's new API keys): text masked from
+// then on hides them as well as the earlier ones. A value once secret
+// stays so.
+func (r *Redactor) Add(values ...string) {
+	for {
+		old := r.set.Load()
+		var keep []string
+		if old != nil {
+			keep = slices.Clone(old.values)
+		}
+		n := len(keep)
+		for _, v := range values {
+			if len(v) >= minLen && !slices.Contains(keep, v) {
+				keep = append(keep, v)
+			}
+		}
+		if len(keep) == n {
+			return
+		}
+		slices.SortFunc(keep, func(a, b string) int { return len(b) - len(a) })
+		pairs := make([]string, 0, 2*len(keep))
+		for _, v := range keep {
+			pairs = append(pairs, v, Mask)
+		}
+		if r.set.CompareAndSwap(old, &secrets{values: keep, r: strings.NewReplacer(pairs...)}) {
+			return
 		}
 	}
-	if len(keep) == 0 {
-		return &Redactor{}
-	}
-	slices.SortFunc(keep, func(a, b string) int { return len(b) - len(a) })
-	pairs := make([]string, 0, 2*len(keep))
-	for _, v := range keep {
-		pairs = append(pairs, v, Mask)
-	}
-	return &Redactor{r: strings.NewReplacer(pairs...)}
 }
 
 // String returns s with every secret value masked.
 func (r *Redactor) String(s string) string {
-	if r == nil || r.r == nil {
+	if r == nil {
 		return s
 	}
-	return r.r.Replace(s)
+	set := r.set.Load()
+	if set == nil {
+		return s
+	}
+	return set.r.Replace(s)
 }

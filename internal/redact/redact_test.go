@@ -19,3 +19,18 @@ func TestRedactor_MasksEverySecretAndLeavesTheRest(t *testing.T) {
 		t.Errorf("a nil Redactor changed the text: %q", got)
 	}
 }
+
+// Values added later (a reload's new keys) are masked too, and the
+// earlier ones still are.
+func TestRedactor_AddKeepsTheEarlierValues(t *testing.T) {
+	r := New("first-secret")
+	r.Add("second-secret", "x")
+	if got := r.String("first-secret second-secret x"); got != Mask+" "+Mask+" x" {
+		t.Fatalf("masked = %q", got)
+	}
+	var z Redactor
+	z.Add("zero-value-secret")
+	if got := z.String("a zero-value-secret"); got != "a "+Mask {
+		t.Fatalf("the zero Redactor after Add masks %q", got)
+	}
+}
