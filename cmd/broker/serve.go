@@ -110,7 +110,7 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 		Store:  b.store.Stats,
 		Chat:   b.chatStats,
 	})
-	b.engine = adapter.New(b.pool, engineConfig(cfg, b.store, b.metrics, log))
+	b.engine = adapter.New(b.pool, engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log))
 	switch cfg.Chat.Platform {
 	case "console":
 		b.platform = &console.Console{Engine: b.engine, In: stdin, Out: stdout, ShowThoughts: cfg.Discord.ShowThoughts}
@@ -131,7 +131,7 @@ func open(cfg *Config, path string, environ []string, agentEnv []string, log zer
 	return b, nil
 }
 
-func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolog.Logger) adapter.Config {
+func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, a adapter.Auditor, log zerolog.Logger) adapter.Config {
 	return adapter.Config{
 		TurnTimeout:        cfg.Turn.Timeout,
 		LivenessInterval:   cfg.Turn.LivenessInterval,
@@ -145,6 +145,7 @@ func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolo
 		RestartAfterCancel: cfg.Agent.RestartAfterCancel,
 		Journal:            j,
 		Observer:           o,
+		Auditor:            a,
 		Logger:             log,
 	}
 }
@@ -465,7 +466,7 @@ func (b *broker) reload() {
 	b.cfg = &live
 	b.profiles.Store(&live.Profiles)
 	b.level.set(live.Log.Level)
-	b.engine.Reconfigure(engineConfig(&live, nil, nil, b.log))
+	b.engine.Reconfigure(engineConfig(&live, nil, nil, nil, b.log))
 	if b.discord != nil {
 		b.discord.SetAccess(discordAccess(&live))
 	}
