@@ -1,8 +1,9 @@
 // Package policy decides an agent's permission requests by ordered rules
 // before anyone is asked.
 //
-// In the configuration, an agent profile's rules are an array of tables,
-// tried in order; the first that matches decides, and a request no rule
+// In the configuration, an agent profile's rules are an array of tables
+// ([[agent.permissions]], or [[agents.NAME.permissions]] for a named
+// profile), tried in order; the first that matches decides, and a request no rule
 // matches is put to a person (or answered as turn.permission_mode says):
 //
 //	[[agent.permissions]]
