@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
+	"acpbroker/policy"
 	"acpbroker/pool"
 
 	"github.com/rs/zerolog"
@@ -62,7 +64,15 @@ type Config struct {
 	SlotWait time.Duration
 	// QueueSize bounds prompts waiting behind the running turn, per thread.
 	QueueSize int
-	// PermissionMode is ask, allow or deny.
+	// Rules decide permission requests before anyone is asked (see
+	// package policy): the first that matches the tool call allows, denies
+	// or asks. A prompt's own Rules replace them.
+	Rules []policy.Rule
+	// ProfileRules are an agent profile's own rules, by profile: they
+	// replace Rules for its agents' requests.
+	ProfileRules map[string][]policy.Rule
+	// PermissionMode is ask, allow or deny: how a request no rule matches
+	// is answered (allow and deny act as a last rule that matches all).
 	PermissionMode string
 	// PermissionTimeout bounds one human permission decision.
 	PermissionTimeout time.Duration
@@ -86,7 +96,9 @@ type Config struct {
 	ThreadProfiles ThreadProfiles
 	// Observer, if set, is told of every turn's timings.
 	Observer Observer
-	Logger   zerolog.Logger
+	// Auditor, if set, records every permission decision.
+	Auditor Auditor
+	Logger  zerolog.Logger
 }
 
 // Observer receives turn timings, for metrics. Its methods must not block.
@@ -162,6 +174,7 @@ func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
 	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
+	e.stats.Permissions = map[DecisionClass]uint64{}
 	e.ctx, e.shutdown = context.WithCancelCause(context.Background())
 	e.wg.Go(e.watchdog)
 	return e
@@ -279,6 +292,8 @@ type Stats struct {
 	Threads, Running, Queued int
 	// Outcomes counts ended turns by Outcome.Class.
 	Outcomes map[string]uint64
+	// Permissions counts permission decisions by outcome and by whom.
+	Permissions map[DecisionClass]uint64
 	// ToolStuck and ForceEnded count watchdog actions.
 	ToolStuck, ForceEnded uint64
 	Pool                  pool.Stats
@@ -292,6 +307,7 @@ func (e *Engine) Stats() Stats {
 	for k, v := range e.stats.Outcomes {
 		s.Outcomes[k] = v
 	}
+	s.Permissions = maps.Clone(e.stats.Permissions)
 	s.Threads = len(e.threads)
 	for _, th := range e.threads {
 		s.Queued += len(th.queue)
@@ -311,15 +327,15 @@ func (e *Engine) config() Config {
 	return e.cfg
 }
 
-// Reconfigure changes the timeouts, permission mode, queue size and
-// watchdog settings for turns that start from now on; the Journal,
-// ThreadProfiles, Observer and Logger stay. Running turns keep the
-// settings they started with.
+// Reconfigure changes the timeouts, permission rules and mode, queue size
+// and watchdog settings for turns that start from now on; the Journal,
+// ThreadProfiles, Observer, Auditor and Logger stay. Running turns keep
+// the settings they started with.
 func (e *Engine) Reconfigure(c Config) {
 	c.defaults()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	c.Journal, c.ThreadProfiles, c.Observer, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Logger
+	c.Journal, c.ThreadProfiles, c.Observer, c.Auditor, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Auditor, e.cfg.Logger
 	e.cfg = c
 }
 

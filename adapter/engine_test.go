@@ -26,7 +26,7 @@ type recorder struct {
 	statuses []Status
 	updates  []acp.Update
 	notices  []string
-	answer   func(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome
+	answer   func(ctx context.Context, req *acp.PermissionRequest) Answer
 	asked    chan *acp.PermissionRequest
 	working  chan struct{}
 	done     chan Outcome
@@ -58,13 +58,13 @@ func (r *recorder) Notice(s string) {
 	defer r.mu.Unlock()
 	r.notices = append(r.notices, s)
 }
-func (r *recorder) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+func (r *recorder) Ask(ctx context.Context, req *acp.PermissionRequest) Answer {
 	r.asked <- req
 	if r.answer != nil {
 		return r.answer(ctx, req)
 	}
 	<-ctx.Done()
-	return acp.PermissionOutcome{}
+	return Answer{}
 }
 func (r *recorder) Done(o Outcome) {
 	r.mu.Lock()
@@ -367,7 +367,7 @@ func TestTurn_PermissionModes(t *testing.T) {
 		if o.Err != nil || !strings.Contains(o.Text, "permission granted: allow") {
 			t.Fatalf("outcome = %+v", o)
 		}
-		if n := rec.noticeList(); len(n) != 1 || !strings.Contains(n[0], "automatically") {
+		if n := rec.noticeList(); len(n) != 1 || n[0] != "Allowed “Run rm -rf build” by turn.permission_mode = allow." {
 			t.Fatalf("notices = %q", n)
 		}
 	})
@@ -381,8 +381,8 @@ func TestTurn_PermissionModes(t *testing.T) {
 	t.Run("ask", func(t *testing.T) {
 		r := newRig(t, nil, pool.Config{}, Config{})
 		rec := newRecorder()
-		rec.answer = func(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
-			return acp.PermissionOutcome{OptionID: "allow-always"}
+		rec.answer = func(ctx context.Context, req *acp.PermissionRequest) Answer {
+			return Answer{Outcome: acp.PermissionOutcome{OptionID: "allow-always"}, By: "u1", ByName: "alice"}
 		}
 		r.engine.Submit("t", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("permission")}, Sink: rec})
 		o := rec.wait(t, 20*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/policy"
 )
 
 // Phase is where a prompt is in its life.
@@ -39,14 +40,24 @@ type Status struct {
 type Sink interface {
 	Status(Status)
 	Update(acp.Update)
-	// Ask puts a permission request to a human and returns the choice. It
-	// must return promptly once ctx is done; its cause says why (permission
-	// timeout, turn ended).
-	Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome
+	// Ask puts a permission request to a human and returns the choice and
+	// who made it. It must return promptly once ctx is done; its cause
+	// says why (permission timeout, turn ended).
+	Ask(ctx context.Context, req *acp.PermissionRequest) Answer
 	// Notice is a short remark for the thread, e.g. an automatic
 	// permission answer.
 	Notice(text string)
 	Done(Outcome)
+}
+
+// Answer is a person's answer to a permission request.
+type Answer struct {
+	// Outcome is the option chosen, or "cancelled" (the zero value).
+	Outcome acp.PermissionOutcome
+	// By identifies who answered (a chat user id), ByName names them for
+	// people (a user name); both empty when nobody did, e.g. the question
+	// could not be posted.
+	By, ByName string
 }
 
 // Prompt is one user message for a thread's agent.
@@ -65,7 +76,11 @@ type Prompt struct {
 	// Images are sent as image blocks if the agent accepts images;
 	// otherwise they are left out and the thread is told.
 	Images []acp.ContentBlock
-	Sink   Sink
+	// Rules, if not nil, decide this prompt's permission requests instead
+	// of the engine's Config.Rules (a profile's own rules; an empty,
+	// non-nil list: none).
+	Rules []policy.Rule
+	Sink  Sink
 }
 
 // ToolCall is the last known state of one tool call in a turn.

@@ -186,9 +186,9 @@ func TestWatchdog_ProgressAndPermissionWaitsAreNotStuck(t *testing.T) {
 			t.Fatalf("a tool call updated every 5m for 25m: outcome %+v", o)
 		}
 		rec := newRecorder()
-		rec.answer = func(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+		rec.answer = func(ctx context.Context, req *acp.PermissionRequest) Answer {
 			time.Sleep(25 * time.Minute) // a slow human
-			return acp.PermissionOutcome{OptionID: "allow"}
+			return Answer{Outcome: acp.PermissionOutcome{OptionID: "allow"}, By: "u1"}
 		}
 		r.engine.Submit("b", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("permission")}, Sink: rec})
 		if o := rec.wait(t, 2*time.Hour); o.Err != nil || !strings.Contains(o.Text, "permission granted: allow") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/policy"
 	"acpbroker/pool"
 
 	"github.com/rs/zerolog"
@@ -36,15 +37,17 @@ type turn struct {
 	plan  []acp.PlanEntry
 
 	// read by the watchdog
-	mu       sync.Mutex
-	sent     time.Time // the prompt went to the agent
-	progress time.Time // the agent's last update
-	open     map[string]toolProgress
-	asking   int // permission requests open
+	mu          sync.Mutex
+	sent        time.Time // the prompt went to the agent
+	progress    time.Time // the agent's last update
+	open        map[string]toolProgress
+	asking      int    // permission requests open
+	profileName string // the agent's profile, once it has one
 }
 
 type toolProgress struct {
 	title   string
+	kind    string
 	updated time.Time
 }
 
@@ -184,6 +187,9 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentStart, err)}
 	}
 	t.agent = agent
+	t.mu.Lock()
+	t.profileName = agent.Profile.Name
+	t.mu.Unlock()
 	t.setLog(t.log.With().Str("profile", agent.Profile.Name).Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
 	if agent.Lost != "" {
 		// Said once: the agent is this turn's while it is busy.
@@ -452,6 +458,9 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 		i = len(t.tools) - 1
 	}
 	tc := &t.tools[i]
+	if u.ToolKind != "" {
+		tc.Kind = u.ToolKind
+	}
 	if u.Title != nil {
 		tc.Title = *u.Title
 	}
@@ -465,7 +474,7 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 		if t.open == nil {
 			t.open = map[string]toolProgress{}
 		}
-		t.open[tc.ID] = toolProgress{title: tc.Title, updated: now}
+		t.open[tc.ID] = toolProgress{title: tc.Title, kind: tc.Kind, updated: now}
 	}
 	t.mu.Unlock()
 	if j := t.cfg.Journal; j != nil {
@@ -477,28 +486,53 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 	}
 }
 
-// approve answers the agent's permission request by the configured mode.
-// It runs on a goroutine of the Conn; ctx ends when the turn abandons.
+// approve answers the agent's permission request: by the first of the
+// prompt's (else the engine's) rules that matches it, else by
+// turn.permission_mode when that is allow or deny, else by a person
+// through the Sink. Every answer, "cancelled" included, is logged,
+// counted and given to the Auditor. It runs on a goroutine of the Conn;
+// ctx ends when the turn abandons.
 func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
 	cfg := t.cfg
-	title := req.ToolCall.Title
+	d := t.decision(req)
+	title := d.Tool
 	if title == "" {
-		title = req.ToolCall.ToolCallID
+		title = d.ToolCallID
 	}
-	switch cfg.PermissionMode {
-	case PermissionAllow, PermissionDeny:
-		prefix := "allow"
-		if cfg.PermissionMode == PermissionDeny {
-			prefix = "reject"
+	rules := t.p.Rules
+	if rules == nil {
+		rules = cfg.Rules
+		if r, ok := cfg.ProfileRules[d.Profile]; ok {
+			rules = r
 		}
-		opt, ok := req.FirstOption(prefix)
+	}
+	rule, n := policy.Match(rules, d.ToolKind, d.Tool)
+	action, by := rule.Action, ""
+	switch {
+	case n > 0:
+		d.Via, d.By, d.ByName = ViaRule, fmt.Sprintf("rule %d", n), rule.String()
+		by = fmt.Sprintf("rule %d (%s)", n, rule)
+	case cfg.PermissionMode == PermissionAllow || cfg.PermissionMode == PermissionDeny:
+		action = policy.Action(cfg.PermissionMode)
+		d.Via, d.By, d.ByName = ViaMode, "turn.permission_mode", cfg.PermissionMode
+		by = "turn.permission_mode = " + cfg.PermissionMode
+	}
+	if action == policy.Allow || action == policy.Deny {
+		opt, ok := onceOption(req, action)
 		if !ok {
-			t.p.Sink.Notice(fmt.Sprintf("Permission for %q answered cancelled: the agent offered no %s option.", title, prefix))
-			return acp.PermissionOutcome{}
+			want := acp.OptionAllowOnce
+			if action == policy.Deny {
+				want = acp.OptionRejectOnce
+			}
+			verb := map[policy.Action]string{policy.Allow: "allows", policy.Deny: "denies"}[action]
+			t.p.Sink.Notice(fmt.Sprintf("“%s” answered cancelled: %s %s it, but the agent offers no %s option.", title, by, verb, want))
+			return t.decided(d, acp.PermissionOutcome{})
 		}
-		t.p.Sink.Notice(fmt.Sprintf("Permission for %q answered automatically (turn.permission_mode = %s): %s.", title, cfg.PermissionMode, opt.Name))
-		return acp.PermissionOutcome{OptionID: opt.OptionID}
+		t.p.Sink.Notice(verdict(action, title, by))
+		d.OptionID, d.OptionKind = opt.OptionID, opt.Kind
+		return t.decided(d, acp.PermissionOutcome{OptionID: opt.OptionID})
 	}
+
 	t.mu.Lock()
 	t.asking++
 	t.mu.Unlock()
@@ -517,12 +551,75 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 	askCtx, cancel := context.WithTimeoutCause(ctx, cfg.PermissionTimeout,
 		fmt.Errorf("no answer within %s", shortDuration(cfg.PermissionTimeout)))
 	defer cancel()
-	out := t.p.Sink.Ask(askCtx, req)
-	if askCtx.Err() != nil {
-		if ctx.Err() == nil {
-			t.p.Sink.Notice(fmt.Sprintf("Permission for %q was not answered within %s; answered cancelled.", title, shortDuration(cfg.PermissionTimeout)))
+	ans := t.p.Sink.Ask(askCtx, req)
+	switch {
+	case ctx.Err() != nil:
+		// The turn ended; the agent is answered "cancelled" whatever the
+		// answer, which may have come at the same moment.
+		d.Via, d.By = ViaCancelled, ViaCancelled
+		return t.decided(d, acp.PermissionOutcome{})
+	case askCtx.Err() != nil:
+		t.p.Sink.Notice(fmt.Sprintf("Permission for %q was not answered within %s; answered cancelled.", title, shortDuration(cfg.PermissionTimeout)))
+		d.Via, d.By = ViaTimeout, ViaTimeout
+		return t.decided(d, acp.PermissionOutcome{})
+	case ans.Outcome.Cancelled():
+		d.Via, d.By, d.ByName = ViaUnanswered, ViaUnanswered, ""
+		if ans.By != "" {
+			d.Via, d.By, d.ByName = ViaUser, ans.By, ans.ByName
 		}
-		return acp.PermissionOutcome{}
+		return t.decided(d, acp.PermissionOutcome{})
+	}
+	kind, ok := optionKind(req, ans.Outcome.OptionID)
+	if !ok {
+		// The Conn would answer "cancelled" too; the record says so.
+		log := t.logger()
+		log.Error().Str("option", ans.Outcome.OptionID).Msg("the chat layer chose an option the agent did not offer; answering cancelled")
+		d.Via, d.By = ViaUnanswered, ViaUnanswered
+		return t.decided(d, acp.PermissionOutcome{})
+	}
+	d.Via, d.By, d.ByName = ViaUser, ans.By, ans.ByName
+	d.OptionID, d.OptionKind = ans.Outcome.OptionID, kind
+	return t.decided(d, ans.Outcome)
+}
+
+// decision starts the record of a permission request: the tool call as
+// the request describes it, or, for what the request leaves out, as the
+// agent described it earlier in the turn (as far as the turn has read
+// its updates yet).
+func (t *turn) decision(req *acp.PermissionRequest) Decision {
+	tc := req.ToolCall
+	t.mu.Lock()
+	profile := t.profileName
+	t.mu.Unlock()
+	d := Decision{Thread: t.thread, Profile: profile, Turn: t.id, ToolCallID: tc.ToolCallID, Tool: tc.Title, ToolKind: tc.Kind}
+	if d.Tool == "" || d.ToolKind == "" {
+		t.mu.Lock()
+		seen := t.open[tc.ToolCallID]
+		t.mu.Unlock()
+		if d.Tool == "" {
+			d.Tool = seen.title
+		}
+		if d.ToolKind == "" {
+			d.ToolKind = seen.kind
+		}
+	}
+	return d
+}
+
+// decided logs, counts and audits a permission decision, and returns the
+// answer for the agent.
+func (t *turn) decided(d Decision, out acp.PermissionOutcome) acp.PermissionOutcome {
+	d.Time = time.Now()
+	log := t.logger()
+	log.Info().Str("tool", d.Tool).Str("tool_kind", d.ToolKind).Str("tool_call", d.ToolCallID).
+		Str("profile", d.Profile).Str("option", d.OptionID).Str("option_kind", d.OptionKind).
+		Str("outcome", d.Outcome()).Str("via", d.Via).Str("by", d.By).Str("by_name", d.ByName).
+		Msg("permission decided")
+	t.e.mu.Lock()
+	t.e.stats.Permissions[DecisionClass{Outcome: d.Outcome(), Via: d.Via}]++
+	t.e.mu.Unlock()
+	if a := t.cfg.Auditor; a != nil {
+		a.Decided(d)
 	}
 	return out
 }

@@ -19,8 +19,8 @@ type waitSink struct{ done chan adapter.Outcome }
 
 func (s waitSink) Status(adapter.Status) {}
 func (s waitSink) Update(acp.Update)     {}
-func (s waitSink) Ask(ctx context.Context, _ *acp.PermissionRequest) acp.PermissionOutcome {
-	return acp.PermissionOutcome{}
+func (s waitSink) Ask(ctx context.Context, _ *acp.PermissionRequest) adapter.Answer {
+	return adapter.Answer{}
 }
 func (s waitSink) Notice(string)          {}
 func (s waitSink) Done(o adapter.Outcome) { s.done <- o }

@@ -95,6 +95,7 @@ var (
 	dTurnsRunning     = desc("turns_running", "Turns running.")
 	dPromptsWaiting   = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
 	dTurns            = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
+	dPermissions      = desc("permission_decisions_total", "Agent permission requests answered, by outcome (allowed, rejected, cancelled) and by whom (user, rule, mode, timeout, cancelled, unanswered).", "outcome", "by")
 	dSpawns           = desc("agent_spawns_total", "Agent processes started.")
 	dSpawnFailures    = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
 	dStops            = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
@@ -127,7 +128,7 @@ var (
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns,
+	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
@@ -156,6 +157,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")
 	for class, n := range e.Outcomes {
 		counter(dTurns, n, class)
+	}
+	for class, n := range e.Permissions {
+		counter(dPermissions, n, class.Outcome, class.Via)
 	}
 	counter(dSpawns, p.Spawned)
 	counter(dSpawnFailures, p.SpawnFailed)

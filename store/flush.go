@@ -67,13 +67,13 @@ func (s *Store) flush() error {
 	s.mu.Lock()
 	gen := s.nextGen
 	s.nextGen++
-	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 {
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 {
 		s.doneLocked(gen)
 		s.mu.Unlock()
 		return nil
 	}
-	agents, gone, shown := s.agents, s.goneAgts, s.shown
-	s.agents, s.goneAgts, s.shown = map[int]uint64{}, map[int]bool{}, map[uint64]bool{}
+	agents, gone, shown, decided := s.agents, s.goneAgts, s.shown, s.decided
+	s.agents, s.goneAgts, s.shown, s.decided = map[int]uint64{}, map[int]bool{}, map[uint64]bool{}, nil
 	turns := make(map[uint64][]byte, len(s.dirty))
 	for id := range s.dirty {
 		t := s.active[id]
@@ -139,8 +139,12 @@ func (s *Store) flush() error {
 				return err
 			}
 		}
+		if err := putDecisions(tx, decided); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		s.finished += len(ended)
+		s.kept += len(decided)
 		s.mu.Unlock()
 		return nil
 	})
@@ -172,6 +176,13 @@ func (s *Store) flush() error {
 			}
 		}
 		s.finished -= len(ended)
+		s.kept -= len(decided)
+		// Older than any recorded since, and bounded as Decided bounds.
+		s.decided = append(decided, s.decided...)
+		if over := len(s.decided) - maxPendingDecisions; over > 0 {
+			s.decided = s.decided[over:]
+			s.stats.DroppedDecisions += uint64(over)
+		}
 		s.log.Error().Err(err).Msg("state not written; will retry")
 		return err
 	}

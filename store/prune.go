@@ -13,7 +13,8 @@ import (
 const pruneEvery = time.Minute
 
 // Prune deletes finished turns older than the retention, the oldest
-// finished turns beyond MaxFinished, and threads idle past the retention.
+// finished turns beyond MaxFinished, threads idle past the retention, and
+// permission decisions older than the retention or beyond MaxDecisions.
 func (s *Store) Prune() {
 	cutoff := s.opts.Now().Add(-s.opts.Retention)
 	var pruned uint64
@@ -44,10 +45,16 @@ func (s *Store) Prune() {
 				pruned++
 			}
 		}
+		kept, dropped, err := pruneDecisions(tx, cutoff, s.opts.MaxDecisions)
+		if err != nil {
+			return err
+		}
+		pruned += dropped
 		hb := tx.Bucket(bucketThreads)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.finished = len(finished) - int(pruned)
+		s.finished = len(finished) - int(pruned-dropped)
+		s.kept = kept
 		for id, t := range s.threads {
 			if t.Updated.Before(cutoff) && !s.dirtyThr[id] && !s.threadBusyLocked(id) {
 				if err := hb.Delete([]byte(id)); err != nil {

@@ -1,6 +1,7 @@
 // Package store keeps what the broker must not forget across a restart in
-// an embedded bbolt database: each thread's agent session, and each
-// turn's state with the tool calls of running turns.
+// an embedded bbolt database: each thread's agent session, each turn's
+// state with the tool calls of running turns, and the audit trail of
+// permission decisions.
 package store
 
 import (
@@ -27,6 +28,9 @@ type Options struct {
 	Retention time.Duration
 	// MaxFinished bounds the finished turns kept (default 5,000).
 	MaxFinished int
+	// MaxDecisions bounds the permission decisions kept (default 20,000);
+	// they are kept for Retention, like turns.
+	MaxDecisions int
 	// FlushInterval is the longest a tool-call update waits to be written
 	// (default 200ms); state changes are written at once.
 	FlushInterval time.Duration
@@ -44,6 +48,9 @@ var (
 	bucketTurns   = []byte("turns")
 	bucketThreads = []byte("threads")
 	bucketAgents  = []byte("agents")
+	// bucketDecisions holds the permission decisions, by a sequence
+	// number in the order they were recorded.
+	bucketDecisions = []byte("decisions")
 )
 
 // ErrLocked means another process holds the state directory.
@@ -72,7 +79,9 @@ type Store struct {
 	agents   map[int]uint64  // live agent pid -> start ticks, to write
 	goneAgts map[int]bool    // agent pids to delete
 	shown    map[uint64]bool // ended turns written unshown, now shown
+	decided  []Decision      // permission decisions to write, in order
 	finished int             // finished turns on disk
+	kept     int             // decisions on disk
 	stats    Stats
 	closed   bool
 	// Flush generations: a change made while nextGen is g is on disk once
@@ -99,6 +108,10 @@ type Stats struct {
 	WriteErrors   uint64
 	Pruned        uint64
 	LastError     string
+	// Decisions are the permission decisions kept; DroppedDecisions those
+	// lost because the disk failed for too long.
+	Decisions        int
+	DroppedDecisions uint64
 }
 
 // Open opens (creating) the database in opts.Dir and locks it.
@@ -108,6 +121,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.MaxFinished <= 0 {
 		opts.MaxFinished = 5000
+	}
+	if opts.MaxDecisions <= 0 {
+		opts.MaxDecisions = 20000
 	}
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = 200 * time.Millisecond
@@ -162,6 +178,11 @@ func (s *Store) load() error {
 		if _, err := tx.CreateBucketIfNotExists(bucketAgents); err != nil {
 			return err
 		}
+		decisions, err := tx.CreateBucketIfNotExists(bucketDecisions)
+		if err != nil {
+			return err
+		}
+		s.kept = decisions.Stats().KeyN
 		if k, _ := turns.Cursor().Last(); k != nil {
 			s.nextID = binary.BigEndian.Uint64(k)
 		}
@@ -199,6 +220,7 @@ func (s *Store) Stats() Stats {
 	st.ActiveTurns = len(s.active)
 	st.FinishedTurns = s.finished
 	st.Threads = len(s.threads)
+	st.Decisions = s.kept + len(s.decided)
 	s.mu.Unlock()
 	if fi, err := os.Stat(s.path); err == nil {
 		st.FileBytes = fi.Size()

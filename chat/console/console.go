@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +38,11 @@ type Console struct {
 	// thread and agent are the conversation /new started ("": Thread,
 	// with the default agent); owned by Run's goroutine.
 	thread, agent string
+
+	// User names whoever answers permission questions at this terminal,
+	// for the audit trail (default: the name of the system user running
+	// the broker).
+	User string
 
 	mu      sync.Mutex
 	asking  chan string // receives the next line while a question is open
@@ -281,13 +288,14 @@ func (s *sink) Notice(text string) {
 	s.c.printf("\n[%s]\n", text)
 }
 
-// Ask prints the options and waits for the next input line.
-func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+// Ask prints the options and waits for the next input line; the answer
+// is the local user's (Console.User).
+func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answer {
 	ch := make(chan string, 1)
 	s.c.mu.Lock()
 	if s.c.asking != nil {
 		s.c.mu.Unlock()
-		return acp.PermissionOutcome{} // one question at a time on a terminal
+		return adapter.Answer{} // one question at a time on a terminal
 	}
 	s.c.asking = ch
 	title := req.ToolCall.Title
@@ -311,10 +319,10 @@ func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.Permissi
 		select {
 		case <-ctx.Done():
 			s.c.printf("\n[permission question closed: %v]\n", context.Cause(ctx))
-			return acp.PermissionOutcome{}
+			return adapter.Answer{}
 		case line, ok := <-ch:
 			if !ok {
-				return acp.PermissionOutcome{}
+				return adapter.Answer{}
 			}
 			n, err := strconv.Atoi(strings.TrimSpace(line))
 			if err != nil || n < 1 || n > len(req.Options) {
@@ -323,7 +331,7 @@ func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.Permissi
 			}
 			o := req.Options[n-1]
 			s.c.printf("[chose %s]\n", o.Name)
-			return acp.PermissionOutcome{OptionID: o.OptionID}
+			return adapter.Answer{Outcome: acp.PermissionOutcome{OptionID: o.OptionID}, By: s.c.user(), ByName: "local user"}
 		}
 	}
 }
@@ -343,6 +351,17 @@ func (s *sink) Done(o adapter.Outcome) {
 		return
 	}
 	s.c.printf("[%s in %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))
+}
+
+// user is who answers at this terminal.
+func (c *Console) user() string {
+	if c.User != "" {
+		return c.User
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "uid " + strconv.Itoa(os.Getuid())
 }
 
 // title names a prompt by its first words.

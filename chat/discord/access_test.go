@@ -3,9 +3,11 @@ package discord_test
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"acpbroker/adapter"
 	"acpbroker/chat/discord"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/store"
@@ -137,5 +139,73 @@ func TestAccess_StarterLookupFailureNeverWidensWhoMayApprove(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// auditLog is an adapter.Auditor that keeps the decisions.
+type auditLog struct {
+	mu   sync.Mutex
+	list []adapter.Decision
+}
+
+func (a *auditLog) Decided(d adapter.Decision) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.list = append(a.list, d)
+}
+
+func (a *auditLog) decisions() []adapter.Decision {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]adapter.Decision(nil), a.list...)
+}
+
+// A permission answer is recorded with the id and name of whoever
+// clicked: here a member of an approver role, then the thread's starter.
+// A user who is neither the starter, nor an approver, nor in an approver
+// role (though in another role) cannot answer, and nothing is recorded
+// for the attempt.
+func TestAccess_TheClickerIsRecordedAndNobodyElseMayAnswer(t *testing.T) {
+	audit := &auditLog{}
+	h := newHarness(t, setup{engine: adapter.Config{Auditor: audit}})
+	a := accessFor(h)
+	a.ApproverRoles = []string{"900"}
+	h.client.SetAccess(a)
+	h.srv.SetRoles(guildID, carol.ID, "900")
+	h.srv.SetRoles(guildID, bob.ID, "901")
+	thread := h.mention(alice, "permission-twice")
+
+	msg := h.permissionMessage(thread)
+	r := h.response(h.srv.ClickButton(thread, msg.ID, bob.ID, msg.ButtonID(t, "Allow")))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "can answer this request; you can't") {
+		t.Fatalf("bob's click answered %+v", r)
+	}
+	if d := audit.decisions(); len(d) != 0 {
+		t.Fatalf("bob's refused click was recorded: %+v", d)
+	}
+	r = h.response(h.srv.ClickButton(thread, msg.ID, carol.ID, msg.ButtonID(t, "Reject")))
+	if r.Ephemeral() || !strings.Contains(r.Content, "chose **Reject**") {
+		t.Fatalf("carol's click answered %+v", r)
+	}
+	var second fakediscord.Message
+	h.srv.Await("the second request", func() bool {
+		second = h.permissionMessage(thread)
+		return second.ID != msg.ID
+	})
+	h.response(h.srv.ClickButton(thread, second.ID, alice.ID, second.ButtonID(t, "Allow")))
+	h.answer(thread, "permission granted: allow")
+
+	var got []adapter.Decision
+	h.srv.Await("two decisions recorded", func() bool { got = audit.decisions(); return len(got) == 2 })
+	for i, want := range []struct {
+		by, name, option, kind string
+	}{
+		{carol.ID, carol.Username, "reject", "reject_once"},
+		{alice.ID, alice.Username, "allow", "allow_once"},
+	} {
+		d := got[i]
+		if d.Via != adapter.ViaUser || d.By != want.by || d.ByName != want.name || d.OptionID != want.option || d.OptionKind != want.kind || d.Thread != thread || d.Tool != "Run rm -rf build" {
+			t.Errorf("decision %d = %+v, want by %s (%s) choosing %s", i+1, d, want.name, want.by, want.option)
+		}
 	}
 }

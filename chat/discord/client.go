@@ -144,7 +144,7 @@ type Client struct {
 	mu        sync.Mutex
 	access    Access
 	accepting bool
-	appID     string // the application the slash commands are registered for
+	appID     string                   // the application the slash commands are registered for
 	waiting   bool                     // Close is waiting for the Client's goroutines
 	closing   bool                     // Close disconnects: not a lost connection
 	convs     map[string]*conversation // by thread id

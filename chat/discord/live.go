@@ -526,7 +526,7 @@ func (s *turnSink) typing() {
 }
 
 // Ask implements adapter.Sink: see permission.go.
-func (s *turnSink) Ask(ctx context.Context, req *acp.PermissionRequest) acp.PermissionOutcome {
+func (s *turnSink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answer {
 	return s.c.ask(ctx, s.conv, req)
 }
 

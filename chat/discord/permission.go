@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"acpbroker/acp"
+	"acpbroker/adapter"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -28,7 +29,8 @@ type openPermission struct {
 type choice struct {
 	optionID string
 	name     string
-	by       string
+	by       string // the clicker's user id
+	byName   string // and user name
 }
 
 // permPrefix starts the custom id of every permission button; the nonce
@@ -40,9 +42,10 @@ var permPrefix = func() string {
 }()
 
 // ask posts the request in the thread with one button per option and
-// waits for an allowed user's click or for ctx to end (the permission
-// timeout, or the turn's end), which answers "cancelled" and says so.
-func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.PermissionRequest) acp.PermissionOutcome {
+// waits for an allowed user's click, returned with the user's id and
+// name, or for ctx to end (the permission timeout, or the turn's end),
+// which answers "cancelled" and says so.
+func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.PermissionRequest) adapter.Answer {
 	title := req.ToolCall.Title
 	if title == "" {
 		title = req.ToolCall.ToolCallID
@@ -66,17 +69,18 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	msg, err := c.send(ctx, conv.thread, &discordgo.MessageSend{Content: text, Components: buttons(key, req.Options), AllowedMentions: noMentions})
 	if err != nil {
 		c.log.Warn().Err(err).Str("thread", conv.thread).Msg("permission request not posted; answering cancelled")
-		return acp.PermissionOutcome{}
+		return adapter.Answer{}
 	}
 	select {
 	case ch := <-op.answer:
-		return acp.PermissionOutcome{OptionID: ch.optionID}
+		return adapter.Answer{Outcome: acp.PermissionOutcome{OptionID: ch.optionID}, By: ch.by, ByName: ch.byName}
 	case <-ctx.Done():
 	}
 	if !c.closePermission(key) {
-		// A click claimed it at the same moment; the turn already moved on.
+		// A click claimed it at the same moment; the turn already moved
+		// on, and the agent is told "cancelled".
 		<-op.answer
-		return acp.PermissionOutcome{}
+		return adapter.Answer{}
 	}
 	// The agent's answer must not wait on Discord: the edit that closes
 	// the message runs on its own goroutine.
@@ -93,7 +97,7 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 			c.log.Debug().Err(err).Msg("closed permission message not updated")
 		}
 	})
-	return acp.PermissionOutcome{}
+	return adapter.Answer{}
 }
 
 // closePermission removes key from the table and reports whether it was
@@ -192,7 +196,7 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 	}
 	delete(c.perms, key)
 	opt := op.options[idx]
-	op.answer <- choice{optionID: opt.OptionID, name: opt.Name, by: user.ID}
+	op.answer <- choice{optionID: opt.OptionID, name: opt.Name, by: user.ID, byName: userName(user)}
 	c.mu.Unlock()
 	c.log.Info().Str("thread", op.thread).Str("user", user.ID).Str("option", opt.OptionID).Msg("permission answered")
 	mark := "✅"
@@ -207,4 +211,13 @@ func (c *Client) onPermissionClick(i *discordgo.Interaction, customID string) {
 			AllowedMentions: noMentions,
 		},
 	})
+}
+
+// userName is a user's unique name for the audit trail, else the name
+// shown.
+func userName(u *discordgo.User) string {
+	if u.Username != "" {
+		return u.Username
+	}
+	return displayName(u)
 }

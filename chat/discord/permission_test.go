@@ -1,7 +1,6 @@
 package discord_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,19 +177,19 @@ func TestPermission_TwoClicksOneDecision(t *testing.T) {
 }
 
 // With turn.permission_mode = allow or deny, requests are answered
-// automatically (the first allow or reject option), no buttons are shown,
-// and the thread says so.
+// automatically (the agent's allow_once or reject_once option), no
+// buttons are shown, and the thread says so.
 func TestPermission_AutoModesAnswerAndSaySo(t *testing.T) {
-	for _, tc := range []struct{ mode, answer, option string }{
-		{adapter.PermissionAllow, "permission granted: allow", "Allow"},
-		{adapter.PermissionDeny, "permission denied: reject", "Reject"},
+	for _, tc := range []struct{ mode, answer, say string }{
+		{adapter.PermissionAllow, "permission granted: allow", "Allowed “Run rm -rf build” by turn.permission_mode = allow."},
+		{adapter.PermissionDeny, "permission denied: reject", "Denied “Run rm -rf build” by turn.permission_mode = deny."},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			h := newHarness(t, setup{engine: adapter.Config{PermissionMode: tc.mode}})
 			thread := h.mention(alice, "permission")
 			msgs := h.answer(thread, tc.answer)
-			if say := fmt.Sprintf("answered automatically (turn.permission_mode = %s): %s", tc.mode, tc.option); !strings.Contains(joined(msgs), say) {
-				t.Fatalf("the thread was not told %q: %q", say, joined(msgs))
+			if !strings.Contains(joined(msgs), tc.say) {
+				t.Fatalf("the thread was not told %q: %q", tc.say, joined(msgs))
 			}
 			for _, m := range h.srv.Messages(thread) {
 				if len(m.Buttons()) > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"acpbroker/policy"
 	"bytes"
 	"errors"
 	"fmt"
@@ -113,6 +114,9 @@ type Profile struct {
 	// MCPServers are given to every session of the profile's agents;
 	// stdio commands are absolute.
 	MCPServers []acp.MCPServer
+	// Permissions decide its agents' permission requests before anyone
+	// is asked ([[agents.NAME.permissions]]).
+	Permissions []policy.Rule
 }
 
 // DefaultProfileName names the one profile of a configuration without
@@ -276,6 +280,16 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	}
 	if servers, set := r.readMCPServers(section, table, env); set || base == nil {
 		p.MCPServers = servers
+	}
+	if key := section + "." + permissionsField; r.v.IsSet(key) {
+		rules, errs := policy.Parse(r.v.Get(key), key)
+		r.errs = append(r.errs, errs...)
+		p.Permissions = rules
+		described := make([]string, len(rules))
+		for i, rule := range rules {
+			described[i] = fmt.Sprintf("%d: %s", i+1, rule)
+		}
+		r.vals[key] = "[" + strings.Join(described, "; ") + "]"
 	}
 	switch {
 	case base == nil && p.Command == "":

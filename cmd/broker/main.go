@@ -6,6 +6,10 @@
 //
 //	broker [run] --config FILE     serve (the default command)
 //	broker check-config --config FILE
+//	broker audit [--since 24h] [--thread ID] [--json] --config FILE
+//	                               permission decisions kept in state.dir
+//	                               (of a stopped broker: a running one
+//	                               holds the state file)
 //	broker version
 package main
 
@@ -21,7 +25,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -51,9 +54,11 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	case "version":
 		fmt.Fprintf(stdout, "acp-broker %s (commit %s, %s)\n", version, commit(), runtime.Version())
 		return 0
+	case "audit":
+		return audit(args, environ, stdout, stderr)
 	case "run", "check-config":
 	default:
-		fmt.Fprintf(stderr, "broker: unknown command %q (want run, check-config or version)\n", cmd)
+		fmt.Fprintf(stderr, "broker: unknown command %q (want run, check-config, audit or version)\n", cmd)
 		return 2
 	}
 	fs := flag.NewFlagSet("broker "+cmd, flag.ContinueOnError)

@@ -30,8 +30,17 @@ var mcpServerKeys = []string{"name", "type", "command", "args", "env", "url", "h
 // read from the file, and checked where it is read.
 func fileOnlyKey(k string) bool {
 	_, field, ok := profileField(k)
-	return ok && (field == mcpServersField || strings.HasPrefix(field, mcpServersField+"."))
+	for _, f := range []string{mcpServersField, permissionsField} {
+		if ok && (field == f || strings.HasPrefix(field, f+".")) {
+			return true
+		}
+	}
+	return false
 }
+
+// permissionsField in [agent] or [agents.NAME] is the profile's
+// permission rules, an array of tables read by policy.Parse.
+const permissionsField = "permissions"
 
 // readMCPServers reads the mcp_servers tables of a section of the
 // configuration file (section: "agent" or "agents.NAME"; table: that

@@ -124,3 +124,37 @@ func TestProfiles_AChannelWithAProfileIsAllowed(t *testing.T) {
 		t.Fatalf("allowed channels = %v, want 42 among them", acc.AllowedChannels)
 	}
 }
+
+// A profile's permission rules are read from its tables, errors naming
+// the profile, index and key; a profile without its own takes [agent]'s.
+func TestProfiles_PermissionRulesPerProfile(t *testing.T) {
+	c, err := loadText(t, `
+[agent]
+command = "`+fakeAgent+`"
+[[agent.permissions]]
+kind = "read"
+action = "allow"
+
+[agents]
+default = "a"
+[agents.a]
+[agents.reviewer]
+[[agents.reviewer.permissions]]
+kind = ["edit", "delete", "move", "execute"]
+action = "deny"
+[[agents.reviewer.permissions]]
+title = '^Read '
+action = "allow"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, rev := c.Profiles["a"].Permissions, c.Profiles["reviewer"].Permissions
+	if len(a) != 1 || a[0].String() != "kind read" || len(rev) != 2 || rev[1].Title.String() != "^Read " {
+		t.Fatalf("rules: a %v, reviewer %v", a, rev)
+	}
+	_, err = loadText(t, "[agents.x]\ncommand = \""+fakeAgent+"\"\n[[agents.x.permissions]]\ntitle = \"(\"\naction = \"allow\"\n")
+	if err == nil || !strings.Contains(err.Error(), `agents.x.permissions[0].title = "(" is not a regular expression`) {
+		t.Fatalf("a bad rule: %v", err)
+	}
+}

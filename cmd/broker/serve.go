@@ -1,6 +1,7 @@
 package main
 
 import (
+	"acpbroker/policy"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 		Store:  b.store.Stats,
 		Chat:   b.chatStats,
 	})
-	ec := engineConfig(cfg, b.store, b.metrics, log)
+	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
 	b.engine = adapter.New(b.pool, ec)
 	switch cfg.Chat.Platform {
@@ -183,6 +184,15 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 	return out, errors.Join(errs...)
 }
 
+// profileRules are the profiles' own permission rules, by profile.
+func profileRules(cfg *Config) map[string][]policy.Rule {
+	out := map[string][]policy.Rule{}
+	for name, p := range cfg.Profiles {
+		out[name] = p.Permissions
+	}
+	return out
+}
+
 // agentList describes the profiles now configured, with their agents'
 // counts, for /new and /agents.
 func (b *broker) agentList() []chat.AgentInfo {
@@ -197,7 +207,7 @@ func (b *broker) agentList() []chat.AgentInfo {
 	return out
 }
 
-func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolog.Logger) adapter.Config {
+func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, a adapter.Auditor, log zerolog.Logger) adapter.Config {
 	return adapter.Config{
 		TurnTimeout:       cfg.Turn.Timeout,
 		LivenessInterval:  cfg.Turn.LivenessInterval,
@@ -210,6 +220,8 @@ func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, log zerolo
 		WatchdogInterval:  cfg.Watchdog.Interval,
 		Journal:           j,
 		Observer:          o,
+		Auditor:           a,
+		ProfileRules:      profileRules(cfg),
 		Logger:            log,
 	}
 }
@@ -546,7 +558,7 @@ func (b *broker) reload() {
 	b.cfg = &live
 	b.profiles.Store(&live.Profiles)
 	b.level.set(live.Log.Level)
-	b.engine.Reconfigure(engineConfig(&live, nil, nil, b.log))
+	b.engine.Reconfigure(engineConfig(&live, nil, nil, nil, b.log))
 	if b.discord != nil {
 		b.discord.SetAccess(discordAccess(&live))
 		b.discord.RefreshCommands()
@@ -607,7 +619,7 @@ func profileChange(key string) bool {
 		return true
 	}
 	_, field, ok := profileField(key)
-	return ok && (knownProfileKey(field) || strings.HasPrefix(field, mcpServersField))
+	return ok && (knownProfileKey(field) || strings.HasPrefix(field, mcpServersField) || field == permissionsField)
 }
 
 func interruptions(turns []store.Turn) []chat.Interruption {

@@ -34,9 +34,9 @@ func (s *doneSink) Status(st adapter.Status) {
 	}
 }
 func (s *doneSink) Update(acp.Update) {}
-func (s *doneSink) Ask(ctx context.Context, _ *acp.PermissionRequest) acp.PermissionOutcome {
+func (s *doneSink) Ask(ctx context.Context, _ *acp.PermissionRequest) adapter.Answer {
 	<-ctx.Done()
-	return acp.PermissionOutcome{}
+	return adapter.Answer{}
 }
 func (s *doneSink) Notice(string)          {}
 func (s *doneSink) Done(o adapter.Outcome) { s.done <- o }

@@ -24,6 +24,11 @@
 //	                   answered "cancelled" before session/cancel, it
 //	                   carries on and says so (as claude-agent-acp does);
 //	                   "same-id" asks with the prompt's own request id
+//	permission-for K O TITLE...
+//	                   asks permission for a tool call of kind K ("-":
+//	                   none) titled TITLE, offering the option kinds O
+//	                   (comma-separated; "-": all four), each with its
+//	                   kind as id; then says "chose ID" or "chose nothing"
 //	tool-stuck         a tool call in_progress, then silence until cancel
 //	tool-progress D N  a tool call updated every D, N times, then done
 //	silent D           says nothing for D (honours cancel), then answers

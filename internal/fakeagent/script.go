@@ -245,6 +245,8 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		t.stop("end_turn")
 	case "permission", "permission-twice", "same-id":
 		a.permission(t, cmd, id)
+	case "permission-for":
+		a.permissionFor(t, arg(0, "-"), arg(1, "-"), rest(2))
 	case "tool-stuck":
 		a.tool(sid, "call-s", "Long build", "in_progress")
 		if t.waitCancel() {
@@ -370,6 +372,49 @@ func (a *agent) permission(t *turn, cmd string, promptID *json.RawMessage) {
 		} else {
 			a.chunk(sid, "permission denied: "+c+"\n")
 		}
+	}
+	t.stop("end_turn")
+}
+
+// permissionFor asks permission for a tool call of kind ("-": none given)
+// and title, offering one option per kind in opts (comma-separated, "-":
+// the four kinds), each with the kind as its id; then says what was
+// chosen. Without session/cancel, a cancelled answer ends the turn too.
+func (a *agent) permissionFor(t *turn, kind, opts, title string) {
+	sid := t.sid
+	if opts == "-" {
+		opts = "allow_once,allow_always,reject_once,reject_always"
+	}
+	var options []map[string]string
+	for _, k := range strings.Split(opts, ",") {
+		options = append(options, map[string]string{"optionId": k, "name": k, "kind": k})
+	}
+	call := map[string]any{"toolCallId": "call-f", "title": title}
+	update := map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-f", "title": title, "status": "pending"}
+	if kind != "-" {
+		call["kind"], update["kind"] = kind, kind
+	}
+	a.update(sid, update)
+	resp, ok := a.request("session/request_permission", map[string]any{"sessionId": sid, "toolCall": call, "options": options}, "")
+	if !ok {
+		return
+	}
+	var out struct {
+		Outcome struct{ Outcome, OptionID string }
+	}
+	json.Unmarshal(resp.Result, &out)
+	select {
+	case <-t.cancel:
+		t.stop("cancelled")
+		return
+	default:
+	}
+	if out.Outcome.Outcome != "selected" {
+		a.toolStatus(sid, "call-f", "failed")
+		a.chunk(sid, "chose nothing (cancelled)\n")
+	} else {
+		a.toolStatus(sid, "call-f", "completed")
+		a.chunk(sid, "chose "+out.Outcome.OptionID+"\n")
 	}
 	t.stop("end_turn")
 }

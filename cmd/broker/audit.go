@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"acpbroker/adapter"
+	"acpbroker/store"
+)
+
+// storeAuditor records the engine's permission decisions in the state
+// store: the store depends on nothing of ours, so the conversion is here.
+type storeAuditor struct{ s *store.Store }
+
+var _ adapter.Auditor = storeAuditor{}
+
+func (a storeAuditor) Decided(d adapter.Decision) { a.s.Decided(storeDecision(d)) }
+
+func storeDecision(d adapter.Decision) store.Decision {
+	return store.Decision{
+		Time: d.Time.UTC(), Thread: d.Thread, Profile: d.Profile, Turn: d.Turn,
+		ToolCallID: d.ToolCallID, Tool: d.Tool, ToolKind: d.ToolKind,
+		OptionID: d.OptionID, OptionKind: d.OptionKind, Outcome: d.Outcome(),
+		Via: d.Via, By: d.By, ByName: d.ByName,
+	}
+}
+
+// auditLockWait is how long `broker audit` waits for the state file: a
+// running broker holds it for as long as it runs, so this only rides out
+// a broker that is stopping.
+const auditLockWait = 2 * time.Second
+
+// audit is `broker audit`: it prints the permission decisions kept in the
+// state directory of the configuration, oldest first, as a table or as
+// JSON lines. The running broker holds its state file exclusively, so it
+// reads a stopped broker's state; while one runs it says so (exit 1), and
+// the same decisions are in the broker's log.
+func audit(args, environ []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("broker audit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "TOML configuration `file` (for state.dir)")
+	since := fs.Duration("since", 0, "only decisions of the last `duration` (e.g. 24h; default: all kept)")
+	thread := fs.String("thread", "", "only the decisions of thread `id`")
+	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "broker audit: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *since < 0 {
+		fmt.Fprintf(stderr, "broker audit: --since %s is negative\n", *since)
+		return 2
+	}
+	cfg, err := LoadConfig(*configPath, environ)
+	if err != nil {
+		fmt.Fprintln(stderr, "broker:", err)
+		return 2
+	}
+	f := store.DecisionFilter{Thread: *thread}
+	if *since > 0 {
+		f.Since = time.Now().Add(-*since)
+	}
+	list, err := store.ReadDecisions(cfg.State.Dir, f, auditLockWait)
+	if errors.Is(err, store.ErrLocked) {
+		fmt.Fprintf(stderr, "broker audit: %v: a running broker keeps its state file to itself; stop it to read the audit trail here, or find the same decisions in its log (message \"permission decided\")\n", err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "broker audit:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, d := range list {
+			if err := enc.Encode(d); err != nil {
+				fmt.Fprintln(stderr, "broker audit:", err)
+				return 1
+			}
+		}
+		return 0
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "No permission decisions recorded.")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tTHREAD\tPROFILE\tTOOL\tKIND\tOUTCOME\tOPTION\tBY")
+	for _, d := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Time.UTC().Format(time.RFC3339), cell(d.Thread), cell(d.Profile),
+			cell(d.Tool), cell(d.ToolKind), d.Outcome, cell(option(d)), cell(decider(d)))
+	}
+	tw.Flush()
+	return 0
+}
+
+// option is the option chosen, e.g. "allow (allow_once)".
+func option(d store.Decision) string {
+	if d.OptionID == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", d.OptionID, d.OptionKind)
+}
+
+// decider says who decided: "201 (alice)", "rule 1 (kind read)",
+// "turn.permission_mode (allow)", "timeout".
+func decider(d store.Decision) string {
+	by := d.By
+	if by == "" {
+		by = d.Via
+	}
+	if d.ByName != "" {
+		by += " (" + d.ByName + ")"
+	}
+	return by
+}
+
+// cell makes a value one table cell: an agent's title may hold tabs or
+// newlines, which would forge columns or lines; "-" for nothing.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/adapter"
+	"acpbroker/store"
+)
+
+// auditCmd runs `broker audit` with args and returns its exit status and
+// output.
+func auditCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), append([]string{"audit"}, args...), nil, nil, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// `broker audit` prints the decisions kept in the configuration's
+// state.dir, oldest first, as a table or as JSON lines, filtered by age
+// and thread; an agent's title cannot forge a line.
+func TestAudit_PrintsTheDecisionsKept(t *testing.T) {
+	config := writeConfig(t, "")
+	s, err := store.Open(store.Options{Dir: filepath.Join(filepath.Dir(config), "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, d := range []adapter.Decision{
+		{Time: now.Add(-48 * time.Hour), Thread: "111", Tool: "Read old.go", ToolKind: "read", OptionID: "allow", OptionKind: "allow_once", Via: adapter.ViaRule, By: "rule 1", ByName: "kind read"},
+		{Time: now.Add(-time.Hour), Thread: "111", Profile: "claude", Tool: "Run make\n2026-01-01 forged line", ToolKind: "execute", OptionID: "reject", OptionKind: "reject_once", Via: adapter.ViaUser, By: "201", ByName: "alice"},
+		{Time: now.Add(-time.Minute), Thread: "222", Tool: "Edit main.go", ToolKind: "edit", Via: adapter.ViaTimeout, By: adapter.ViaTimeout},
+	} {
+		s.Decided(storeDecision(d))
+	}
+	s.Close()
+
+	code, out, errOut := auditCmd(t, "--config", config)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "TIME") {
+		t.Fatalf("want a header and 3 lines:\n%s", out)
+	}
+	for i, want := range [][]string{
+		{now.Add(-48 * time.Hour).Format(time.RFC3339), "111", "Read old.go", "read", "allowed", "allow (allow_once)", "rule 1 (kind read)"},
+		{"111", "claude", "Run make 2026-01-01 forged line", "execute", "rejected", "reject (reject_once)", "201 (alice)"},
+		{"222", "Edit main.go", "edit", "cancelled", "timeout"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i+1], w) {
+				t.Errorf("line %d lacks %q: %s", i+1, w, lines[i+1])
+			}
+		}
+	}
+
+	code, out, _ = auditCmd(t, "--config", config, "--since", "24h", "--thread", "111")
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "201 (alice)") {
+		t.Fatalf("--since 24h --thread 111: exit %d:\n%s", code, out)
+	}
+
+	code, out, _ = auditCmd(t, "--json", "--config", config, "--since", "24h")
+	if code != 0 {
+		t.Fatalf("--json: exit %d", code)
+	}
+	var got []store.Decision
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var d store.Decision
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("--json line %q: %v", line, err)
+		}
+		got = append(got, d)
+	}
+	if len(got) != 2 || got[0].By != "201" || got[0].ByName != "alice" || got[0].Outcome != "rejected" || !got[0].Time.Equal(now.Add(-time.Hour)) ||
+		got[1].Via != "timeout" || got[1].Outcome != "cancelled" || got[1].Thread != "222" {
+		t.Fatalf("--json gave %+v", got)
+	}
+
+	if code, _, errOut := auditCmd(t, "--config", config, "--since", "yesterday"); code != 2 || !strings.Contains(errOut, "since") {
+		t.Fatalf("a bad --since: exit %d, %q", code, errOut)
+	}
+}
+
+// A permission answered at the console is logged and counted while the
+// broker runs, and `broker audit` says the running broker holds the state;
+// once it stops, audit shows the decision with the local user's name.
+func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
+	port := freePort(t)
+	config := writeConfig(t, "")
+	b := startBroker(t, config, fmt.Sprintf("BROKER_HTTP_LISTEN=127.0.0.1:%d", port), "BROKER_LOG_LEVEL=info")
+	b.say(t, "permission")
+	b.out.waitFor(t, "Answer with a number: ", 20*time.Second)
+	b.say(t, "1")
+	b.out.waitFor(t, "permission granted: allow", 20*time.Second)
+	b.out.waitFor(t, "[done in", 20*time.Second)
+	if logs := b.err.String(); !strings.Contains(logs, `"message":"permission decided"`) || !strings.Contains(logs, `"via":"user"`) {
+		t.Errorf("the decision is not logged:\n%s", logs)
+	}
+	if _, m := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); !strings.Contains(m, `acp_broker_permission_decisions_total{by="user",outcome="allowed"} 1`+"\n") {
+		t.Errorf("/metrics does not count the decision:\n%s", m)
+	}
+	if code, _, errOut := auditCmd(t, "--config", config); code != 1 || !strings.Contains(errOut, "is in use by another broker process") || !strings.Contains(errOut, "stop it") {
+		t.Errorf("audit while the broker runs: exit %d, %q", code, errOut)
+	}
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := auditCmd(t, "--json", "--config", config)
+	var d store.Decision
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil {
+		t.Fatalf("audit after the broker stopped: exit %d, %q, %q", code, out, errOut)
+	}
+	if d.Thread != "console" || d.Tool != "Run rm -rf build" || d.OptionID != "allow" || d.OptionKind != "allow_once" || d.Via != "user" ||
+		d.By != me.Username || d.ByName != "local user" || d.Turn == 0 {
+		t.Fatalf("recorded %+v", d)
+	}
+}
