@@ -158,3 +158,37 @@ action = "allow"
 		t.Fatalf("a bad rule: %v", err)
 	}
 }
+
+// The two-agent setup the README and config.example.toml show is a
+// configuration that loads (with the fake agent for npx and a real
+// repository path).
+func TestProfiles_TheDocumentedTwoAgentSetupLoads(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(readme), "```toml\n[agent]                       # shared by both profiles\n")
+	block, _, _ = strings.Cut(block, "```")
+	example, err := os.ReadFile("../../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, commented, _ := strings.Cut(string(example), "# [agents]\n")
+	var uncommented strings.Builder
+	uncommented.WriteString("[agents]\n")
+	for _, line := range strings.Split(commented, "\n") {
+		uncommented.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
+	}
+	repo := gitRepo(t)
+	for name, text := range map[string]string{"README": "[agent]\n" + block, "config.example.toml": "[agent]\ncommand = \"npx\"\n" + uncommented.String()} {
+		text = strings.ReplaceAll(text, `"npx"`, `"`+fakeAgent+`"`)
+		text = strings.ReplaceAll(text, `"/srv/repo"`, `"`+repo+`"`)
+		c, err := loadText(t, text)
+		if err != nil {
+			t.Fatalf("%s's example: %v\n%s", name, err, text)
+		}
+		if len(c.Profiles) != 2 || c.DefaultProfile != "claude" || c.Profiles["codex"].Workspace != "worktree" || c.Channels["123456789012345678"] != "codex" {
+			t.Fatalf("%s's example: profiles %v, default %q, channels %v", name, sortedKeys(c.Profiles), c.DefaultProfile, c.Channels)
+		}
+	}
+}
