@@ -30,9 +30,9 @@ func (w *world) who(thread string) string {
 func TestProfiles_AThreadKeepsItsAgentAcrossRestartsAndIsToldWhenItIsRemoved(t *testing.T) {
 	w := newWorld(t, setup{})
 	profiles := settings{
-		"agents.default": "a",
-		"agents.a.env":   []string{"WHO=a"},
-		"agents.b.env":   []string{"WHO=b"},
+		"agents.default":                   "a",
+		"agents.a.env":                     []string{"WHO=a"},
+		"agents.b.env":                     []string{"WHO=b"},
 		"channels." + w.Channel + ".agent": "b",
 	}
 	w.Conf = w.Conf.With(profiles)
