@@ -192,3 +192,35 @@ func TestProfiles_TheDocumentedTwoAgentSetupLoads(t *testing.T) {
 		}
 	}
 }
+
+// A profile's own [[agents.NAME.mcp_servers]] replace [agent]'s; a
+// profile without them takes [agent]'s.
+func TestProfiles_MCPServersPerProfile(t *testing.T) {
+	c, err := loadText(t, `
+[agent]
+command = "`+fakeAgent+`"
+[[agent.mcp_servers]]
+name = "shared"
+command = "`+fakeAgent+`"
+
+[agents]
+default = "a"
+[agents.a]
+[agents.b]
+[[agents.b.mcp_servers]]
+name = "docs"
+type = "http"
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer T0KEN-of-b" }
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.Profiles["a"].MCPServers, c.Profiles["b"].MCPServers
+	if len(a) != 1 || a[0].Name != "shared" || len(b) != 1 || b[0].Name != "docs" || b[0].Headers[0].Value != "Bearer T0KEN-of-b" {
+		t.Fatalf("servers: a %v, b %v", a, b)
+	}
+	if v := c.values["agents.b.mcp_servers"]; strings.Contains(v, "T0KEN") {
+		t.Fatalf("the reload record shows a header value: %q", v)
+	}
+}
