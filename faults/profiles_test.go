@@ -103,6 +103,15 @@ func TestProfiles_AWorktreeProfileGivesEachThreadItsOwnCheckout(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(branch)) != "acp/"+thread {
 			t.Fatalf("thread %s's worktree is on %q (%v), want acp/%s", thread, branch, err, thread)
 		}
+		// The agent commits on its branch from inside its sandbox: the
+		// repository's git directory is there for it.
+		w.Discord.Post(thread, alice, "run git -c user.name=agent -c user.email=agent@example.com commit -q --allow-empty -m from-"+u)
+		if a := w.awaitAnswers(thread, 2)[1]; !strings.Contains(a.Text, "exit: <nil>") {
+			t.Fatalf("git commit in the agent's worktree: %q", a.Text)
+		}
+		if log, err := exec.Command("git", "-C", repo, "log", "--format=%s", "acp/"+thread).Output(); err != nil || !strings.HasPrefix(string(log), "from-"+u+"\n") {
+			t.Fatalf("branch acp/%s has %q (%v), want the agent's commit on top", thread, log, err)
+		}
 	}
 	if dirs["one"] == dirs["two"] {
 		t.Fatalf("two threads share %s", dirs["one"])

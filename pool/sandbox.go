@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -70,7 +71,7 @@ func (s Sandbox) stopCommand(thread, workdir, profile string) []string {
 // through the launcher. programs are more commands the agent itself
 // starts (stdio MCP servers): in bubblewrap their directories are shown
 // read-only, as the agent's own.
-func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs []string) ProcessSpec {
+func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWrite []string) ProcessSpec {
 	if len(s.Launcher) > 0 {
 		words := s.expand(s.Launcher, thread, spec.Dir, profile)
 		spec.Args = append(append(words[1:], spec.Command), spec.Args...)
@@ -105,7 +106,7 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs []strin
 	for _, p := range s.ReadOnly {
 		args = append(args, "--ro-bind-try", p, p)
 	}
-	for _, p := range s.ReadWrite {
+	for _, p := range append(slices.Clone(s.ReadWrite), readWrite...) {
 		args = append(args, "--bind-try", p, p)
 	}
 	args = append(args, "--bind", spec.Dir, spec.Dir, "--chdir", spec.Dir, "--", spec.Command)
@@ -184,7 +185,7 @@ func (s Sandbox) Check(timeout time.Duration) error {
 		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 	}
 	defer os.RemoveAll(dir)
-	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", nil)
+	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, spec.Args...).CombinedOutput()

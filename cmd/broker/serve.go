@@ -173,6 +173,7 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 		abs := *p
 		abs.Cwd = cwd
 		if wt := worktreesFor(&abs, log); wt != nil {
+			pp.SandboxRW = []string{gitDir(p.Repo)}
 			pp.Workspace = func(ctx context.Context, thread string) (string, error) {
 				dir, _, err := wt.Prepare(ctx, thread)
 				return dir, err

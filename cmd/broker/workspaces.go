@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -24,6 +25,19 @@ func worktreesFor(p *Profile, log zerolog.Logger) *workspace.Worktrees {
 		Dir:    filepath.Join(p.Cwd, "worktrees", p.Name),
 		Logger: log.With().Str("profile", p.Name).Logger(),
 	}
+}
+
+// gitDir is where a repository keeps its objects and its worktrees'
+// records: repo/.git, or repo itself when it is bare.
+func gitDir(repo string) string {
+	abs, err := filepath.Abs(repo)
+	if err != nil {
+		abs = repo
+	}
+	if st, err := os.Stat(filepath.Join(abs, ".git")); err == nil && st.IsDir() {
+		return filepath.Join(abs, ".git")
+	}
+	return abs
 }
 
 // profileKey names a profile's key for errors: agents.NAME.key, or

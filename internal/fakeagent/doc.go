@@ -41,6 +41,7 @@
 //	answer-twice [D]   answers, then D later (300ms) sends the same answer
 //	other-session      sends an update for a session it never created
 //	env                answers with its environment, one NAME=value a line
+//	run CMD [ARGS...]  runs CMD itself in its directory, answers its output
 //	mcp-servers        answers with the session's mcpServers as received
 //	                   (from session/new or session/load), raw JSON
 //	anything else      a demo turn: thought, tool call, plan, echo

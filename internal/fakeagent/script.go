@@ -201,6 +201,18 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 	case "whoami":
 		a.chunk(sid, fmt.Sprintf("uid=%d gid=%d", os.Getuid(), os.Getgid()))
 		t.stop("end_turn")
+	case "run":
+		// Runs a program itself, in its working directory (as an agent
+		// runs git), and says what it printed and how it ended.
+		if len(args) == 0 {
+			a.chunk(sid, "run what?\n")
+			t.stop("end_turn")
+			return
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		out, err := cmd.CombinedOutput()
+		a.chunk(sid, fmt.Sprintf("%s\nexit: %v\n", out, err))
+		t.stop("end_turn")
 	case "probe":
 		// A hostile agent: tries each of its arguments (r:PATH reads,
 		// w:PATH writes, get:URL fetches, environ:TEXT looks for TEXT in
