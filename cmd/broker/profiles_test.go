@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // loadText loads a configuration written as text, with PATH holding bin.
@@ -222,5 +224,38 @@ headers = { Authorization = "Bearer T0KEN-of-b" }
 	}
 	if v := c.values["agents.b.mcp_servers"]; strings.Contains(v, "T0KEN") {
 		t.Fatalf("the reload record shows a header value: %q", v)
+	}
+}
+
+// The console offers the profiles too: /agents lists them, /new NAME
+// starts a conversation with one, and a reload (SIGHUP) adds one that
+// /new can then start.
+func TestRun_ConsoleNewAndAgentsWithProfilesAndAReload(t *testing.T) {
+	profiles := "[agents]\ndefault = \"a\"\n[agents.a]\ndescription = \"the first\"\nenv = [\"WHO=a\"]\n[agents.b]\nenv = [\"WHO=b\"]\n"
+	config := writeConfig(t, profiles+"[pool]\nmax_sessions = 4\n")
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "/agents")
+	b.out.waitFor(t, "[a (default): the first — 0 live, 0 busy]", 10*time.Second)
+	b.out.waitFor(t, "[b — 0 live, 0 busy]", 10*time.Second)
+	b.say(t, "env")
+	b.out.waitFor(t, "WHO=a", 20*time.Second)
+	b.say(t, "/new b")
+	b.out.waitFor(t, "[new conversation with b", 10*time.Second)
+	b.say(t, "env")
+	b.out.waitFor(t, "WHO=b", 20*time.Second)
+	b.say(t, "/new c")
+	b.out.waitFor(t, `[there is no agent "c"; the agents are a, b]`, 10*time.Second)
+
+	text, _ := os.ReadFile(config)
+	os.WriteFile(config, []byte(strings.Replace(string(text), "[agents.b]", "[agents.c]\nenv = [\"WHO=c\"]\n[agents.b]", 1)), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFor(t, "configuration reloaded", 10*time.Second)
+	b.say(t, "/new c")
+	b.out.waitFor(t, "[new conversation with c", 10*time.Second)
+	b.say(t, "env")
+	b.out.waitFor(t, "WHO=c", 20*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 }
