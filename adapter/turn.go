@@ -142,6 +142,14 @@ func (t *turn) profile() (string, error) {
 	tp := t.cfg.ThreadProfiles
 	if tp != nil {
 		if name := tp.ThreadProfile(t.thread); name != "" {
+			if name == pool.DefaultProfileName && t.e.pool.Profile(name) == nil {
+				// A thread from when [agent] was the one profile: it goes
+				// on with the default of the named profiles.
+				if def := t.e.pool.Profile(""); def != nil {
+					tp.SetThreadProfile(t.thread, def.Name)
+					return def.Name, nil
+				}
+			}
 			return name, nil
 		}
 	}
