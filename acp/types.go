@@ -45,6 +45,8 @@ type FSCapabilities struct {
 type ClientCapabilities struct {
 	FS       FSCapabilities `json:"fs"`
 	Terminal bool           `json:"terminal"`
+	// Session says which kinds of session configuration the client shows.
+	Session *SessionCapabilities `json:"session,omitempty"`
 }
 
 // InitializeParams are the params of "initialize".

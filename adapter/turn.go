@@ -204,6 +204,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		agent.Lost = ""
 		t.p.Sink.Notice("The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before.")
 	}
+	t.applyChoices(ctx, agent)
 
 	t.sub, err = agent.Conn.Subscribe(agent.SessionID, acp.ApproverFunc(t.approve))
 	if err != nil {
