@@ -52,7 +52,7 @@ func (s *session) rel(p string) (string, error) {
 func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
 	params := InitializeParams{
 		ProtocolVersion:    ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
+		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: c.opts.Terminal != nil},
 		ClientInfo:         c.opts.ClientInfo,
 	}
 	var res InitializeResult

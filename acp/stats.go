@@ -39,6 +39,8 @@ type Stats struct {
 	// RefusedRequests counts those refused for being past the cap.
 	AgentRequests   int
 	RefusedRequests uint64
+	// TerminalsOpen is the number of terminals not yet released.
+	TerminalsOpen int
 	// InvalidRequests counts requests answered -32600: batches, ids that
 	// are not a string, number or null.
 	InvalidRequests uint64
@@ -59,13 +61,14 @@ func (s Stats) Add(o Stats) Stats {
 		AgentRequests:      s.AgentRequests + o.AgentRequests,
 		RefusedRequests:    s.RefusedRequests + o.RefusedRequests,
 		InvalidRequests:    s.InvalidRequests + o.InvalidRequests,
+		TerminalsOpen:      s.TerminalsOpen + o.TerminalsOpen,
 	}
 }
 
 // Stats returns a snapshot of the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs), AgentRequests: c.serving}
+	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms)}
 	c.mu.Unlock()
 	s.StaleResponses = c.stats.staleResponses.Load()
 	s.JunkLines = c.stats.junkLines.Load()
