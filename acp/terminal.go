@@ -72,6 +72,8 @@ type TerminalOutput struct {
 	Output string
 	// Truncated: the beginning was dropped.
 	Truncated bool
+	// Written counts every byte the command printed, kept or not.
+	Written int64
 	// Exit is set once the command has ended.
 	Exit *TerminalExitStatus
 }
@@ -222,11 +224,17 @@ func (t *terminal) kill(grace time.Duration) {
 	t.wg.Wait()
 }
 
+// end kills a released terminal and keeps only the end of its output.
+func (t *terminal) end(grace time.Duration) {
+	t.kill(grace)
+	t.out.shrink(releasedTerminalBytes)
+}
+
 // snapshot is the terminal's output so far (its last tail bytes; all when
 // tail < 0), and its exit once ended.
 func (t *terminal) snapshot(tail int) TerminalOutput {
-	out, truncated := t.out.get(tail)
-	o := TerminalOutput{ID: t.id, Output: out, Truncated: truncated}
+	out, truncated, written := t.out.get(tail)
+	o := TerminalOutput{ID: t.id, Output: out, Truncated: truncated, Written: written}
 	select {
 	case <-t.exited:
 		st := t.status
@@ -243,6 +251,7 @@ type outputBuffer struct {
 	limit     int
 	buf       []byte
 	truncated bool
+	written   int64
 }
 
 func (b *outputBuffer) write(p []byte) {
@@ -251,6 +260,7 @@ func (b *outputBuffer) write(p []byte) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.written += int64(len(p))
 	b.buf = append(b.buf, p...)
 	b.trimLocked(b.limit)
 }
@@ -279,8 +289,9 @@ func (b *outputBuffer) shrink(max int) {
 }
 
 // get returns the last tail bytes kept (all when tail < 0), from a
-// character's start, and whether anything before them was dropped.
-func (b *outputBuffer) get(tail int) (string, bool) {
+// character's start, whether anything before them was dropped, and how
+// many bytes were written in all.
+func (b *outputBuffer) get(tail int) (string, bool, int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	buf := b.buf
@@ -289,9 +300,9 @@ func (b *outputBuffer) get(tail int) (string, bool) {
 		for i := 0; i < utf8.UTFMax-1 && cut < len(buf) && !utf8.RuneStart(buf[cut]); i++ {
 			cut++
 		}
-		return string(buf[cut:]), true
+		return string(buf[cut:]), true, b.written
 	}
-	return string(buf), b.truncated
+	return string(buf), b.truncated, b.written
 }
 
 // lookPath finds name in the PATH of env, as the command's own shell

@@ -75,7 +75,7 @@ func (c *Conn) terminalRequest(req *jsonrpc2.Request) (any, error) {
 		return struct{}{}, nil
 	default: // MethodTerminalRelease
 		c.releaseTerminal(t)
-		t.kill(c.opts.TerminalGrace)
+		t.end(c.opts.TerminalGrace)
 		return struct{}{}, nil
 	}
 }
@@ -186,8 +186,8 @@ func (c *Conn) terminal(sessionID, id string) (*terminal, error) {
 	return t, nil
 }
 
-// releaseTerminal forgets t: its id is no longer valid, and the end of its
-// output is kept a while for TerminalOutput.
+// releaseTerminal forgets t: its id is no longer valid, and once ended
+// (end), the end of its output is kept a while for TerminalOutput.
 func (c *Conn) releaseTerminal(t *terminal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -195,7 +195,6 @@ func (c *Conn) releaseTerminal(t *terminal) {
 		return
 	}
 	delete(c.terms, t.id)
-	t.out.shrink(releasedTerminalBytes)
 	c.released = append(c.released, t)
 	if len(c.released) > releasedTerminalsKept {
 		c.released = append(c.released[:0:0], c.released[len(c.released)-releasedTerminalsKept:]...)
@@ -217,8 +216,8 @@ func (c *Conn) KillTerminals(sessionID string) {
 // terminal/release does. It does not wait for them; Close does.
 func (c *Conn) ReleaseTerminals(sessionID string) {
 	for _, t := range c.sessionTerminals(sessionID, true) {
-		if !c.spawn(func() { t.kill(c.opts.TerminalGrace) }) {
-			t.kill(c.opts.TerminalGrace)
+		if !c.spawn(func() { t.end(c.opts.TerminalGrace) }) {
+			t.end(c.opts.TerminalGrace)
 		}
 	}
 }
