@@ -109,3 +109,21 @@ func TestTurn_TerminalOutputReachesTheSink(t *testing.T) {
 		t.Fatalf("terminal shown as %+v", u.Terminal)
 	}
 }
+
+// A terminal printing is progress: its tool call, with no update from
+// the agent for longer than turn.tool_timeout, is not stuck.
+func TestWatchdog_ATerminalPrintingIsNotStuck(t *testing.T) {
+	r := newRig(t, nil, pool.Config{Env: []string{"PATH=" + os.Getenv("PATH")}},
+		Config{ToolTimeout: 1500 * time.Millisecond, WatchdogInterval: 100 * time.Millisecond})
+	rec := r.prompt("t", "terminal-long")
+	rec.terminalPIDs(t)
+	select {
+	case o := <-rec.done:
+		t.Fatalf("the turn ended while its terminal printed: %+v", o)
+	case <-time.After(4 * time.Second):
+	}
+	r.engine.Cancel("t", CancelledBy("tester"))
+	if o := rec.wait(t, 10*time.Second); !strings.Contains(fmt.Sprint(o.Err), "cancelled by tester") {
+		t.Fatalf("outcome %+v", o)
+	}
+}

@@ -546,14 +546,23 @@ func (t *turn) showTerminal(st *shownTerminal) {
 	if !ok {
 		return // unknown, or released long ago: nothing to show
 	}
-	now := o.Output
+	// The tail alone may not change while output flows.
+	now := fmt.Sprint(o.Written)
 	if o.Exit != nil {
-		now += "\x00" + o.Exit.String()
+		now += " " + o.Exit.String()
 	}
 	if now == st.shown {
 		return
 	}
 	st.shown = now
+	// Output is progress, of the turn and of the tool call that runs it.
+	t.mu.Lock()
+	t.progress = time.Now()
+	if tc, ok := t.open[st.toolCallID]; ok {
+		tc.updated = t.progress
+		t.open[st.toolCallID] = tc
+	}
+	t.mu.Unlock()
 	t.p.Sink.Update(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: st.toolCallID, Terminal: &o})
 }
 
