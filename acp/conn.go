@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"acpbroker/internal/redact"
 
@@ -36,8 +37,21 @@ type Options struct {
 	MaxReadBytes  int
 	MaxWriteBytes int
 	// MaxAgentRequests bounds the agent's requests being served at once
-	// (permission, fs); past it a request is refused at once (default 64).
+	// (permission, fs, terminal); past it a request is refused at once
+	// (default 64).
 	MaxAgentRequests int
+	// Terminal, if set, makes the Conn offer terminals
+	// (clientCapabilities.terminal): it turns the command a
+	// terminal/create asks for into the process started, giving it the
+	// agent's environment, user and confinement. It must not block.
+	Terminal func(TerminalCommand) TerminalCommand
+	// MaxTerminals bounds a session's open terminals (default 8); past it
+	// terminal/create is refused. MaxTerminalBytes bounds the output one
+	// terminal keeps (default 1 MiB), whatever its outputByteLimit.
+	MaxTerminals, MaxTerminalBytes int
+	// TerminalGrace is how long a terminal's process group is given
+	// between SIGTERM and SIGKILL when it is killed (default 1s).
+	TerminalGrace time.Duration
 	// Redact masks secret values in the error messages the agent answers
 	// with, before anyone logs or shows them (nil: none).
 	Redact *redact.Redactor
@@ -85,6 +99,10 @@ type Conn struct {
 	permSeq  uint64
 	serving  int // agent requests being served
 	init     *InitializeResult
+	terms    map[string]*terminal // open terminals, by id
+	termSeq  uint64
+	released []*terminal // the last ones released, their output's end kept
+	createMu sync.Mutex  // one terminal/create at a time
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -115,6 +133,15 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	if opts.MaxAgentRequests <= 0 {
 		opts.MaxAgentRequests = DefaultMaxAgentRequests
 	}
+	if opts.MaxTerminals <= 0 {
+		opts.MaxTerminals = DefaultMaxTerminals
+	}
+	if opts.MaxTerminalBytes <= 0 {
+		opts.MaxTerminalBytes = DefaultMaxTerminalBytes
+	}
+	if opts.TerminalGrace <= 0 {
+		opts.TerminalGrace = DefaultTerminalGrace
+	}
 	if opts.ClientInfo.Name == "" {
 		opts.ClientInfo = Implementation{Name: "acp-broker", Version: "dev"}
 	}
@@ -131,6 +158,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		sessions: map[string]*session{},
 		early:    map[string][]Update{},
 		perms:    map[uint64]*permission{},
+		terms:    map[string]*terminal{},
 	}
 	stream := &lineStream{
 		r:       bufio.NewReaderSize(r, 4<<10),
@@ -161,8 +189,10 @@ func (c *Conn) Err() error {
 }
 
 // Close tears the connection down: pending calls fail with ErrClosed, open
-// permission requests are cancelled, and both pipes are closed. It returns
-// when every goroutine the Conn started has exited. Safe to call twice.
+// permission requests are cancelled, every terminal's process group is
+// killed (SIGTERM, then SIGKILL after Options.TerminalGrace), and both
+// pipes are closed. It returns when every goroutine the Conn started, and
+// every terminal, has ended. Safe to call twice.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -177,6 +207,7 @@ func (c *Conn) Close() error {
 			s.close()
 		}
 		c.mu.Unlock()
+		c.closeTerminals()
 	})
 	c.wg.Wait()
 	<-c.readDone

@@ -58,7 +58,8 @@ func wireError(err error) *jsonrpc2.Error {
 	code := int64(CodeInternalError)
 	switch {
 	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams),
-		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge):
+		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge), errors.Is(err, errUnknownTerminal),
+		errors.Is(err, errTerminalStart):
 		code = CodeInvalidParams
 	case errors.Is(err, errBatch), errors.Is(err, errInvalidID), errors.Is(err, errInvalidReqt):
 		code = CodeInvalidRequest
@@ -71,12 +72,16 @@ func wireError(err error) *jsonrpc2.Error {
 }
 
 var (
-	errBadParams   = errors.New("invalid params")
-	errNoMethod    = errors.New("method not found")
-	errNotRegular  = errors.New("not a regular file")
-	errTooLarge    = errors.New("too large")
-	errTooMany     = errors.New("too many requests in flight")
-	errBatch       = errors.New("batch requests are not supported: send one message per line")
-	errInvalidID   = errors.New("the request's id is not a string, number or null")
-	errInvalidReqt = errors.New("invalid request")
+	errBadParams  = errors.New("invalid params")
+	errNoMethod   = errors.New("method not found")
+	errNotRegular = errors.New("not a regular file")
+	errTooLarge   = errors.New("too large")
+	errTooMany    = errors.New("too many requests in flight")
+
+	errUnknownTerminal  = errors.New("unknown terminal")
+	errTerminalStart    = errors.New("terminal command could not start")
+	errTooManyTerminals = errors.New("too many terminals")
+	errBatch            = errors.New("batch requests are not supported: send one message per line")
+	errInvalidID        = errors.New("the request's id is not a string, number or null")
+	errInvalidReqt      = errors.New("invalid request")
 )

@@ -141,7 +141,8 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		c.params = nil
 	}
 	switch req.Method {
-	case MethodRequestPermission, MethodReadTextFile, MethodWriteTextFile:
+	case MethodRequestPermission, MethodReadTextFile, MethodWriteTextFile,
+		MethodTerminalCreate, MethodTerminalOutput, MethodTerminalWaitForExit, MethodTerminalKill, MethodTerminalRelease:
 		if req.Notif {
 			c.stats.badMessages.Add(1)
 			return
@@ -152,10 +153,13 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.replyErr(req, fmt.Errorf("%w (at most %d)", errTooMany, c.opts.MaxAgentRequests))
 			return
 		}
-		if req.Method == MethodRequestPermission {
+		switch req.Method {
+		case MethodRequestPermission:
 			c.servePermission(req)
-		} else {
+		case MethodReadTextFile, MethodWriteTextFile:
 			c.serveFS(req)
+		default:
+			c.serveTerminal(req)
 		}
 	default:
 		if req.Notif {

@@ -54,7 +54,7 @@ func (s *session) rel(p string) (string, error) {
 func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
 	params := InitializeParams{
 		ProtocolVersion:    ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Session: sessionCapabilities},
+		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: c.opts.Terminal != nil, Session: sessionCapabilities},
 		ClientInfo:         c.opts.ClientInfo,
 	}
 	var res InitializeResult

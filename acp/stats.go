@@ -40,6 +40,8 @@ type Stats struct {
 	// RefusedRequests counts those refused for being past the cap.
 	AgentRequests   int
 	RefusedRequests uint64
+	// TerminalsOpen is the number of terminals not yet released.
+	TerminalsOpen int
 	// InvalidRequests counts requests answered -32600: batches, ids that
 	// are not a string, number or null.
 	InvalidRequests uint64
@@ -65,13 +67,14 @@ func (s Stats) Add(o Stats) Stats {
 		InvalidRequests:    s.InvalidRequests + o.InvalidRequests,
 
 		UnknownConfigOptions: s.UnknownConfigOptions + o.UnknownConfigOptions,
+		TerminalsOpen:        s.TerminalsOpen + o.TerminalsOpen,
 	}
 }
 
 // Stats returns a snapshot of the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs), AgentRequests: c.serving}
+	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms)}
 	c.mu.Unlock()
 	s.StaleResponses = c.stats.staleResponses.Load()
 	s.JunkLines = c.stats.junkLines.Load()

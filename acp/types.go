@@ -17,6 +17,12 @@ const (
 	MethodRequestPermission = "session/request_permission"
 	MethodReadTextFile      = "fs/read_text_file"
 	MethodWriteTextFile     = "fs/write_text_file"
+
+	MethodTerminalCreate      = "terminal/create"
+	MethodTerminalOutput      = "terminal/output"
+	MethodTerminalWaitForExit = "terminal/wait_for_exit"
+	MethodTerminalKill        = "terminal/kill"
+	MethodTerminalRelease     = "terminal/release"
 )
 
 // Stop reasons of a prompt turn.
@@ -113,6 +119,8 @@ type ToolCallContent struct {
 	Type    string        `json:"type"`
 	Content *ContentBlock `json:"content,omitempty"`
 	Path    string        `json:"path,omitempty"`
+	// TerminalID names the terminal whose output a "terminal" item shows.
+	TerminalID string `json:"terminalId,omitempty"`
 }
 
 // ToolCallLocation is a file a tool call touches.
@@ -150,6 +158,11 @@ type Update struct {
 
 	// current_mode_update
 	CurrentModeID string `json:"currentModeId,omitempty"`
+
+	// Terminal is never sent by an agent: the broker sets it on a
+	// tool_call_update it makes to show the live output of a terminal
+	// the tool call holds.
+	Terminal *TerminalOutput `json:"-"`
 
 	// Raw is the update as received.
 	Raw json.RawMessage `json:"-"`
@@ -327,4 +340,24 @@ type writeTextFileParams struct {
 	SessionID string `json:"sessionId"`
 	Path      string `json:"path"`
 	Content   string `json:"content"`
+}
+
+type createTerminalParams struct {
+	SessionID       string        `json:"sessionId"`
+	Command         string        `json:"command"`
+	Args            []string      `json:"args"`
+	Env             []EnvVariable `json:"env"`
+	Cwd             string        `json:"cwd"`
+	OutputByteLimit *uint64       `json:"outputByteLimit"`
+}
+
+type terminalParams struct {
+	SessionID  string `json:"sessionId"`
+	TerminalID string `json:"terminalId"`
+}
+
+type terminalOutputResult struct {
+	Output     string              `json:"output"`
+	Truncated  bool                `json:"truncated"`
+	ExitStatus *TerminalExitStatus `json:"exitStatus,omitempty"`
 }

@@ -35,6 +35,7 @@ type turn struct {
 	text  strings.Builder
 	tools []ToolCall
 	plan  []acp.PlanEntry
+	terms []shownTerminal // terminals the turn's tool calls show
 
 	// read by the watchdog
 	mu          sync.Mutex
@@ -44,6 +45,22 @@ type turn struct {
 	asking      int    // permission requests open
 	profileName string // the agent's profile, once it has one
 }
+
+// shownTerminal is a terminal a tool call holds, with the output last
+// shown of it.
+type shownTerminal struct {
+	toolCallID, terminalID string
+	shown                  string
+}
+
+// Bounds of the live terminal output shown in the thread: a turn shows at
+// most maxShownTerminals terminals, each as the last terminalTailBytes of
+// its output, looked at every terminalRefresh.
+const (
+	maxShownTerminals = 8
+	terminalTailBytes = 2 << 10
+	terminalRefresh   = time.Second
+)
 
 type toolProgress struct {
 	title   string
@@ -244,6 +261,8 @@ func (t *turn) loop(ctx context.Context) Outcome {
 	defer stop()
 	liveness := time.NewTicker(cfg.LivenessInterval)
 	defer liveness.Stop()
+	terminals := time.NewTicker(terminalRefresh)
+	defer terminals.Stop()
 	exited, overflow := t.agent.Proc.Exited(), t.sub.Overflowed()
 	for {
 		if t.e.loopHook != nil {
@@ -264,6 +283,8 @@ func (t *turn) loop(ctx context.Context) Outcome {
 				return t.answered()
 			}
 			end(cause)
+		case <-terminals.C:
+			t.showTerminals()
 		case <-liveness.C:
 			if !t.agent.Proc.Alive() {
 				end(fmt.Errorf("%w: its process is gone", ErrAgentUnhealthy))
@@ -294,6 +315,7 @@ func (t *turn) isAnswered() bool {
 // answered ends the turn with the agent's answer to the prompt.
 func (t *turn) answered() Outcome {
 	t.drain()
+	t.showTerminals()
 	var res acp.PromptResult
 	if err := t.call.Result(&res); err != nil {
 		if isDeath(err) {
@@ -379,6 +401,9 @@ func (t *turn) abandon(cause error) Outcome {
 		conn.CancelSession(sid)
 	}
 	conn.CancelPermissions(sid, cause)
+	// The commands the agent ran through the broker are stopped with the
+	// turn; the agent may still read what they printed until it answers.
+	conn.KillTerminals(sid)
 	trusted := false
 	if alive {
 		t.p.Sink.Status(Status{Phase: PhaseCancelling, Text: "stopping: " + cause.Error()})
@@ -386,6 +411,8 @@ func (t *turn) abandon(cause error) Outcome {
 	}
 	t.drain()
 	t.call.Abandon()
+	t.showTerminals()
+	conn.ReleaseTerminals(sid)
 	t.sub.Close()
 	if alive && !trusted {
 		t.log.Warn().Dur("grace", cfg.CancelGrace).Msg("agent did not answer the cancelled prompt in time; stopping it")
@@ -476,6 +503,11 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 	if u.Status != "" {
 		tc.Status = u.Status
 	}
+	for _, c := range u.ToolOutput {
+		if c.Type == "terminal" && c.TerminalID != "" {
+			t.watchTerminal(tc.ID, c.TerminalID)
+		}
+	}
 	t.mu.Lock()
 	if tc.Status == "completed" || tc.Status == "failed" {
 		delete(t.open, tc.ID)
@@ -493,6 +525,54 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 		}
 		j.ToolCall(t.id, tc.ID, title, u.Status)
 	}
+}
+
+// watchTerminal starts showing a terminal the tool call holds, with what
+// it printed so far, unless the turn shows as many as it may.
+func (t *turn) watchTerminal(toolCallID, terminalID string) {
+	for _, st := range t.terms {
+		if st.toolCallID == toolCallID && st.terminalID == terminalID {
+			return
+		}
+	}
+	if len(t.terms) >= maxShownTerminals {
+		return
+	}
+	t.terms = append(t.terms, shownTerminal{toolCallID: toolCallID, terminalID: terminalID})
+	t.showTerminal(&t.terms[len(t.terms)-1])
+}
+
+// showTerminals gives the Sink the output of the turn's terminals that
+// changed since last shown.
+func (t *turn) showTerminals() {
+	for i := range t.terms {
+		t.showTerminal(&t.terms[i])
+	}
+}
+
+func (t *turn) showTerminal(st *shownTerminal) {
+	o, ok := t.agent.Conn.TerminalOutput(t.agent.SessionID, st.terminalID, terminalTailBytes)
+	if !ok {
+		return // unknown, or released long ago: nothing to show
+	}
+	// The tail alone may not change while output flows.
+	now := fmt.Sprint(o.Written)
+	if o.Exit != nil {
+		now += " " + o.Exit.String()
+	}
+	if now == st.shown {
+		return
+	}
+	st.shown = now
+	// Output is progress, of the turn and of the tool call that runs it.
+	t.mu.Lock()
+	t.progress = time.Now()
+	if tc, ok := t.open[st.toolCallID]; ok {
+		tc.updated = t.progress
+		t.open[st.toolCallID] = tc
+	}
+	t.mu.Unlock()
+	t.p.Sink.Update(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: st.toolCallID, Terminal: &o})
 }
 
 // approve answers the agent's permission request: by the first of the

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -23,6 +24,9 @@ type Transcript struct {
 
 type toolLine struct {
 	id, title, status string
+	// terminal is the end of the output of a terminal the tool call
+	// holds, as last seen.
+	terminal string
 }
 
 // Add folds one update into the transcript. It reports whether the visible
@@ -58,6 +62,9 @@ func (t *Transcript) Answer() string { return t.answer.String() }
 func (t *Transcript) tool(u acp.Update) {
 	for i := range t.tools {
 		if t.tools[i].id == u.ToolCallID {
+			if u.Terminal != nil {
+				t.tools[i].terminal = TerminalTail(u.Terminal.Output, TerminalLines)
+			}
 			if u.Title != nil && *u.Title != "" {
 				t.tools[i].title = *u.Title
 			}
@@ -66,6 +73,9 @@ func (t *Transcript) tool(u acp.Update) {
 			}
 			return
 		}
+	}
+	if u.Terminal != nil {
+		return // a terminal of a tool call not shown
 	}
 	l := toolLine{id: u.ToolCallID, status: u.Status, title: u.ToolCallID}
 	if u.Title != nil && *u.Title != "" {
@@ -100,6 +110,9 @@ func (t *Transcript) Render() string {
 	for _, l := range t.tools {
 		w := ToolStatusWord(l.status)
 		fmt.Fprintf(&b, "%s `%s` %s\n", toolIcon[w], oneLine(l.title, 120), w)
+		if l.terminal != "" {
+			b.WriteString("```\n" + l.terminal + "\n```\n")
+		}
 	}
 	if len(t.plan) > 0 {
 		b.WriteString("**Plan**\n")
@@ -122,6 +135,43 @@ func (t *Transcript) Render() string {
 	}
 	b.WriteString(t.answer.String())
 	return b.String()
+}
+
+// TerminalLines is how many of a terminal's last lines a tool call shows.
+const TerminalLines = 5
+
+// terminalLineMax caps one line of terminal output shown, in characters.
+const terminalLineMax = 120
+
+// ansiEscape matches a terminal's colour and cursor sequences.
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+
+// TerminalTail is the last n lines of a terminal's output, fit to show in
+// a code block: a line redrawn with carriage returns is shown as it last
+// was, colour sequences and control characters are dropped, each line is cut to 120
+// characters, and nothing can close the block early.
+func TerminalTail(output string, n int) string {
+	lines := strings.Split(strings.TrimRight(output, "\r\n"), "\n")
+	lines = lines[max(len(lines)-n, 0):]
+	for i, l := range lines {
+		l = strings.TrimRight(l, "\r")
+		if j := strings.LastIndexByte(l, '\r'); j >= 0 {
+			l = l[j+1:]
+		}
+		l = ansiEscape.ReplaceAllString(l, "")
+		l = strings.Map(func(r rune) rune {
+			if r == '\t' || (r >= 0x20 && r != 0x7f && (r < 0x80 || r >= 0xa0)) {
+				return r
+			}
+			return -1
+		}, l)
+		l = strings.ReplaceAll(l, "```", "'''")
+		if r := []rune(l); len(r) > terminalLineMax {
+			l = string(r[:terminalLineMax-1]) + "…"
+		}
+		lines[i] = l
+	}
+	return strings.Trim(strings.Join(lines, "\n"), "\n")
 }
 
 func oneLine(s string, max int) string {

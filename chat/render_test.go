@@ -98,3 +98,22 @@ func BenchmarkSplitHugeLine(b *testing.B) {
 		Split(text, 2000)
 	}
 }
+
+// A tool call that holds a terminal shows its last lines under it, in a
+// code block nothing in the output can close, redrawn lines as they last
+// were; a terminal of a tool call not shown adds nothing.
+func TestTranscript_TerminalTailUnderItsToolCall(t *testing.T) {
+	var tr Transcript
+	tr.Add(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: "1", Title: title("make"), Status: "in_progress"})
+	out := "line 1\nline 2\nline 3\nline 4\nprogress 10%\rprogress 100%\n\x1b[31mred\x1b[0m ``` fence\n" + strings.Repeat("x", 300) + "\nlast\n"
+	tr.Add(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: "1", Terminal: &acp.TerminalOutput{ID: "term-1", Output: out}})
+	tr.Add(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: "ghost", Terminal: &acp.TerminalOutput{ID: "term-2", Output: "boo"}})
+	want := "⏳ `make` running\n```\nline 4\nprogress 100%\nred ''' fence\n" + strings.Repeat("x", 119) + "…\nlast\n```\n"
+	if got := tr.Render(); got != want {
+		t.Fatalf("rendered:\n%s\nwant:\n%s", got, want)
+	}
+	tr.Add(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: "1", Status: "completed"})
+	if got := tr.Render(); !strings.HasPrefix(got, "✅ `make` done\n```\nline 4\n") {
+		t.Fatalf("the tail is not kept once the tool call is done:\n%s", got)
+	}
+}

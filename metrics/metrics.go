@@ -113,6 +113,7 @@ var (
 	dInvalidRequests  = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
 	dUnknownOptions   = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
 	dOptionThreads    = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
+	dTerminalsOpen    = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
 	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
 	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
 	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
@@ -132,7 +133,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
 		ch <- d
 	}
@@ -182,6 +183,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dInvalidRequests, p.Conn.InvalidRequests)
 	counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
 	gauge(dOptionThreads, float64(e.OptionThreads))
+	gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))
 	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
 	counter(dWatchdog, e.ForceEnded, "force_end")
 	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")

@@ -71,3 +71,23 @@ func Expand(s string, lookup func(string) (string, bool)) (out string, refused [
 	})
 	return out, refused
 }
+
+// mergeEnv is base with over's NAME=value entries added, replacing base's
+// of the same name.
+func mergeEnv(base, over []string) []string {
+	if len(over) == 0 {
+		return base
+	}
+	names := make(map[string]bool, len(over))
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
+}

@@ -434,6 +434,10 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
+	opts.Terminal = p.terminalCommand(prof, dir)
+	if opts.TerminalGrace <= 0 {
+		opts.TerminalGrace = p.cfg.ExitGrace
+	}
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
 	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir}
@@ -475,6 +479,28 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	a.SessionID = sid
 	log.Info().Str("session", sid).Int("pid", proc.PID()).Msg("agent started")
 	return a, nil
+}
+
+// terminalCommand is how the agent of prof working in dir starts a
+// terminal's command: with the agent's environment (the request's
+// variables over it, none of the broker's own), as the agent's user, in
+// the agent's sandbox. It is nil, and terminals are not offered, when
+// agents start through a launcher: the broker cannot put a command in
+// the same confinement.
+func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalCommand) acp.TerminalCommand {
+	sb := p.cfg.Sandbox
+	if len(sb.Launcher) > 0 {
+		return nil
+	}
+	programs := mcpPrograms(prof.MCPServers)
+	return func(cmd acp.TerminalCommand) acp.TerminalCommand {
+		cmd.Env = mergeEnv(prof.Env, cmd.Env)
+		cmd.Credential = p.cfg.RunAs
+		if sb.Enabled() {
+			cmd = sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRW)
+		}
+		return cmd
+	}
 }
 
 // mcpPrograms are the commands of the stdio MCP servers, which the agent
@@ -557,7 +583,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		p.runStop(a, stop)
 	}
 	st := a.Conn.Stats()
-	st.PendingRequests, st.PendingPermissions, st.Subscribers, st.AgentRequests = 0, 0, 0, 0
+	st.PendingRequests, st.PendingPermissions, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
 	p.mu.Unlock()

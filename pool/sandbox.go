@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"acpbroker/acp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,14 +82,25 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWr
 	if !s.Enabled() {
 		return spec
 	}
+	args := append(s.confine(spec.Command, spec.Dir, spec.Env, programs, readWrite), "--chdir", spec.Dir, "--", spec.Command)
+	spec.Args = append(args, spec.Args...)
+	spec.Command = s.Bwrap
+	return spec
+}
+
+// confine is the bubblewrap arguments that show an agent of program,
+// working in dir with env, what it may see: the system directories, its
+// program's, its stdio MCP servers' (programs), an empty HOME, the
+// configured paths and the profile's (readWrite), and dir writable.
+func (s Sandbox) confine(program, dir string, env, programs, readWrite []string) []string {
 	args := s.base()
-	if dir := filepath.Dir(spec.Command); filepath.IsAbs(spec.Command) && !under(dir, systemDirs) {
-		args = append(args, "--ro-bind", dir, dir) // the agent's program
+	if pd := filepath.Dir(program); filepath.IsAbs(program) && !under(pd, systemDirs) {
+		args = append(args, "--ro-bind", pd, pd) // the agent's program
 	}
 	// The agent's HOME is its own and empty: agents keep caches and
 	// settings there. What must outlive the agent is given in ReadWrite,
 	// which is mounted after it, inside it if need be.
-	if home := envValue(spec.Env, "HOME"); filepath.IsAbs(home) && home != "/" && !under(home, systemDirs) && !under(spec.Dir, []string{home}) {
+	if home := envValue(env, "HOME"); filepath.IsAbs(home) && home != "/" && !under(home, systemDirs) && !under(dir, []string{home}) {
 		args = append(args, "--tmpfs", home)
 	}
 	// A stdio MCP server is started by the agent, inside the sandbox, so
@@ -98,9 +110,9 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWr
 	// A directory gone missing costs that server, not the agent.
 	seen := map[string]bool{}
 	for _, prog := range programs {
-		if dir := filepath.Dir(prog); filepath.IsAbs(prog) && !under(dir, systemDirs) && !seen[dir] {
-			seen[dir] = true
-			args = append(args, "--ro-bind-try", dir, dir)
+		if pd := filepath.Dir(prog); filepath.IsAbs(prog) && !under(pd, systemDirs) && !seen[pd] {
+			seen[pd] = true
+			args = append(args, "--ro-bind-try", pd, pd)
 		}
 	}
 	for _, p := range s.ReadOnly {
@@ -109,10 +121,22 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWr
 	for _, p := range append(slices.Clone(s.ReadWrite), readWrite...) {
 		args = append(args, "--bind-try", p, p)
 	}
-	args = append(args, "--bind", spec.Dir, spec.Dir, "--chdir", spec.Dir, "--", spec.Command)
-	spec.Args = append(args, spec.Args...)
-	spec.Command = s.Bwrap
-	return spec
+	return append(args, "--bind", dir, dir)
+}
+
+// wrapTerminal returns cmd, a terminal's command of the agent of program
+// working in dir, confined as that agent is: the same paths shown, dir
+// writable, a session of its own, cmd.Dir (inside dir) its working
+// directory. Its own program is looked up inside the sandbox.
+func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir string, programs, readWrite []string) acp.TerminalCommand {
+	bwrap := s.Bwrap
+	if found, err := exec.LookPath(bwrap); err == nil {
+		bwrap = found // the broker's PATH, as for the agent itself
+	}
+	args := append(s.confine(program, dir, cmd.Env, programs, readWrite), "--chdir", cmd.Dir, "--", cmd.Path)
+	cmd.Args = append(args, cmd.Args...)
+	cmd.Path = bwrap
+	return cmd
 }
 
 // base is what every sandboxed process gets, before its own paths.

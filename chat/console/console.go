@@ -236,6 +236,7 @@ type sink struct {
 	c         *Console
 	inAnswer  bool
 	toolsSeen map[string]string
+	termSeen  map[string]string // a tool call's terminal's last line printed
 }
 
 func (s *sink) Status(st adapter.Status) {
@@ -259,6 +260,10 @@ func (s *sink) Update(u acp.Update) {
 			s.c.printf("[thinking] %s\n", u.Content.Text)
 		}
 	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
+		if u.Terminal != nil {
+			s.terminal(u)
+			return
+		}
 		if s.toolsSeen == nil {
 			s.toolsSeen = map[string]string{}
 		}
@@ -284,6 +289,24 @@ func (s *sink) Update(u acp.Update) {
 			s.c.printf("[plan] [%s] %s\n", mark, e.Content)
 		}
 	}
+}
+
+// terminal prints a terminal's last line when it changes: the console is
+// a scrolling log, so one line at a time keeps it small.
+func (s *sink) terminal(u acp.Update) {
+	last := chat.TerminalTail(u.Terminal.Output, 1)
+	if u.Terminal.Exit != nil {
+		last += " [" + u.Terminal.Exit.String() + "]"
+	}
+	if s.termSeen == nil {
+		s.termSeen = map[string]string{}
+	}
+	if last == "" || s.termSeen[u.ToolCallID] == last {
+		return
+	}
+	s.termSeen[u.ToolCallID] = last
+	s.breakLine()
+	s.c.printf("[terminal] %s\n", last)
 }
 
 func (s *sink) breakLine() {

@@ -41,6 +41,7 @@ type Config struct {
 		MaxLineBytes int
 		// Bounds on what one agent may ask of the broker.
 		MaxReadBytes, MaxWriteBytes, MaxRequests int
+		MaxTerminals, MaxTerminalBytes           int
 		// Sandbox is "bwrap", "none" or "launcher"; SandboxRO and
 		// SandboxRW are more paths shown to sandboxed agents;
 		// SandboxNetwork leaves them the network.

@@ -46,6 +46,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.max_read_bytes":        {"4096", func(c *Config) any { return c.Agent.MaxReadBytes }, 4096},
 		"agent.max_write_bytes":       {"8192", func(c *Config) any { return c.Agent.MaxWriteBytes }, 8192},
 		"agent.max_requests":          {"8", func(c *Config) any { return c.Agent.MaxRequests }, 8},
+		"agent.max_terminals":         {"3", func(c *Config) any { return c.Agent.MaxTerminals }, 3},
+		"agent.max_terminal_bytes":    {"65536", func(c *Config) any { return c.Agent.MaxTerminalBytes }, 65536},
 		"turn.timeout":                {"5m", func(c *Config) any { return c.Turn.Timeout }, 5 * time.Minute},
 		"turn.liveness_interval":      {"10s", func(c *Config) any { return c.Turn.LivenessInterval }, 10 * time.Second},
 		"turn.cancel_grace":           {"4s", func(c *Config) any { return c.Turn.CancelGrace }, 4 * time.Second},

@@ -95,6 +95,8 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 			MaxReadBytes:     cfg.Agent.MaxReadBytes,
 			MaxWriteBytes:    cfg.Agent.MaxWriteBytes,
 			MaxAgentRequests: cfg.Agent.MaxRequests,
+			MaxTerminals:     cfg.Agent.MaxTerminals,
+			MaxTerminalBytes: cfg.Agent.MaxTerminalBytes,
 			UpdateQueue:      cfg.Turn.UpdateQueue,
 			ClientInfo:       acp.Implementation{Name: "acp-broker", Version: version},
 		},

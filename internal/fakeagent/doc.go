@@ -33,6 +33,16 @@
 //	tool-progress D N  a tool call updated every D, N times, then done
 //	silent D           says nothing for D (honours cancel), then answers
 //	spawn-child        starts a child that ignores SIGTERM, waits for cancel
+//	terminal CMD...    runs CMD in a client terminal (shown in a tool call),
+//	                   waits for it to exit, releases it, and answers
+//	                   "exit: STATUS", "truncated: BOOL" and the output
+//	terminal-long      a client terminal running a shell loop that prints
+//	                   "tick" and has a sleeping grandchild; says
+//	                   "grandchild:N shell:M" and waits for cancel,
+//	                   leaving the terminal to the client
+//	terminal-ignore-term
+//	                   the same with a shell (and grandchild) ignoring
+//	                   SIGTERM, printing nothing more
 //	fs-read PATH       asks the client to read PATH, answers the content
 //	fs-write PATH TEXT asks the client to write TEXT to PATH
 //	unknown-request    sends the client a request it does not know

@@ -290,6 +290,13 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		t.stop("end_turn")
 	case "spawn-child":
 		a.spawnChild(t)
+	case "terminal":
+		a.terminal(t, arg(0, "true"), args[min(1, len(args)):])
+	case "terminal-long":
+		// A shell loop that prints, with a grandchild that sleeps.
+		a.terminalUntilCancel(t, `sleep 300 & echo "grandchild $!"; echo "shell $$"; while :; do echo tick; sleep 0.2; done`)
+	case "terminal-ignore-term":
+		a.terminalUntilCancel(t, `trap "" TERM; sleep 300 & echo "grandchild $!"; echo "shell $$"; while :; do sleep 0.2; done`)
 	case "fs-read", "fs-write", "unknown-request":
 		a.clientRequest(t, cmd, arg(0, ""), rest(1))
 	case "stderr":
@@ -449,6 +456,88 @@ func (a *agent) spawnChild(t *turn) {
 	// The child is deliberately never waited for: it outlives this agent
 	// unless its process group is killed.
 	a.chunk(t.sid, fmt.Sprintf("child:%d", c.Process.Pid))
+	if t.waitCancel() {
+		t.stop("cancelled")
+	}
+}
+
+// createTerminal asks the client for a terminal running command with
+// args, and shows it in a tool call; "" if the client refused.
+func (a *agent) createTerminal(t *turn, command string, args []string) string {
+	sid := t.sid
+	resp, ok := a.request("terminal/create", map[string]any{"sessionId": sid, "command": command, "args": args}, "")
+	if !ok {
+		return ""
+	}
+	if resp.Error != nil {
+		a.chunk(sid, fmt.Sprintf("terminal refused: error %d: %s", resp.Error.Code, resp.Error.Message))
+		t.stop("end_turn")
+		return ""
+	}
+	var res struct{ TerminalID string }
+	json.Unmarshal(resp.Result, &res)
+	a.update(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-t", "title": strings.Join(append([]string{command}, args...), " "),
+		"kind": "execute", "status": "in_progress", "content": []any{map[string]any{"type": "terminal", "terminalId": res.TerminalID}}})
+	return res.TerminalID
+}
+
+// terminal runs command through the client, waits for it to exit, and
+// answers with its exit status and output.
+func (a *agent) terminal(t *turn, command string, args []string) {
+	sid := t.sid
+	id := a.createTerminal(t, command, args)
+	if id == "" {
+		return
+	}
+	ids := map[string]any{"sessionId": sid, "terminalId": id}
+	exit, ok := a.request("terminal/wait_for_exit", ids, "")
+	if !ok {
+		return
+	}
+	out, ok := a.request("terminal/output", ids, "")
+	if !ok {
+		return
+	}
+	if _, ok := a.request("terminal/release", ids, ""); !ok {
+		return
+	}
+	a.toolStatus(sid, "call-t", "completed")
+	var o struct {
+		Output    string
+		Truncated bool
+	}
+	json.Unmarshal(out.Result, &o)
+	a.chunk(sid, fmt.Sprintf("exit: %s\ntruncated: %v\n%s", exit.Result, o.Truncated, o.Output))
+	t.stop("end_turn")
+}
+
+// terminalUntilCancel runs script in a client terminal, says the pids it
+// prints ("grandchild:N shell:M"), and waits for session/cancel; it
+// leaves the terminal to the client.
+func (a *agent) terminalUntilCancel(t *turn, script string) {
+	sid := t.sid
+	id := a.createTerminal(t, "sh", []string{"-c", script})
+	if id == "" {
+		return
+	}
+	var grandchild, shell int
+	for grandchild == 0 || shell == 0 {
+		if !t.sleep(20 * time.Millisecond) {
+			t.stop("cancelled")
+			return
+		}
+		out, ok := a.request("terminal/output", map[string]any{"sessionId": sid, "terminalId": id}, "")
+		if !ok {
+			return
+		}
+		var o struct{ Output string }
+		json.Unmarshal(out.Result, &o)
+		for _, line := range strings.Split(o.Output, "\n") {
+			fmt.Sscanf(line, "grandchild %d", &grandchild)
+			fmt.Sscanf(line, "shell %d", &shell)
+		}
+	}
+	a.chunk(sid, fmt.Sprintf("grandchild:%d shell:%d", grandchild, shell))
 	if t.waitCancel() {
 		t.stop("cancelled")
 	}

@@ -1,0 +1,327 @@
+package acp
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// TerminalCommand is the process behind a terminal. The Conn fills it from
+// a terminal/create request (Dir inside the session's directory, Env the
+// request's variables as NAME=value); Options.Terminal turns it into what
+// is started.
+type TerminalCommand struct {
+	// Path is the program; without a slash it is looked up in Env's PATH.
+	Path string
+	// Args are the arguments after the program's name.
+	Args []string
+	Dir  string
+	// Env is the complete environment of the process.
+	Env []string
+	// Credential, if set, is the user and group the process runs as.
+	Credential *syscall.Credential
+}
+
+// Terminal defaults and fixed bounds.
+const (
+	DefaultMaxTerminals      = 8
+	DefaultMaxTerminalBytes  = 1 << 20
+	DefaultTerminalGrace     = time.Second
+	terminalDrainGrace       = 2 * time.Second
+	releasedTerminalBytes    = 4 << 10
+	releasedTerminalsKept    = 16
+	terminalReadBufferBytes  = 32 << 10
+	maxTerminalArgs          = 4096
+	maxTerminalRequestString = 1 << 20
+)
+
+// TerminalExitStatus is how a terminal's command ended: its exit code, or
+// the signal that killed it.
+type TerminalExitStatus struct {
+	ExitCode *int    `json:"exitCode,omitempty"`
+	Signal   *string `json:"signal,omitempty"`
+}
+
+// String is "exit status 3" or "killed by SIGKILL".
+func (s TerminalExitStatus) String() string {
+	switch {
+	case s.Signal != nil:
+		return "killed by " + *s.Signal
+	case s.ExitCode != nil:
+		return fmt.Sprintf("exit status %d", *s.ExitCode)
+	default:
+		return "ended"
+	}
+}
+
+// TerminalOutput is what a terminal printed, as far as it is kept.
+type TerminalOutput struct {
+	ID string
+	// Output is the end of what the command printed (stdout and stderr),
+	// whole UTF-8 characters.
+	Output string
+	// Truncated: the beginning was dropped.
+	Truncated bool
+	// Written counts every byte the command printed, kept or not.
+	Written int64
+	// Exit is set once the command has ended.
+	Exit *TerminalExitStatus
+}
+
+// terminal is one command started for an agent, in its own session and
+// process group. It owns two goroutines: the reader of its output and the
+// waiter, which reaps it.
+type terminal struct {
+	id, session string
+	pid         int
+	log         zerolog.Logger
+	cmd         *exec.Cmd
+	out         *outputBuffer
+
+	exited chan struct{} // closed once reaped, its group killed, its output read
+	status TerminalExitStatus
+
+	killOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// startTerminal starts cmd with its output, stdout and stderr together,
+// kept up to limit bytes.
+func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerolog.Logger) (*terminal, error) {
+	path := cmd.Path
+	if !strings.Contains(path, "/") {
+		found, err := lookPath(path, cmd.Env)
+		if err != nil {
+			return nil, err
+		}
+		path = found
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	env := cmd.Env
+	if env == nil {
+		env = []string{}
+	}
+	c := &exec.Cmd{
+		Path:   path,
+		Args:   append([]string{cmd.Path}, cmd.Args...),
+		Dir:    cmd.Dir,
+		Env:    env,
+		Stdout: w,
+		Stderr: w,
+		// A session of its own, so its process group is its own too: the
+		// whole group is signalled, grandchildren included.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: cmd.Credential},
+	}
+	err = c.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("%w: %s: %v", errTerminalStart, cmd.Path, err)
+	}
+	t := &terminal{
+		id: id, session: session, pid: c.Process.Pid, cmd: c,
+		log:    log.With().Str("terminal", id).Int("pid", c.Process.Pid).Logger(),
+		out:    &outputBuffer{limit: limit},
+		exited: make(chan struct{}),
+	}
+	read := make(chan struct{})
+	t.wg.Go(func() {
+		defer close(read)
+		defer r.Close()
+		buf := make([]byte, terminalReadBufferBytes)
+		for {
+			n, err := r.Read(buf)
+			t.out.write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	})
+	t.wg.Go(func() { t.reap(r, read) })
+	t.log.Debug().Str("command", cmd.Path).Msg("terminal started")
+	return t, nil
+}
+
+// reap waits for the command, kills what is left of its group, and
+// finishes reading its output: a descendant that left the group may hold
+// the pipe, so the read is given terminalDrainGrace, then cut.
+func (t *terminal) reap(r *os.File, read <-chan struct{}) {
+	defer close(t.exited)
+	_ = t.cmd.Wait()
+	t.signal(syscall.SIGKILL)
+	timer := time.NewTimer(terminalDrainGrace)
+	defer timer.Stop()
+	select {
+	case <-read:
+	case <-timer.C:
+		t.log.Warn().Msg("terminal output still open after its command ended; closing it")
+		r.Close()
+		<-read
+	}
+	t.status = exitStatus(t.cmd.ProcessState)
+	t.log.Debug().Str("status", t.status.String()).Msg("terminal ended")
+}
+
+func exitStatus(st *os.ProcessState) TerminalExitStatus {
+	var s TerminalExitStatus
+	if st == nil {
+		return s
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		name := unix.SignalName(ws.Signal())
+		if name == "" {
+			name = ws.Signal().String()
+		}
+		s.Signal = &name
+		return s
+	}
+	code := st.ExitCode()
+	s.ExitCode = &code
+	return s
+}
+
+func (t *terminal) signal(sig syscall.Signal) {
+	if err := unix.Kill(-t.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		t.log.Debug().Err(err).Str("signal", sig.String()).Msg("signal to terminal's process group failed")
+	}
+}
+
+// kill ends the command with an escalation: SIGTERM to its process group,
+// grace to exit, SIGKILL to the group (which the reaper sends again once
+// the leader is reaped). It returns once the terminal has ended. Safe to
+// call more than once and concurrently.
+func (t *terminal) kill(grace time.Duration) {
+	t.killOnce.Do(func() {
+		select {
+		case <-t.exited:
+			return
+		default:
+		}
+		t.signal(syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-t.exited:
+		case <-timer.C:
+			t.log.Info().Dur("grace", grace).Msg("terminal ignored SIGTERM; sending SIGKILL to its group")
+			t.signal(syscall.SIGKILL)
+		}
+	})
+	<-t.exited
+	t.wg.Wait()
+}
+
+// end kills a released terminal and keeps only the end of its output.
+func (t *terminal) end(grace time.Duration) {
+	t.kill(grace)
+	t.out.shrink(releasedTerminalBytes)
+}
+
+// snapshot is the terminal's output so far (its last tail bytes; all when
+// tail < 0), and its exit once ended.
+func (t *terminal) snapshot(tail int) TerminalOutput {
+	out, truncated, written := t.out.get(tail)
+	o := TerminalOutput{ID: t.id, Output: out, Truncated: truncated, Written: written}
+	select {
+	case <-t.exited:
+		st := t.status
+		o.Exit = &st
+	default:
+	}
+	return o
+}
+
+// outputBuffer keeps the last limit bytes written, cut at a UTF-8
+// character boundary.
+type outputBuffer struct {
+	mu        sync.Mutex
+	limit     int
+	buf       []byte
+	truncated bool
+	written   int64
+}
+
+func (b *outputBuffer) write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.written += int64(len(p))
+	b.buf = append(b.buf, p...)
+	b.trimLocked(b.limit)
+}
+
+// trimLocked drops the front beyond max bytes, and then the rest of a
+// character cut in two.
+func (b *outputBuffer) trimLocked(max int) {
+	over := len(b.buf) - max
+	if over <= 0 {
+		return
+	}
+	for i := 0; i < utf8.UTFMax-1 && over < len(b.buf) && !utf8.RuneStart(b.buf[over]); i++ {
+		over++
+	}
+	b.buf = append(b.buf[:0], b.buf[over:]...)
+	b.truncated = true
+}
+
+// shrink keeps only the last max bytes, giving the rest of the memory
+// back.
+func (b *outputBuffer) shrink(max int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.trimLocked(max)
+	b.buf = append([]byte(nil), b.buf...)
+}
+
+// get returns the last tail bytes kept (all when tail < 0), from a
+// character's start, whether anything before them was dropped, and how
+// many bytes were written in all.
+func (b *outputBuffer) get(tail int) (string, bool, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	buf := b.buf
+	if tail >= 0 && len(buf) > tail {
+		cut := len(buf) - tail
+		for i := 0; i < utf8.UTFMax-1 && cut < len(buf) && !utf8.RuneStart(buf[cut]); i++ {
+			cut++
+		}
+		return string(buf[cut:]), true, b.written
+	}
+	return string(buf), b.truncated, b.written
+}
+
+// lookPath finds name in the PATH of env, as the command's own shell
+// would.
+func lookPath(name string, env []string) (string, error) {
+	path := ""
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == "PATH" {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s: not found in the PATH", errTerminalStart, name)
+}

@@ -1,0 +1,370 @@
+package acp
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// plainTerminal runs terminal commands as asked, with the request's
+// environment and a PATH: no sandbox.
+func plainTerminal(cmd TerminalCommand) TerminalCommand {
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, cmd.Env...)
+	return cmd
+}
+
+// termPeer is an agent that asks for terminals: one request at a time,
+// or several in flight, each reply matched by id.
+type termPeer struct {
+	*peer
+	mu      sync.Mutex
+	seq     int
+	replies map[string]chan map[string]json.RawMessage
+}
+
+func newTermPair(t *testing.T, opts Options) (*Conn, *termPeer, string) {
+	t.Helper()
+	if opts.Terminal == nil {
+		opts.Terminal = plainTerminal
+	}
+	c, p := newPair(t, opts)
+	root := t.TempDir()
+	c.register("s", root)
+	tp := &termPeer{peer: p, replies: map[string]chan map[string]json.RawMessage{}}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-p.msg:
+				tp.mu.Lock()
+				ch := tp.replies[string(m["id"])]
+				delete(tp.replies, string(m["id"]))
+				tp.mu.Unlock()
+				if ch != nil {
+					ch <- m
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	return c, tp, root
+}
+
+// start sends a request and returns where its reply will arrive.
+func (p *termPeer) start(method string, params map[string]any) <-chan map[string]json.RawMessage {
+	p.t.Helper()
+	if _, ok := params["sessionId"]; !ok {
+		params["sessionId"] = "s"
+	}
+	p.mu.Lock()
+	p.seq++
+	id := strconv.Itoa(1000 + p.seq)
+	ch := make(chan map[string]json.RawMessage, 1)
+	p.replies[id] = ch
+	p.mu.Unlock()
+	b, _ := json.Marshal(params)
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, b))
+	return ch
+}
+
+func (p *termPeer) await(ch <-chan map[string]json.RawMessage, within time.Duration) map[string]json.RawMessage {
+	p.t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(within):
+		p.t.Fatalf("no reply within %s", within)
+		return nil
+	}
+}
+
+// call sends a request and waits for its reply.
+func (p *termPeer) call(method string, params map[string]any) map[string]json.RawMessage {
+	p.t.Helper()
+	return p.await(p.start(method, params), 10*time.Second)
+}
+
+// result decodes a reply's result, failing on an error reply.
+func (p *termPeer) result(m map[string]json.RawMessage, v any) {
+	p.t.Helper()
+	if e, ok := m["error"]; ok {
+		p.t.Fatalf("error reply: %s", e)
+	}
+	if v != nil {
+		if err := json.Unmarshal(m["result"], v); err != nil {
+			p.t.Fatalf("result %s: %v", m["result"], err)
+		}
+	}
+}
+
+func (p *termPeer) create(params map[string]any) string {
+	p.t.Helper()
+	var res struct{ TerminalID string }
+	p.result(p.call(MethodTerminalCreate, params), &res)
+	if res.TerminalID == "" {
+		p.t.Fatal("terminal/create gave no terminalId")
+	}
+	return res.TerminalID
+}
+
+func errorOf(m map[string]json.RawMessage) (int, string) {
+	var e struct {
+		Code    int
+		Message string
+	}
+	json.Unmarshal(m["error"], &e)
+	return e.Code, e.Message
+}
+
+// alive reports whether pid is a running process (not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+func awaitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after %s", pid, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitOutput polls terminal/output until it holds want.
+func (p *termPeer) awaitOutput(id, want string) string {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var res struct{ Output string }
+		p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &res)
+		if strings.Contains(res.Output, want) {
+			return res.Output
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("terminal output %q never held %q", res.Output, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestInitialize_OffersTerminalsOnlyWithAHook(t *testing.T) {
+	for _, offer := range []bool{false, true} {
+		var opts Options
+		if offer {
+			opts.Terminal = plainTerminal
+		}
+		c, p := newPair(t, opts)
+		done := asyncResult(func() error { _, err := c.Initialize(t.Context()); return err })
+		req := p.nextMethod("initialize")
+		var params struct{ ClientCapabilities struct{ Terminal bool } }
+		json.Unmarshal(req["params"], &params)
+		if params.ClientCapabilities.Terminal != offer {
+			t.Errorf("with the hook %v, clientCapabilities.terminal = %v", offer, params.ClientCapabilities.Terminal)
+		}
+		p.reply(req, `{"protocolVersion":1}`)
+		if err := waitErr(t, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTerminal_CreateOutputWaitRelease(t *testing.T) {
+	c, p, root := newTermPair(t, Options{})
+	os.Mkdir(filepath.Join(root, "sub"), 0o755)
+	id := p.create(map[string]any{"command": "sh", "args": []string{"-c", `echo "out $GREETING"; pwd; echo err >&2; exit 3`},
+		"env": []map[string]string{{"name": "GREETING", "value": "hello"}}, "cwd": filepath.Join(root, "sub")})
+	if n := c.Stats().TerminalsOpen; n != 1 {
+		t.Fatalf("TerminalsOpen = %d after create, want 1", n)
+	}
+	var exit TerminalExitStatus
+	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
+	if exit.ExitCode == nil || *exit.ExitCode != 3 || exit.Signal != nil {
+		t.Fatalf("wait_for_exit = %+v, want exit code 3", exit)
+	}
+	var out terminalOutputResult
+	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	want := "out hello\n" + filepath.Join(root, "sub") + "\nerr\n"
+	if out.Output != want || out.Truncated || out.ExitStatus == nil || *out.ExitStatus.ExitCode != 3 {
+		t.Fatalf("output = %+v, want %q with exit status 3", out, want)
+	}
+	if o, ok := c.TerminalOutput("s", id, 4); !ok || o.Output != "err\n" || o.Exit == nil {
+		t.Fatalf("TerminalOutput tail = %+v, %v", o, ok)
+	}
+	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
+	if code, msg := errorOf(p.call(MethodTerminalOutput, map[string]any{"terminalId": id})); code != CodeInvalidParams || !strings.Contains(msg, "unknown terminal") {
+		t.Fatalf("output after release = %d %q, want an unknown terminal", code, msg)
+	}
+	if o, ok := c.TerminalOutput("s", id, -1); !ok || o.Output != want {
+		t.Fatalf("a terminal just released is not shown any more: %+v, %v", o, ok)
+	}
+	if n := c.Stats().TerminalsOpen; n != 0 {
+		t.Fatalf("TerminalsOpen = %d after release, want 0", n)
+	}
+	// Another session cannot see it, nor a missing command start.
+	if code, _ := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "no-such-command-here"})); code != CodeInvalidParams {
+		t.Fatalf("a missing command answered %d, want %d", code, CodeInvalidParams)
+	}
+}
+
+func TestTerminal_OutputKeepsTheEndWithinTheLimitOnACharacterBoundary(t *testing.T) {
+	_, p, _ := newTermPair(t, Options{MaxTerminalBytes: 7})
+	// Ten bytes, five two-byte characters.
+	id := p.create(map[string]any{"command": "printf", "args": []string{"ééééé"}, "outputByteLimit": 5})
+	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
+	var out terminalOutputResult
+	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	if out.Output != "éé" || !out.Truncated {
+		t.Fatalf("output = %q truncated=%v, want the last whole characters within 5 bytes, truncated", out.Output, out.Truncated)
+	}
+	// The broker's cap wins over a larger limit.
+	id = p.create(map[string]any{"command": "printf", "args": []string{"0123456789"}, "outputByteLimit": 1000})
+	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
+	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	if out.Output != "3456789" || !out.Truncated {
+		t.Fatalf("output = %q truncated=%v, want the last 7 bytes", out.Output, out.Truncated)
+	}
+}
+
+func TestTerminal_CwdOutsideTheSessionIsRefused(t *testing.T) {
+	_, p, root := newTermPair(t, Options{})
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(root, "link"))
+	for _, cwd := range []string{outside, filepath.Join(root, ".."), filepath.Join(root, "link"), "relative", filepath.Join(root, "missing")} {
+		code, msg := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "true", "cwd": cwd}))
+		if code != CodeInvalidParams {
+			t.Errorf("cwd %s answered %d %q, want %d", cwd, code, msg, CodeInvalidParams)
+		}
+	}
+}
+
+func TestTerminal_PastTheCapCreateIsRefusedClearly(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{MaxTerminals: 2})
+	for range 2 {
+		p.create(map[string]any{"command": "sleep", "args": []string{"30"}})
+	}
+	code, msg := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "true"}))
+	if code == 0 || !strings.Contains(msg, "too many terminals") || !strings.Contains(msg, "release one first") {
+		t.Fatalf("the third terminal answered %d %q, want a refusal that says why", code, msg)
+	}
+	c.ReleaseTerminals("s")
+	if n := c.Stats().TerminalsOpen; n != 0 {
+		t.Fatalf("TerminalsOpen = %d after ReleaseTerminals, want 0", n)
+	}
+	p.create(map[string]any{"command": "true"})
+}
+
+// A command that ignores SIGTERM, with a child that does too, is killed
+// with SIGKILL once the grace has passed; wait_for_exit, waiting all
+// along, then answers.
+func TestTerminal_KillEscalatesToSIGKILLAfterTheGrace(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	_, p, _ := newTermPair(t, Options{TerminalGrace: grace})
+	id := p.create(map[string]any{"command": "sh", "args": []string{"-c", `trap "" TERM; sleep 60 & echo "child $!"; echo ready; wait`}})
+	out := p.awaitOutput(id, "ready")
+	var child int
+	fmt.Sscanf(out, "child %d", &child)
+	waiting := p.start(MethodTerminalWaitForExit, map[string]any{"terminalId": id})
+	start := time.Now()
+	p.result(p.call(MethodTerminalKill, map[string]any{"terminalId": id}), nil)
+	if took := time.Since(start); took < grace {
+		t.Fatalf("kill took %s, less than the grace %s: SIGTERM was not ignored?", took, grace)
+	}
+	var exit TerminalExitStatus
+	p.result(p.await(waiting, 5*time.Second), &exit)
+	if exit.Signal == nil || *exit.Signal != "SIGKILL" {
+		t.Fatalf("wait_for_exit = %+v, want killed by SIGKILL", exit)
+	}
+	awaitGone(t, child, 5*time.Second)
+	// Killed, the id stays valid.
+	var res terminalOutputResult
+	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &res)
+	if res.ExitStatus == nil || res.ExitStatus.Signal == nil {
+		t.Fatalf("output after kill = %+v, want the exit status", res)
+	}
+}
+
+// Ending a session's terminals ends their grandchildren: the whole
+// process group goes, and Close ends a wait_for_exit still waiting.
+func TestTerminal_KillTerminalsEndsGrandchildrenAndCloseEndsTheRest(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{TerminalGrace: 200 * time.Millisecond})
+	id := p.create(map[string]any{"command": "sh", "args": []string{"-c", `sh -c 'sleep 60' & echo "child $!"; while :; do sleep 0.05; done`}})
+	var child int
+	fmt.Sscanf(p.awaitOutput(id, "child"), "child %d", &child)
+	p.create(map[string]any{"command": "sleep", "args": []string{"60"}})
+	c.KillTerminals("s")
+	awaitGone(t, child, 5*time.Second)
+	var exit TerminalExitStatus
+	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
+	if exit.Signal == nil {
+		t.Fatalf("wait_for_exit after KillTerminals = %+v, want a signal", exit)
+	}
+	if n := c.Stats().TerminalsOpen; n != 2 {
+		t.Fatalf("TerminalsOpen = %d after KillTerminals, want 2: killed ids stay valid", n)
+	}
+
+	// A fresh long command, and a wait on it that Close must end.
+	long := p.create(map[string]any{"command": "sh", "args": []string{"-c", `echo $$; exec sleep 60`}})
+	var pid int
+	fmt.Sscanf(p.awaitOutput(long, "\n"), "%d", &pid)
+	waiting := p.start(MethodTerminalWaitForExit, map[string]any{"terminalId": long})
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return with a terminal running and a wait_for_exit in flight")
+	}
+	if alive(pid) {
+		t.Fatalf("terminal command %d outlived Close", pid)
+	}
+	select {
+	case <-waiting:
+	default:
+		// Close may win over the reply's write; either is fine, as long
+		// as Close returned.
+	}
+	if n := c.Stats(); n.TerminalsOpen != 0 || n.AgentRequests != 0 {
+		t.Fatalf("after Close: %+v", n)
+	}
+}
+
+// Turns that create terminals and are abandoned leave none behind.
+func TestTerminal_ManyReleasedSessionsReturnTheTableToZero(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{MaxTerminals: 3, TerminalGrace: 100 * time.Millisecond})
+	for range 20 {
+		for range 3 {
+			p.create(map[string]any{"command": "sleep", "args": []string{"60"}})
+		}
+		c.KillTerminals("s")
+		c.ReleaseTerminals("s")
+	}
+	if n := c.Stats().TerminalsOpen; n != 0 {
+		t.Fatalf("TerminalsOpen = %d, want 0", n)
+	}
+}
+
+func TestTerminal_NotOfferedIsMethodNotFound(t *testing.T) {
+	c, p := newPair(t, Options{})
+	c.register("s", t.TempDir())
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"terminal/create","params":{"sessionId":"s","command":"true"}}`)
+	if code, _ := errorOf(p.next()); code != CodeMethodNotFound {
+		t.Fatalf("terminal/create without terminals offered answered %d, want %d", code, CodeMethodNotFound)
+	}
+}
