@@ -399,9 +399,12 @@ func discordChooseModel(t *testing.T, b *discordBroker) {
 	})
 	t.Logf("/model %s answered %q", pick, answer)
 	// /agent lists the agent's own commands (its available_commands_update).
+	// claude-agent-acp sends them with the session; codex-acp from a task
+	// of its own, at times well after the first turn, so only claude's
+	// are required here.
 	list := b.interactionResponse(t, b.srv.SlashCommand(thread, threadStarter.ID, "agent", nil))
-	if !strings.Contains(list.Content, "/") {
-		t.Errorf("/agent lists %q; want the agent's commands", list.Content)
+	if s.anthropic != nil && !strings.Contains(list.Content, "/init") {
+		t.Errorf("/agent lists %q; want claude-agent-acp's commands (/init among them)", list.Content)
 	}
 	t.Logf("%s: /agent lists %q", s.spec.Name, excerptOf(list.Content, 300))
 	if s.anthropic != nil {
