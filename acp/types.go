@@ -43,8 +43,9 @@ type FSCapabilities struct {
 
 // ClientCapabilities is what the broker offers the agent.
 type ClientCapabilities struct {
-	FS       FSCapabilities `json:"fs"`
-	Terminal bool           `json:"terminal"`
+	FS          FSCapabilities           `json:"fs"`
+	Terminal    bool                     `json:"terminal"`
+	Elicitation *ElicitationCapabilities `json:"elicitation,omitempty"`
 }
 
 // InitializeParams are the params of "initialize".
