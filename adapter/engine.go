@@ -175,6 +175,7 @@ func New(p *pool.Pool, cfg Config) *Engine {
 	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
 	e.stats.Permissions = map[DecisionClass]uint64{}
+	e.stats.Elicitations = map[DecisionClass]uint64{}
 	e.ctx, e.shutdown = context.WithCancelCause(context.Background())
 	e.wg.Go(e.watchdog)
 	return e
@@ -294,6 +295,9 @@ type Stats struct {
 	Outcomes map[string]uint64
 	// Permissions counts permission decisions by outcome and by whom.
 	Permissions map[DecisionClass]uint64
+	// Elicitations counts answers to the agent's questions by action
+	// (accept, decline, cancel) and by whom.
+	Elicitations map[DecisionClass]uint64
 	// ToolStuck and ForceEnded count watchdog actions.
 	ToolStuck, ForceEnded uint64
 	Pool                  pool.Stats
@@ -308,6 +312,7 @@ func (e *Engine) Stats() Stats {
 		s.Outcomes[k] = v
 	}
 	s.Permissions = maps.Clone(e.stats.Permissions)
+	s.Elicitations = maps.Clone(e.stats.Elicitations)
 	s.Threads = len(e.threads)
 	for _, th := range e.threads {
 		s.Queued += len(th.queue)
