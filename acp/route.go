@@ -188,9 +188,19 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 		c.log.Warn().Str("method", MethodSessionUpdate).Msg("session/update with unusable params; skipped")
 		return
 	}
+	state := isStateKind(n.Update.Kind)
+	var change stateChange
+	if state {
+		change = stateUpdate(n.Update)
+	}
 	c.mu.Lock()
 	sub := c.subs[n.SessionID]
-	_, known := c.sessions[n.SessionID]
+	s, known := c.sessions[n.SessionID]
+	if state && known {
+		// What the session offers changes whether a turn listens or not.
+		s.state.apply(change)
+		c.stats.unknownOptions.Add(uint64(change.skipped))
+	}
 	if sub == nil && !known {
 		// Agents may send updates before the session/new answer: keep a few.
 		if q, ok := c.early[n.SessionID]; (ok || len(c.early) < maxEarlySessions) && len(q) < maxEarlyUpdates {
@@ -200,6 +210,9 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 		}
 	}
 	c.mu.Unlock()
+	if sub == nil && state && known {
+		return
+	}
 	if sub == nil {
 		c.stats.lateUpdates.Add(1)
 		c.log.Debug().Str("session", n.SessionID).Str("kind", n.Update.Kind).Msg("update with no turn listening; dropped")

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ type session struct {
 	realCwd string
 	root    *os.Root
 	rootErr error
+	state   SessionState
 }
 
 func openSession(cwd string) *session {
@@ -52,7 +54,7 @@ func (s *session) rel(p string) (string, error) {
 func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
 	params := InitializeParams{
 		ProtocolVersion: ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true},
+		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Session: sessionCapabilities,
 			Elicitation: &ElicitationCapabilities{Form: &struct{}{}, URL: &struct{}{}}},
 		ClientInfo: c.opts.ClientInfo,
 	}
@@ -81,13 +83,19 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 	}
 	params := NewSessionParams{Cwd: abs, MCPServers: orEmpty(servers)}
 	var res struct {
-		SessionID string `json:"sessionId"`
+		SessionID string       `json:"sessionId"`
+		Setup     sessionSetup `json:"-"`
 	}
-	err = c.Call(ctx, MethodSessionNew, params, &res)
+	var raw json.RawMessage
+	err = c.Call(ctx, MethodSessionNew, params, &raw)
 	if isAuthRequired(err) {
 		if err = c.authenticate(ctx); err == nil {
-			err = c.Call(ctx, MethodSessionNew, params, &res)
+			err = c.Call(ctx, MethodSessionNew, params, &raw)
 		}
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &res)
+		_ = res.Setup.UnmarshalJSON(raw)
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("session/new: %w", err)
@@ -95,7 +103,7 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 	if res.SessionID == "" {
 		return "", nil, fmt.Errorf("session/new: %w: empty sessionId", errBadParams)
 	}
-	return res.SessionID, c.register(res.SessionID, abs), nil
+	return res.SessionID, c.registerSetup(res.SessionID, abs, res.Setup), nil
 }
 
 // LoadSession resumes an earlier session (only when the agent advertised
@@ -107,10 +115,11 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 		return nil, err
 	}
 	params := LoadSessionParams{SessionID: sessionID, Cwd: abs, MCPServers: orEmpty(servers)}
-	err = c.Call(ctx, MethodSessionLoad, params, nil)
+	var res sessionSetup
+	err = c.Call(ctx, MethodSessionLoad, params, &res)
 	if isAuthRequired(err) {
 		if err = c.authenticate(ctx); err == nil {
-			err = c.Call(ctx, MethodSessionLoad, params, nil)
+			err = c.Call(ctx, MethodSessionLoad, params, &res)
 		}
 	}
 	if err != nil {
@@ -119,10 +128,16 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 		c.mu.Unlock()
 		return nil, fmt.Errorf("session/load: %w", err)
 	}
-	return c.register(sessionID, abs), nil
+	return c.registerSetup(sessionID, abs, res), nil
 }
 
 func (c *Conn) register(sessionID, cwd string) []Update {
+	return c.registerSetup(sessionID, cwd, sessionSetup{})
+}
+
+// registerSetup makes a session known, with the state its updates sent
+// before the answer and then the answer itself describe.
+func (c *Conn) registerSetup(sessionID, cwd string, setup sessionSetup) []Update {
 	s := openSession(cwd)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -132,6 +147,16 @@ func (c *Conn) register(sessionID, cwd string) []Update {
 	c.sessions[sessionID] = s
 	early := c.early[sessionID]
 	delete(c.early, sessionID)
+	changes := make([]stateChange, 0, len(early)+1)
+	for _, u := range early {
+		if isStateKind(u.Kind) {
+			changes = append(changes, stateUpdate(u))
+		}
+	}
+	for _, ch := range append(changes, setup.change()) {
+		s.state.apply(ch)
+		c.stats.unknownOptions.Add(uint64(ch.skipped))
+	}
 	return early
 }
 

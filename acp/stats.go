@@ -11,6 +11,7 @@ type stats struct {
 	badMessages    atomic.Uint64
 	refused        atomic.Uint64
 	invalid        atomic.Uint64
+	unknownOptions atomic.Uint64
 }
 
 // Stats is a snapshot of a Conn's bookkeeping and counters.
@@ -45,6 +46,9 @@ type Stats struct {
 	// InvalidRequests counts requests answered -32600: batches, ids that
 	// are not a string, number or null.
 	InvalidRequests uint64
+	// UnknownConfigOptions counts session configuration options skipped
+	// for a type the broker does not know, or unusable fields.
+	UnknownConfigOptions uint64
 }
 
 // Add returns the field-wise sum of s and o.
@@ -63,6 +67,8 @@ func (s Stats) Add(o Stats) Stats {
 		AgentRequests:       s.AgentRequests + o.AgentRequests,
 		RefusedRequests:     s.RefusedRequests + o.RefusedRequests,
 		InvalidRequests:     s.InvalidRequests + o.InvalidRequests,
+
+		UnknownConfigOptions: s.UnknownConfigOptions + o.UnknownConfigOptions,
 	}
 }
 
@@ -86,5 +92,6 @@ func (c *Conn) Stats() Stats {
 	s.BadMessages = c.stats.badMessages.Load()
 	s.RefusedRequests = c.stats.refused.Load()
 	s.InvalidRequests = c.stats.invalid.Load()
+	s.UnknownConfigOptions = c.stats.unknownOptions.Load()
 	return s
 }

@@ -43,8 +43,10 @@ type FSCapabilities struct {
 
 // ClientCapabilities is what the broker offers the agent.
 type ClientCapabilities struct {
-	FS          FSCapabilities           `json:"fs"`
-	Terminal    bool                     `json:"terminal"`
+	FS       FSCapabilities `json:"fs"`
+	Terminal bool           `json:"terminal"`
+	// Session says which kinds of session configuration the client shows.
+	Session     *SessionCapabilities     `json:"session,omitempty"`
 	Elicitation *ElicitationCapabilities `json:"elicitation,omitempty"`
 }
 

@@ -94,6 +94,9 @@ type Config struct {
 	// ThreadProfiles, if set, keeps each thread's agent profile; without
 	// it a thread keeps its profile only while its agent runs.
 	ThreadProfiles ThreadProfiles
+	// ThreadChoices, if set, keeps each thread's chosen options and mode;
+	// without it they are kept in memory, for the last threads that chose.
+	ThreadChoices ThreadChoices
 	// Observer, if set, is told of every turn's timings.
 	Observer Observer
 	// Auditor, if set, records every permission decision.
@@ -153,6 +156,7 @@ type Engine struct {
 	mu      sync.Mutex
 	closed  bool
 	threads map[string]*thread // threads with a running or queued turn
+	options *optionBook        // what threads' agents offer, and chose
 	stats   Stats
 	wg      sync.WaitGroup
 
@@ -172,7 +176,7 @@ type thread struct {
 // New returns an Engine that takes agents from p. The Engine does not own p.
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, hurry: make(chan struct{})}
+	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
 	e.stats.Permissions = map[DecisionClass]uint64{}
 	e.stats.Elicitations = map[DecisionClass]uint64{}
@@ -250,6 +254,8 @@ func (e *Engine) Reset(threadID string, cause error) {
 		t.finish(Outcome{Err: cause})
 	}
 	e.pool.Reset(threadID)
+	// The next agent states what it offers; the thread's choices stay.
+	e.options.forget(threadID)
 }
 
 // ThreadStatus describes a thread for /status.
@@ -265,6 +271,9 @@ type ThreadStatus struct {
 	AgentUp   time.Duration
 	// Dir is the agent's working directory.
 	Dir string
+	// Model and Mode are the agent's model and mode in words, as it last
+	// said ("" when it names none).
+	Model, Mode string
 }
 
 // Status reports on a thread.
@@ -285,6 +294,8 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	} else if tp != nil {
 		s.Profile = tp.ThreadProfile(threadID)
 	}
+	o := e.Options(threadID)
+	s.Model, s.Mode = o.CurrentModel(), o.CurrentMode()
 	return s
 }
 
@@ -300,7 +311,10 @@ type Stats struct {
 	Elicitations map[DecisionClass]uint64
 	// ToolStuck and ForceEnded count watchdog actions.
 	ToolStuck, ForceEnded uint64
-	Pool                  pool.Stats
+	// OptionThreads is the number of threads whose agents' options,
+	// modes and commands the engine keeps.
+	OptionThreads int
+	Pool          pool.Stats
 }
 
 // Stats returns the engine's and its pool's gauges.
@@ -322,6 +336,7 @@ func (e *Engine) Stats() Stats {
 	}
 	e.mu.Unlock()
 	s.Pool = e.pool.Stats()
+	s.OptionThreads = e.options.size()
 	return s
 }
 
@@ -334,13 +349,14 @@ func (e *Engine) config() Config {
 
 // Reconfigure changes the timeouts, permission rules and mode, queue size
 // and watchdog settings for turns that start from now on; the Journal,
-// ThreadProfiles, Observer, Auditor and Logger stay. Running turns keep
+// ThreadProfiles, ThreadChoices, Observer, Auditor and Logger stay. Running turns keep
 // the settings they started with.
 func (e *Engine) Reconfigure(c Config) {
 	c.defaults()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c.Journal, c.ThreadProfiles, c.Observer, c.Auditor, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Auditor, e.cfg.Logger
+	c.ThreadChoices = e.cfg.ThreadChoices
 	e.cfg = c
 }
 

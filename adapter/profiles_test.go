@@ -223,3 +223,18 @@ func TestEngine_RestartAfterCancelIsPerProfile(t *testing.T) {
 		}
 	}
 }
+
+// A thread from when [agent] was the one profile (stored as "default")
+// goes on with the default of the named profiles that replaced it, and
+// keeps that one from then on.
+func TestEngine_AThreadOfTheOldSingleProfileGetsTheNewDefault(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	st.SetThreadProfile("old", pool.DefaultProfileName)
+	r := newProfileRig(t, profiles(t), st)
+	if got := r.who("old", "reviewer"); got != "main" {
+		t.Fatalf("the old thread ran on %q, want the default, main", got)
+	}
+	if got := st.ThreadProfile("old"); got != "main" {
+		t.Fatalf("the old thread's profile is now %q", got)
+	}
+}

@@ -142,6 +142,14 @@ func (t *turn) profile() (string, error) {
 	tp := t.cfg.ThreadProfiles
 	if tp != nil {
 		if name := tp.ThreadProfile(t.thread); name != "" {
+			if name == pool.DefaultProfileName && t.e.pool.Profile(name) == nil {
+				// A thread from when [agent] was the one profile: it goes
+				// on with the default of the named profiles.
+				if def := t.e.pool.Profile(""); def != nil {
+					tp.SetThreadProfile(t.thread, def.Name)
+					return def.Name, nil
+				}
+			}
 			return name, nil
 		}
 	}
@@ -196,6 +204,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		agent.Lost = ""
 		t.p.Sink.Notice("The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before.")
 	}
+	t.applyChoices(ctx, agent)
 
 	t.sub, err = agent.Conn.Subscribe(agent.SessionID, asker{t})
 	if err != nil {

@@ -15,6 +15,11 @@ type Engine interface {
 	Cancel(thread string, cause error) bool
 	Reset(thread string, cause error)
 	Status(thread string) adapter.ThreadStatus
+	// Options is what the thread's agent offers to be chosen and run;
+	// SetOption and SetMode change it (see adapter.Engine).
+	Options(thread string) adapter.ThreadOptions
+	SetOption(ctx context.Context, thread, id, value string) (adapter.ThreadOptions, error)
+	SetMode(ctx context.Context, thread, mode string) (adapter.ThreadOptions, error)
 }
 
 var _ Engine = (*adapter.Engine)(nil)

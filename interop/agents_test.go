@@ -38,6 +38,9 @@ type subject struct {
 	toolOutputs func() []string
 	// modelRequests describes the requests the fake received.
 	modelRequests func() []string
+	// lastModel is the "model" of the latest request the model server got
+	// ("" for the SDK example, which has none).
+	lastModel func() string
 	// scriptUsed waits until every scripted reply has been served in full.
 	scriptUsed func(ctx context.Context) error
 	// anthropic is the fake Messages API behind claude-agent-acp (nil for
@@ -107,6 +110,7 @@ func sdkExample(t *testing.T) *subject {
 		hang:          none,
 		toolOutputs:   func() []string { return nil },
 		modelRequests: func() []string { return nil },
+		lastModel:     func() string { return "" },
 		scriptUsed:    func(context.Context) error { return nil },
 		expect: expectations{
 			permissionID:            "number",
@@ -184,6 +188,15 @@ func codex(t *testing.T) *subject {
 			}
 			return out
 		},
+		lastModel: func() string {
+			model := ""
+			for _, r := range fake.Requests() {
+				if strings.HasSuffix(r.Path, "/responses") {
+					model = r.Model
+				}
+			}
+			return model
+		},
 		modelRequests: func() []string {
 			var out []string
 			for _, r := range fake.Requests() {
@@ -236,7 +249,16 @@ func claude(t *testing.T) *subject {
 		},
 		model:     true,
 		anthropic: fake,
-		text:      func(chunks ...string) { fake.Enqueue(fakeanthropic.Text(chunks...)) },
+		lastModel: func() string {
+			model := ""
+			for _, r := range fake.Requests() {
+				if strings.HasSuffix(r.Path, "/messages") && r.Served != "count_tokens" {
+					model = r.Model
+				}
+			}
+			return model
+		},
+		text: func(chunks ...string) { fake.Enqueue(fakeanthropic.Text(chunks...)) },
 		command: func(cmd, final string) {
 			fake.Enqueue(fakeanthropic.Bash(cmd, "the interop test needs this command"), fakeanthropic.Text(final))
 		},

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,9 @@ func TestDiscordFrontEnd(t *testing.T) {
 			t.Run("text", func(t *testing.T) { discordTextAnswer(t, b) })
 			t.Run("permission", func(t *testing.T) { discordPermissionClick(t, b) })
 			t.Run("cancel", func(t *testing.T) { discordCancelMidTurn(t, b) })
+			if s.model {
+				t.Run("model", func(t *testing.T) { discordChooseModel(t, b) })
+			}
 			t.Logf("%s latencies: %s", s.spec.Name, b.timings)
 		})
 	}
@@ -346,4 +350,83 @@ func discordQuietRestart(t *testing.T, b *discordBroker, pid int) {
 	if len(warns) > 0 {
 		t.Errorf("the routine kill of the replaced agent (pid %d) logged warnings:\n%s", pid, strings.Join(warns, "\n"))
 	}
+}
+
+// discordChooseModel: in a thread, /model suggests the models the agent
+// offers for that thread (autocomplete); choosing one other than the
+// one the last request used makes the agent's next model request carry
+// another "model".
+func discordChooseModel(t *testing.T, b *discordBroker) {
+	s := b.s
+	s.text("First.")
+	thread, _ := b.mention(t, "Say first.")
+	b.awaitEnd(t, thread, "")
+	before := s.lastModel()
+	id := b.srv.Autocomplete(thread, threadStarter.ID, "model", map[string]any{"value": ""}, "value")
+	b.interactionResponse(t, id)
+	choices, ok := b.srv.AutocompleteChoices(id)
+	if !ok || len(choices) < 2 {
+		t.Fatalf("/model suggests %+v; want the agent's models", choices)
+	}
+	var names []string
+	for _, c := range choices {
+		names = append(names, fmt.Sprint(c.Value))
+	}
+	t.Logf("%s offers models %v; the last request used %q", s.spec.Name, names, before)
+	var pick string
+	for _, c := range choices {
+		v := fmt.Sprint(c.Value)
+		base, _, _ := strings.Cut(strings.ToLower(v), "[") // sonnet[1m] is sonnet with a longer context
+		if v != "default" && !strings.Contains(strings.ToLower(before), base) && !strings.Contains(base, strings.ToLower(before)) {
+			pick = v
+			break
+		}
+	}
+	if pick == "" {
+		t.Fatalf("no model other than %q among %v", before, names)
+	}
+	set := b.srv.SlashCommand(thread, threadStarter.ID, "model", map[string]any{"value": pick})
+	b.interactionResponse(t, set)
+	var answer string
+	b.await(t, "the agent's answer to the choice", func() bool {
+		in, ok := b.srv.Interaction(set)
+		if !ok || in.OriginalMessageID == "" {
+			return false
+		}
+		m, ok := b.srv.Message(thread, in.OriginalMessageID)
+		answer = m.Content
+		return ok && answer != "" && !strings.Contains(answer, "thinking")
+	})
+	t.Logf("/model %s answered %q", pick, answer)
+	// /agent lists the agent's own commands (its available_commands_update).
+	list := b.interactionResponse(t, b.srv.SlashCommand(thread, threadStarter.ID, "agent", nil))
+	if !strings.Contains(list.Content, "/") {
+		t.Errorf("/agent lists %q; want the agent's commands", list.Content)
+	}
+	t.Logf("%s: /agent lists %q", s.spec.Name, excerptOf(list.Content, 300))
+	if s.anthropic != nil {
+		// claude-agent-acp's modes: plan mode is one.
+		mode := b.srv.SlashCommand(thread, threadStarter.ID, "mode", map[string]any{"value": "plan"})
+		b.interactionResponse(t, mode)
+		b.await(t, "the agent's answer to /mode plan", func() bool {
+			in, ok := b.srv.Interaction(mode)
+			m, found := b.srv.Message(thread, in.OriginalMessageID)
+			return ok && found && strings.Contains(m.Content, "Plan Mode")
+		})
+	}
+	s.text("Second.")
+	after, _ := b.say(t, thread, "Say second.")
+	b.awaitEnd(t, thread, after)
+	if got := s.lastModel(); got == before || got == "" {
+		t.Fatalf("after /model %s the model server still got %q (before: %q)", pick, got, before)
+	} else {
+		t.Logf("%s: /model %s; the next request's model is %q (was %q)", s.spec.Name, pick, got, before)
+	}
+}
+
+func excerptOf(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }

@@ -134,7 +134,7 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *disco
 	case <-time.After(20 * time.Second):
 		t.Fatal("the discord client did not connect within 20s")
 	}
-	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 5 })
+	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 9 })
 	return b
 }
 

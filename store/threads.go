@@ -15,6 +15,11 @@ type Thread struct {
 	// Profile names the agent profile the thread was given at its first
 	// prompt, for life.
 	Profile string `json:"profile,omitempty"`
+	// Options are the agent configuration options chosen in the thread,
+	// by option id ("true"/"false" for a boolean), and Mode its legacy
+	// mode: applied again whenever its agent starts.
+	Options map[string]string `json:"options,omitempty"`
+	Mode    string            `json:"mode,omitempty"`
 	// Chat is the chat layer's own record of the conversation.
 	Chat    json.RawMessage `json:"chat,omitempty"`
 	Updated time.Time       `json:"updated"`

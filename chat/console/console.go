@@ -25,7 +25,8 @@ import (
 const Thread = "console"
 
 // Console runs one conversation at a time: each input line is a prompt,
-// except the commands /cancel, /reset, /status, /new, /agents and /quit,
+// except the commands /cancel, /reset, /status, /new, /agents, /model,
+// /mode, /config, /agent and /quit,
 // and except while a permission question is open, when the line answers
 // it.
 type Console struct {
@@ -75,7 +76,7 @@ func (c *Console) Run(ctx context.Context) error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
-	c.printf("Type a message for the agent (/cancel, /reset, /status, /new [agent], /agents, /quit).\n")
+	c.printf("Type a message for the agent (/cancel, /reset, /status, /new [agent], /agents, /model [value], /mode [value], /config [option value], /agent [command input], /quit).\n")
 	for {
 		select {
 		case <-ctx.Done():
@@ -202,19 +203,27 @@ func (c *Console) command(line string) bool {
 		if s.Busy {
 			state = "busy"
 		}
-		c.printf("[%s, %d queued, agent %q, session %q, pid %d, agent up %s, in %s]\n", state, s.Queued, s.Profile, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir)
+		c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir)
 		return false
 	case "/agents":
 		c.listAgents()
 		return false
 	}
+	if c.optionCommand(thread, line) {
+		return false
+	}
+	c.submit(thread, line)
+	return false
+}
+
+// submit sends line to the agent as the thread's next prompt.
+func (c *Console) submit(thread, line string) {
 	s := &sink{c: c}
 	c.pending.Add(1)
 	if err := c.Engine.Submit(thread, &adapter.Prompt{Ref: "console", Title: title(line), Author: "console user", Agent: c.agent, Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
 		c.pending.Done()
 		c.printf("[refused: %v]\n", err)
 	}
-	return false
 }
 
 func (c *Console) printf(format string, args ...any) {

@@ -16,7 +16,7 @@ import (
 var threadCommands = []*discordgo.ApplicationCommand{
 	{Name: "cancel", Description: "Stop the agent's current turn in this thread"},
 	{Name: "reset", Description: "End this thread's agent session; the next message starts a fresh one"},
-	{Name: "status", Description: "Show this thread's agent: profile, session, busy or idle, queue, uptime"},
+	{Name: "status", Description: "Show this thread's agent: profile, model, mode, session, busy or idle, queue, uptime"},
 }
 
 // Discord's bounds on a command option's choices.
@@ -42,10 +42,11 @@ func (c *Client) commandList() []*discordgo.ApplicationCommand {
 	}
 	prompt := &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionString, Name: "prompt",
 		Description: "The first message for the agent (or send it in the thread)"}
-	return append(slices.Clone(threadCommands),
+	list := append(slices.Clone(threadCommands),
 		&discordgo.ApplicationCommand{Name: "new", Description: "Start a new thread with an agent", Options: []*discordgo.ApplicationCommandOption{agent, prompt}},
 		&discordgo.ApplicationCommand{Name: "agents", Description: "List the agents this bot runs, with how many are live and busy"},
 	)
+	return append(list, optionCommands...)
 }
 
 // agents is the configured profiles (none when the broker was given no
@@ -91,6 +92,12 @@ func (c *Client) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCr
 	c.mu.Unlock()
 	i := ic.Interaction
 	c.spawn(func() {
+		if i.Type == discordgo.InteractionApplicationCommandAutocomplete {
+			if accepting {
+				c.onAutocomplete(i)
+			}
+			return
+		}
 		if !accepting {
 			c.ephemeral(i, "The broker is shutting down; try again in a moment.")
 			return
@@ -136,6 +143,9 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 	}
 	name := i.ApplicationCommandData().Name
 	c.log.Info().Str("thread", conv.thread).Str("user", user.ID).Str("command", name).Msg("slash command")
+	if c.onOptionCommand(i, conv, user, roles, name) {
+		return
+	}
 	if (name == "cancel" || name == "reset") && !access.mayAct(conv.parent, c.starterOf(conv), user.ID, roles) {
 		c.log.Info().Str("thread", conv.thread).Str("user", user.ID).Str("command", name).Msg("slash command refused: not the thread's starter or an approver")
 		c.ephemeral(i, fmt.Sprintf("%s can /%s this thread; you can't. You can start your own thread by mentioning me.", whoMayAct(c.starterOf(conv)), name))
@@ -161,6 +171,12 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 		fmt.Fprintf(&b, "**State**: %s, %d message(s) queued\n", state, st.Queued)
 		if st.Profile != "" {
 			fmt.Fprintf(&b, "**Profile**: %s\n", st.Profile)
+		}
+		if st.Model != "" {
+			fmt.Fprintf(&b, "**Model**: %s\n", st.Model)
+		}
+		if st.Mode != "" {
+			fmt.Fprintf(&b, "**Mode**: %s\n", st.Mode)
 		}
 		if st.Dir != "" {
 			fmt.Fprintf(&b, "**Workspace**: `%s`\n", st.Dir)

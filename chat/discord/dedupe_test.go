@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -29,9 +30,16 @@ func (e *countingEngine) count(thread string) int {
 	return e.submits[thread]
 }
 
-func (e *countingEngine) Cancel(string, error) bool          { return false }
-func (e *countingEngine) Reset(string, error)                {}
-func (e *countingEngine) Status(string) adapter.ThreadStatus { return adapter.ThreadStatus{} }
+func (e *countingEngine) Cancel(string, error) bool            { return false }
+func (e *countingEngine) Reset(string, error)                  {}
+func (e *countingEngine) Status(string) adapter.ThreadStatus   { return adapter.ThreadStatus{} }
+func (e *countingEngine) Options(string) adapter.ThreadOptions { return adapter.ThreadOptions{} }
+func (e *countingEngine) SetOption(context.Context, string, string, string) (adapter.ThreadOptions, error) {
+	return adapter.ThreadOptions{}, nil
+}
+func (e *countingEngine) SetMode(context.Context, string, string) (adapter.ThreadOptions, error) {
+	return adapter.ThreadOptions{}, nil
+}
 
 // A message delivered twice (Discord redelivers after a resume) is one
 // prompt; the bot's own messages and other bots' are none.

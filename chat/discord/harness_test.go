@@ -129,7 +129,7 @@ func newHarness(t *testing.T, s setup) *harness {
 	case <-time.After(20 * time.Second):
 		t.Fatal("not connected within 20s")
 	}
-	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 5 })
+	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 9 })
 	t.Cleanup(h.close)
 	return h
 }

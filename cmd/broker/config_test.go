@@ -189,7 +189,7 @@ func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
 		t.Fatalf("config.example.toml lacks: %s", strings.Join(missing, ", "))
 	}
 	for k, d := range defaults {
-		if k == "log.level" || k == "agent.command" {
+		if k == "log.level" || k == "agent.command" || k == "agent.args" {
 			continue // the demo's choices
 		}
 		if got, want := fmt.Sprint(v.Get(k)), fmt.Sprint(d); got != want && !(got == "[]" && want == "[]") {

@@ -107,6 +107,7 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 	})
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
+	ec.ThreadChoices = b.store
 	b.engine = adapter.New(b.pool, ec)
 	switch cfg.Chat.Platform {
 	case "console":
@@ -576,6 +577,7 @@ func (b *broker) reload() {
 var (
 	_ adapter.Journal        = (*store.Store)(nil)
 	_ adapter.ThreadProfiles = (*store.Store)(nil)
+	_ adapter.ThreadChoices  = (*store.Store)(nil)
 	_ discord.Memory         = (*store.Store)(nil)
 	_ pool.SessionBook       = (*store.Store)(nil)
 	_ pool.Registry          = (*store.Store)(nil)

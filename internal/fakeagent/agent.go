@@ -39,6 +39,10 @@ type Options struct {
 	Executable string
 	// PID names the agent in session ids (os.Getpid() for a real process).
 	PID int
+	// ConfigOptions offers configuration options (model, mode, a boolean,
+	// one of an unknown type); Modes offers the legacy modes; Commands
+	// offers slash commands. Choices last as long as the process.
+	ConfigOptions, Modes, Commands bool
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -131,6 +135,7 @@ type agent struct {
 	cwds     map[string]string
 	mcp      map[string]json.RawMessage // session -> mcpServers as received
 	resumed  map[string]bool            // loaded, and not yet prompted since
+	configs  map[string]*sessionConfig  // session -> its choices
 	// clientCaps are the clientCapabilities of initialize.
 	clientCaps json.RawMessage
 }
@@ -266,6 +271,10 @@ func (a *agent) handle(line []byte) {
 		a.cancels[p.SessionID] = cancel
 		a.mu.Unlock()
 		a.wg.Go(func() { a.prompt(m.ID, &p, cancel) })
+	case "session/set_config_option":
+		a.setConfigOption(m)
+	case "session/set_mode":
+		a.setMode(m)
 	case "session/cancel":
 		var p struct{ SessionID string }
 		json.Unmarshal(m.Params, &p)
@@ -311,8 +320,8 @@ func (a *agent) newSession(m message) {
 		a.appendHistory(sid, "")
 	}
 	// Real agents send updates before the session/new answer.
-	a.update(sid, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{}})
-	a.reply(m.ID, map[string]string{"sessionId": sid})
+	a.commands(sid)
+	a.reply(m.ID, a.setup(sid, map[string]any{"sessionId": sid}))
 }
 
 func (a *agent) remember(sid, cwd string, mcp json.RawMessage) {
@@ -352,7 +361,14 @@ func (a *agent) loadSession(m message) {
 			a.update(p.SessionID, map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": h}})
 		}
 	}
-	a.reply(m.ID, nil)
+	if a.opts.ConfigOptions || a.opts.Modes {
+		a.reply(m.ID, a.setup(p.SessionID, map[string]any{}))
+	} else {
+		a.reply(m.ID, nil)
+	}
+	if a.opts.Commands {
+		a.commands(p.SessionID)
+	}
 }
 
 func historyPath(cwd, sid string) string {

@@ -60,5 +60,9 @@
 //	run CMD [ARGS...]  runs CMD itself in its directory, answers its output
 //	mcp-servers        answers with the session's mcpServers as received
 //	                   (from session/new or session/load), raw JSON
+//	settings           answers "model=M mode=D fast=B", the session's
+//	                   choices (with Options.ConfigOptions or Modes)
+//	/NAME INPUT        runs one of the agent's commands (Options.Commands):
+//	                   answers "ran /NAME with "INPUT""
 //	anything else      a demo turn: thought, tool call, plan, echo
 package fakeagent

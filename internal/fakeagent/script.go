@@ -118,6 +118,9 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		}
 		return ""
 	}
+	if a.configScript(t, cmd, rest(0)) {
+		return
+	}
 	switch cmd {
 	case "stream", "slow":
 		n, delay := atoi(arg(0, "3")), dur(arg(1, "0s"))

@@ -54,6 +54,13 @@ func parseCommandOptions(raw []json.RawMessage, field string) ([]CommandOption, 
 		f := field + "." + strconv.Itoa(i)
 		opt := CommandOption{Name: str(o, "name"), Type: integer(o, "type")}
 		json.Unmarshal(o["required"], &opt.Required)
+		json.Unmarshal(o["autocomplete"], &opt.Autocomplete)
+		if opt.Autocomplete && opt.Type != 3 && opt.Type != 4 && opt.Type != 10 {
+			return nil, f + ".autocomplete", "Autocomplete can only be enabled for string, integer and number options."
+		}
+		if opt.Autocomplete && len(raws(o, "choices")) > 0 {
+			return nil, f + ".autocomplete", "Autocomplete cannot be enabled on options with choices."
+		}
 		if opt.Type < 1 || opt.Type > 11 {
 			return nil, f + ".type", "Value must be one of {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}."
 		}
@@ -552,7 +559,14 @@ func (s *Server) respondLocked(c *call, in *interaction, resp *InteractionRespon
 	}
 	ch := s.channels[in.ChannelID]
 	input := parseMsgInput(data)
+	if (in.Type == 4) != (resp.Type == 8) {
+		return formError("type", "INTERACTION_RESPONSE_TYPE_INVALID", "Autocomplete interactions take an autocomplete result, and only they do.")
+	}
 	switch resp.Type {
+	case 8:
+		if st, b, ok := checkAutocompleteResult(data); !ok {
+			return st, b
+		}
 	case 4, 5:
 		if resp.Type == 5 {
 			input = msgInput{flags: input.flags & FlagEphemeral}

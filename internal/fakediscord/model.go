@@ -251,7 +251,10 @@ type CommandOption struct {
 	Name     string
 	Type     int
 	Required bool
-	Options  []CommandOption
+	// Autocomplete: the bot suggests the option's values as the user
+	// types (see Server.Autocomplete).
+	Autocomplete bool
+	Options      []CommandOption
 }
 
 // Interaction is an interaction the fake dispatched and what the bot did
@@ -260,9 +263,10 @@ type Interaction struct {
 	ID    string
 	Token string
 	// Type is 2 for an application command, 3 for a message component,
-	// 5 for a modal submitted.
+	// 4 for an application command's autocomplete, 5 for a modal
+	// submitted.
 	Type int
-	// Name is the command's name (type 2); CustomID and Values the
+	// Name is the command's name (types 2 and 4); CustomID and Values the
 	// component's (type 3), MessageID the message it is on. A submitted
 	// modal (type 5) has the modal's CustomID, the values by text input
 	// in ModalValues, and the MessageID of the button that opened it.
@@ -297,7 +301,7 @@ func (i Interaction) Acknowledged() bool {
 // InteractionResponse is one callback to POST /interactions/{id}/{token}/callback.
 type InteractionResponse struct {
 	// Type is the response type: 4 message, 5 deferred message, 6
-	// deferred update, 7 update message, 9 modal.
+	// deferred update, 7 update message, 8 autocomplete result, 9 modal.
 	Type    int
 	Content string
 	Flags   int

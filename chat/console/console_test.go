@@ -1,0 +1,104 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/adapter"
+	"acpbroker/chat/console"
+	"acpbroker/internal/agenttest"
+	"acpbroker/pool"
+
+	"github.com/rs/zerolog"
+)
+
+var fakeAgent string
+
+func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
+
+// term is a console on pipes, with a real engine and fake agent.
+type term struct {
+	t      *testing.T
+	in     *io.PipeWriter
+	out    *agenttest.Buffer
+	engine *adapter.Engine
+	seen   int // output already looked at
+}
+
+func newTerm(t *testing.T, args ...string) *term {
+	t.Helper()
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	p := pool.New(pool.Config{Command: fakeAgent, Args: args, WorkDir: t.TempDir(), MaxSessions: 2, ExitGrace: 500 * time.Millisecond, Logger: log})
+	e := adapter.New(p, adapter.Config{CancelGrace: 2 * time.Second, Logger: log})
+	r, w := io.Pipe()
+	tm := &term{t: t, in: w, out: &agenttest.Buffer{}, engine: e}
+	c := &console.Console{Engine: e, In: r, Out: tm.out, User: "tester"}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background()) }()
+	t.Cleanup(func() {
+		w.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		c.Close(time.Second)
+		e.Close()
+		p.Close()
+	})
+	return tm
+}
+
+// say types a line and waits for the output to show want after it.
+func (tm *term) say(line, want string) string {
+	tm.t.Helper()
+	fmt.Fprintln(tm.in, line)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := tm.out.String()[tm.seen:]
+		if i := strings.Index(out, want); i >= 0 {
+			tm.seen += i + len(want)
+			return out[:i+len(want)]
+		}
+		if time.Now().After(deadline) {
+			tm.t.Fatalf("after %q, no %q in:\n%s", line, want, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The console lists and sets the model, a boolean option and the mode,
+// and the agent runs with them; it lists the agent's commands and runs
+// them; /status shows the model and mode.
+func TestConsole_OptionsAndAgentCommands(t *testing.T) {
+	tm := newTerm(t, "--config-options", "--commands")
+	tm.say("/model", "has not said what it offers yet")
+	tm.say("settings", "model=fake-small mode=ask fast=false")
+	if out := tm.say("/model", "fake-huge (Smart: Fake Huge)"); !strings.Contains(out, "[Model: Fake Small]") {
+		t.Fatalf("/model printed %q", out)
+	}
+	tm.say("/model fake-large", "[Model set to Fake Large]")
+	tm.say("/model nope", "[Model was not changed: the agent offers no such value \"nope\"")
+	tm.say("/config fast on", "[Fast answers set to on]")
+	tm.say("/mode code", "[Mode set to Code]")
+	if out := tm.say("/config", "[fast (Fast answers): on]"); strings.Contains(out, "palette") {
+		t.Fatalf("/config lists an option of unknown type: %q", out)
+	}
+	tm.say("settings", "model=fake-large mode=code fast=true")
+	tm.say("/status", `model "Fake Large", mode "Code"`)
+	tm.say("/agent", "[/review <what to review>: Review the current changes]")
+	tm.say("/agent review the diff", `ran /review with "the diff"`)
+	tm.say("/init now", `ran /init with "now"`)
+}
+
+// Legacy modes are listed and set with /mode.
+func TestConsole_LegacyMode(t *testing.T) {
+	tm := newTerm(t, "--modes")
+	tm.say("settings", "model=fake-small mode=ask fast=false")
+	tm.say("/mode", "plan (Plan): the plan mode")
+	tm.say("/mode plan", "[Mode set to Plan]")
+	tm.say("/config", "[the agent offers no options]")
+	tm.say("settings", "model=fake-small mode=plan fast=false")
+}
