@@ -67,6 +67,8 @@ func wireError(err error) *jsonrpc2.Error {
 		code = CodeNotFound
 	case errors.Is(err, errNoMethod):
 		code = CodeMethodNotFound
+	case errors.Is(err, ErrRequestCancelled):
+		code = CodeCancelled
 	}
 	return &jsonrpc2.Error{Code: code, Message: err.Error()}
 }

@@ -45,8 +45,8 @@ func (s *Subscription) Updates() <-chan Update { return s.updates }
 func (s *Subscription) Overflowed() <-chan struct{} { return s.overflow }
 
 // Close ends the subscription: later updates for the session are counted as
-// late and dropped, and its open permission requests are answered
-// "cancelled". Safe to call twice.
+// late and dropped, its open permission requests are answered
+// "cancelled" and its open questions "cancel". Safe to call twice.
 func (s *Subscription) Close() {
 	c := s.conn
 	c.mu.Lock()
@@ -58,7 +58,8 @@ func (s *Subscription) Close() {
 }
 
 // Subscribe makes the caller the receiver of sessionID's updates and
-// permission requests until the Subscription is closed. Only one
+// permission requests (and questions, if approver is also an Elicitor)
+// until the Subscription is closed. Only one
 // subscriber per session may exist; a second gets ErrBusy.
 func (c *Conn) Subscribe(sessionID string, approver Approver) (*Subscription, error) {
 	c.mu.Lock()
@@ -81,7 +82,8 @@ func (c *Conn) Subscribe(sessionID string, approver Approver) (*Subscription, er
 }
 
 // CancelPermissions answers every open permission request of sessionID with
-// "cancelled" and releases their entries at once.
+// "cancelled", and every open question (elicitation) with "cancel", and
+// releases their entries at once.
 func (c *Conn) CancelPermissions(sessionID string, cause error) {
 	c.mu.Lock()
 	var cancels []context.CancelCauseFunc
@@ -124,9 +126,15 @@ func (c *Conn) CancelSession(sessionID string) {
 	c.log.Debug().Str("session", sessionID).Msg("session/cancel sent")
 }
 
+// permission is an open request of the agent's that waits on a person: a
+// permission request, or an elicitation (a question).
 type permission struct {
 	sessionID string
 	cancel    context.CancelCauseFunc
+	method    string
+	reqID     jsonrpc2.ID // the agent's, for $/cancel_request
+	// elicitationID is a url question's, for elicitation/complete.
+	elicitationID string
 }
 
 // handler serves what the agent sends. It runs on jsonrpc2's read loop and
@@ -141,7 +149,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		c.params = nil
 	}
 	switch req.Method {
-	case MethodRequestPermission, MethodReadTextFile, MethodWriteTextFile,
+	case MethodRequestPermission, MethodReadTextFile, MethodWriteTextFile, MethodElicitationCreate,
 		MethodTerminalCreate, MethodTerminalOutput, MethodTerminalWaitForExit, MethodTerminalKill, MethodTerminalRelease:
 		if req.Notif {
 			c.stats.badMessages.Add(1)
@@ -156,11 +164,15 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		switch req.Method {
 		case MethodRequestPermission:
 			c.servePermission(req)
+		case MethodElicitationCreate:
+			c.serveElicitation(req)
 		case MethodReadTextFile, MethodWriteTextFile:
 			c.serveFS(req)
 		default:
 			c.serveTerminal(req)
 		}
+	case MethodCancelRequest, MethodElicitationComplete:
+		c.notified(req)
 	default:
 		if req.Notif {
 			c.log.Debug().Str("method", req.Method).Msg("ignored agent notification")
@@ -258,7 +270,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	c.permSeq++
 	key := c.permSeq
-	c.perms[key] = &permission{sessionID: p.SessionID, cancel: cancel}
+	c.perms[key] = &permission{sessionID: p.SessionID, cancel: cancel, method: req.Method, reqID: req.ID}
 	c.mu.Unlock()
 
 	started := c.spawn(func() {
@@ -275,6 +287,9 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 			}
 		}
 		if ctx.Err() != nil {
+			if c.withdrawn(ctx, req) {
+				return
+			}
 			out = PermissionOutcome{}
 		}
 		if !out.Cancelled() && !hasOption(&p, out.OptionID) {

@@ -53,9 +53,10 @@ func (s *session) rel(p string) (string, error) {
 // capabilities. A protocol version other than ours is an error.
 func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
 	params := InitializeParams{
-		ProtocolVersion:    ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: c.opts.Terminal != nil, Session: sessionCapabilities},
-		ClientInfo:         c.opts.ClientInfo,
+		ProtocolVersion: ProtocolVersion,
+		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: c.opts.Terminal != nil, Session: sessionCapabilities,
+			Elicitation: &ElicitationCapabilities{Form: &struct{}{}, URL: &struct{}{}}},
+		ClientInfo: c.opts.ClientInfo,
 	}
 	var res InitializeResult
 	if err := c.Call(ctx, MethodInitialize, params, &res); err != nil {

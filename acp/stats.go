@@ -21,6 +21,9 @@ type Stats struct {
 	// PendingPermissions is the number of agent permission requests not yet
 	// answered.
 	PendingPermissions int
+	// PendingElicitations is the number of the agent's questions
+	// (elicitation/create) not yet answered.
+	PendingElicitations int
 	// Subscribers is the number of sessions with a turn listening.
 	Subscribers int
 	// StaleResponses counts responses dropped because no live request had
@@ -53,18 +56,19 @@ type Stats struct {
 // Add returns the field-wise sum of s and o.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{
-		PendingRequests:    s.PendingRequests + o.PendingRequests,
-		PendingPermissions: s.PendingPermissions + o.PendingPermissions,
-		Subscribers:        s.Subscribers + o.Subscribers,
-		StaleResponses:     s.StaleResponses + o.StaleResponses,
-		JunkLines:          s.JunkLines + o.JunkLines,
-		OversizeLines:      s.OversizeLines + o.OversizeLines,
-		LateUpdates:        s.LateUpdates + o.LateUpdates,
-		DroppedUpdates:     s.DroppedUpdates + o.DroppedUpdates,
-		BadMessages:        s.BadMessages + o.BadMessages,
-		AgentRequests:      s.AgentRequests + o.AgentRequests,
-		RefusedRequests:    s.RefusedRequests + o.RefusedRequests,
-		InvalidRequests:    s.InvalidRequests + o.InvalidRequests,
+		PendingRequests:     s.PendingRequests + o.PendingRequests,
+		PendingPermissions:  s.PendingPermissions + o.PendingPermissions,
+		PendingElicitations: s.PendingElicitations + o.PendingElicitations,
+		Subscribers:         s.Subscribers + o.Subscribers,
+		StaleResponses:      s.StaleResponses + o.StaleResponses,
+		JunkLines:           s.JunkLines + o.JunkLines,
+		OversizeLines:       s.OversizeLines + o.OversizeLines,
+		LateUpdates:         s.LateUpdates + o.LateUpdates,
+		DroppedUpdates:      s.DroppedUpdates + o.DroppedUpdates,
+		BadMessages:         s.BadMessages + o.BadMessages,
+		AgentRequests:       s.AgentRequests + o.AgentRequests,
+		RefusedRequests:     s.RefusedRequests + o.RefusedRequests,
+		InvalidRequests:     s.InvalidRequests + o.InvalidRequests,
 
 		UnknownConfigOptions: s.UnknownConfigOptions + o.UnknownConfigOptions,
 		TerminalsOpen:        s.TerminalsOpen + o.TerminalsOpen,
@@ -74,7 +78,14 @@ func (s Stats) Add(o Stats) Stats {
 // Stats returns a snapshot of the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{PendingRequests: len(c.pending), PendingPermissions: len(c.perms), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms)}
+	s := Stats{PendingRequests: len(c.pending), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms)}
+	for _, p := range c.perms {
+		if p.method == MethodElicitationCreate {
+			s.PendingElicitations++
+		} else {
+			s.PendingPermissions++
+		}
+	}
 	c.mu.Unlock()
 	s.StaleResponses = c.stats.staleResponses.Load()
 	s.JunkLines = c.stats.junkLines.Load()

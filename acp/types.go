@@ -52,7 +52,8 @@ type ClientCapabilities struct {
 	FS       FSCapabilities `json:"fs"`
 	Terminal bool           `json:"terminal"`
 	// Session says which kinds of session configuration the client shows.
-	Session *SessionCapabilities `json:"session,omitempty"`
+	Session     *SessionCapabilities     `json:"session,omitempty"`
+	Elicitation *ElicitationCapabilities `json:"elicitation,omitempty"`
 }
 
 // InitializeParams are the params of "initialize".

@@ -179,6 +179,7 @@ func New(p *pool.Pool, cfg Config) *Engine {
 	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
 	e.stats.Permissions = map[DecisionClass]uint64{}
+	e.stats.Elicitations = map[DecisionClass]uint64{}
 	e.ctx, e.shutdown = context.WithCancelCause(context.Background())
 	e.wg.Go(e.watchdog)
 	return e
@@ -305,6 +306,9 @@ type Stats struct {
 	Outcomes map[string]uint64
 	// Permissions counts permission decisions by outcome and by whom.
 	Permissions map[DecisionClass]uint64
+	// Elicitations counts answers to the agent's questions by action
+	// (accept, decline, cancel) and by whom.
+	Elicitations map[DecisionClass]uint64
 	// ToolStuck and ForceEnded count watchdog actions.
 	ToolStuck, ForceEnded uint64
 	// OptionThreads is the number of threads whose agents' options,
@@ -322,6 +326,7 @@ func (e *Engine) Stats() Stats {
 		s.Outcomes[k] = v
 	}
 	s.Permissions = maps.Clone(e.stats.Permissions)
+	s.Elicitations = maps.Clone(e.stats.Elicitations)
 	s.Threads = len(e.threads)
 	for _, th := range e.threads {
 		s.Queued += len(th.queue)

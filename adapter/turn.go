@@ -223,7 +223,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	}
 	t.applyChoices(ctx, agent)
 
-	t.sub, err = agent.Conn.Subscribe(agent.SessionID, acp.ApproverFunc(t.approve))
+	t.sub, err = agent.Conn.Subscribe(agent.SessionID, asker{t})
 	if err != nil {
 		t.e.pool.Release(agent, true)
 		return Outcome{Err: t.deathCause(err)}
@@ -394,11 +394,14 @@ func (t *turn) abandon(cause error) Outcome {
 	cfg := t.cfg
 	t.log.Info().Str("cause", cause.Error()).Msg("abandoning turn")
 	conn, sid := t.agent.Conn, t.agent.SessionID
-	// session/cancel first, then the open permission requests answered
-	// "cancelled", in that order on the wire, as the protocol has it.
+	// session/cancel first (and $/cancel_request for the prompt, which
+	// agents that do not know it ignore), then the open permission
+	// requests answered "cancelled" and questions "cancel", in that order
+	// on the wire, as the protocol has it.
 	alive := t.agent.Proc.Alive()
 	if alive {
 		conn.CancelSession(sid)
+		t.call.Cancel()
 	}
 	conn.CancelPermissions(sid, cause)
 	// The commands the agent ran through the broker are stopped with the
@@ -622,21 +625,8 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 		return t.decided(d, acp.PermissionOutcome{OptionID: opt.OptionID})
 	}
 
-	t.mu.Lock()
-	t.asking++
-	t.mu.Unlock()
-	defer func() {
-		// The decision is progress: the tool call waited on it, and the
-		// agent's next update may take a moment to arrive.
-		t.mu.Lock()
-		t.asking--
-		t.progress = time.Now()
-		for id, tc := range t.open {
-			tc.updated = t.progress
-			t.open[id] = tc
-		}
-		t.mu.Unlock()
-	}()
+	t.askOpened()
+	defer t.askClosed()
 	askCtx, cancel := context.WithTimeoutCause(ctx, cfg.PermissionTimeout,
 		fmt.Errorf("no answer within %s", shortDuration(cfg.PermissionTimeout)))
 	defer cancel()

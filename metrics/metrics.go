@@ -26,6 +26,7 @@ const ns = "acp_broker"
 type ChatStats struct {
 	RESTCalls, RateLimited, GatewayReconnects uint64
 	OpenPermissions, Conversations            int
+	OpenQuestions                             int
 	RefusedUsers, RefusedAttachments          uint64
 	RefusedChannels, LostAnswers              uint64
 }
@@ -130,11 +131,21 @@ var (
 	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
 )
 
+// The agent's questions (elicitation).
+var (
+	dElicitations     = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
+	dPendingElicits   = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
+	dOpenQuestionChat = desc("discord_open_questions", "The agent's questions shown in a thread, waiting for an answer.")
+)
+
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat} {
 		ch <- d
 	}
 }
@@ -172,6 +183,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dKills, p.Killed)
 	gauge(dPendingRequests, float64(p.Conn.PendingRequests))
 	gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
+	gauge(dPendingElicits, float64(p.Conn.PendingElicitations))
+	for class, n := range e.Elicitations {
+		counter(dElicitations, n, class.Outcome, class.Via)
+	}
 	counter(dStale, p.Conn.StaleResponses)
 	counter(dJunk, p.Conn.JunkLines)
 	counter(dOversize, p.Conn.OversizeLines)
@@ -200,6 +215,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRateLimited, s.RateLimited)
 		counter(dReconnects, s.GatewayReconnects)
 		gauge(dOpenPermsChat, float64(s.OpenPermissions))
+		gauge(dOpenQuestionChat, float64(s.OpenQuestions))
 		gauge(dConversations, float64(s.Conversations))
 		counter(dRefusedUsers, s.RefusedUsers)
 		counter(dRefusedChannels, s.RefusedChannels)

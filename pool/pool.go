@@ -583,7 +583,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		p.runStop(a, stop)
 	}
 	st := a.Conn.Stats()
-	st.PendingRequests, st.PendingPermissions, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0
+	st.PendingRequests, st.PendingPermissions, st.PendingElicitations, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0, 0
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
 	p.mu.Unlock()

@@ -1,6 +1,7 @@
 // Package console is a chat platform on a terminal: one conversation on
 // stdin/stdout, with the same turn engine as Discord. Permission questions
-// are answered by typing an option's number.
+// are answered by typing an option's number, the agent's own questions
+// field by field.
 package console
 
 import (

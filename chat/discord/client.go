@@ -1,7 +1,8 @@
 // Package discord is the Discord front end: a mention in an allowed channel
 // opens a thread whose messages are prompts for one agent session; answers
-// stream into the thread, permission questions become buttons, and
-// /cancel, /reset, /status and a 🛑 reaction control the turn.
+// stream into the thread, permission questions become buttons, the agent's
+// own questions become forms (menus and a modal) or links, and /cancel,
+// /reset, /status and a 🛑 reaction control the turn.
 package discord
 
 import (
@@ -152,6 +153,7 @@ type Client struct {
 	seen      recentSet                // message ids already handled
 	order     map[string]chan struct{} // by thread: closed once its last message is submitted
 	perms     map[string]*openPermission
+	questions map[string]*openQuestion // the agent's questions, as perms
 	permSeq   uint64
 	lanes     map[string]*lane // reaction lanes, by channel
 	stats     Stats
@@ -186,17 +188,18 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		discordgo.IntentsGuildMessageReactions | discordgo.IntentsMessageContent
 	s.LogLevel = discordgo.LogError
 	c := &Client{born: time.Now(),
-		cfg:    cfg,
-		access: cfg.Access,
-		engine: engine,
-		log:    cfg.Logger.With().Str("platform", "discord").Logger(),
-		s:      s,
-		ready:  make(chan struct{}),
-		convs:  map[string]*conversation{},
-		order:  map[string]chan struct{}{},
-		seen:   newRecentSet(4096),
-		perms:  map[string]*openPermission{},
-		lanes:  map[string]*lane{},
+		cfg:       cfg,
+		access:    cfg.Access,
+		engine:    engine,
+		log:       cfg.Logger.With().Str("platform", "discord").Logger(),
+		s:         s,
+		ready:     make(chan struct{}),
+		convs:     map[string]*conversation{},
+		order:     map[string]chan struct{}{},
+		seen:      newRecentSet(4096),
+		perms:     map[string]*openPermission{},
+		questions: map[string]*openQuestion{},
+		lanes:     map[string]*lane{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.recall()
@@ -339,6 +342,7 @@ type Stats struct {
 	RateLimited        uint64
 	GatewayReconnects  uint64
 	OpenPermissions    int
+	OpenQuestions      int // the agent's questions waiting for an answer
 	Conversations      int
 	RefusedUsers       uint64
 	RefusedChannels    uint64 // messages in threads of channels no longer allowed
@@ -352,6 +356,7 @@ func (c *Client) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.OpenPermissions = len(c.perms)
+	s.OpenQuestions = len(c.questions)
 	s.Conversations = len(c.convs)
 	return s
 }

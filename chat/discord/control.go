@@ -106,7 +106,11 @@ func (c *Client) onInteraction(_ *discordgo.Session, ic *discordgo.InteractionCr
 		case discordgo.InteractionMessageComponent:
 			if id := i.MessageComponentData().CustomID; strings.HasPrefix(id, "perm:") {
 				c.onPermissionClick(i, id)
+			} else if strings.HasPrefix(id, "elic:") {
+				c.onQuestionComponent(i, id)
 			}
+		case discordgo.InteractionModalSubmit:
+			c.onQuestionModal(i)
 		case discordgo.InteractionApplicationCommand:
 			c.onCommand(i)
 		}

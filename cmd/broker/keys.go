@@ -105,7 +105,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Turn.UpdateQueue = r.integer(k, 16, 1<<20) }},
 	{name: "turn.permission_mode", def: "ask", live: true, doc: "`ask` a person, or `allow`/`deny` automatically (and say so)",
 		read: func(r *reader, k string, c *Config) { c.Turn.PermissionMode = r.oneOf(k, "ask", "allow", "deny") }},
-	{name: "turn.permission_timeout", def: "5m", live: true, doc: "an unanswered permission request is answered `cancelled`",
+	{name: "turn.permission_timeout", def: "5m", live: true, doc: "an unanswered permission request is answered `cancelled`, an unanswered question `cancel`",
 		read: func(r *reader, k string, c *Config) { c.Turn.PermissionTimeout = r.dur(k, time.Second, 24*time.Hour) }},
 
 	{name: "pool.max_sessions", def: 8, doc: "live agent processes at most, of all profiles",

@@ -340,3 +340,43 @@ func TestRun_ToolTimeoutAndWatchdogIntervalEndAStuckToolCall(t *testing.T) {
 	}
 	b.exit(t)
 }
+
+// The agent's questions on a terminal: a form is asked field by field,
+// with its choices numbered; a bad value is asked again, Enter skips a
+// field that is not required, and the typed answers reach the agent. A
+// link is printed, never opened, and answered done or decline.
+func TestRun_ConsoleQuestionsAreAnsweredByTyping(t *testing.T) {
+	b := startBroker(t, writeConfig(t, ""))
+	b.say(t, "elicit-form")
+	b.out.waitFor(t, "[question] The agent asks: Tell me about the release", 20*time.Second)
+	b.out.waitFor(t, "Colour [1) red, 2) green, 3) blue]: ", 5*time.Second)
+	b.say(t, "3")
+	b.out.waitFor(t, "Count: ", 5*time.Second)
+	b.say(t, "eleven")
+	b.out.waitFor(t, "not a whole number; Count: ", 5*time.Second)
+	b.say(t, "4")
+	b.out.waitFor(t, "Name: ", 5*time.Second)
+	b.say(t, "")
+	b.out.waitFor(t, "Name is required: ", 5*time.Second)
+	b.say(t, "v2")
+	b.out.waitFor(t, "Ship it: ", 5*time.Second)
+	b.say(t, "")
+	b.out.waitFor(t, `answer: accept {"colour":"blue","count":4,"name":"v2"}`, 20*time.Second)
+
+	b.out.waitFor(t, "[done in", 5*time.Second)
+
+	from := b.out.mark()
+	b.say(t, "elicit-url")
+	b.out.waitFrom(t, from, "https://tracker.example/auth?state=x1&next=/t", 20*time.Second)
+	b.out.waitFrom(t, from, "Type done or decline: ", 5*time.Second)
+	b.say(t, "done")
+	b.out.waitFrom(t, from, "answer: accept", 20*time.Second)
+	b.out.waitFrom(t, from, "[done in", 5*time.Second)
+
+	from = b.out.mark()
+	b.say(t, "elicit-form")
+	b.out.waitFrom(t, from, "Colour [", 20*time.Second)
+	b.say(t, "/decline")
+	b.out.waitFrom(t, from, "answer: decline", 20*time.Second)
+	b.exit(t)
+}

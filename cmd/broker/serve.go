@@ -273,7 +273,7 @@ func (b *broker) chatStats() metrics.ChatStats {
 	}
 	s := b.discord.Stats()
 	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
-		OpenPermissions: s.OpenPermissions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
+		OpenPermissions: s.OpenPermissions, OpenQuestions: s.OpenQuestions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
 		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers}
 }
 

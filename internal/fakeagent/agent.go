@@ -136,6 +136,8 @@ type agent struct {
 	mcp      map[string]json.RawMessage // session -> mcpServers as received
 	resumed  map[string]bool            // loaded, and not yet prompted since
 	configs  map[string]*sessionConfig  // session -> its choices
+	// clientCaps are the clientCapabilities of initialize.
+	clientCaps json.RawMessage
 }
 
 func (a *agent) logf(format string, args ...any) {
@@ -227,6 +229,13 @@ func (a *agent) handle(line []byte) {
 	}
 	switch m.Method {
 	case "initialize":
+		var init struct {
+			ClientCapabilities json.RawMessage `json:"clientCapabilities"`
+		}
+		json.Unmarshal(m.Params, &init)
+		a.mu.Lock()
+		a.clientCaps = init.ClientCapabilities
+		a.mu.Unlock()
 		var auth []any
 		if a.opts.AuthMethod != "" {
 			auth = []any{map[string]string{"id": a.opts.AuthMethod, "name": a.opts.AuthMethod}}
@@ -276,6 +285,9 @@ func (a *agent) handle(line []byte) {
 			delete(a.cancels, p.SessionID)
 		}
 		a.mu.Unlock()
+	case "$/cancel_request":
+		// Noted, and otherwise ignored: the turn ends by session/cancel.
+		a.logf("got $/cancel_request %s", m.Params)
 	default:
 		if m.ID != nil {
 			a.replyErr(m.ID, -32601, "method not found: "+m.Method)

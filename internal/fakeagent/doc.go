@@ -29,6 +29,22 @@
 //	                   none) titled TITLE, offering the option kinds O
 //	                   (comma-separated; "-": all four), each with its
 //	                   kind as id; then says "chose ID" or "chose nothing"
+//	elicit-form        asks a form (elicitation/create): name (required
+//	                   text), count (integer 1-10), colour (red, green or
+//	                   blue), ship (boolean); then says "answer: ACTION
+//	                   CONTENT" (content as sorted JSON) or "answer: error
+//	                   CODE", and ends ("cancelled" after session/cancel);
+//	                   like real agents it waits for the answer forever
+//	elicit-url [complete D]
+//	                   asks to visit a URL (mode url) and says the answer;
+//	                   with "complete", sends elicitation/complete D later
+//	elicit-big         a form of six text fields and a 30-option choice
+//	elicit-odd         a form with a nested object field
+//	elicit-cancel-request [D]
+//	                   asks the form, then D later (300ms) withdraws it
+//	                   with $/cancel_request and says the answer
+//	                   the elicit modes first check that the client
+//	                   advertised the mode, and say so if not
 //	tool-stuck         a tool call in_progress, then silence until cancel
 //	tool-progress D N  a tool call updated every D, N times, then done
 //	silent D           says nothing for D (honours cancel), then answers

@@ -262,6 +262,8 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.permission(t, cmd, id)
 	case "permission-for":
 		a.permissionFor(t, arg(0, "-"), arg(1, "-"), rest(2))
+	case "elicit-form", "elicit-url", "elicit-big", "elicit-odd", "elicit-cancel-request":
+		a.elicit(t, cmd, args)
 	case "tool-stuck":
 		a.tool(sid, "call-s", "Long build", "in_progress")
 		if t.waitCancel() {

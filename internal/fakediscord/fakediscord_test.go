@@ -875,3 +875,118 @@ func TestSelectMenu(t *testing.T) {
 		t.Errorf("response = %+v", r)
 	}
 }
+
+// A button opens a modal; the user who clicked submits it, and the bot
+// gets the values and may update the button's message. A modal Discord
+// would refuse (six inputs) is refused, and a submitted modal cannot be
+// answered with another.
+func TestModal(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, fakediscord.Options{})
+	srv.AddUser(alice)
+	submitted := make(chan map[string]string, 1)
+	refused := make(chan error, 2)
+	s := openBot(t, srv, allIntents, func(s *discordgo.Session) {
+		s.AddHandler(func(s *discordgo.Session, i *discordgo.InteractionCreate) {
+			switch i.Type {
+			case discordgo.InteractionMessageComponent:
+				input := func(id string) discordgo.MessageComponent {
+					return discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+						discordgo.TextInput{CustomID: id, Label: "Field " + id, Style: discordgo.TextInputShort, Required: id == "a", MaxLength: 10, Value: "pre-" + id}}}
+				}
+				var six []discordgo.MessageComponent
+				for _, id := range []string{"1", "2", "3", "4", "5", "6"} {
+					six = append(six, input(id))
+				}
+				refused <- s.InteractionRespond(i.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal,
+					Data: &discordgo.InteractionResponseData{CustomID: "form", Title: "Too many", Components: six}})
+				s.InteractionRespond(i.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal,
+					Data: &discordgo.InteractionResponseData{CustomID: "form", Title: "Tell me", Components: []discordgo.MessageComponent{input("a"), input("b")}}})
+			case discordgo.InteractionModalSubmit:
+				d := i.ModalSubmitData()
+				values := map[string]string{"custom_id": d.CustomID}
+				for _, row := range d.Components {
+					for _, c := range row.(*discordgo.ActionsRow).Components {
+						ti := c.(*discordgo.TextInput)
+						values[ti.CustomID] = ti.Value
+					}
+				}
+				refused <- s.InteractionRespond(i.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal,
+					Data: &discordgo.InteractionResponseData{CustomID: "again", Title: "Again", Components: []discordgo.MessageComponent{}}})
+				s.InteractionRespond(i.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseUpdateMessage,
+					Data: &discordgo.InteractionResponseData{Content: "filled in", Components: []discordgo.MessageComponent{}}})
+				submitted <- values
+			}
+		})
+	})
+	m, err := s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{
+		Content: "Fill in",
+		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: "Open", Style: discordgo.PrimaryButton, CustomID: "open"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	click := srv.ClickButton(channelID, m.ID, alice.ID, "open")
+	if st, _ := restCode(t, recv(t, refused, nil)); st != 400 {
+		t.Errorf("a modal of six inputs: status %d", st)
+	}
+	srv.Await("the modal", func() bool { _, ok := srv.Modal(click); return ok })
+	modal, _ := srv.Modal(click)
+	if modal.Title != "Tell me" || len(modal.Inputs) != 2 || !modal.Inputs[0].Required || modal.Inputs[1].Value != "pre-b" || modal.Inputs[0].MaxLength != 10 {
+		t.Fatalf("modal = %+v", modal)
+	}
+	id := srv.SubmitModal(click, alice.ID, map[string]string{"a": "typed"})
+	got := recv(t, submitted, nil)
+	if got["custom_id"] != "form" || got["a"] != "typed" || got["b"] != "pre-b" {
+		t.Errorf("submitted %v", got)
+	}
+	if st, _ := restCode(t, recv(t, refused, nil)); st != 400 {
+		t.Errorf("a modal answering a modal: status %d", st)
+	}
+	srv.Await("the update", func() bool { r := srv.InteractionResponses(id); return len(r) == 2 && r[1].Status == 204 })
+	in, _ := srv.Interaction(id)
+	if in.Type != 5 || in.MessageID != m.ID || in.ModalValues["a"] != "typed" {
+		t.Errorf("interaction = %+v", in)
+	}
+	if after, _ := srv.Message(channelID, m.ID); after.Content != "filled in" || len(after.Buttons()) != 0 {
+		t.Errorf("message after the modal = %q", after.Content)
+	}
+}
+
+// A multi-select takes between min_values and max_values of its own
+// options; a menu whose max_values exceeds its options is refused.
+func TestSelectMenu_MultipleValues(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, fakediscord.Options{})
+	picked := make(chan []string, 1)
+	s := openBot(t, srv, allIntents, func(s *discordgo.Session) {
+		s.AddHandler(func(s *discordgo.Session, i *discordgo.InteractionCreate) {
+			if i.Type == discordgo.InteractionMessageComponent {
+				s.InteractionRespond(i.Interaction, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
+				picked <- i.MessageComponentData().Values
+			}
+		})
+	})
+	zero := 0
+	menu := func(maxValues int) []discordgo.MessageComponent {
+		return []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.SelectMenu{CustomID: "tags", MinValues: &zero, MaxValues: maxValues, Options: []discordgo.SelectMenuOption{
+				{Label: "A", Value: "a"}, {Label: "B", Value: "b"}, {Label: "C", Value: "c"}}}}}}
+	}
+	if _, err := s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: "x", Components: menu(4)}); err == nil {
+		t.Error("a menu of 3 options taking 4 values was accepted")
+	}
+	m, err := s.ChannelMessageSendComplex(channelID, &discordgo.MessageSend{Content: "Tags", Components: menu(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SelectMenu(channelID, m.ID, alice.ID, "tags", "a", "c")
+	if v := recv(t, picked, nil); len(v) != 2 || v[0] != "a" || v[1] != "c" {
+		t.Errorf("values = %v", v)
+	}
+	srv.SelectMenu(channelID, m.ID, alice.ID, "tags")
+	if v := recv(t, picked, nil); len(v) != 0 {
+		t.Errorf("values = %v", v)
+	}
+}

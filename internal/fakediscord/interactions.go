@@ -461,6 +461,12 @@ func (s *Server) componentLocked(channelID, messageID, userID, customID string, 
 			}
 		}
 	}
+	if !button {
+		if err := checkSelect(m, customID, values); err != nil {
+			s.errorf("%v", err)
+			return ""
+		}
+	}
 	data := map[string]any{"custom_id": customID, "component_type": typ}
 	if !button {
 		data["values"] = emptyIfNil(values)
@@ -578,7 +584,9 @@ func (s *Server) respondLocked(c *call, in *interaction, resp *InteractionRespon
 		in.OriginalMessageID = m.ID
 		in.deferred = resp.Type == 5
 	case 6, 7:
-		if in.Type != 3 {
+		// A modal opened from a component may update that component's
+		// message too.
+		if in.Type != 3 && (in.Type != 5 || in.MessageID == "") {
 			return formError("type", "INTERACTION_RESPONSE_TYPE_INVALID", "This response type is only valid for message component interactions.")
 		}
 		m := s.messages[in.MessageID]
@@ -592,9 +600,14 @@ func (s *Server) respondLocked(c *call, in *interaction, resp *InteractionRespon
 		}
 		in.OriginalMessageID = m.ID
 	case 9:
-		if str(data, "custom_id") == "" || str(data, "title") == "" || len(raws(data, "components")) == 0 {
-			return formError("data", "BASE_TYPE_REQUIRED", "A modal needs a custom_id, a title and components.")
+		if in.Type != 2 && in.Type != 3 {
+			return formError("type", "INTERACTION_RESPONSE_TYPE_INVALID", "A modal can only answer a command or a component.")
 		}
+		modal, st, b, ok := parseModal(data)
+		if !ok {
+			return st, b
+		}
+		in.modal = modal
 	default:
 		return formError("type", "INTERACTION_RESPONSE_TYPE_INVALID", "Invalid interaction response type.")
 	}

@@ -2,6 +2,7 @@ package fakediscord
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -262,13 +263,17 @@ type Interaction struct {
 	ID    string
 	Token string
 	// Type is 2 for an application command, 3 for a message component,
-	// 4 for an application command's autocomplete.
+	// 4 for an application command's autocomplete, 5 for a modal
+	// submitted.
 	Type int
 	// Name is the command's name (types 2 and 4); CustomID and Values the
-	// component's (type 3), MessageID the message it is on.
+	// component's (type 3), MessageID the message it is on. A submitted
+	// modal (type 5) has the modal's CustomID, the values by text input
+	// in ModalValues, and the MessageID of the button that opened it.
 	Name         string
 	CustomID     string
 	Values       []string
+	ModalValues  map[string]string
 	MessageID    string
 	ChannelID    string
 	GuildID      string
@@ -689,8 +694,10 @@ func (s *Server) Typing(channelID string) int {
 
 type interaction struct {
 	Interaction
-	answered bool
-	deferred bool // type 5 answered and @original not yet filled
+	answered  bool
+	deferred  bool   // type 5 answered and @original not yet filled
+	modal     *Modal // the modal the bot answered with (type 9)
+	modalDone bool   // and it was submitted
 }
 
 func (in *interaction) copy() Interaction {
@@ -698,5 +705,6 @@ func (in *interaction) copy() Interaction {
 	c.Values = slices.Clone(in.Values)
 	c.Responses = slices.Clone(in.Responses)
 	c.FollowupIDs = slices.Clone(in.FollowupIDs)
+	c.ModalValues = maps.Clone(in.ModalValues)
 	return c
 }

@@ -729,10 +729,32 @@ func validateComponents(comps []json.RawMessage) (int, any, bool) {
 				if id == "" {
 					return fail(cp+".custom_id", "BASE_TYPE_REQUIRED", "This field is required")
 				}
+				opts := raws(co, "options")
 				if typ == 3 {
-					if n := len(raws(co, "options")); n < 1 || n > 25 {
+					if n := len(opts); n < 1 || n > 25 {
 						return fail(cp+".options", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 25 in length.")
 					}
+					for k, o := range opts {
+						om := object(o)
+						for _, f := range []string{"label", "value"} {
+							if n := len([]rune(str(om, f))); n < 1 || n > 100 {
+								return fail(cp+".options."+strconv.Itoa(k)+"."+f, "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length.")
+							}
+						}
+					}
+				}
+				lo, hi := 1, 1
+				if _, ok := co["min_values"]; ok {
+					lo = integer(co, "min_values")
+				}
+				if _, ok := co["max_values"]; ok {
+					hi = integer(co, "max_values")
+				}
+				if lo < 0 || lo > 25 || hi < 1 || hi > 25 || lo > hi || typ == 3 && hi > len(opts) {
+					return fail(cp+".max_values", "SELECT_COMPONENT_VALUES_INVALID", "min_values and max_values must be 0-25 and 1-25, min not over max, max not over the options.")
+				}
+				if len([]rune(str(co, "placeholder"))) > 150 {
+					return fail(cp+".placeholder", "BASE_TYPE_MAX_LENGTH", "Must be 150 or fewer in length.")
 				}
 			default:
 				return fail(cp+".type", "UNION_TYPE_CHOICES", "Value of field \"type\" is not a component allowed in an action row.")
