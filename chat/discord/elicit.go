@@ -99,7 +99,10 @@ func (c *Client) elicit(ctx context.Context, conv *conversation, req *acp.Elicit
 		text = formText(req, who, len(texts) > 0, len(selects) > 0)
 		rows = formRows(key, req, texts, selects, oq.values)
 	}
-	msg, err := c.send(ctx, conv.thread, &discordgo.MessageSend{Content: text, Components: rows, AllowedMentions: noMentions, Flags: discordgo.MessageFlagsSuppressEmbeds})
+	notPosted := func(cause error) string {
+		return "❓ ~~" + excerpt(oneLine(req.Message, 300), 300) + fmt.Sprintf("~~\n-# ⌛ Closed without an answer (%v); the agent was told *cancel*.", cause)
+	}
+	msg, err := c.postAsk(ctx, conv.thread, &discordgo.MessageSend{Content: text, Components: rows, AllowedMentions: noMentions, Flags: discordgo.MessageFlagsSuppressEmbeds}, notPosted)
 	if err != nil {
 		c.log.Warn().Err(err).Str("thread", conv.thread).Msg("question not posted; answering cancel")
 		return adapter.ElicitAnswer{Result: acp.ElicitationResult{Action: acp.ActionCancel}}
@@ -124,18 +127,7 @@ func (c *Client) elicit(ctx context.Context, conv *conversation, req *acp.Elicit
 		why = "✔️ The agent says the task at the link is complete."
 	}
 	closed := "❓ ~~" + excerpt(oneLine(req.Message, 300), 300) + "~~\n-# " + why
-	c.spawnLate(func() {
-		err := c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
-			e := discordgo.NewMessageEdit(conv.thread, msg.ID).SetContent(closed)
-			e.Components = &[]discordgo.MessageComponent{}
-			e.AllowedMentions = noMentions
-			_, err := c.s.ChannelMessageEditComplex(e, opts...)
-			return err
-		})
-		if err != nil {
-			c.log.Debug().Err(err).Msg("closed question not updated")
-		}
-	})
+	c.spawnLate(func() { c.closeAsk(conv.thread, msg.ID, closed) })
 	return adapter.ElicitAnswer{Result: acp.ElicitationResult{Action: acp.ActionCancel}}
 }
 

@@ -66,7 +66,10 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 		text += "\n```\n" + in + "\n```"
 	}
 	text += "\n-# " + who + " can answer."
-	msg, err := c.send(ctx, conv.thread, &discordgo.MessageSend{Content: text, Components: buttons(key, req.Options), AllowedMentions: noMentions})
+	notPosted := func(cause error) string {
+		return fmt.Sprintf("🔐 ~~%s~~\n-# ⌛ Closed without an answer (%v); the agent was told *cancelled*.", oneLine(title, 200), cause)
+	}
+	msg, err := c.postAsk(ctx, conv.thread, &discordgo.MessageSend{Content: text, Components: buttons(key, req.Options), AllowedMentions: noMentions}, notPosted)
 	if err != nil {
 		c.log.Warn().Err(err).Str("thread", conv.thread).Msg("permission request not posted; answering cancelled")
 		return adapter.Answer{}
@@ -85,18 +88,7 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	// The agent's answer must not wait on Discord: the edit that closes
 	// the message runs on its own goroutine.
 	closed := fmt.Sprintf("🔐 ~~%s~~\n-# ⌛ Closed without an answer (%v); the agent was told *cancelled*.", oneLine(title, 200), context.Cause(ctx))
-	c.spawnLate(func() {
-		err := c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
-			e := discordgo.NewMessageEdit(conv.thread, msg.ID).SetContent(closed)
-			e.Components = &[]discordgo.MessageComponent{}
-			e.AllowedMentions = noMentions
-			_, err := c.s.ChannelMessageEditComplex(e, opts...)
-			return err
-		})
-		if err != nil {
-			c.log.Debug().Err(err).Msg("closed permission message not updated")
-		}
-	})
+	c.spawnLate(func() { c.closeAsk(conv.thread, msg.ID, closed) })
 	return adapter.Answer{}
 }
 

@@ -226,3 +226,39 @@ func TestPermission_CancelAnswersTheAgentBeforeDiscordTakesTheEdit(t *testing.T)
 		t.Fatalf("open permissions = %d after the cancel", s.OpenPermissions)
 	}
 }
+
+// A permission request whose post Discord is slow to confirm does not
+// hold the agent's answer either: the turn cancelled meanwhile answers
+// "cancelled" at once, and the message, once Discord confirms it, is
+// closed (it never keeps buttons nobody can use).
+func TestPermission_CancelWhileThePostIsOnItsWay(t *testing.T) {
+	h := newHarness(t, setup{engine: adapter.Config{CancelGrace: 2 * time.Second}})
+	const stall = 6 * time.Second
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	h.srv.InjectStall(func(r fakediscord.Request) bool {
+		return r.Route == fakediscord.RouteCreateMessage && r.Major == thread && strings.Contains(string(r.Body), "Permission needed")
+	}, 1, stall)
+	h.srv.SendMessage(thread, alice, "permission")
+	h.permissionMessage(thread) // Discord has it; the broker waits for Discord's answer
+	pid := h.pool.Lookup(thread).Proc.PID()
+	h.response(h.srv.SlashCommand(thread, alice.ID, "cancel", nil))
+	// The thread's own messages queue behind the slow one (requests of one
+	// channel go one at a time), but the agent does not: it got its
+	// answer within the 2s cancel grace, or it would have been replaced.
+	h.answer(thread, "⏹️ cancelled by Alice")
+	if a := h.pool.Lookup(thread); a == nil || a.Proc.PID() != pid {
+		t.Fatalf("the agent was replaced: its permission answer waited for Discord")
+	}
+	h.srv.Await("the request closed", func() bool {
+		for _, m := range h.srv.Messages(thread) {
+			if strings.Contains(m.Content, "Closed without an answer (cancelled by Alice)") && len(m.Buttons()) == 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if s := h.client.Stats(); s.OpenPermissions != 0 {
+		t.Fatalf("open permissions = %d after the cancel", s.OpenPermissions)
+	}
+}

@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -10,6 +11,9 @@ import (
 
 // errGaveUp marks a call abandoned after too many rate limits.
 var errGaveUp = errors.New("rate limited too many times")
+
+// errClosing: the Client is closing and starts nothing more.
+var errClosing = errors.New("the Discord client is closing")
 
 // call makes one REST request bounded by the request timeout and the
 // Client's life. Call it with f doing the discordgo call with the options
@@ -159,4 +163,63 @@ func (c *Client) react(channel, message, emoji string) error {
 
 func (c *Client) unreact(channel, message, emoji string) error {
 	return c.reaction(false, channel, message, emoji)
+}
+
+// postAsk posts a question of a turn's (a permission request, the
+// agent's question) whose ctx may end while the post is on its way. The
+// post itself is the Client's, so that a message Discord took is always
+// known; the turn waits for it no longer than ctx. When ctx ends first,
+// postAsk returns ctx's cause at once, and the message, once posted, is
+// edited to closed(cause) (with its buttons taken off).
+func (c *Client) postAsk(ctx context.Context, thread string, m *discordgo.MessageSend, closed func(cause error) string) (*discordgo.Message, error) {
+	type posted struct {
+		msg *discordgo.Message
+		err error
+	}
+	done := make(chan posted, 1)
+	abandoned := make(chan struct{})
+	var once sync.Once
+	closeOnce := func(id string) { once.Do(func() { c.closeAsk(thread, id, closed(context.Cause(ctx))) }) }
+	started := c.spawnLate(func() {
+		msg, err := c.send(c.ctx, thread, m)
+		done <- posted{msg, err}
+		select {
+		case <-abandoned:
+			if err == nil {
+				closeOnce(msg.ID)
+			}
+		default:
+		}
+	})
+	if !started {
+		return nil, errClosing
+	}
+	select {
+	case p := <-done:
+		return p.msg, p.err
+	case <-ctx.Done():
+	}
+	close(abandoned)
+	select {
+	case p := <-done: // posted as ctx ended: the poster may have returned
+		if p.err == nil {
+			c.spawnLate(func() { closeOnce(p.msg.ID) })
+		}
+	default:
+	}
+	return nil, context.Cause(ctx)
+}
+
+// closeAsk edits a question's message to closed, taking its buttons off.
+func (c *Client) closeAsk(thread, id, closed string) {
+	err := c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
+		e := discordgo.NewMessageEdit(thread, id).SetContent(closed)
+		e.Components = &[]discordgo.MessageComponent{}
+		e.AllowedMentions = noMentions
+		_, err := c.s.ChannelMessageEditComplex(e, opts...)
+		return err
+	})
+	if err != nil {
+		c.log.Debug().Err(err).Msg("closed question not updated")
+	}
 }
