@@ -175,6 +175,7 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 		c.log.Warn().Str("method", MethodSessionUpdate).Msg("session/update with unusable params; skipped")
 		return
 	}
+	c.countUnknown(&n.Update)
 	c.mu.Lock()
 	sub := c.subs[n.SessionID]
 	_, known := c.sessions[n.SessionID]

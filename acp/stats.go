@@ -11,6 +11,8 @@ type stats struct {
 	badMessages    atomic.Uint64
 	refused        atomic.Uint64
 	invalid        atomic.Uint64
+	unknownUpdates atomic.Uint64
+	unknownContent atomic.Uint64
 }
 
 // Stats is a snapshot of a Conn's bookkeeping and counters.
@@ -42,6 +44,10 @@ type Stats struct {
 	// InvalidRequests counts requests answered -32600: batches, ids that
 	// are not a string, number or null.
 	InvalidRequests uint64
+	// UnknownUpdates counts session updates of kinds this client does not
+	// know, UnknownContent content items of unknown types; both are
+	// ignored.
+	UnknownUpdates, UnknownContent uint64
 }
 
 // Add returns the field-wise sum of s and o.
@@ -59,6 +65,8 @@ func (s Stats) Add(o Stats) Stats {
 		AgentRequests:      s.AgentRequests + o.AgentRequests,
 		RefusedRequests:    s.RefusedRequests + o.RefusedRequests,
 		InvalidRequests:    s.InvalidRequests + o.InvalidRequests,
+		UnknownUpdates:     s.UnknownUpdates + o.UnknownUpdates,
+		UnknownContent:     s.UnknownContent + o.UnknownContent,
 	}
 }
 
@@ -75,5 +83,7 @@ func (c *Conn) Stats() Stats {
 	s.BadMessages = c.stats.badMessages.Load()
 	s.RefusedRequests = c.stats.refused.Load()
 	s.InvalidRequests = c.stats.invalid.Load()
+	s.UnknownUpdates = c.stats.unknownUpdates.Load()
+	s.UnknownContent = c.stats.unknownContent.Load()
 	return s
 }
