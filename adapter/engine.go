@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/policy"
 	"acpbroker/pool"
 
@@ -152,7 +153,8 @@ type Engine struct {
 
 	mu      sync.Mutex
 	closed  bool
-	threads map[string]*thread // threads with a running or queued turn
+	threads map[string]*thread   // threads with a running or queued turn
+	usage   map[string]acp.Usage // the last usage_update, by thread
 	stats   Stats
 	wg      sync.WaitGroup
 
@@ -172,7 +174,7 @@ type thread struct {
 // New returns an Engine that takes agents from p. The Engine does not own p.
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, hurry: make(chan struct{})}
+	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, usage: map[string]acp.Usage{}, hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
 	e.stats.Permissions = map[DecisionClass]uint64{}
 	e.ctx, e.shutdown = context.WithCancelCause(context.Background())
@@ -237,6 +239,7 @@ func (e *Engine) Cancel(threadID string, cause error) bool {
 func (e *Engine) Reset(threadID string, cause error) {
 	var dropped []*turn
 	e.mu.Lock()
+	delete(e.usage, threadID)
 	if th := e.threads[threadID]; th != nil {
 		dropped = th.queue
 		th.queue = nil
@@ -264,6 +267,8 @@ type ThreadStatus struct {
 	AgentUp   time.Duration
 	// Dir is the agent's working directory.
 	Dir string
+	// Usage is the agent's last report of its context use, nil if none.
+	Usage *acp.Usage
 }
 
 // Status reports on a thread.
@@ -278,6 +283,7 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	}
 	tp := e.cfg.ThreadProfiles
 	e.mu.Unlock()
+	s.Usage = e.usageOf(threadID)
 	if a := e.pool.Lookup(threadID); a != nil {
 		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID(), time.Since(a.Started)
 		s.Profile, s.Dir = a.Profile.Name, a.Dir
@@ -296,7 +302,9 @@ type Stats struct {
 	Permissions map[DecisionClass]uint64
 	// ToolStuck and ForceEnded count watchdog actions.
 	ToolStuck, ForceEnded uint64
-	Pool                  pool.Stats
+	// UsageThreads is the number of threads whose last usage is kept.
+	UsageThreads int
+	Pool         pool.Stats
 }
 
 // Stats returns the engine's and its pool's gauges.
@@ -309,6 +317,7 @@ func (e *Engine) Stats() Stats {
 	}
 	s.Permissions = maps.Clone(e.stats.Permissions)
 	s.Threads = len(e.threads)
+	s.UsageThreads = len(e.usage)
 	for _, th := range e.threads {
 		s.Queued += len(th.queue)
 		if th.cur != nil {

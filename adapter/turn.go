@@ -35,6 +35,7 @@ type turn struct {
 	text  strings.Builder
 	tools []ToolCall
 	plan  []acp.PlanEntry
+	usage *acp.Usage
 
 	// read by the watchdog
 	mu          sync.Mutex
@@ -72,6 +73,7 @@ func (t *turn) run(ctx context.Context) {
 	out.Text = t.text.String()
 	out.ToolCalls = t.tools
 	out.Plan = t.plan
+	out.Usage = t.usage
 	t.finish(out)
 }
 
@@ -220,7 +222,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	t.sent = time.Now()
 	t.progress = t.sent
 	t.mu.Unlock()
-	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working"})
+	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working", Dir: agent.Dir})
 	return t.loop(ctx)
 }
 
@@ -294,7 +296,7 @@ func (t *turn) answered() Outcome {
 		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentError, err)}
 	}
 	t.e.pool.Release(t.agent, false)
-	return Outcome{StopReason: res.StopReason}
+	return Outcome{StopReason: res.StopReason, TurnUsage: res.Usage}
 }
 
 // blocks is the prompt's content for this agent: images only if it
@@ -445,6 +447,11 @@ func (t *turn) forward(u acp.Update) {
 		t.trackTool(u, now)
 	case acp.UpdatePlan:
 		t.plan = u.Entries
+	case acp.UpdateUsage:
+		if u.Usage != nil {
+			t.usage = u.Usage
+			t.e.setUsage(t.thread, *u.Usage)
+		}
 	}
 	t.p.Sink.Update(u)
 }

@@ -111,6 +111,8 @@ var (
 	dAgentRequests    = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
 	dRefusedRequests  = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
 	dInvalidRequests  = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
+	dUnknown          = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
+	dUsageThreads     = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
 	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
 	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
 	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
@@ -130,7 +132,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
 		ch <- d
 	}
@@ -178,6 +180,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dAgentRequests, float64(p.Conn.AgentRequests))
 	counter(dRefusedRequests, p.Conn.RefusedRequests)
 	counter(dInvalidRequests, p.Conn.InvalidRequests)
+	counter(dUnknown, p.Conn.UnknownUpdates, "update")
+	counter(dUnknown, p.Conn.UnknownContent, "content")
+	gauge(dUsageThreads, float64(e.UsageThreads))
 	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
 	counter(dWatchdog, e.ForceEnded, "force_end")
 	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
