@@ -13,16 +13,25 @@ import (
 // answer. It is not safe for concurrent use.
 type Transcript struct {
 	ShowThoughts bool
+	// Dir is the session's directory: files the agent names there may be
+	// attached, within Limits.
+	Dir    string
+	Limits AttachLimits
 
 	answer   strings.Builder
 	thoughts strings.Builder
 	tools    []toolLine
 	plan     []acp.PlanEntry
 	notices  []string
+	files    []*Attachment
+	held     int64 // bytes of files the agent sent
+	seq      int   // numbers names of files the agent sent unnamed
 }
 
 type toolLine struct {
 	id, title, status string
+	content           []acp.ToolCallContent
+	shown             []shownItem
 }
 
 // Add folds one update into the transcript. It reports whether the visible
@@ -33,6 +42,9 @@ func (t *Transcript) Add(u acp.Update) bool {
 		if u.Content != nil && u.Content.Type == "text" {
 			t.answer.WriteString(u.Content.Text)
 			return u.Content.Text != ""
+		}
+		if u.Content != nil {
+			return t.message(u.Content)
 		}
 	case acp.UpdateThoughtChunk:
 		if u.Content != nil && u.Content.Type == "text" {
@@ -64,12 +76,18 @@ func (t *Transcript) tool(u acp.Update) {
 			if u.Status != "" {
 				t.tools[i].status = u.Status
 			}
+			if u.ToolOutput != nil {
+				t.toolContent(&t.tools[i], u.ToolOutput)
+			}
 			return
 		}
 	}
 	l := toolLine{id: u.ToolCallID, status: u.Status, title: u.ToolCallID}
 	if u.Title != nil && *u.Title != "" {
 		l.title = *u.Title
+	}
+	if u.ToolOutput != nil {
+		t.toolContent(&l, u.ToolOutput)
 	}
 	t.tools = append(t.tools, l)
 }
@@ -100,6 +118,9 @@ func (t *Transcript) Render() string {
 	for _, l := range t.tools {
 		w := ToolStatusWord(l.status)
 		fmt.Fprintf(&b, "%s `%s` %s\n", toolIcon[w], oneLine(l.title, 120), w)
+		for _, it := range l.shown {
+			b.WriteString(it.text + "\n")
+		}
 	}
 	if len(t.plan) > 0 {
 		b.WriteString("**Plan**\n")
