@@ -230,17 +230,23 @@ func (t *Transcript) local(uri string) (rel string, local bool) {
 	if p == "" {
 		return "", false
 	}
-	if t.Dir == "" {
-		return "", true
+	return InDir(t.Dir, p), true
+}
+
+// InDir is path p (relative paths taken from dir) relative to dir, or ""
+// when it is not inside dir, by its name alone.
+func InDir(dir, p string) string {
+	if dir == "" || p == "" {
+		return ""
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(t.Dir, p)
+		p = filepath.Join(dir, p)
 	}
-	r, err := filepath.Rel(filepath.Clean(t.Dir), filepath.Clean(p))
+	r, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(p))
 	if err != nil || r == "." || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-		return "", true
+		return ""
 	}
-	return r, true
+	return r
 }
 
 // filePath is the local path a URI names: a file: URI's path, or the

@@ -28,6 +28,7 @@ type ChatStats struct {
 	OpenPermissions, Conversations            int
 	RefusedUsers, RefusedAttachments          uint64
 	RefusedChannels, LostAnswers              uint64
+	Retitling                                 int
 }
 
 // Sources are read at every scrape. Engine is required; the others may be
@@ -127,13 +128,14 @@ var (
 	dRefusedChannels  = desc("discord_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed.")
 	dLostAnswers      = desc("discord_lost_answers_total", "Answers whose final view could not be shown in full.")
 	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
+	dRetitling        = desc("discord_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept.")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
-		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
+		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dRetitling} {
 		ch <- d
 	}
 }
@@ -204,6 +206,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRefusedChannels, s.RefusedChannels)
 		counter(dLostAnswers, s.LostAnswers)
 		counter(dRefusedAttachmts, s.RefusedAttachments)
+		gauge(dRetitling, float64(s.Retitling))
 	}
 }
 
