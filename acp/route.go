@@ -196,6 +196,7 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	if state {
 		change = stateUpdate(n.Update)
 	}
+	c.countUnknown(&n.Update)
 	c.mu.Lock()
 	sub := c.subs[n.SessionID]
 	s, known := c.sessions[n.SessionID]

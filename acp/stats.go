@@ -12,6 +12,8 @@ type stats struct {
 	refused        atomic.Uint64
 	invalid        atomic.Uint64
 	unknownOptions atomic.Uint64
+	unknownUpdates atomic.Uint64
+	unknownContent atomic.Uint64
 }
 
 // Stats is a snapshot of a Conn's bookkeeping and counters.
@@ -51,6 +53,10 @@ type Stats struct {
 	// UnknownConfigOptions counts session configuration options skipped
 	// for a type the broker does not know, or unusable fields.
 	UnknownConfigOptions uint64
+	// UnknownUpdates counts session updates of kinds this client does not
+	// know, UnknownContent content items of unknown types; both are
+	// ignored.
+	UnknownUpdates, UnknownContent uint64
 }
 
 // Add returns the field-wise sum of s and o.
@@ -72,6 +78,8 @@ func (s Stats) Add(o Stats) Stats {
 
 		UnknownConfigOptions: s.UnknownConfigOptions + o.UnknownConfigOptions,
 		TerminalsOpen:        s.TerminalsOpen + o.TerminalsOpen,
+		UnknownUpdates:       s.UnknownUpdates + o.UnknownUpdates,
+		UnknownContent:       s.UnknownContent + o.UnknownContent,
 	}
 }
 
@@ -96,5 +104,7 @@ func (c *Conn) Stats() Stats {
 	s.RefusedRequests = c.stats.refused.Load()
 	s.InvalidRequests = c.stats.invalid.Load()
 	s.UnknownConfigOptions = c.stats.unknownOptions.Load()
+	s.UnknownUpdates = c.stats.unknownUpdates.Load()
+	s.UnknownContent = c.stats.unknownContent.Load()
 	return s
 }

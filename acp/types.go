@@ -122,6 +122,9 @@ type ToolCallContent struct {
 	Path    string        `json:"path,omitempty"`
 	// TerminalID names the terminal whose output a "terminal" item shows.
 	TerminalID string `json:"terminalId,omitempty"`
+	// diff: OldText is nil for a new file.
+	OldText *string `json:"oldText,omitempty"`
+	NewText string  `json:"newText,omitempty"`
 }
 
 // ToolCallLocation is a file a tool call touches.
@@ -164,6 +167,8 @@ type Update struct {
 	// tool_call_update it makes to show the live output of a terminal
 	// the tool call holds.
 	Terminal *TerminalOutput `json:"-"`
+	// usage_update (session_info_update sets Title)
+	Usage *Usage `json:"-"`
 
 	// Raw is the update as received.
 	Raw json.RawMessage `json:"-"`
@@ -188,11 +193,27 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 		plain
 		Content json.RawMessage `json:"content"`
 	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+	err := json.Unmarshal(b, &p)
+	if err != nil || !knownUpdates[p.Kind] {
+		// An unknown kind may use known field names its own way.
+		var k struct {
+			Kind string `json:"sessionUpdate"`
+		}
+		if json.Unmarshal(b, &k) != nil || knownUpdates[k.Kind] {
+			return err
+		}
+		*u = Update{Kind: k.Kind, Raw: append(json.RawMessage(nil), b...)}
+		return nil
 	}
 	*u = Update(p.plain)
 	u.Raw = append(json.RawMessage(nil), b...)
+	if u.Kind == UpdateUsage {
+		var usage Usage
+		if err := json.Unmarshal(b, &usage); err != nil {
+			return err
+		}
+		u.Usage = &usage
+	}
 	if len(p.Content) == 0 {
 		return nil
 	}
@@ -227,6 +248,13 @@ func (u Update) MarshalJSON() ([]byte, error) {
 		m.Content = u.Content
 	case u.ToolOutput != nil:
 		m.Content = u.ToolOutput
+	}
+	if u.Usage != nil {
+		return json.Marshal(struct {
+			plain
+			Content any `json:"content,omitempty"`
+			*Usage
+		}{m.plain, m.Content, u.Usage})
 	}
 	return json.Marshal(m)
 }
@@ -324,6 +352,8 @@ type PromptParams struct {
 // PromptResult is the answer to session/prompt. Unknown fields are ignored.
 type PromptResult struct {
 	StopReason string `json:"stopReason"`
+	// Usage is the turn's token totals, when the agent says.
+	Usage *TurnUsage `json:"usage,omitempty"`
 }
 
 type cancelParams struct {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/policy"
 	"acpbroker/pool"
 
@@ -155,8 +156,9 @@ type Engine struct {
 
 	mu      sync.Mutex
 	closed  bool
-	threads map[string]*thread // threads with a running or queued turn
-	options *optionBook        // what threads' agents offer, and chose
+	threads map[string]*thread   // threads with a running or queued turn
+	options *optionBook          // what threads' agents offer, and chose
+	usage   map[string]acp.Usage // the last usage_update, by thread
 	stats   Stats
 	wg      sync.WaitGroup
 
@@ -176,7 +178,7 @@ type thread struct {
 // New returns an Engine that takes agents from p. The Engine does not own p.
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), hurry: make(chan struct{})}
+	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), usage: map[string]acp.Usage{}, hurry: make(chan struct{})}
 	e.stats.Outcomes = map[string]uint64{}
 	e.stats.Permissions = map[DecisionClass]uint64{}
 	e.stats.Elicitations = map[DecisionClass]uint64{}
@@ -242,6 +244,7 @@ func (e *Engine) Cancel(threadID string, cause error) bool {
 func (e *Engine) Reset(threadID string, cause error) {
 	var dropped []*turn
 	e.mu.Lock()
+	delete(e.usage, threadID)
 	if th := e.threads[threadID]; th != nil {
 		dropped = th.queue
 		th.queue = nil
@@ -274,6 +277,8 @@ type ThreadStatus struct {
 	// Model and Mode are the agent's model and mode in words, as it last
 	// said ("" when it names none).
 	Model, Mode string
+	// Usage is the agent's last report of its context use, nil if none.
+	Usage *acp.Usage
 }
 
 // Status reports on a thread.
@@ -288,6 +293,7 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	}
 	tp := e.cfg.ThreadProfiles
 	e.mu.Unlock()
+	s.Usage = e.usageOf(threadID)
 	if a := e.pool.Lookup(threadID); a != nil {
 		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID(), time.Since(a.Started)
 		s.Profile, s.Dir = a.Profile.Name, a.Dir
@@ -314,7 +320,9 @@ type Stats struct {
 	// OptionThreads is the number of threads whose agents' options,
 	// modes and commands the engine keeps.
 	OptionThreads int
-	Pool          pool.Stats
+	// UsageThreads is the number of threads whose last usage is kept.
+	UsageThreads int
+	Pool         pool.Stats
 }
 
 // Stats returns the engine's and its pool's gauges.
@@ -328,6 +336,7 @@ func (e *Engine) Stats() Stats {
 	s.Permissions = maps.Clone(e.stats.Permissions)
 	s.Elicitations = maps.Clone(e.stats.Elicitations)
 	s.Threads = len(e.threads)
+	s.UsageThreads = len(e.usage)
 	for _, th := range e.threads {
 		s.Queued += len(th.queue)
 		if th.cur != nil {

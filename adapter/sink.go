@@ -31,6 +31,9 @@ type Status struct {
 	Position int
 	// Text says the phase in words, e.g. "waiting for a free agent slot".
 	Text string
+	// Dir is the agent's working directory, for PhaseWorking: what the
+	// agent shows from there may be attached.
+	Dir string
 }
 
 // Sink receives one prompt's progress. Status, Update and Done are called
@@ -99,6 +102,10 @@ type Outcome struct {
 	Text      string
 	ToolCalls []ToolCall
 	Plan      []acp.PlanEntry
+	// Usage is the agent's last usage_update of the turn, TurnUsage the
+	// turn's token totals from its answer; nil when it did not say.
+	Usage     *acp.Usage
+	TurnUsage *acp.TurnUsage
 	Elapsed   time.Duration
 	// Shown is for the Sink to call once the thread shows the outcome
 	// (safe to call more than once, never nil): until then a broker that

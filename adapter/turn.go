@@ -36,6 +36,7 @@ type turn struct {
 	tools []ToolCall
 	plan  []acp.PlanEntry
 	terms []shownTerminal // terminals the turn's tool calls show
+	usage *acp.Usage
 
 	// read by the watchdog
 	mu          sync.Mutex
@@ -89,6 +90,7 @@ func (t *turn) run(ctx context.Context) {
 	out.Text = t.text.String()
 	out.ToolCalls = t.tools
 	out.Plan = t.plan
+	out.Usage = t.usage
 	t.finish(out)
 }
 
@@ -246,7 +248,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	t.sent = time.Now()
 	t.progress = t.sent
 	t.mu.Unlock()
-	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working"})
+	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working", Dir: agent.Dir})
 	return t.loop(ctx)
 }
 
@@ -325,7 +327,7 @@ func (t *turn) answered() Outcome {
 		return Outcome{Err: fmt.Errorf("%w: %w", ErrAgentError, err)}
 	}
 	t.e.pool.Release(t.agent, false)
-	return Outcome{StopReason: res.StopReason}
+	return Outcome{StopReason: res.StopReason, TurnUsage: res.Usage}
 }
 
 // blocks is the prompt's content for this agent: images only if it
@@ -484,6 +486,11 @@ func (t *turn) forward(u acp.Update) {
 		t.trackTool(u, now)
 	case acp.UpdatePlan:
 		t.plan = u.Entries
+	case acp.UpdateUsage:
+		if u.Usage != nil {
+			t.usage = u.Usage
+			t.e.setUsage(t.thread, *u.Usage)
+		}
 	}
 	t.p.Sink.Update(u)
 }

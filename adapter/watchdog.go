@@ -19,6 +19,7 @@ func (e *Engine) watchdog() {
 			return
 		case now := <-t.C:
 			e.check(now)
+			e.pruneUsage()
 		}
 	}
 }

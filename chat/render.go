@@ -14,12 +14,19 @@ import (
 // answer. It is not safe for concurrent use.
 type Transcript struct {
 	ShowThoughts bool
+	// Dir is the session's directory: files the agent names there may be
+	// attached, within Limits.
+	Dir    string
+	Limits AttachLimits
 
 	answer   strings.Builder
 	thoughts strings.Builder
 	tools    []toolLine
 	plan     []acp.PlanEntry
 	notices  []string
+	files    []*Attachment
+	held     int64 // bytes of files the agent sent
+	seq      int   // numbers names of files the agent sent unnamed
 }
 
 type toolLine struct {
@@ -27,6 +34,8 @@ type toolLine struct {
 	// terminal is the end of the output of a terminal the tool call
 	// holds, as last seen.
 	terminal string
+	content  []acp.ToolCallContent
+	shown    []shownItem
 }
 
 // Add folds one update into the transcript. It reports whether the visible
@@ -37,6 +46,9 @@ func (t *Transcript) Add(u acp.Update) bool {
 		if u.Content != nil && u.Content.Type == "text" {
 			t.answer.WriteString(u.Content.Text)
 			return u.Content.Text != ""
+		}
+		if u.Content != nil {
+			return t.message(u.Content)
 		}
 	case acp.UpdateThoughtChunk:
 		if u.Content != nil && u.Content.Type == "text" {
@@ -71,6 +83,9 @@ func (t *Transcript) tool(u acp.Update) {
 			if u.Status != "" {
 				t.tools[i].status = u.Status
 			}
+			if u.ToolOutput != nil {
+				t.toolContent(&t.tools[i], u.ToolOutput)
+			}
 			return
 		}
 	}
@@ -80,6 +95,9 @@ func (t *Transcript) tool(u acp.Update) {
 	l := toolLine{id: u.ToolCallID, status: u.Status, title: u.ToolCallID}
 	if u.Title != nil && *u.Title != "" {
 		l.title = *u.Title
+	}
+	if u.ToolOutput != nil {
+		t.toolContent(&l, u.ToolOutput)
 	}
 	t.tools = append(t.tools, l)
 }
@@ -110,6 +128,9 @@ func (t *Transcript) Render() string {
 	for _, l := range t.tools {
 		w := ToolStatusWord(l.status)
 		fmt.Fprintf(&b, "%s `%s` %s\n", toolIcon[w], oneLine(l.title, 120), w)
+		for _, it := range l.shown {
+			b.WriteString(it.text + "\n")
+		}
 		if l.terminal != "" {
 			b.WriteString("```\n" + l.terminal + "\n```\n")
 		}

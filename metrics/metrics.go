@@ -29,6 +29,7 @@ type ChatStats struct {
 	OpenQuestions                             int
 	RefusedUsers, RefusedAttachments          uint64
 	RefusedChannels, LostAnswers              uint64
+	Retitling                                 int
 }
 
 // Sources are read at every scrape. Engine is required; the others may be
@@ -115,6 +116,8 @@ var (
 	dUnknownOptions   = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
 	dOptionThreads    = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
 	dTerminalsOpen    = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
+	dUnknown          = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
+	dUsageThreads     = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
 	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
 	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
 	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
@@ -129,6 +132,7 @@ var (
 	dRefusedChannels  = desc("discord_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed.")
 	dLostAnswers      = desc("discord_lost_answers_total", "Answers whose final view could not be shown in full.")
 	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
+	dRetitling        = desc("discord_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept.")
 )
 
 // The agent's questions (elicitation).
@@ -141,8 +145,8 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
-		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers} {
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
+		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dRetitling} {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat} {
@@ -199,6 +203,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
 	gauge(dOptionThreads, float64(e.OptionThreads))
 	gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))
+	counter(dUnknown, p.Conn.UnknownUpdates, "update")
+	counter(dUnknown, p.Conn.UnknownContent, "content")
+	gauge(dUsageThreads, float64(e.UsageThreads))
 	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
 	counter(dWatchdog, e.ForceEnded, "force_end")
 	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
@@ -221,6 +228,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRefusedChannels, s.RefusedChannels)
 		counter(dLostAnswers, s.LostAnswers)
 		counter(dRefusedAttachmts, s.RefusedAttachments)
+		gauge(dRetitling, float64(s.Retitling))
 	}
 }
 

@@ -203,7 +203,11 @@ func (c *Console) command(line string) bool {
 		if s.Busy {
 			state = "busy"
 		}
-		c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir)
+		context := ""
+		if u := chat.UsageText(s.Usage, nil); u != "" {
+			context = ", context " + u
+		}
+		c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s%s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir, context)
 		return false
 	case "/agents":
 		c.listAgents()
@@ -236,12 +240,17 @@ func (c *Console) printf(format string, args ...any) {
 type sink struct {
 	c         *Console
 	inAnswer  bool
+	lineEnded bool   // the answer printed so far ends with a newline
+	dir       string // the agent's working directory
 	toolsSeen map[string]string
-	termSeen  map[string]string // a tool call's terminal's last line printed
+	termSeen  map[string]string                // a tool call's terminal's last line printed
+	shown     map[string][]acp.ToolCallContent // what each tool call shows
 }
 
 func (s *sink) Status(st adapter.Status) {
-	if st.Phase != adapter.PhaseWorking {
+	if st.Phase == adapter.PhaseWorking {
+		s.dir = st.Dir
+	} else {
 		s.c.printf("[%s]\n", st.Text)
 	}
 }
@@ -255,6 +264,11 @@ func (s *sink) Update(u acp.Update) {
 				s.inAnswer = true
 			}
 			s.c.printf("%s", u.Content.Text)
+			if u.Content.Text != "" {
+				s.lineEnded = strings.HasSuffix(u.Content.Text, "\n")
+			}
+		} else if u.Content != nil {
+			s.block(u.Content)
 		}
 	case acp.UpdateThoughtChunk:
 		if s.c.ShowThoughts && u.Content != nil {
@@ -280,6 +294,9 @@ func (s *sink) Update(u acp.Update) {
 			s.breakLine()
 			s.c.printf("[tool] %s: %s\n", title, chat.ToolStatusWord(u.Status))
 		}
+		if u.ToolOutput != nil {
+			s.toolContent(u.ToolCallID, u.ToolOutput)
+		}
 	case acp.UpdatePlan:
 		s.breakLine()
 		for _, e := range u.Entries {
@@ -288,6 +305,11 @@ func (s *sink) Update(u acp.Update) {
 				mark = "x"
 			}
 			s.c.printf("[plan] [%s] %s\n", mark, e.Content)
+		}
+	case acp.UpdateSessionInfo:
+		if u.Title != nil && *u.Title != "" {
+			s.breakLine()
+			s.c.printf("[title] %s\n", *u.Title)
 		}
 	}
 }
@@ -312,8 +334,10 @@ func (s *sink) terminal(u acp.Update) {
 
 func (s *sink) breakLine() {
 	if s.inAnswer {
-		s.c.printf("\n")
-		s.inAnswer = false
+		if !s.lineEnded {
+			s.c.printf("\n")
+		}
+		s.inAnswer, s.lineEnded = false, false
 	}
 }
 
@@ -375,15 +399,19 @@ func (s *sink) Done(o adapter.Outcome) {
 		defer o.Shown() // printed
 	}
 	s.breakLine()
+	usage := ""
+	if u := chat.UsageText(o.Usage, o.TurnUsage); u != "" {
+		usage = " · " + u
+	}
 	if o.Err != nil {
-		s.c.printf("[turn %s after %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))
+		s.c.printf("[turn %s after %s%s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond), usage)
 		return
 	}
 	if strings.TrimSpace(o.Text) == "" {
-		s.c.printf("[%s]\n", o.Summary())
+		s.c.printf("[%s%s]\n", o.Summary(), usage)
 		return
 	}
-	s.c.printf("[%s in %s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond))
+	s.c.printf("[%s in %s%s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond), usage)
 }
 
 // user is who answers at this terminal.

@@ -41,10 +41,14 @@ type Config struct {
 	// MaxMessages is how many 2,000-character messages an answer may
 	// span; a longer one is attached as answer.md (default 6).
 	MaxMessages int
-	// MaxFileBytes bounds one attached part of such an answer (default
-	// 8 MiB, under the 10 MiB Discord accepts per message); a longer
-	// answer goes as answer-1.md, answer-2.md, … on consecutive messages.
+	// MaxFileBytes bounds one attached file (default 8 MiB, under the
+	// 10 MiB Discord accepts per message): a part of such an answer (a
+	// longer one goes as answer-1.md, answer-2.md, … on consecutive
+	// messages), or a file the agent shows.
 	MaxFileBytes int
+	// RetitleInterval is the least time between two renames of a thread
+	// after the agent's title for its session (default 1m).
+	RetitleInterval time.Duration
 	// MaxImageBytes bounds one image attachment (default 8 MiB) and
 	// MaxTextBytes one text attachment inlined into the prompt (default
 	// 256 KiB).
@@ -83,6 +87,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxFileBytes <= 0 {
 		c.MaxFileBytes = 8 << 20
+	}
+	if c.RetitleInterval <= 0 {
+		c.RetitleInterval = time.Minute
 	}
 	if c.MaxImageBytes <= 0 {
 		c.MaxImageBytes = 8 << 20
@@ -155,7 +162,8 @@ type Client struct {
 	perms     map[string]*openPermission
 	questions map[string]*openQuestion // the agent's questions, as perms
 	permSeq   uint64
-	lanes     map[string]*lane // reaction lanes, by channel
+	lanes     map[string]*lane      // reaction lanes, by channel
+	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
 	stats     Stats
 
 	wg sync.WaitGroup
@@ -200,6 +208,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		perms:     map[string]*openPermission{},
 		questions: map[string]*openQuestion{},
 		lanes:     map[string]*lane{},
+		titles:    map[string]*retitling{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.recall()
@@ -266,6 +275,7 @@ func (c *Client) Close(grace time.Duration) error {
 	}
 	c.cancel()
 	<-done
+	c.stopRetitles()
 	c.mu.Lock()
 	c.closing = true
 	c.mu.Unlock()
@@ -348,6 +358,7 @@ type Stats struct {
 	RefusedChannels    uint64 // messages in threads of channels no longer allowed
 	RefusedAttachments uint64
 	LostAnswers        uint64 // answers whose final view could not be shown
+	Retitling          int    // threads renamed within RetitleInterval
 }
 
 // Stats returns a snapshot of the counters.
@@ -358,6 +369,7 @@ func (c *Client) Stats() Stats {
 	s.OpenPermissions = len(c.perms)
 	s.OpenQuestions = len(c.questions)
 	s.Conversations = len(c.convs)
+	s.Retitling = len(c.titles)
 	return s
 }
 

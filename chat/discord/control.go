@@ -186,6 +186,9 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 		} else {
 			b.WriteString("**Agent**: not running (it starts with the next message)")
 		}
+		if u := chat.UsageText(st.Usage, nil); u != "" {
+			fmt.Fprintf(&b, "\n**Context**: %s", u)
+		}
 		c.ephemeral(i, b.String())
 	default:
 		c.ephemeral(i, "Unknown command.")

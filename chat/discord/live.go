@@ -44,6 +44,12 @@ type turnSink struct {
 	// shows the outcome once both have.
 	viewShown, reactionShown bool
 
+	// set once by run when the turn has ended: what goes with the final
+	// view as files, and what could not
+	loaded    bool
+	files     []attachment
+	fileNotes []string
+
 	// owned by run
 	posted  []posted
 	applied string // the reaction on the user's message
@@ -58,6 +64,7 @@ var _ adapter.Sink = (*turnSink)(nil)
 func newTurnSink(c *Client, conv *conversation, m *discordgo.Message) *turnSink {
 	s := &turnSink{c: c, conv: conv, msg: m, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now()}
 	s.tr.ShowThoughts = c.acl().ShowThoughts
+	s.tr.Limits = c.attachLimits()
 	c.spawn(s.run)
 	c.spawn(s.reactions)
 	return s
@@ -82,6 +89,7 @@ func (s *turnSink) Status(st adapter.Status) {
 		s.status = "-# ⏳ " + st.Text
 	case adapter.PhaseWorking:
 		s.reaction, s.working, s.status = emojiWorking, true, ""
+		s.tr.Dir = st.Dir
 	case adapter.PhaseCancelling:
 		s.status = "-# ⏹️ " + st.Text
 	}
@@ -91,6 +99,9 @@ func (s *turnSink) Status(st adapter.Status) {
 
 // Update implements adapter.Sink.
 func (s *turnSink) Update(u acp.Update) {
+	if u.Kind == acp.UpdateSessionInfo && u.Title != nil {
+		s.c.retitle(s.conv.thread, *u.Title)
+	}
 	s.mu.Lock()
 	changed := s.tr.Add(u)
 	s.mu.Unlock()
@@ -138,8 +149,8 @@ type view struct {
 	pieces  []string
 	final   bool
 	working bool
-	body    bool               // the agent has said something (not only a status)
-	files   map[int]attachment // by piece: the full answer, when attached
+	body    bool                 // the agent has said something (not only a status)
+	files   map[int][]attachment // by piece: the full answer, or the agent's files
 }
 
 func (s *turnSink) view() view {
@@ -161,15 +172,24 @@ func (s *turnSink) view() view {
 	if strings.TrimSpace(body) == "" && footer == "" {
 		return v // nothing to show yet
 	}
+	// The agent's files go on a message of their own, the last, which
+	// then carries the footer.
+	withFiles := v.final && (len(s.files) > 0 || len(s.fileNotes) > 0)
 	text := strings.TrimRight(body, "\n")
-	if footer != "" {
+	if footer != "" && !withFiles {
 		if text != "" {
 			text += "\n"
 		}
 		text += footer
 	}
-	v.pieces = chat.Split(text, pieceLimit)
-	if max := s.c.cfg.MaxMessages; len(v.pieces) > max {
+	if text != "" {
+		v.pieces = chat.Split(text, pieceLimit)
+	}
+	max := s.c.cfg.MaxMessages
+	if withFiles && max > 1 {
+		max--
+	}
+	if len(v.pieces) > max {
 		v.pieces = v.pieces[:max-1]
 		if !v.final {
 			v.pieces = append(v.pieces, "-# … the answer continues; it will be attached in full when the turn ends.")
@@ -179,26 +199,30 @@ func (s *turnSink) view() view {
 		// goes in parts, one per message, the footer on the last.
 		chars := utf8.RuneCountInString(body)
 		parts := cutParts(body, s.c.cfg.MaxFileBytes)
-		v.files = make(map[int]attachment, len(parts))
+		v.files = make(map[int][]attachment, len(parts)+1)
 		for k, part := range parts {
-			a := attachment{name: "answer.md", data: part}
+			a := attachment{name: "answer.md", ctype: "text/markdown", data: part}
 			note := fmt.Sprintf("-# … the full answer (%d characters) is attached as answer.md.", chars)
 			if len(parts) > 1 {
 				a.name = fmt.Sprintf("answer-%d.md", k+1)
 				note = fmt.Sprintf("-# … the full answer (%d characters) is attached in %d parts; this is %s.", chars, len(parts), a.name)
 			}
-			if k == len(parts)-1 {
+			if k == len(parts)-1 && !withFiles {
 				note += "\n" + footer
 			}
-			v.files[len(v.pieces)] = a
+			v.files[len(v.pieces)] = []attachment{a}
 			v.pieces = append(v.pieces, note)
 		}
 	}
+	if withFiles {
+		if v.files == nil {
+			v.files = map[int][]attachment{}
+		}
+		v.files[len(v.pieces)] = s.files
+		v.pieces = append(v.pieces, filesPiece(s.files, s.fileNotes, footer))
+	}
 	return v
 }
-
-// attachment is a file sent with an answer's message.
-type attachment struct{ name, data string }
 
 // cutParts cuts text into parts of at most max bytes, at a line break
 // where there is one in the second half of a part, else at a rune
@@ -220,7 +244,7 @@ func cutParts(text string, max int) []string {
 	return append(parts, text)
 }
 
-func (s *turnSink) footer(o adapter.Outcome) string {
+func outcomeFooter(o adapter.Outcome) string {
 	took := o.Elapsed.Round(time.Second)
 	if o.Elapsed < time.Second {
 		took = o.Elapsed.Round(time.Millisecond)
@@ -239,6 +263,16 @@ func (s *turnSink) footer(o adapter.Outcome) string {
 	}
 }
 
+// footer is the line under a turn's answer: how it ended (its start is
+// what tells a finished answer), then the agent's usage.
+func (s *turnSink) footer(o adapter.Outcome) string {
+	line := outcomeFooter(o)
+	if u := chat.UsageText(o.Usage, o.TurnUsage); u != "" {
+		line += " · " + u
+	}
+	return line
+}
+
 // run makes the thread show the latest view, one Discord call at a time:
 // streaming updates at least EditInterval apart (updates that arrive
 // meanwhile are coalesced, never dropped), the final view as soon as
@@ -253,6 +287,7 @@ func (s *turnSink) run() {
 	shown := false // something the agent said is on screen
 	failures := 0  // in a row; a success starts the count again
 	for {
+		s.attach()
 		v := s.view()
 		if i, edit := s.next(v.pieces); i >= 0 {
 			// The final view, and the agent's first words (perhaps after a
@@ -267,8 +302,7 @@ func (s *turnSink) run() {
 				}
 				continue
 			}
-			file, ok := v.files[i]
-			err := s.show(i, edit, v.pieces[i], file, ok)
+			err := s.show(i, edit, v.pieces[i], v.files[i])
 			if wait, limited := retryAfter(err); limited {
 				if !c.sleep(c.ctx, wait) {
 					return
@@ -380,6 +414,26 @@ func (s *turnSink) shown(view bool) {
 	}
 }
 
+// attach reads the files the agent showed, once the turn has ended:
+// where they go is known only then, and nothing is read twice.
+func (s *turnSink) attach() {
+	s.mu.Lock()
+	if s.loaded || s.outcome == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.loaded = true
+	dir, atts := s.tr.Dir, s.tr.Attachments()
+	s.mu.Unlock()
+	if len(atts) == 0 {
+		return
+	}
+	files, notes := loadAttachments(dir, atts, int64(s.c.cfg.MaxFileBytes))
+	s.mu.Lock()
+	s.files, s.fileNotes = files, notes
+	s.mu.Unlock()
+}
+
 // pause waits d or until the view changes; false when the Client is
 // giving up.
 func (s *turnSink) pause(d time.Duration) bool {
@@ -436,11 +490,11 @@ func (s *turnSink) next(pieces []string) (int, bool) {
 var noMentions = &discordgo.MessageAllowedMentions{}
 
 // show sends or edits piece i; the agent's text never pings anyone.
-func (s *turnSink) show(i int, edit bool, piece string, file attachment, attach bool) error {
+func (s *turnSink) show(i int, edit bool, piece string, attach []attachment) error {
 	c := s.c
 	var files []*discordgo.File
-	if attach {
-		files = []*discordgo.File{{Name: file.name, ContentType: "text/markdown", Reader: strings.NewReader(file.data)}}
+	for _, a := range attach {
+		files = append(files, &discordgo.File{Name: a.name, ContentType: a.ctype, Reader: strings.NewReader(a.data)})
 	}
 	return c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
 		if edit {

@@ -139,6 +139,7 @@ type DiscordConfig struct {
 	ShowThoughts     bool
 	EditInterval     time.Duration
 	MaxMessages      int
+	MaxFileBytes     int
 	MaxImageBytes    int64
 	MaxTextBytes     int64
 }

@@ -71,6 +71,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"discord.edit_interval":       {"2s", func(c *Config) any { return c.Discord.EditInterval }, 2 * time.Second},
 		"discord.max_answer_messages": {"3", func(c *Config) any { return c.Discord.MaxMessages }, 3},
 		"discord.max_image_bytes":     {"1024", func(c *Config) any { return c.Discord.MaxImageBytes }, int64(1024)},
+		"discord.max_file_bytes":      {"2048", func(c *Config) any { return c.Discord.MaxFileBytes }, 2048},
 		"discord.max_text_bytes":      {"2048", func(c *Config) any { return c.Discord.MaxTextBytes }, int64(2048)},
 		"turn.tool_timeout":           {"20m", func(c *Config) any { return c.Turn.ToolTimeout }, 20 * time.Minute},
 		"state.retention":             {"48h", func(c *Config) any { return c.State.Retention }, 48 * time.Hour},

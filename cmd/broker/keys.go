@@ -155,6 +155,8 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Discord.MaxMessages = r.integer(k, 1, 50) }},
 	{name: "discord.max_image_bytes", def: 8 << 20, doc: "largest image attachment",
 		read: func(r *reader, k string, c *Config) { c.Discord.MaxImageBytes = int64(r.integer(k, 1, 25<<20)) }},
+	{name: "discord.max_file_bytes", def: 8 << 20, doc: "largest file attached to an answer: a part of a long answer, a diff, or a file the agent shows (a message carries at most 10 MiB of files)",
+		read: func(r *reader, k string, c *Config) { c.Discord.MaxFileBytes = r.integer(k, 1<<10, 10<<20) }},
 	{name: "discord.max_text_bytes", def: 256 << 10, doc: "largest text attachment inlined into the prompt",
 		read: func(r *reader, k string, c *Config) { c.Discord.MaxTextBytes = int64(r.integer(k, 1, 4<<20)) }},
 }

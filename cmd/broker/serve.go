@@ -238,6 +238,7 @@ func discordConfig(cfg *Config, memory discord.Memory, log zerolog.Logger) disco
 		Access:         discordAccess(cfg),
 		EditInterval:   d.EditInterval,
 		MaxMessages:    d.MaxMessages,
+		MaxFileBytes:   d.MaxFileBytes,
 		MaxImageBytes:  d.MaxImageBytes,
 		MaxTextBytes:   d.MaxTextBytes,
 		Memory:         memory,
@@ -274,7 +275,7 @@ func (b *broker) chatStats() metrics.ChatStats {
 	s := b.discord.Stats()
 	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
 		OpenPermissions: s.OpenPermissions, OpenQuestions: s.OpenQuestions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
-		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers}
+		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, Retitling: s.Retitling}
 }
 
 // engineAnswers fails if the engine's lock is wedged.

@@ -74,5 +74,15 @@
 //	                   choices (with Options.ConfigOptions or Modes)
 //	/NAME INPUT        runs one of the agent's commands (Options.Commands):
 //	                   answers "ran /NAME with "INPUT""
+//	diff [big [N]]     an edit tool call with diff content: a few lines of
+//	                   main.go and a new NOTES.md, or N (400) changed lines
+//	image              a message with an inline PNG between two chunks
+//	resource-link PATH a resource_link to PATH: relative, in its directory
+//	                   (a file made there unless one is there), or absolute
+//	resource           a read tool call whose content embeds a text file
+//	usage              a usage_update with cost; the answer carries usage
+//	title TEXT         a session_info_update titling the session TEXT
+//	unknown-update     between two chunks, an update of an unknown kind and
+//	                   a chunk with a content block of an unknown type
 //	anything else      a demo turn: thought, tool call, plan, echo
 package fakeagent

@@ -338,6 +338,9 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk(sid, strings.Join(env, "\n"))
 		t.stop("end_turn")
 	default:
+		if a.show(t, cmd, args, rest(0)) {
+			return
+		}
 		a.demo(t, full, images, files, resumed)
 	}
 }

@@ -65,6 +65,8 @@ type Channel struct {
 	Created          time.Time
 	// MessageCount counts the messages ever posted in the channel.
 	MessageCount int
+	// Renames counts the changes of its name.
+	Renames int
 }
 
 // IsThread reports whether c is a thread.

@@ -24,6 +24,7 @@ const (
 	RouteGetCurrentUser         = "GET /users/@me"
 	RouteGetUser                = "GET /users/{user_id}"
 	RouteGetChannel             = "GET /channels/{channel_id}"
+	RouteModifyChannel          = "PATCH /channels/{channel_id}"
 	RouteListMessages           = "GET /channels/{channel_id}/messages"
 	RouteGetMessage             = "GET /channels/{channel_id}/messages/{message_id}"
 	RouteCreateMessage          = "POST /channels/{channel_id}/messages"
@@ -81,6 +82,7 @@ func (s *Server) routes() []route {
 		{RouteGetCurrentUser, false, s.getCurrentUser},
 		{RouteGetUser, false, s.getUser},
 		{RouteGetChannel, false, s.getChannel},
+		{RouteModifyChannel, false, s.modifyChannel},
 		{RouteListMessages, false, s.listMessages},
 		{RouteGetMessage, false, s.getMessage},
 		{RouteCreateMessage, false, s.createMessage},
@@ -323,6 +325,9 @@ func (s *Server) handleLocked(c *call, r *http.Request, versionOK bool, segs []s
 	if int64(total) > s.opts.MaxUploadBytes {
 		return apiError(http.StatusRequestEntityTooLarge, 40005, "Request entity too large")
 	}
+	if len(c.files) > 10 {
+		return formError("attachments", "BASE_TYPE_MAX_LENGTH", "Must be 10 or fewer in length.")
+	}
 	return rt.h(c)
 }
 
@@ -450,6 +455,30 @@ func (s *Server) getChannel(c *call) (int, any) {
 	ch := s.channels[c.p("channel_id")]
 	if ch == nil {
 		return unknownChannel()
+	}
+	return 200, s.wireChannelLocked(ch, false)
+}
+
+// modifyChannel renames a thread the bot owns (the only change the fake
+// takes), as Discord does, with THREAD_UPDATE.
+func (s *Server) modifyChannel(c *call) (int, any) {
+	ch := s.channels[c.p("channel_id")]
+	if ch == nil {
+		return unknownChannel()
+	}
+	if !ch.IsThread() || ch.OwnerID != s.bot.ID {
+		return apiError(403, 50013, "Missing Permissions")
+	}
+	if has(c.obj, "name") {
+		name := str(c.obj, "name")
+		if n := len([]rune(name)); n < 1 || n > 100 {
+			return formError("name", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length.")
+		}
+		ch.Name = name
+		ch.Renames++
+	}
+	if !s.opts.NoEcho {
+		s.dispatchLocked("THREAD_UPDATE", IntentGuilds, func(*gwSession) any { return s.wireChannelLocked(ch, true) })
 	}
 	return 200, s.wireChannelLocked(ch, false)
 }

@@ -63,7 +63,8 @@ type Options struct {
 	// constants, e.g. RouteCreateMessage). Routes not named use
 	// DefaultRateLimit (default 50 per second). DefaultRateLimits lists
 	// the routes limited more tightly out of the box: message create and
-	// edit, 5 per 5s per channel, as on Discord. NoRateLimits turns
+	// edit, 5 per 5s per channel, and channel edits (renames), 2 per 10
+	// minutes per channel, as on Discord. NoRateLimits turns
 	// bucket limiting off; the headers are still sent and Inject429
 	// still works.
 	RateLimits       map[string]RateLimit
@@ -129,6 +130,7 @@ func DefaultRateLimits() map[string]RateLimit {
 	return map[string]RateLimit{
 		RouteCreateMessage: {Limit: 5, Per: 5 * time.Second},
 		RouteEditMessage:   {Limit: 5, Per: 5 * time.Second},
+		RouteModifyChannel: {Limit: 2, Per: 10 * time.Minute},
 	}
 }
 
