@@ -33,6 +33,9 @@ type conversation struct {
 	// agent is the profile the thread was opened with ("": its channel's
 	// or the default); the engine keeps the one its first prompt names.
 	agent string
+	// lastSink is closed once the thread's latest turn has shown its end
+	// (see newTurnSink); guarded by Client.mu.
+	lastSink chan struct{}
 }
 
 // keepLocked records conv as used now (adding it to the conversations if

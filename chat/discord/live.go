@@ -50,6 +50,10 @@ type turnSink struct {
 	files     []attachment
 	fileNotes []string
 
+	// after is closed once the thread's turn before this one has shown
+	// its end; shownAll once this one has (run closes it as it returns).
+	after, shownAll chan struct{}
+
 	// owned by run
 	posted  []posted
 	applied string // the reaction on the user's message
@@ -62,7 +66,13 @@ type posted struct {
 var _ adapter.Sink = (*turnSink)(nil)
 
 func newTurnSink(c *Client, conv *conversation, m *discordgo.Message) *turnSink {
-	s := &turnSink{c: c, conv: conv, msg: m, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now()}
+	s := &turnSink{c: c, conv: conv, msg: m, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now(),
+		shownAll: make(chan struct{})}
+	// The thread shows its turns in order: this one's messages wait
+	// until the one before has shown how it ended (or gave up).
+	c.mu.Lock()
+	s.after, conv.lastSink = conv.lastSink, s.shownAll
+	c.mu.Unlock()
 	s.tr.ShowThoughts = c.acl().ShowThoughts
 	s.tr.Limits = c.attachLimits()
 	c.spawn(s.run)
@@ -282,6 +292,14 @@ func (s *turnSink) footer(o adapter.Outcome) string {
 // or when the Client gives up at shutdown.
 func (s *turnSink) run() {
 	c := s.c
+	defer close(s.shownAll)
+	if s.after != nil {
+		select {
+		case <-s.after:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 	var lastTyping time.Time
 	var calls window
 	shown := false // something the agent said is on screen

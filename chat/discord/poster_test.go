@@ -155,3 +155,32 @@ func TestPoster_AFailedFinalReactionIsTriedAgain(t *testing.T) {
 		t.Fatalf("%d reaction calls failed, want the 3 injected", failed)
 	}
 }
+
+// A thread shows its turns in order: when Discord fails the first turn's
+// answer a few times, the next turn's answer, ready sooner, still comes
+// after it.
+func TestPoster_TurnsAreShownInOrder(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	h.srv.InjectError(func(r fakediscord.Request) bool {
+		return r.Route == fakediscord.RouteCreateMessage && r.Major == thread && strings.Contains(string(r.Body), "ALPHA")
+	}, 2, 500)
+	h.srv.SendMessage(thread, alice, "late 10ms ALPHA")
+	h.srv.SendMessage(thread, alice, "late 10ms BRAVO")
+	h.srv.Await("both answers", func() bool {
+		text := joined(h.botMessages(thread))
+		return strings.Contains(text, "ALPHA") && strings.Contains(text, "BRAVO") && strings.Count(text, "✅ done") == 3
+	})
+	var order []string
+	for _, m := range h.botMessages(thread) {
+		for _, w := range []string{"ALPHA", "BRAVO"} {
+			if strings.Contains(m.Content, w) {
+				order = append(order, w)
+			}
+		}
+	}
+	if !slices.Equal(order, []string{"ALPHA", "BRAVO"}) {
+		t.Fatalf("the thread shows the answers in the order %v", order)
+	}
+}
