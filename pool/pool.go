@@ -420,7 +420,7 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 		return nil, err
 	}
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
-	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRW)
+	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
 	proc, err := p.cfg.Launch(spec)
 	if err != nil {
 		return nil, err
@@ -497,7 +497,7 @@ func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalComma
 		cmd.Env = mergeEnv(prof.Env, cmd.Env)
 		cmd.Credential = p.cfg.RunAs
 		if sb.Enabled() {
-			cmd = sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRW)
+			cmd = sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRO, prof.SandboxRW)
 		}
 		return cmd
 	}

@@ -43,10 +43,12 @@ type Profile struct {
 	// the agent even when it answered the cancel: for agents whose
 	// session goes wrong after a cancel.
 	RestartAfterCancel bool
-	// SandboxRW are more paths a sandboxed agent of this profile may
-	// write, at the same place (a worktree profile: the repository's git
-	// directory, which its worktrees' commits go to).
-	SandboxRW []string
+	// SandboxRO and SandboxRW are more paths a sandboxed agent of this
+	// profile may read, and write, at the same place (its own
+	// configuration or tool cache; a worktree profile: the repository's
+	// git directory, which its worktrees' commits go to). Agents of other
+	// profiles do not see them.
+	SandboxRO, SandboxRW []string
 	// MaxSessions bounds this profile's agents, live, starting and
 	// stopping, within the pool's MaxSessions (0: only the pool's bound).
 	MaxSessions int

@@ -342,3 +342,31 @@ func waitReleased(t *testing.T, p *pool.Pool) {
 		}
 	}
 }
+
+// A profile's own sandbox paths are its agents' alone: claude's config
+// directory is writable for claude's agent and not there at all for
+// codex's, and the other way round.
+func TestSandbox_EachProfileSeesOnlyItsOwnPaths(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	dirs := map[string]string{"claude": t.TempDir(), "codex": t.TempDir()}
+	profs := map[string]*pool.Profile{}
+	for name, dir := range dirs {
+		os.WriteFile(filepath.Join(dir, "credentials"), []byte(name+"-key"), 0o600)
+		profs[name] = &pool.Profile{Command: fakeAgent, Env: []string{"PATH=/usr/bin:/bin"}, WorkDir: t.TempDir(), PerThreadDir: true, SandboxRW: []string{dir}}
+	}
+	p := newPool(t, pool.Config{Profiles: profs, DefaultProfile: "claude", Sandbox: pool.Sandbox{Bwrap: "bwrap"}})
+	for name, other := range map[string]string{"claude": "codex", "codex": "claude"} {
+		a := acquireProfile(t, p, "t-"+name, name)
+		got := prompt(t, a, "probe w:"+filepath.Join(dirs[name], "mine")+" r:"+filepath.Join(dirs[other], "credentials")+" w:"+filepath.Join(dirs[other], "theirs"))
+		p.Release(a, false)
+		lines := strings.Split(strings.TrimSpace(got), "\n")
+		if len(lines) != 3 || !strings.HasSuffix(lines[0], " ok") || strings.HasSuffix(lines[1], " ok") || strings.HasSuffix(lines[2], " ok") {
+			t.Fatalf("%s's agent probing its own path and %s's:\n%s", name, other, got)
+		}
+		if _, err := os.Stat(filepath.Join(dirs[other], "theirs")); err == nil {
+			t.Fatalf("%s's agent wrote into %s's directory", name, other)
+		}
+	}
+}

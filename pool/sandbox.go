@@ -72,7 +72,7 @@ func (s Sandbox) stopCommand(thread, workdir, profile string) []string {
 // through the launcher. programs are more commands the agent itself
 // starts (stdio MCP servers): in bubblewrap their directories are shown
 // read-only, as the agent's own.
-func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWrite []string) ProcessSpec {
+func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readOnly, readWrite []string) ProcessSpec {
 	if len(s.Launcher) > 0 {
 		words := s.expand(s.Launcher, thread, spec.Dir, profile)
 		spec.Args = append(append(words[1:], spec.Command), spec.Args...)
@@ -82,7 +82,7 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWr
 	if !s.Enabled() {
 		return spec
 	}
-	args := append(s.confine(spec.Command, spec.Dir, spec.Env, programs, readWrite), "--chdir", spec.Dir, "--", spec.Command)
+	args := append(s.confine(spec.Command, spec.Dir, spec.Env, programs, readOnly, readWrite), "--chdir", spec.Dir, "--", spec.Command)
 	spec.Args = append(args, spec.Args...)
 	spec.Command = s.Bwrap
 	return spec
@@ -91,8 +91,9 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readWr
 // confine is the bubblewrap arguments that show an agent of program,
 // working in dir with env, what it may see: the system directories, its
 // program's, its stdio MCP servers' (programs), an empty HOME, the
-// configured paths and the profile's (readWrite), and dir writable.
-func (s Sandbox) confine(program, dir string, env, programs, readWrite []string) []string {
+// configured paths and the profile's (readOnly, readWrite), and dir
+// writable.
+func (s Sandbox) confine(program, dir string, env, programs, readOnly, readWrite []string) []string {
 	args := s.base()
 	if pd := filepath.Dir(program); filepath.IsAbs(program) && !under(pd, systemDirs) {
 		args = append(args, "--ro-bind", pd, pd) // the agent's program
@@ -115,7 +116,7 @@ func (s Sandbox) confine(program, dir string, env, programs, readWrite []string)
 			args = append(args, "--ro-bind-try", pd, pd)
 		}
 	}
-	for _, p := range s.ReadOnly {
+	for _, p := range append(slices.Clone(s.ReadOnly), readOnly...) {
 		args = append(args, "--ro-bind-try", p, p)
 	}
 	for _, p := range append(slices.Clone(s.ReadWrite), readWrite...) {
@@ -128,12 +129,12 @@ func (s Sandbox) confine(program, dir string, env, programs, readWrite []string)
 // working in dir, confined as that agent is: the same paths shown, dir
 // writable, a session of its own, cmd.Dir (inside dir) its working
 // directory. Its own program is looked up inside the sandbox.
-func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir string, programs, readWrite []string) acp.TerminalCommand {
+func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir string, programs, readOnly, readWrite []string) acp.TerminalCommand {
 	bwrap := s.Bwrap
 	if found, err := exec.LookPath(bwrap); err == nil {
 		bwrap = found // the broker's PATH, as for the agent itself
 	}
-	args := append(s.confine(program, dir, cmd.Env, programs, readWrite), "--chdir", cmd.Dir, "--", cmd.Path)
+	args := append(s.confine(program, dir, cmd.Env, programs, readOnly, readWrite), "--chdir", cmd.Dir, "--", cmd.Path)
 	cmd.Args = append(args, cmd.Args...)
 	cmd.Path = bwrap
 	return cmd
@@ -209,7 +210,7 @@ func (s Sandbox) Check(timeout time.Duration) error {
 		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 	}
 	defer os.RemoveAll(dir)
-	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", nil, nil)
+	spec := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", nil, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, spec.Args...).CombinedOutput()

@@ -42,12 +42,10 @@ type Config struct {
 		// Bounds on what one agent may ask of the broker.
 		MaxReadBytes, MaxWriteBytes, MaxRequests int
 		MaxTerminals, MaxTerminalBytes           int
-		// Sandbox is "bwrap", "none" or "launcher"; SandboxRO and
-		// SandboxRW are more paths shown to sandboxed agents;
-		// SandboxNetwork leaves them the network.
-		Sandbox              string
-		SandboxRO, SandboxRW []string
-		SandboxNetwork       bool
+		// Sandbox is "bwrap", "none" or "launcher"; SandboxNetwork
+		// leaves sandboxed agents the network.
+		Sandbox        string
+		SandboxNetwork bool
 		// Launcher and LauncherStop: see pool.Sandbox.
 		Launcher, LauncherStop []string
 		// RunAs is the user agents run as (agent.run_as_user), or nil.
@@ -118,6 +116,8 @@ type Profile struct {
 	// Permissions decide its agents' permission requests before anyone
 	// is asked ([[agents.NAME.permissions]]).
 	Permissions []policy.Rule
+	// SandboxRO and SandboxRW are more paths its sandboxed agents see.
+	SandboxRO, SandboxRW []string
 }
 
 // DefaultProfileName names the one profile of a configuration without

@@ -172,11 +172,13 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 			StartTimeout:       p.StartTimeout,
 			RestartAfterCancel: p.RestartAfterCancel,
 			MaxSessions:        p.MaxSessions,
+			SandboxRO:          slices.Clone(p.SandboxRO),
+			SandboxRW:          slices.Clone(p.SandboxRW),
 		}
 		abs := *p
 		abs.Cwd = cwd
 		if wt := worktreesFor(&abs, log); wt != nil {
-			pp.SandboxRW = []string{gitDir(p.Repo)}
+			pp.SandboxRW = append(pp.SandboxRW, gitDir(p.Repo))
 			pp.Workspace = func(ctx context.Context, thread string) (string, error) {
 				dir, _, err := wt.Prepare(ctx, thread)
 				return dir, err
@@ -485,7 +487,7 @@ func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 			hide = append(hide, abs)
 		}
 	}
-	return pool.Sandbox{Bwrap: "bwrap", ReadOnly: cfg.Agent.SandboxRO, ReadWrite: cfg.Agent.SandboxRW,
+	return pool.Sandbox{Bwrap: "bwrap",
 		NoNetwork: !cfg.Agent.SandboxNetwork, Hide: hide}
 }
 
