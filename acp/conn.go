@@ -100,6 +100,9 @@ type Conn struct {
 	serving  int // agent requests being served
 	init     *InitializeResult
 	terms    map[string]*terminal // open terminals, by id
+	// waits are the terminal/wait_for_exit requests being served, by the
+	// agent's request id, for $/cancel_request.
+	waits    map[jsonrpc2.ID]context.CancelCauseFunc
 	termSeq  uint64
 	released []*terminal // the last ones released, their output's end kept
 	createMu sync.Mutex  // one terminal/create at a time
@@ -159,6 +162,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		early:    map[string][]Update{},
 		perms:    map[uint64]*permission{},
 		terms:    map[string]*terminal{},
+		waits:    map[jsonrpc2.ID]context.CancelCauseFunc{},
 	}
 	stream := &lineStream{
 		r:       bufio.NewReaderSize(r, 4<<10),

@@ -158,6 +158,7 @@ func (c *Conn) notified(req *jsonrpc2.Request) {
 		raw = *req.Params
 	}
 	match, cause := func(*permission) bool { return false }, error(nil)
+	var withdrawn *jsonrpc2.ID // the request $/cancel_request names
 	switch req.Method {
 	case MethodCancelRequest:
 		var p cancelRequestParams
@@ -166,6 +167,7 @@ func (c *Conn) notified(req *jsonrpc2.Request) {
 			return
 		}
 		id := *p.RequestID
+		withdrawn = &id
 		match, cause = func(e *permission) bool { return e.reqID == id }, ErrRequestCancelled
 	case MethodElicitationComplete:
 		var p completeParams
@@ -181,6 +183,11 @@ func (c *Conn) notified(req *jsonrpc2.Request) {
 		if match(e) {
 			cancels = append(cancels, e.cancel)
 			delete(c.perms, key)
+		}
+	}
+	if withdrawn != nil {
+		if cancel, ok := c.waits[*withdrawn]; ok {
+			cancels = append(cancels, cancel) // a terminal/wait_for_exit
 		}
 	}
 	c.mu.Unlock()

@@ -368,3 +368,32 @@ func TestTerminal_NotOfferedIsMethodNotFound(t *testing.T) {
 		t.Fatalf("terminal/create without terminals offered answered %d, want %d", code, CodeMethodNotFound)
 	}
 }
+
+// The agent may withdraw a terminal/wait_for_exit with $/cancel_request:
+// it is answered -32800 at once, the command goes on, and its exit can
+// still be waited for.
+func TestTerminal_WaitForExitWithdrawnIsAnsweredCancelled(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{})
+	id := p.create(map[string]any{"command": "sleep", "args": []string{"30"}})
+	p.mu.Lock()
+	waitID := strconv.Itoa(1000 + p.seq + 1)
+	p.mu.Unlock()
+	wait := p.start(MethodTerminalWaitForExit, map[string]any{"terminalId": id})
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%s}}`, waitID))
+	if code, _ := errorOf(p.await(wait, 5*time.Second)); code != CodeCancelled {
+		t.Fatalf("the withdrawn wait answered %d, want %d", code, CodeCancelled)
+	}
+	c.mu.Lock()
+	waits := len(c.waits)
+	c.mu.Unlock()
+	if waits != 0 {
+		t.Fatalf("%d waits still kept", waits)
+	}
+	p.result(p.call(MethodTerminalKill, map[string]any{"terminalId": id}), nil)
+	var exit TerminalExitStatus
+	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
+	if exit.Signal == nil {
+		t.Fatalf("after kill, wait_for_exit = %+v, want a signal", exit)
+	}
+	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
+}

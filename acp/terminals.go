@@ -62,9 +62,23 @@ func (c *Conn) terminalRequest(req *jsonrpc2.Request) (any, error) {
 		o := t.snapshot(-1)
 		return terminalOutputResult{Output: o.Output, Truncated: o.Truncated, ExitStatus: o.Exit}, nil
 	case MethodTerminalWaitForExit:
+		// The agent may withdraw the wait ($/cancel_request): it is then
+		// answered -32800.
+		ctx, cancel := context.WithCancelCause(context.Background())
+		c.mu.Lock()
+		c.waits[req.ID] = cancel
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.waits, req.ID)
+			c.mu.Unlock()
+			cancel(nil)
+		}()
 		select {
 		case <-t.exited:
 			return t.status, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
 		case <-c.stop:
 			return nil, ErrClosed
 		case <-c.readDone:
