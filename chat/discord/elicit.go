@@ -290,13 +290,7 @@ func linkLabel(u string) string {
 
 // closeQuestion removes key from the table and reports whether it was
 // still there.
-func (c *Client) closeQuestion(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.questions[key]
-	delete(c.questions, key)
-	return ok
-}
+func (c *Client) closeQuestion(key string) bool { return take(c, c.questions, key) }
 
 // sweepQuestionsLocked drops questions whose wait has ended; their owners
 // are already answering "cancel". c.mu must be held.

@@ -94,11 +94,16 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 
 // closePermission removes key from the table and reports whether it was
 // still there.
-func (c *Client) closePermission(key string) bool {
+func (c *Client) closePermission(key string) bool { return take(c, c.perms, key) }
+
+// take removes key from one of the Client's tables of open questions
+// (guarded by c.mu) and reports whether it was still there: whoever
+// takes it answers.
+func take[V any](c *Client, table map[string]V, key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.perms[key]
-	delete(c.perms, key)
+	_, ok := table[key]
+	delete(table, key)
 	return ok
 }
 
