@@ -161,6 +161,10 @@ func (s *ElicitationSchema) UnmarshalJSON(b []byte) error {
 	if len(top.Properties) == 0 || string(top.Properties) == "null" {
 		return nil
 	}
+	required := make(map[string]bool, len(top.Required))
+	for _, k := range top.Required {
+		required[k] = true
+	}
 	dec := json.NewDecoder(bytes.NewReader(top.Properties))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return errors.New("requestedSchema.properties is not an object")
@@ -175,12 +179,19 @@ func (s *ElicitationSchema) UnmarshalJSON(b []byte) error {
 		if err := dec.Decode(&raw); err != nil {
 			return err
 		}
+		if len(s.Fields) == maxFormFields {
+			return fmt.Errorf("requestedSchema has more than %d fields", maxFormFields)
+		}
 		f := parseField(key, raw)
-		f.Required = slices.Contains(top.Required, key)
+		f.Required = required[key]
 		s.Fields = append(s.Fields, f)
 	}
 	return nil
 }
+
+// maxFormFields bounds a form's fields: no person fills in more, and an
+// agent's endless form costs nothing past it.
+const maxFormFields = 64
 
 type rawOption struct {
 	Const *string `json:"const"`

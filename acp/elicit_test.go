@@ -367,3 +367,32 @@ func TestElicitationField_ParseAndUnsupported(t *testing.T) {
 		t.Fatalf("unsupported = %v, %v", keys, err)
 	}
 }
+
+// A form of endless fields costs the broker no more than its bound: past
+// maxFormFields it is refused, and the work does not grow with the
+// fields times the required names.
+func TestElicitationSchema_AnEndlessFormIsRefused(t *testing.T) {
+	var props, req strings.Builder
+	for i := range 50000 {
+		if i > 0 {
+			props.WriteString(",")
+			req.WriteString(",")
+		}
+		fmt.Fprintf(&props, `"f%d":{"type":"string"}`, i)
+		fmt.Fprintf(&req, `"f%d"`, i)
+	}
+	body := `{"sessionId":"s","mode":"form","message":"m","requestedSchema":{"type":"object","properties":{` + props.String() + `},"required":[` + req.String() + `]}}`
+	start := time.Now()
+	var r ElicitationRequest
+	err := json.Unmarshal([]byte(body), &r)
+	if err == nil || !strings.Contains(err.Error(), "more than 64 fields") {
+		t.Fatalf("a 50,000-field form: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("refusing it took %s", took)
+	}
+	var ok ElicitationRequest
+	if err := json.Unmarshal([]byte(`{"sessionId":"s","mode":"form","message":"m","requestedSchema":{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}}`), &ok); err != nil || len(ok.Schema.Fields) != 1 || !ok.Schema.Fields[0].Required {
+		t.Fatalf("a one-field form: %+v, %v", ok.Schema, err)
+	}
+}
