@@ -76,14 +76,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 		defer c.releasePermission(key)
 		// As for permissions: an ended wait is answered at once, while
 		// the Elicitor tidies up on its own.
-		answered := make(chan ElicitationResult, 1)
-		var out ElicitationResult
-		if c.spawn(func() { answered <- asker.Elicit(ctx, &p) }) {
-			select {
-			case out = <-answered:
-			case <-ctx.Done():
-			}
-		}
+		out := askUntil(c, ctx, func() ElicitationResult { return asker.Elicit(ctx, &p) })
 		if ctx.Err() != nil {
 			if c.withdrawn(ctx, req) {
 				return

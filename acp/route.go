@@ -279,14 +279,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 		defer c.releasePermission(key)
 		// A cancelled request is answered at once: the approver may still
 		// be tidying up (a message to edit) and returns on its own.
-		decided := make(chan PermissionOutcome, 1)
-		var out PermissionOutcome
-		if c.spawn(func() { decided <- sub.approver.Approve(ctx, &p) }) {
-			select {
-			case out = <-decided:
-			case <-ctx.Done():
-			}
-		}
+		out := askUntil(c, ctx, func() PermissionOutcome { return sub.approver.Approve(ctx, &p) })
 		if ctx.Err() != nil {
 			if c.withdrawn(ctx, req) {
 				return
@@ -342,4 +335,20 @@ func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
 			c.log.Debug().Err(err).Str("method", req.Method).Msg("error reply not sent")
 		}
 	})
+}
+
+// askUntil runs ask (a person's answer, however slow) on a goroutine of
+// the Conn and waits for it while ctx lasts: once ctx ends the request is
+// answered at once, and ask returns on its own. The zero T when ctx ended
+// first, or the Conn is closing.
+func askUntil[T any](c *Conn, ctx context.Context, ask func() T) T {
+	answered := make(chan T, 1)
+	var out T
+	if c.spawn(func() { answered <- ask() }) {
+		select {
+		case out = <-answered:
+		case <-ctx.Done():
+		}
+	}
+	return out
 }
