@@ -397,3 +397,23 @@ func TestTerminal_WaitForExitWithdrawnIsAnsweredCancelled(t *testing.T) {
 	}
 	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
 }
+
+// At the defaults (no options given): a session holds 8 terminals and
+// the 9th is refused; a command that prints 3 MiB keeps its last 1 MiB.
+func TestTerminal_BoundsAtTheDefaults(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{})
+	for range DefaultMaxTerminals - 1 {
+		p.create(map[string]any{"command": "sleep", "args": []string{"30"}})
+	}
+	id := p.create(map[string]any{"command": "sh", "args": []string{"-c", "head -c 3145728 /dev/zero | tr '\\0' x; printf END"}})
+	if code, msg := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "true"})); code == 0 || !strings.Contains(msg, "too many terminals") {
+		t.Fatalf("terminal %d answered %d %q, want a refusal", DefaultMaxTerminals+1, code, msg)
+	}
+	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
+	var out terminalOutputResult
+	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	if len(out.Output) != DefaultMaxTerminalBytes || !strings.HasSuffix(out.Output, "xEND") || !out.Truncated {
+		t.Fatalf("output of 3 MiB: %d bytes (truncated %v), want the last %d", len(out.Output), out.Truncated, DefaultMaxTerminalBytes)
+	}
+	c.ReleaseTerminals("s")
+}
