@@ -28,7 +28,13 @@ func TestConversation_MentionOpensAThreadAndTheAnswerStreams(t *testing.T) {
 		msgs := h.botMessages(thread)
 		return len(msgs) > 0 && strings.Contains(msgs[0].Content, "chunk 1")
 	})
-	if !h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "⚙️") {
+	// Reactions go their own way (they must not hold up the answer), so
+	// ⚙️ may land a moment after the first chunk; it is there before ✅.
+	bot := h.srv.Bot().ID
+	h.srv.Await("a status reaction", func() bool {
+		return h.srv.HasReaction(h.channel, thread, bot, "⚙️") || h.srv.HasReaction(h.channel, thread, bot, "✅")
+	})
+	if !h.srv.HasReaction(h.channel, thread, bot, "⚙️") {
 		t.Error("no ⚙️ reaction on the user's message while the agent works")
 	}
 	msgs := h.answer(thread, "✅ done in")
