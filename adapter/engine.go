@@ -30,8 +30,9 @@ type Journal interface {
 	ToolCall(id uint64, toolCallID, title, status string)
 	// TurnEnded: state is one of the Ended* values.
 	TurnEnded(id uint64, state, cause string)
-	// TurnShown: the thread now shows how the turn ended.
-	TurnShown(id uint64)
+	// TurnShown: the thread now shows how the turn ended, in the message
+	// where names (the platform's reference; empty if none does).
+	TurnShown(id uint64, where string)
 }
 
 // ThreadProfiles remembers the agent profile each thread was given at its

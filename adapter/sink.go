@@ -107,10 +107,13 @@ type Outcome struct {
 	Usage     *acp.Usage
 	TurnUsage *acp.TurnUsage
 	Elapsed   time.Duration
-	// Shown is for the Sink to call once the thread shows the outcome
-	// (safe to call more than once, never nil): until then a broker that
-	// dies reports the turn at its next start.
-	Shown func()
+	// Shown is for the Sink to call once the thread shows the outcome,
+	// with the platform's reference to the message that shows it (empty
+	// if none does); safe to call more than once, never nil. Until then a
+	// broker that dies reports the turn at its next start, and the
+	// messages named so help the platform tell later turns' outcomes
+	// apart.
+	Shown func(where string)
 }
 
 // Summary is the outcome in words, never empty.

@@ -146,9 +146,10 @@ func (t *turn) finish(out Outcome) {
 				cause = out.Err.Error()
 			}
 			j.TurnEnded(t.id, state, cause)
-			out.Shown = sync.OnceFunc(func() { j.TurnShown(t.id) })
+			var once sync.Once
+			out.Shown = func(where string) { once.Do(func() { j.TurnShown(t.id, where) }) }
 		} else {
-			out.Shown = func() {}
+			out.Shown = func(string) {}
 		}
 		t.p.Sink.Done(out)
 	})

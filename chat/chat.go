@@ -58,6 +58,10 @@ type Interruption struct {
 	// "cancelled"), for the platform to find what the thread already
 	// shows; empty when it never finished.
 	Outcome string
+	// Elsewhere names the messages known to show how the thread's earlier
+	// turns ended (the platform's references, as the Sink gave them to
+	// Outcome.Shown): none of them is this turn's.
+	Elsewhere []string
 }
 
 // AgentInfo describes one agent profile for people choosing one: its

@@ -141,6 +141,34 @@ func TestRestart_AnOutcomeNotYetShownIsReportedAfterAKill(t *testing.T) {
 	}
 }
 
+// An earlier turn's answer can end after the next prompt (it was still
+// streaming when that was sent): at the next start that line is not taken
+// for the next turn's, whose final view never went out.
+func TestRestart_AnEarlierTurnsAnswerAfterThePromptIsNotItsOwn(t *testing.T) {
+	w := newWorld(t, setup{})
+	first := w.start()
+	// Discord fails every post of the second turn's final view.
+	w.Srv.InjectError(func(r fakediscord.Request) bool {
+		return (r.Route == fakediscord.RouteEditMessage || r.Route == fakediscord.RouteCreateMessage) &&
+			strings.Contains(string(r.Body), "chunk 2") && strings.Contains(string(r.Body), "✅ done")
+	}, 1000, http.StatusInternalServerError)
+	thread := w.mention(alice, "slow 1500ms 1")
+	second := w.Discord.Post(thread, alice, "stream 2")
+	answers := w.awaitAnswers(thread, 1)
+	if !strings.Contains(answers[0].Text, "chunk 1") || answers[0].Msgs[0].ID < second {
+		t.Fatalf("the first answer %q (message %s) does not follow the second prompt %s", answers[0].Text, answers[0].Msgs[0].ID, second)
+	}
+	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
+	first.Kill()
+
+	w.start()
+	notice := w.awaitBotText(thread, "The broker restarted before it could show how your message “stream 2”")
+	if !strings.Contains(notice.Content, "ended: done") {
+		t.Fatalf("the notice reads %q", notice.Content)
+	}
+	w.awaitReaction(thread, second, "❌")
+}
+
 // A turn whose thread shows its outcome, but whose broker died before
 // noting so (here: before its status reaction was final), is not
 // reported again at the next start: the thread is read, the reaction

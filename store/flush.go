@@ -73,7 +73,7 @@ func (s *Store) flush() error {
 		return nil
 	}
 	agents, gone, shown, decided := s.agents, s.goneAgts, s.shown, s.decided
-	s.agents, s.goneAgts, s.shown, s.decided = map[int]uint64{}, map[int]bool{}, map[uint64]bool{}, nil
+	s.agents, s.goneAgts, s.shown, s.decided = map[int]uint64{}, map[int]bool{}, map[uint64]string{}, nil
 	turns := make(map[uint64][]byte, len(s.dirty))
 	for id := range s.dirty {
 		t := s.active[id]
@@ -124,13 +124,13 @@ func (s *Store) flush() error {
 				return err
 			}
 		}
-		for id := range shown { // after the records written above
+		for id, where := range shown { // after the records written above
 			v := tb.Get(key(id))
 			var t Turn
 			if v == nil || json.Unmarshal(v, &t) != nil || !t.Unshown {
 				continue
 			}
-			t.Unshown = false
+			t.Unshown, t.ShownIn = false, where
 			nv, err := json.Marshal(&t)
 			if err != nil {
 				return err

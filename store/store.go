@@ -76,12 +76,12 @@ type Store struct {
 	ended    map[uint64]*Turn // ended, not yet written
 	threads  map[string]*Thread
 	dirtyThr map[string]bool
-	agents   map[int]uint64  // live agent pid -> start ticks, to write
-	goneAgts map[int]bool    // agent pids to delete
-	shown    map[uint64]bool // ended turns written unshown, now shown
-	decided  []Decision      // permission decisions to write, in order
-	finished int             // finished turns on disk
-	kept     int             // decisions on disk
+	agents   map[int]uint64    // live agent pid -> start ticks, to write
+	goneAgts map[int]bool      // agent pids to delete
+	shown    map[uint64]string // ended turns written unshown, now shown: where
+	decided  []Decision        // permission decisions to write, in order
+	finished int               // finished turns on disk
+	kept     int               // decisions on disk
 	stats    Stats
 	closed   bool
 	// Flush generations: a change made while nextGen is g is on disk once
@@ -152,7 +152,7 @@ func Open(opts Options) (*Store, error) {
 		opts: opts, log: opts.Logger, db: db, path: path,
 		active: map[uint64]*Turn{}, dirty: map[uint64]bool{}, ended: map[uint64]*Turn{},
 		threads: map[string]*Thread{}, dirtyThr: map[string]bool{},
-		agents: map[int]uint64{}, goneAgts: map[int]bool{}, shown: map[uint64]bool{},
+		agents: map[int]uint64{}, goneAgts: map[int]bool{}, shown: map[uint64]string{},
 		nextGen: 1, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}

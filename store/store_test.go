@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestStore_RecoveryInterruptsLeftoversAndReportsThemOnce(t *testing.T) {
 	done := s.TurnQueued("t1", "msg-1", "finished one", "alice")
 	s.TurnStarted(done)
 	s.TurnEnded(done, string(Done), "")
-	s.TurnShown(done)
+	s.TurnShown(done, "msg-1-answer")
 	running := s.TurnQueued("t2", "msg-2", "build the thing", "bob")
 	s.TurnStarted(running)
 	s.ToolCall(running, "call-1", "cargo build", "in_progress")
@@ -329,25 +330,30 @@ func TestStore_FlushesCommitInOrder(t *testing.T) {
 }
 
 // A turn that ended but whose thread did not show it yet when the process
-// died is reported at the next start, with its ending; once shown, before
-// or after a flush, it is not.
+// died is reported at the next start, with its ending, and with where
+// its thread shows the earlier turns' outcomes (the thread's, in order;
+// not other threads'); once shown, before or after a flush, it is not.
 func TestStore_AnEndedTurnNotYetShownIsReported(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
-	unshown := s.TurnQueued("t1", "msg-1", "answered", "alice")
-	s.TurnStarted(unshown)
-	s.TurnEnded(unshown, string(Failed), "agent exited with status 3")
-	shownEarly := s.TurnQueued("t2", "msg-2", "shown before the flush", "bob")
+	shownEarly := s.TurnQueued("t1", "msg-1", "shown before the flush", "bob")
 	s.TurnStarted(shownEarly)
 	s.TurnEnded(shownEarly, string(Done), "")
-	s.TurnShown(shownEarly)
-	shownLate := s.TurnQueued("t3", "msg-3", "shown after the flush", "bob")
+	s.TurnShown(shownEarly, "answer-1")
+	other := s.TurnQueued("t2", "msg-2", "another thread's", "bob")
+	s.TurnStarted(other)
+	s.TurnEnded(other, string(Done), "")
+	s.TurnShown(other, "answer-2")
+	shownLate := s.TurnQueued("t1", "msg-3", "shown after the flush", "bob")
 	s.TurnStarted(shownLate)
 	s.TurnEnded(shownLate, string(Done), "")
+	unshown := s.TurnQueued("t1", "msg-4", "answered", "alice")
+	s.TurnStarted(unshown)
+	s.TurnEnded(unshown, string(Failed), "agent exited with status 3")
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	s.TurnShown(shownLate)
+	s.TurnShown(shownLate, "answer-3")
 	s.Close()
 
 	s2 := open(t, dir, Options{})
@@ -355,7 +361,8 @@ func TestStore_AnEndedTurnNotYetShownIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left) != 1 || left[0].ID != unshown || left[0].State != Failed || left[0].Cause != "agent exited with status 3" {
-		t.Fatalf("recovered %+v, want only turn %d, failed, with its cause", left, unshown)
+	if len(left) != 1 || left[0].ID != unshown || left[0].State != Failed || left[0].Cause != "agent exited with status 3" ||
+		!slices.Equal(left[0].Elsewhere, []string{"answer-1", "answer-3"}) {
+		t.Fatalf("recovered %+v, want only turn %d, failed, with its cause and the thread's answers 1 and 3", left, unshown)
 	}
 }

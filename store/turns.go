@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -43,7 +44,19 @@ type Turn struct {
 	// final view is being posted). A broker that dies then reports it at
 	// the next start, as it does an interrupted turn.
 	Unshown bool `json:"unshown,omitempty"`
+	// ShownIn is the chat layer's reference to the message that shows
+	// how the turn ended, once it does (empty if none does).
+	ShownIn string `json:"shown_in,omitempty"`
+	// Elsewhere is set by Recover on the ended turns it returns: where
+	// the thread shows how its earlier turns ended (the latest
+	// maxElsewhere), none of which is this turn's outcome.
+	Elsewhere []string `json:"-"`
 }
+
+// maxElsewhere bounds Turn.Elsewhere: a platform looks for a turn's
+// outcome among the messages that follow its prompt, and only so many
+// earlier outcomes can be among them.
+const maxElsewhere = 100
 
 // Tool is the last known state of a tool call of a running turn.
 type Tool struct {
@@ -58,6 +71,7 @@ type Tool struct {
 func (s *Store) Recover() ([]Turn, error) {
 	now := s.opts.Now().UTC()
 	var out []Turn
+	shownIn := map[string][]string{} // by thread, in turn order so far
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketTurns)
 		return b.ForEach(func(k, v []byte) error {
@@ -79,7 +93,18 @@ func (s *Store) Recover() ([]Turn, error) {
 				s.mu.Unlock()
 			}
 			if (t.State == Interrupted || t.Unshown) && !t.Reported {
+				if t.State != Interrupted {
+					t.Elsewhere = slices.Clone(shownIn[t.Thread])
+				}
 				out = append(out, t)
+			}
+			if t.ShownIn != "" {
+				// Keys are in id order: a turn sees only earlier ones.
+				ws := append(shownIn[t.Thread], t.ShownIn)
+				if len(ws) > maxElsewhere {
+					ws = ws[len(ws)-maxElsewhere:]
+				}
+				shownIn[t.Thread] = ws
 			}
 			return nil
 		})
@@ -87,17 +112,18 @@ func (s *Store) Recover() ([]Turn, error) {
 	return out, err
 }
 
-// TurnShown records that the thread now shows how turn id ended. It
-// never waits for the disk: the mark is written with the next flush.
-func (s *Store) TurnShown(id uint64) {
+// TurnShown records that the thread now shows how turn id ended, in the
+// message where names (empty if no message does). It never waits for
+// the disk: the mark is written with the next flush.
+func (s *Store) TurnShown(id uint64, where string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.ended[id]; t != nil {
-		t.Unshown = false
+		t.Unshown, t.ShownIn = false, where
 		s.markLocked(id, false)
 		return
 	}
-	s.shown[id] = true // already written, or being written: marked after it
+	s.shown[id] = where // already written, or being written: marked after it
 	s.kickLocked()
 }
 

@@ -396,7 +396,7 @@ func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answ
 func (s *sink) Done(o adapter.Outcome) {
 	defer s.c.pending.Done()
 	if o.Shown != nil {
-		defer o.Shown() // printed
+		defer o.Shown("") // printed
 	}
 	s.breakLine()
 	usage := ""

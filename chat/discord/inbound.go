@@ -88,6 +88,12 @@ const (
 	emojiCancel    = "🛑"  // a user's reaction that cancels the turn
 )
 
+// What a permission request's and a question's messages start with.
+const (
+	markPermission = "🔐"
+	markQuestion   = "❓"
+)
+
 // An answer's footer mark for a turn that ended without a final answer
 // (a refusal, a turn cut short), and the start of the status line shown
 // while a turn is being stopped (adapter.PhaseCancelling's text).

@@ -43,6 +43,7 @@ type turnSink struct {
 	// The final view and the final reaction each went out: the thread
 	// shows the outcome once both have.
 	viewShown, reactionShown bool
+	shownIn                  string // the message showing the outcome
 
 	// set once by run when the turn has ended: what goes with the final
 	// view as files, and what could not
@@ -346,8 +347,7 @@ func (s *turnSink) run() {
 			failures++
 			c.log.Warn().Err(err).Str("thread", s.conv.thread).Int("failures", failures).Msg("answer message not shown")
 			if failures >= posterTries && v.final {
-				s.lost(v, err)
-				s.shown(true)
+				s.shown(true, s.lost(v, err))
 				return
 			}
 			// Streaming goes on however long Discord fails; each failure
@@ -358,7 +358,11 @@ func (s *turnSink) run() {
 			continue
 		}
 		if v.final {
-			s.shown(true)
+			where := ""
+			if n := len(v.pieces); n > 0 && n <= len(s.posted) {
+				where = s.posted[n-1].id // the last piece carries the outcome
+			}
+			s.shown(true, where)
 			return
 		}
 		if !s.idle(v.working, &lastTyping) {
@@ -395,8 +399,9 @@ func (s *turnSink) forget(i int) {
 
 // lost says, by any means left, that the final view could not be shown:
 // a new message with the whole answer attached, else a ⚠️ on the user's
-// message. It is counted and logged either way.
-func (s *turnSink) lost(v view, cause error) {
+// message. It is counted and logged either way. It returns the id of
+// the message that says so, if one could be posted.
+func (s *turnSink) lost(v view, cause error) string {
 	c := s.c
 	c.mu.Lock()
 	c.stats.LostAnswers++
@@ -404,31 +409,33 @@ func (s *turnSink) lost(v view, cause error) {
 	full := strings.Join(v.pieces, "\n")
 	c.log.Error().Err(cause).Str("thread", s.conv.thread).Int("chars", len(full)).Msg("answer could not be shown in full")
 	note := fmt.Sprintf("⚠️ Discord kept failing while this answer was being shown (%v); the whole answer is attached.", excerpt(cause.Error(), 200))
-	_, err := c.send(c.ctx, s.conv.thread, &discordgo.MessageSend{Content: note, AllowedMentions: noMentions,
+	m, err := c.send(c.ctx, s.conv.thread, &discordgo.MessageSend{Content: note, AllowedMentions: noMentions,
 		Files: []*discordgo.File{{Name: "answer.md", ContentType: "text/markdown", Reader: strings.NewReader(full)}}})
 	if err == nil {
-		return
+		return m.ID
 	}
 	c.log.Error().Err(err).Str("thread", s.conv.thread).Msg("answer could not be attached either; marking the message")
 	c.react(s.msg.ChannelID, s.msg.ID, emojiLost)
+	return ""
 }
 
-// shown records that the final view (view) or the final reaction went
-// out, and once both have, tells the engine that the thread shows the
-// turn's outcome (said in words when the final view itself could not be
-// posted). A broker killed before then reports the turn at its next
-// start, and Report finds what the thread already shows.
-func (s *turnSink) shown(view bool) {
+// shown records that the final view (view, in message where) or the
+// final reaction went out, and once both have, tells the engine that the
+// thread shows the turn's outcome (said in words when the final view
+// itself could not be posted), and where. A broker killed before then
+// reports the turn at its next start, and Report finds what the thread
+// already shows.
+func (s *turnSink) shown(view bool, where string) {
 	s.mu.Lock()
 	if view {
-		s.viewShown = true
+		s.viewShown, s.shownIn = true, where
 	} else {
 		s.reactionShown = true
 	}
-	o, both := s.outcome, s.viewShown && s.reactionShown
+	o, both, in := s.outcome, s.viewShown && s.reactionShown, s.shownIn
 	s.mu.Unlock()
 	if both && o != nil && o.Shown != nil {
-		o.Shown()
+		o.Shown(in)
 	}
 }
 
@@ -559,7 +566,7 @@ func (s *turnSink) reactions() {
 			continue
 		}
 		if final {
-			s.shown(false)
+			s.shown(false, "")
 			return
 		}
 		select {

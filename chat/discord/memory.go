@@ -1,8 +1,11 @@
 package discord
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"acpbroker/chat"
@@ -77,21 +80,37 @@ func (c *Client) Report(turns []chat.Interruption, reported func(uint64)) {
 	if len(turns) == 0 {
 		return
 	}
+	// A thread's turns are looked at in order: each claims the first
+	// outcome after its prompt that no earlier turn of the thread claims.
+	turns = slices.Clone(turns)
+	slices.SortStableFunc(turns, func(a, b chat.Interruption) int { return cmp.Compare(a.ID, b.ID) })
 	c.spawn(func() {
 		select {
 		case <-c.ready:
 		case <-c.ctx.Done():
 			return
 		}
+		claimed := map[string]map[string]bool{} // by thread: messages showing other turns
 		for _, it := range turns {
 			guild, channel, msg := splitRef(it.Ref)
-			if it.Outcome != "" && msg != "" && c.outcomeShown(it.Thread, msg) {
-				// It ended and the thread shows it: the broker died
-				// before noting so. At most the status reaction lags.
-				c.log.Info().Str("thread", it.Thread).Uint64("turn", it.ID).Msg("the thread already shows how the turn ended")
-				reported(it.ID)
-				c.settleReaction(channel, msg, outcomeEmoji(it.Outcome))
-				continue
+			taken := claimed[it.Thread]
+			if taken == nil {
+				taken = map[string]bool{}
+				claimed[it.Thread] = taken
+			}
+			for _, w := range it.Elsewhere {
+				taken[w] = true
+			}
+			if it.Outcome != "" && msg != "" {
+				if where := c.outcomeShown(it.Thread, msg, taken); where != "" {
+					// It ended and the thread shows it: the broker died
+					// before noting so. At most the status reaction lags.
+					c.log.Info().Str("thread", it.Thread).Uint64("turn", it.ID).Str("message", where).Msg("the thread already shows how the turn ended")
+					taken[where] = true
+					reported(it.ID)
+					c.settleReaction(channel, msg, outcomeEmoji(it.Outcome))
+					continue
+				}
 			}
 			text := "⚠️ " + chat.InterruptionText(it)
 			if msg != "" {
@@ -109,14 +128,15 @@ func (c *Client) Report(turns []chat.Interruption, reported func(uint64)) {
 	})
 }
 
-// outcomeShown reports whether the thread shows how the turn of the
-// prompt message ended: a message of the bot's after the prompt, posted
-// before this process began, whose last line is an outcome. A thread's
-// turns end in order, and the process that ran the turn is the one that
-// died, so such a line is its own; a later turn's, posted since, does not
-// count. When Discord cannot tell, the answer is no (the thread is told
-// again rather than not at all).
-func (c *Client) outcomeShown(thread, prompt string) bool {
+// outcomeShown finds the message that shows how the turn of the prompt
+// message ended: a message of the bot's after the prompt, posted before
+// this process began, whose last line is an outcome, and which does not
+// show another turn's (taken: an earlier turn, still being shown when
+// the prompt was sent, can end in a message after it). A thread shows
+// its turns in order, so the first such line is this turn's; a later
+// turn's, posted since, does not count. When Discord cannot tell, the
+// answer is none (the thread is told again rather than not at all).
+func (c *Client) outcomeShown(thread, prompt string, taken map[string]bool) string {
 	var msgs []*discordgo.Message
 	err := c.do(c.ctx, 3, func(opts ...discordgo.RequestOption) (err error) {
 		msgs, err = c.s.ChannelMessages(thread, 100, "", prompt, "", opts...)
@@ -124,24 +144,36 @@ func (c *Client) outcomeShown(thread, prompt string) bool {
 	})
 	if err != nil {
 		c.log.Debug().Err(err).Str("thread", thread).Msg("could not read the thread to find a turn's outcome")
-		return false
+		return ""
 	}
+	// Discord lists them newest first.
+	slices.SortFunc(msgs, func(a, b *discordgo.Message) int { return cmp.Compare(snowflake(a.ID), snowflake(b.ID)) })
 	for _, m := range msgs {
 		if at, err := discordgo.SnowflakeTimestamp(m.ID); err != nil || !at.Before(c.born) {
 			continue
 		}
-		if m.Author != nil && m.Author.ID == c.me() && outcomeLine(m.Content) {
-			return true
+		if m.Author != nil && m.Author.ID == c.me() && !taken[m.ID] && outcomeLine(m.Content) {
+			return m.ID
 		}
 	}
-	return false
+	return ""
+}
+
+// snowflake is a Discord id as a number, in the order ids were made.
+func snowflake(id string) uint64 {
+	n, _ := strconv.ParseUint(id, 10, 64)
+	return n
 }
 
 // outcomeLine reports whether a message's last line says how a turn
 // ended (see turnSink.footer); the line shown while a turn is being
-// stopped is not one.
+// stopped is not one, nor is a permission request's or a question's
+// closing line (who chose what).
 func outcomeLine(content string) bool {
 	content = strings.TrimSpace(content)
+	if strings.HasPrefix(content, markPermission) || strings.HasPrefix(content, markQuestion) {
+		return false
+	}
 	last := content[strings.LastIndexByte(content, '\n')+1:]
 	if strings.HasPrefix(last, "-# "+emojiCancelled+" "+stoppingPrefix) {
 		return false

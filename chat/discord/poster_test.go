@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/adapter"
+	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 )
 
@@ -182,5 +184,56 @@ func TestPoster_TurnsAreShownInOrder(t *testing.T) {
 	}
 	if !slices.Equal(order, []string{"ALPHA", "BRAVO"}) {
 		t.Fatalf("the thread shows the answers in the order %v", order)
+	}
+}
+
+// shownJournal records, by turn, where the thread showed how it ended.
+type shownJournal struct {
+	mu    sync.Mutex
+	next  uint64
+	where map[uint64]string
+	shown chan uint64
+}
+
+func (j *shownJournal) TurnQueued(thread, ref, title, author string) uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.next++
+	return j.next
+}
+func (j *shownJournal) TurnStarted(uint64)                      {}
+func (j *shownJournal) ToolCall(uint64, string, string, string) {}
+func (j *shownJournal) TurnEnded(uint64, string, string)        {}
+func (j *shownJournal) TurnShown(id uint64, where string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.where[id] = where
+	j.shown <- id
+}
+
+func (j *shownJournal) shownIn(id uint64) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.where[id]
+}
+
+// Once a turn's outcome is on screen, the engine learns which message
+// shows it: the one with the footer, the last of a long answer's.
+func TestPoster_TheMessageShowingTheOutcomeIsNoted(t *testing.T) {
+	j := &shownJournal{where: map[uint64]string{}, shown: make(chan uint64, 1)}
+	h := newHarness(t, setup{engine: adapter.Config{Journal: j}})
+	thread := h.mention(alice, "code 150")
+	msgs := h.answer(thread, "✅ done")
+	if len(msgs) < 2 {
+		t.Fatalf("the answer is in %d message(s), want several", len(msgs))
+	}
+	select {
+	case <-j.shown:
+	case <-time.After(h.wait):
+		t.Fatal("the outcome was not noted as shown")
+	}
+	where := j.shownIn(1)
+	if last := msgs[len(msgs)-1]; where != last.ID || brokertest.Footer(last.Content) == "" {
+		t.Fatalf("noted as shown in %q; the footer is in %s (%q)", where, last.ID, brokertest.Footer(last.Content))
 	}
 }

@@ -633,7 +633,7 @@ func profileChange(key string) bool {
 func interruptions(turns []store.Turn) []chat.Interruption {
 	out := make([]chat.Interruption, len(turns))
 	for i, t := range turns {
-		out[i] = chat.Interruption{ID: t.ID, Thread: t.Thread, Ref: t.Ref, Title: t.Title, Queued: t.Queued}
+		out[i] = chat.Interruption{ID: t.ID, Thread: t.Thread, Ref: t.Ref, Title: t.Title, Queued: t.Queued, Elsewhere: t.Elsewhere}
 		if t.State != store.Interrupted {
 			out[i].Outcome = string(t.State)
 			out[i].Ended = string(t.State)
