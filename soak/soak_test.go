@@ -500,6 +500,16 @@ func excerpt(s string, n int) string {
 	return s
 }
 
+// headAndTail shortens s to about n runes, keeping its last line (where
+// an answer says how its turn ended).
+func headAndTail(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	last := s[strings.LastIndexByte(s, '\n')+1:]
+	return excerpt(s, n) + " … " + excerpt(last, 200)
+}
+
 // awaitOutcomes waits until every prompt of the thread has its outcome;
 // a prompt without one after limit is a stuck thread.
 func (s *soak) awaitOutcomes(ctx context.Context, th *thread, limit time.Duration) bool {
@@ -1157,7 +1167,7 @@ func (s *soak) transcript(th *thread) string {
 		if m.Author.ID != s.w.Srv.Bot().ID {
 			continue
 		}
-		add(m.Created, "bot message %s (edits %d, last %s): %q", m.ID, m.Edits, rel(s.start, m.EditedAt), excerpt(m.Content, 400))
+		add(m.Created, "bot message %s (edits %d, last %s): %q", m.ID, m.Edits, rel(s.start, m.EditedAt), headAndTail(m.Content, 300))
 	}
 	for _, r := range s.w.Srv.Requests() {
 		if !strings.Contains(r.Path, "/reactions/") {
