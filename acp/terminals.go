@@ -16,9 +16,28 @@ import (
 // most Options.MaxTerminals. The request has been admitted; it is released
 // once answered.
 func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
+	// The agent may withdraw a wait_for_exit ($/cancel_request): it is
+	// then answered -32800. The wait is known from here, on the read
+	// loop, so that a withdrawal read after it always finds it.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	wait := req.Method == MethodTerminalWaitForExit
+	if wait {
+		c.mu.Lock()
+		c.waits[req.ID] = cancel
+		c.mu.Unlock()
+	}
+	done := func() {
+		if wait {
+			c.mu.Lock()
+			delete(c.waits, req.ID)
+			c.mu.Unlock()
+		}
+		cancel(nil)
+	}
 	started := c.spawn(func() {
 		defer c.release()
-		result, err := c.terminalRequest(req)
+		result, err := c.terminalRequest(ctx, req)
+		done()
 		if err != nil {
 			c.log.Warn().Err(err).Str("method", req.Method).Msg("terminal request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
@@ -30,11 +49,12 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 		}
 	})
 	if !started {
+		done()
 		c.release()
 	}
 }
 
-func (c *Conn) terminalRequest(req *jsonrpc2.Request) (any, error) {
+func (c *Conn) terminalRequest(ctx context.Context, req *jsonrpc2.Request) (any, error) {
 	if c.opts.Terminal == nil {
 		return nil, fmt.Errorf("%w: %s (terminals are not offered)", errNoMethod, req.Method)
 	}
@@ -62,18 +82,6 @@ func (c *Conn) terminalRequest(req *jsonrpc2.Request) (any, error) {
 		o := t.snapshot(-1)
 		return terminalOutputResult{Output: o.Output, Truncated: o.Truncated, ExitStatus: o.Exit}, nil
 	case MethodTerminalWaitForExit:
-		// The agent may withdraw the wait ($/cancel_request): it is then
-		// answered -32800.
-		ctx, cancel := context.WithCancelCause(context.Background())
-		c.mu.Lock()
-		c.waits[req.ID] = cancel
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.waits, req.ID)
-			c.mu.Unlock()
-			cancel(nil)
-		}()
 		select {
 		case <-t.exited:
 			return t.status, nil
