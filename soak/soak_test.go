@@ -438,8 +438,14 @@ func (s *soak) clickAllow(ctx context.Context, th *thread, p *prompt) {
 	}
 	s.gate.RLock()
 	defer s.gate.RUnlock()
+	in, err := s.w.Srv.TryClickButton(th.id, req.ID, th.starter.ID, id)
+	if err != nil {
+		// The question closed (it timed out, or the turn ended) between
+		// reading it and the click.
+		s.count("user: permission closed before the click")
+		return
+	}
 	s.count("user: permission clicked")
-	in := s.w.Srv.ClickButton(th.id, req.ID, th.starter.ID, id)
 	if _, err := s.d.Response(wctx, in); err != nil {
 		s.mu.Lock()
 		s.interact = append(s.interact, fmt.Sprintf("thread %s: click: %v", th.id, err))

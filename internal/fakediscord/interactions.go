@@ -400,6 +400,15 @@ func (s *Server) ClickButton(channelID, messageID, userID, customID string) stri
 	return s.component(channelID, messageID, userID, customID, nil, true)
 }
 
+// TryClickButton is ClickButton for a user who may click too late: when
+// the message no longer carries that button enabled (the bot closed it
+// meanwhile), no interaction is made and the error says why.
+func (s *Server) TryClickButton(channelID, messageID, userID, customID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.componentLocked(channelID, messageID, userID, customID, nil, true)
+}
+
 // SelectMenu has userID choose values in the select menu customID on a
 // message and returns the interaction's id.
 func (s *Server) SelectMenu(channelID, messageID, userID, customID string, values ...string) string {
@@ -421,7 +430,11 @@ func (s *Server) ClickTogether(channelID, messageID string, clicks ...Click) []s
 	defer s.mu.Unlock()
 	ids := make([]string, len(clicks))
 	for i, c := range clicks {
-		ids[i] = s.componentLocked(channelID, messageID, c.UserID, c.CustomID, nil, true)
+		id, err := s.componentLocked(channelID, messageID, c.UserID, c.CustomID, nil, true)
+		if err != nil {
+			s.errorf("%v", err)
+		}
+		ids[i] = id
 	}
 	return ids
 }
@@ -430,41 +443,38 @@ func (s *Server) component(channelID, messageID, userID, customID string, values
 	s.tb.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.componentLocked(channelID, messageID, userID, customID, values, button)
+	id, err := s.componentLocked(channelID, messageID, userID, customID, values, button)
+	if err != nil {
+		s.errorf("%v", err)
+	}
+	return id
 }
 
-func (s *Server) componentLocked(channelID, messageID, userID, customID string, values []string, button bool) string {
-	s.tb.Helper()
+func (s *Server) componentLocked(channelID, messageID, userID, customID string, values []string, button bool) (string, error) {
 	ch := s.channels[channelID]
 	m := s.messages[messageID]
 	if ch == nil || m == nil || m.ChannelID != channelID || m.Deleted {
-		s.errorf("no message %s in channel %s to interact with", messageID, channelID)
-		return ""
+		return "", fmt.Errorf("no message %s in channel %s to interact with", messageID, channelID)
 	}
 	typ := m.findComponent(customID)
 	switch {
 	case typ == 0:
-		s.errorf("message %s has no component %q (it has %q)", messageID, customID, m.CustomIDs())
-		return ""
+		return "", fmt.Errorf("message %s has no component %q (it has %q)", messageID, customID, m.CustomIDs())
 	case button && typ != 2:
-		s.errorf("component %q is type %d, not a button", customID, typ)
-		return ""
+		return "", fmt.Errorf("component %q is type %d, not a button", customID, typ)
 	case !button && (typ < 3 || typ == 4 || typ > 8):
-		s.errorf("component %q is type %d, not a select menu", customID, typ)
-		return ""
+		return "", fmt.Errorf("component %q is type %d, not a select menu", customID, typ)
 	}
 	if button {
 		for _, b := range m.Buttons() {
 			if b.CustomID == customID && b.Disabled {
-				s.errorf("button %q is disabled", customID)
-				return ""
+				return "", fmt.Errorf("button %q is disabled", customID)
 			}
 		}
 	}
 	if !button {
 		if err := checkSelect(m, customID, values); err != nil {
-			s.errorf("%v", err)
-			return ""
+			return "", err
 		}
 	}
 	data := map[string]any{"custom_id": customID, "component_type": typ}
@@ -475,7 +485,7 @@ func (s *Server) componentLocked(channelID, messageID, userID, customID string, 
 	in.CustomID = customID
 	in.Values = slices.Clone(values)
 	in.MessageID = m.ID
-	return in.ID
+	return in.ID, nil
 }
 
 func (s *Server) newInteractionLocked(typ int, ch *Channel, userID string, data map[string]any, m *message) *interaction {
