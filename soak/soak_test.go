@@ -1053,7 +1053,10 @@ func (s *soak) summary(stopTook time.Duration) {
 	p("RSS: %s at rest at the start, %s peak, %s at the end", mib(int64(s.events["start: RSS bytes"])), mib(s.peakRSS), mib(int64(s.events["end: RSS bytes"])))
 	p("shutdown (SIGTERM) took %s", stopTook.Round(time.Millisecond))
 	if len(s.interact) > 0 {
-		p("interactions answered late or refused: %d (first: %s)", len(s.interact), s.interact[0])
+		p("interactions answered late or refused: %d", len(s.interact))
+		for _, in := range s.interact[:min(len(s.interact), 10)] {
+			p("  %s", in)
+		}
 	}
 	if len(s.violations) == 0 {
 		p("invariants: all held")
