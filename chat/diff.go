@@ -13,6 +13,11 @@ const diffContext = 3
 // correct diff, only not the smallest.
 const diffWork = 20_000_000
 
+// diffMaxEdits bounds the length of the edit searched for. The walk back
+// keeps one row per step of the search, so the memory it takes grows
+// with the square of this: 1024 keeps it near 4 MiB, whatever the texts.
+const diffMaxEdits = 1024
+
 // Diff is a unified diff of one file.
 type Diff struct {
 	// Text is the diff: "---" and "+++" headers, then hunks; empty when
@@ -116,7 +121,7 @@ func editScript(a, b []string) []op {
 
 // middle is a shortest edit script from a to b (Myers' O(ND) greedy
 // algorithm), or all of a removed and all of b added when that takes
-// more than diffWork.
+// more than diffWork or more than diffMaxEdits edits.
 func middle(a, b []string) []op {
 	n, m := len(a), len(b)
 	whole := func() []op {
@@ -132,26 +137,42 @@ func middle(a, b []string) []op {
 	if n == 0 || m == 0 {
 		return whole()
 	}
-	maxD := min(n+m, max(64, diffWork/(n+m)))
+	// Lines become numbers first, so that a comparison costs the same
+	// however long the lines are.
+	ids := make(map[string]int32, n+m)
+	intern := func(lines []string) []int32 {
+		out := make([]int32, len(lines))
+		for i, l := range lines {
+			id, ok := ids[l]
+			if !ok {
+				id = int32(len(ids))
+				ids[l] = id
+			}
+			out[i] = id
+		}
+		return out
+	}
+	ai, bi := intern(a), intern(b)
+	maxD := min(n+m, max(64, diffWork/(n+m)), diffMaxEdits)
 	off := maxD + 1
-	v := make([]int, 2*off+1)
-	var trace [][]int // trace[d] holds v[k] for k in [-d, d] before step d
+	v := make([]int32, 2*off+1)
+	var trace [][]int32 // trace[d] holds v[k] for k in [-d, d] before step d
 	found := -1
 	for d := 0; d <= maxD && found < 0; d++ {
-		trace = append(trace, append([]int(nil), v[off-d:off+d+1]...))
+		trace = append(trace, append([]int32(nil), v[off-d:off+d+1]...))
 		for k := -d; k <= d; k += 2 {
 			var x int
 			if k == -d || k != d && v[off+k-1] < v[off+k+1] {
-				x = v[off+k+1] // down: an insertion
+				x = int(v[off+k+1]) // down: an insertion
 			} else {
-				x = v[off+k-1] + 1 // right: a deletion
+				x = int(v[off+k-1]) + 1 // right: a deletion
 			}
 			y := x - k
-			for x < n && y < m && a[x] == b[y] {
+			for x < n && y < m && ai[x] == bi[y] {
 				x++
 				y++
 			}
-			v[off+k] = x
+			v[off+k] = int32(x)
 			if x >= n && y >= m {
 				found = d
 				break
@@ -166,7 +187,7 @@ func middle(a, b []string) []op {
 	x, y := n, m
 	for d := found; d > 0; d-- {
 		prev := trace[d] // v before step d, for k in [-d, d]
-		get := func(k int) int { return prev[k+d] }
+		get := func(k int) int { return int(prev[k+d]) }
 		k := x - y
 		var pk int
 		if k == -d || k != d && get(k-1) < get(k+1) {
@@ -202,33 +223,21 @@ func middle(a, b []string) []op {
 }
 
 // writeHunks writes the changes of ops with diffContext lines around
-// them, in hunks with "@@ -l,s +l,s @@" headers.
+// them, in hunks with "@@ -l,s +l,s @@" headers. The text is sized
+// before it is written: grown step by step, a diff of many megabytes
+// would allocate several times its size.
 func writeHunks(w *strings.Builder, ops []op) {
-	for start := 0; start < len(ops); {
-		first := start
-		for first < len(ops) && ops[first].kind == ' ' {
-			first++
+	spans := hunks(ops)
+	size := 0
+	for _, h := range spans {
+		size += 64 // the header
+		for _, o := range ops[h[0]:h[1]] {
+			size += 1 + len(o.line) + len("\n\\ No newline at end of file\n")
 		}
-		if first == len(ops) {
-			return
-		}
-		lo := max(first-diffContext, 0)
-		// Extend over changes closer than two contexts apart.
-		hi := first
-		for {
-			for hi < len(ops) && ops[hi].kind != ' ' {
-				hi++
-			}
-			next := hi
-			for next < len(ops) && ops[next].kind == ' ' {
-				next++
-			}
-			if next == len(ops) || next-hi > 2*diffContext {
-				break
-			}
-			hi = next
-		}
-		hi = min(hi+diffContext, len(ops))
+	}
+	w.Grow(size)
+	for _, h := range spans {
+		lo, hi := h[0], h[1]
 		aCount, bCount := 0, 0
 		for _, o := range ops[lo:hi] {
 			if o.kind != '+' {
@@ -246,8 +255,42 @@ func writeHunks(w *strings.Builder, ops []op) {
 				w.WriteString("\n\\ No newline at end of file\n")
 			}
 		}
+	}
+}
+
+// hunks are the [lo, hi) ranges of ops shown: each change with
+// diffContext lines around it, changes closer than two contexts apart
+// in one hunk.
+func hunks(ops []op) [][2]int {
+	var out [][2]int
+	for start := 0; start < len(ops); {
+		first := start
+		for first < len(ops) && ops[first].kind == ' ' {
+			first++
+		}
+		if first == len(ops) {
+			break
+		}
+		lo := max(first-diffContext, 0)
+		hi := first
+		for {
+			for hi < len(ops) && ops[hi].kind != ' ' {
+				hi++
+			}
+			next := hi
+			for next < len(ops) && ops[next].kind == ' ' {
+				next++
+			}
+			if next == len(ops) || next-hi > 2*diffContext {
+				break
+			}
+			hi = next
+		}
+		hi = min(hi+diffContext, len(ops))
+		out = append(out, [2]int{lo, hi})
 		start = hi
 	}
+	return out
 }
 
 // hunkRange is one side of a hunk header: the 1-based first line and the

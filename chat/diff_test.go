@@ -3,6 +3,7 @@ package chat
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -123,5 +124,42 @@ func TestUnifiedDiff_HugeDifferencesStayBounded(t *testing.T) {
 	}
 	if got := apply(t, old, d.Text); got != b.String() {
 		t.Fatal("huge diff does not apply")
+	}
+}
+
+// The texts whose search was the largest before edits were bounded (two
+// thousand and more lines a side, every one changed) take a bounded
+// amount of memory, and long lines cost no more than short ones.
+func TestUnifiedDiff_MemoryIsBoundedWhateverTheSize(t *testing.T) {
+	for _, lines := range []int{1_000, 2_236, 5_000} {
+		for _, width := range []int{8, 4_000} {
+			pad := strings.Repeat("x", width)
+			var a, b strings.Builder
+			for i := range lines {
+				fmt.Fprintf(&a, "%s old %d\n", pad, i)
+				fmt.Fprintf(&b, "%s new %d\n", pad, i)
+			}
+			old, nu := a.String(), b.String()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			d := UnifiedDiff("f", &old, nu)
+			runtime.ReadMemStats(&after)
+			if d.Added != lines || d.Removed != lines {
+				t.Fatalf("%d lines: +%d -%d", lines, d.Added, d.Removed)
+			}
+			// What the diff must hold anyway: its text and one op per line.
+			need := uint64(len(d.Text))*3/2 + uint64(2*lines)*64
+			got := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d lines of %d bytes: %.1f MiB allocated for a %.1f MiB diff",
+				lines, width, float64(got)/(1<<20), float64(len(d.Text))/(1<<20))
+			if got > need+16<<20 {
+				t.Errorf("%d lines of %d bytes: allocated %d MiB (the diff itself is %d MiB)",
+					lines, width, got>>20, len(d.Text)>>20)
+			}
+			if got := apply(t, old, d.Text); got != nu {
+				t.Fatalf("%d lines: diff does not apply", lines)
+			}
+		}
 	}
 }
