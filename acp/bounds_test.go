@@ -190,3 +190,26 @@ func TestRoute_BatchesAndUnreadableIdsAreAnswered(t *testing.T) {
 		t.Fatalf("invalid requests counted = %d, want 5", n)
 	}
 }
+
+// os.Root's refusal of a way out is told from its other failures: a
+// symbolic link that leads out, ".." and an absolute path are escapes; a
+// missing file is not.
+func TestIsPathEscape_TellsAWayOutFromOtherFailures(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, p := range []string{"out/x", "../x", "/etc/passwd"} {
+		if _, err := root.Open(p); !IsPathEscape(err) {
+			t.Errorf("open %q: %v is not an escape", p, err)
+		}
+	}
+	if _, err := root.Open("missing"); err == nil || IsPathEscape(err) {
+		t.Errorf("open of a missing file: %v taken for an escape", err)
+	}
+}

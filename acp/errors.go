@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -28,6 +30,31 @@ var (
 	// ErrBusy: the session already has a subscriber (a turn in progress).
 	ErrBusy = errors.New("session already has a turn in progress")
 )
+
+// pathEscapes is os.Root's refusal of a path that leads out of its root,
+// by "..", an absolute path or a symbolic link. The os package keeps that
+// error to itself, so it is learned once from the refusal of an absolute
+// path, which os.Root gives before it looks at the file system.
+var pathEscapes = sync.OnceValue(func() error {
+	r, err := os.OpenRoot("/")
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	_, err = r.Lstat("/")
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return nil
+})
+
+// IsPathEscape reports whether err is an os.Root refusing a path that
+// leads out of its root. Were the refusal not learned, it reports false,
+// and the path is still refused, only with a vaguer reason.
+func IsPathEscape(err error) bool {
+	e := pathEscapes()
+	return e != nil && errors.Is(err, e)
+}
 
 // JSON-RPC and ACP error codes.
 const (

@@ -215,7 +215,7 @@ func readLines(r io.Reader, line, limit *int, max int, stop <-chan struct{}) (st
 
 // rootErr turns os.Root's escape refusal into ErrOutsideRoot.
 func rootErr(err error, path string) error {
-	if strings.Contains(err.Error(), "path escapes from parent") {
+	if IsPathEscape(err) {
 		return fmt.Errorf("%w: %s", ErrOutsideRoot, path)
 	}
 	return err

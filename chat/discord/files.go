@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"acpbroker/acp"
 	"acpbroker/chat"
 )
 
@@ -92,7 +93,7 @@ func readInside(dir, rel string, max int64) ([]byte, error) {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, errors.New("no such file")
-	case strings.Contains(err.Error(), "path escapes from parent"):
+	case acp.IsPathEscape(err):
 		return nil, errOutside
 	case errors.Is(err, syscall.ENXIO):
 		return nil, errNotRegular
