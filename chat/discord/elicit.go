@@ -68,7 +68,8 @@ var _ adapter.Elicitor = (*turnSink)(nil)
 // saying why.
 func (c *Client) elicit(ctx context.Context, conv *conversation, req *acp.ElicitationRequest) adapter.ElicitAnswer {
 	texts, selects, unfit := questionLayout(req)
-	who := whoMayAct(conv.starter)
+	starter := c.starterOf(conv)
+	who := whoMayAct(starter)
 	if unfit != nil {
 		text := questionHeader(req) + "\n-# ⚠️ This question can't be shown in Discord: " + unfit.Error() + ". The agent was told *decline*."
 		if _, err := c.send(ctx, conv.thread, &discordgo.MessageSend{Content: text, AllowedMentions: noMentions, Flags: discordgo.MessageFlagsSuppressEmbeds}); err != nil {
@@ -76,7 +77,7 @@ func (c *Client) elicit(ctx context.Context, conv *conversation, req *acp.Elicit
 		}
 		return adapter.ElicitAnswer{Result: acp.ElicitationResult{Action: acp.ActionDecline}}
 	}
-	oq := &openQuestion{thread: conv.thread, parent: conv.parent, starter: conv.starter, req: req, ctx: ctx,
+	oq := &openQuestion{thread: conv.thread, parent: conv.parent, starter: starter, req: req, ctx: ctx,
 		answer: make(chan adapter.ElicitAnswer, 1), values: defaults(req), texts: texts}
 	c.mu.Lock()
 	c.sweepQuestionsLocked()

@@ -32,7 +32,10 @@ func (c *Client) remember(conv *conversation) {
 	if c.cfg.Memory == nil {
 		return
 	}
-	b, _ := json.Marshal(record{Parent: conv.parent, Starter: conv.starter, Agent: conv.agent})
+	c.mu.Lock() // the starter may be found meanwhile
+	r := record{Parent: conv.parent, Starter: conv.starter, Agent: conv.agent}
+	c.mu.Unlock()
+	b, _ := json.Marshal(r)
 	c.cfg.Memory.PutThreadChat(conv.thread, b)
 }
 

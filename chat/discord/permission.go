@@ -50,7 +50,8 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	if title == "" {
 		title = req.ToolCall.ToolCallID
 	}
-	op := &openPermission{thread: conv.thread, parent: conv.parent, starter: conv.starter, title: title, options: req.Options,
+	starter := c.starterOf(conv)
+	op := &openPermission{thread: conv.thread, parent: conv.parent, starter: starter, title: title, options: req.Options,
 		answer: make(chan choice, 1), ctx: ctx}
 	c.mu.Lock()
 	c.sweepLocked()
@@ -60,7 +61,7 @@ func (c *Client) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	c.mu.Unlock()
 	defer c.closePermission(key)
 
-	who := whoMayAct(conv.starter)
+	who := whoMayAct(starter)
 	text := fmt.Sprintf("🔐 **Permission needed**: the agent wants to run **%s**", oneLine(title, 200))
 	if in := rawInput(req); in != "" {
 		text += "\n```\n" + in + "\n```"
