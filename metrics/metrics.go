@@ -238,6 +238,11 @@ type Check struct {
 	Func func() error
 }
 
+// readHeaderWait bounds how long a client of the metrics server may take
+// to send its request's headers: a connection that sends none is closed
+// instead of held open for ever.
+const readHeaderWait = 5 * time.Second
+
 // Server serves /metrics, /healthz (the broker's loop answers) and
 // /readyz (every readiness check passes).
 type Server struct {
@@ -261,7 +266,7 @@ func Listen(addr string, m *Metrics, live, ready []Check, log zerolog.Logger) (*
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, s.live) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, s.ready) })
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderWait}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

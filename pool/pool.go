@@ -594,13 +594,17 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 // remote side; the shutdown deadline cuts it shorter.
 const launcherStopWait = 30 * time.Second
 
+// launcherOutputWait is how long the stop command's output is read after
+// it exits or is killed: a child it left behind may hold the pipe open.
+const launcherOutputWait = time.Second
+
 // runStop runs the launcher's stop command for a stopped agent.
 func (p *Pool) runStop(a *Agent, argv []string) {
 	ctx, cancel := context.WithTimeout(p.hurry, launcherStopWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = a.Profile.Env
-	cmd.WaitDelay = time.Second
+	cmd.WaitDelay = launcherOutputWait
 	out, err := cmd.CombinedOutput()
 	log := p.log.Info()
 	if err != nil {

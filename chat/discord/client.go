@@ -107,9 +107,14 @@ func (c *Config) defaults() {
 		c.TypingInterval = 8 * time.Second
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+		c.HTTPClient = &http.Client{Timeout: httpCallWait}
 	}
 }
+
+// httpCallWait bounds one HTTP exchange with Discord, the upload of a
+// message's files (up to 10 MiB) included: RequestTimeout bounds a REST
+// call from the outside, this bounds a connection that stalls below it.
+const httpCallWait = 60 * time.Second
 
 // Access says who may use the bot, and where.
 type Access struct {

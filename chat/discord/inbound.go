@@ -38,13 +38,17 @@ type conversation struct {
 	lastSink chan struct{}
 }
 
+// convSweepEvery spaces the sweeps of forgotten conversations: a sweep
+// walks them all, so it runs at most this often on the way of new ones.
+const convSweepEvery = time.Minute
+
 // keepLocked records conv as used now (adding it to the conversations if
 // it is new) and reports whether the conversations are due a sweep.
 func (c *Client) keepLocked(conv *conversation) (sweep bool) {
 	now := time.Now()
 	conv.used = now
 	c.convs[conv.thread] = conv
-	if now.Sub(c.swept) < min(c.cfg.ForgetAfter, time.Minute) {
+	if now.Sub(c.swept) < min(c.cfg.ForgetAfter, convSweepEvery) {
 		return false
 	}
 	c.swept = now

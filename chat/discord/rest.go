@@ -40,8 +40,12 @@ func retryAfter(err error) (time.Duration, bool) {
 	if !errors.As(err, &rl) || rl.TooManyRequests == nil {
 		return 0, false
 	}
-	return max(rl.RetryAfter, 50*time.Millisecond), true
+	return max(rl.RetryAfter, minRetryAfter), true
 }
+
+// minRetryAfter is the least wait after a 429: one that says 0 would
+// otherwise be tried again at once, in a loop, against the same limit.
+const minRetryAfter = 50 * time.Millisecond
 
 // do is call with rate limits honoured: a 429 waits its retry_after (a
 // wait the Client's end interrupts) and tries again, up to tries times.

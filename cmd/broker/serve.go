@@ -235,17 +235,16 @@ func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, a adapter.
 func discordConfig(cfg *Config, memory discord.Memory, log zerolog.Logger) discord.Config {
 	d := cfg.Discord
 	return discord.Config{
-		Token:          d.Token,
-		APIURL:         d.APIURL,
-		Access:         discordAccess(cfg),
-		EditInterval:   d.EditInterval,
-		MaxMessages:    d.MaxMessages,
-		MaxFileBytes:   d.MaxFileBytes,
-		MaxImageBytes:  d.MaxImageBytes,
-		MaxTextBytes:   d.MaxTextBytes,
-		Memory:         memory,
-		Logger:         log,
-		RequestTimeout: 15 * time.Second,
+		Token:         d.Token,
+		APIURL:        d.APIURL,
+		Access:        discordAccess(cfg),
+		EditInterval:  d.EditInterval,
+		MaxMessages:   d.MaxMessages,
+		MaxFileBytes:  d.MaxFileBytes,
+		MaxImageBytes: d.MaxImageBytes,
+		MaxTextBytes:  d.MaxTextBytes,
+		Memory:        memory,
+		Logger:        log,
 	}
 }
 
