@@ -341,6 +341,10 @@ func TestTurn_AgentCrashIsReportedAtOnceWithStatusAndStderr(t *testing.T) {
 	if !strings.Contains(msg, "status 3") || !strings.Contains(msg, "simulated crash") {
 		t.Fatalf("cause %q lacks the exit status or stderr tail", msg)
 	}
+	// The exit itself stays in the cause, typed.
+	if exit, ok := errors.AsType[*pool.ExitError](o.Err); !ok || exit.Code != 3 || !strings.Contains(exit.Tail, "simulated crash") {
+		t.Fatalf("cause %#v does not carry the agent's exit", o.Err)
+	}
 	if o.Elapsed > 10*time.Second {
 		t.Fatalf("crash noticed after %s", o.Elapsed)
 	}

@@ -364,18 +364,8 @@ func (t *turn) deathCause(err error) error {
 	defer timer.Stop()
 	select {
 	case <-proc.Reaped():
-		var exit *pool.ExitError
-		if errors.As(proc.ExitErr(), &exit) {
-			// "agent exited with status 3: <stderr>", "agent exited:
-			// killed by signal killed".
-			how := ": " + exit.How()
-			if exit.Signal == 0 && exit.Code >= 0 {
-				how = fmt.Sprintf(" with status %d", exit.Code)
-			}
-			if exit.Tail != "" {
-				how += ": " + exit.Tail
-			}
-			return fmt.Errorf("%w%s", ErrAgentExited, how)
+		if exit, ok := errors.AsType[*pool.ExitError](proc.ExitErr()); ok {
+			return agentExited{exit}
 		}
 		if exit := proc.ExitErr(); exit != nil {
 			return fmt.Errorf("%w: %w", ErrAgentExited, exit)
@@ -387,6 +377,25 @@ func (t *turn) deathCause(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrAgentExited, err)
 }
+
+// agentExited is the cause of a turn whose agent died, once its exit is
+// known: it reads "agent exited with status 3: <stderr>" or "agent
+// exited: killed by signal killed", and is both ErrAgentExited and the
+// agent's *pool.ExitError, for callers that want its status or stderr.
+type agentExited struct{ exit *pool.ExitError }
+
+func (e agentExited) Error() string {
+	how := ": " + e.exit.How()
+	if e.exit.Signal == 0 && e.exit.Code >= 0 {
+		how = fmt.Sprintf(" with status %d", e.exit.Code)
+	}
+	if e.exit.Tail != "" {
+		how += ": " + e.exit.Tail
+	}
+	return ErrAgentExited.Error() + how
+}
+
+func (e agentExited) Unwrap() []error { return []error{ErrAgentExited, e.exit} }
 
 // abandon gives up on the turn and cleans up both sides: the agent is told
 // (session/cancel) and its open permission requests are answered
