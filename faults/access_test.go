@@ -1,9 +1,13 @@
 package faults
 
 import (
+	"context"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+
+	"acpbroker/internal/brokertest"
 )
 
 // Only allowed users reach an agent: with discord.allowed_users = [alice],
@@ -74,4 +78,60 @@ func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 		}
 	}
 	b.awaitMetric("acp_broker_discord_refused_messages_total", func(v float64) bool { return v == 2 })
+}
+
+// A SIGHUP that takes a channel out of discord.allowed_channels stops the
+// threads there at once: the running turn ends saying why, its open
+// permission request is answered and its buttons are gone, and from then
+// on a message, /status, /reset and /model in such a thread are refused
+// in words, before and after a restart of the broker.
+func TestAccess_AReloadThatRemovesAChannelStopsItsThreads(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--config-options"}}})
+	b := w.start()
+	thread := w.mention(alice, "permission")
+	req := w.permissionRequest(thread)
+
+	w.Conf["discord.allowed_channels"] = []string{w.Srv.AddChannel(brokertest.GuildID, "", "elsewhere")}
+	w.writeConfig()
+	b.Signal(syscall.SIGHUP)
+	brokertest.MustGet(t, patience, func(ctx context.Context) (string, error) {
+		return b.Log.Await(ctx, "configuration reloaded")
+	})
+	got := w.awaitAnswers(thread, 1)[0]
+	if !strings.Contains(got.Footer, "no longer served by the bot") {
+		t.Fatalf("the running turn ended with %q", got.Footer)
+	}
+
+	if m, _ := w.Srv.Message(thread, req.ID); len(m.Buttons()) != 0 {
+		t.Errorf("the permission request still offers %d buttons: %q", len(m.Buttons()), m.Content)
+	}
+	refusedEverything := func(when string) {
+		t.Helper()
+		for _, name := range []string{"status", "reset", "model"} {
+			if r := w.slash(thread, alice, name); !r.Ephemeral() || !strings.Contains(r.Content, "no longer served") {
+				t.Errorf("%s: /%s answered %+v", when, name, r)
+			}
+		}
+		sent := w.Discord.Post(thread, alice, "stream 1")
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		err := w.Srv.WaitFor(ctx, func() bool {
+			for _, m := range w.Srv.Messages(thread) {
+				if m.ReferenceID == sent && strings.Contains(m.Content, "no longer served by the bot; nothing was sent") {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			t.Errorf("%s: the message was not refused in a reply: %v", when, err)
+		}
+	}
+	refusedEverything("after the reload")
+	b.stop()
+	w.start()
+	refusedEverything("after a restart")
+	if got := w.awaitAnswers(thread, 1); len(got) != 1 {
+		t.Errorf("the thread shows %d answers, want the one cancelled turn", len(got))
+	}
 }

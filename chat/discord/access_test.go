@@ -41,6 +41,39 @@ func TestAccess_RemovedChannelStopsItsThreads(t *testing.T) {
 	}
 }
 
+// A thread the broker no longer holds in memory (idle past ForgetAfter),
+// in a channel taken off the list meanwhile, is still the bot's: a
+// message or a command there is refused in words, not ignored.
+func TestAccess_AForgottenThreadOfARemovedChannelIsRefusedInWords(t *testing.T) {
+	const forget = 300 * time.Millisecond
+	h := newHarness(t, setup{discord: discord.Config{ForgetAfter: forget}})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	time.Sleep(forget + 100*time.Millisecond)
+	h.answer(h.mention(bob, "hello"), "✅") // sweeps alice's idle conversation
+	if n := h.client.Stats().Conversations; n != 1 {
+		t.Fatalf("%d conversations, want alice's forgotten", n)
+	}
+	h.client.SetAccess(discord.Access{AllowedChannels: []string{h.other}})
+
+	sent := h.srv.SendMessage(thread, alice, "stream 1")
+	h.srv.Await("the message refused in a reply", func() bool {
+		for _, m := range h.srv.Messages(thread) {
+			if m.ReferenceID == sent && strings.Contains(m.Content, "no longer served by the bot; nothing was sent") {
+				return true
+			}
+		}
+		return false
+	})
+	r := h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
+	if !r.Ephemeral() || !strings.Contains(r.Content, "no longer served") {
+		t.Fatalf("/status answered %+v", r)
+	}
+	if st := h.engine.Status(thread); st.Busy || st.Queued != 0 {
+		t.Fatalf("a message in a removed channel's thread reached the engine: %+v", st)
+	}
+}
+
 // /cancel, /reset and 🛑 follow the rule of permission answers: the
 // thread's starter, an approver, or a member of an approver role; anyone
 // else is told politely and nothing happens.

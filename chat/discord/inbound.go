@@ -183,7 +183,8 @@ func (c *Client) handleMessage(m *discordgo.Message, conv *conversation, mention
 		if conv == nil && (!mentioned || !c.allowedChannel(m.ChannelID)) {
 			return
 		}
-	} else if !c.allowedChannel(conv.parent) {
+	}
+	if conv != nil && !c.allowedChannel(conv.parent) {
 		c.mu.Lock()
 		c.stats.RefusedChannels++
 		c.mu.Unlock()
@@ -277,7 +278,10 @@ func (c *Client) startThread(ctx context.Context, channel, message, name, starte
 }
 
 // adoptThread recognises a thread the broker opened before it restarted:
-// a thread of an allowed channel owned by the bot. Its starter is the one
+// a thread owned by the bot. One in a channel no longer allowed is
+// recognised too, so that what is sent there is refused in words, as it
+// is before a restart; every use of a conversation checks its channel
+// against the access lists in force. Its starter is the one
 // the broker recorded when it opened the thread or, failing that, the
 // author of the message it was started from, which shares its id.
 func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
@@ -289,7 +293,7 @@ func (c *Client) adoptThread(ctx context.Context, id string) *conversation {
 			return err
 		})
 	}
-	if err != nil || ch == nil || !ch.IsThread() || ch.OwnerID != c.me() || !c.allowedChannel(ch.ParentID) {
+	if err != nil || ch == nil || !ch.IsThread() || ch.OwnerID != c.me() {
 		return nil
 	}
 	recorded := c.recorded(ch.ID)
