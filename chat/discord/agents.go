@@ -25,15 +25,8 @@ func (c *Client) onNew(i *discordgo.Interaction, user *discordgo.User) {
 		c.ephemeral(i, "I don't answer in this channel; use /new in one I serve.")
 		return
 	}
-	var agent, text string
-	for _, o := range i.ApplicationCommandData().Options {
-		switch o.Name {
-		case "agent":
-			agent = strings.TrimSpace(o.StringValue())
-		case "prompt":
-			text = strings.TrimSpace(o.StringValue())
-		}
-	}
+	args, _ := commandArgs(i)
+	agent, text := args["agent"], args["prompt"]
 	known := c.agents()
 	if agent == "" {
 		agent = access.ChannelAgents[channel]

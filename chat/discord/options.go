@@ -36,14 +36,16 @@ var optionCommands = []*discordgo.ApplicationCommand{
 const optionSetWait = 30 * time.Second
 
 // commandArgs are a command interaction's string options by name, and
-// the one being typed, for an autocomplete.
+// the one being typed, for an autocomplete. An option that says it is a
+// string but carries something else (or nothing) counts as empty.
 func commandArgs(i *discordgo.Interaction) (args map[string]string, focused string) {
 	args = map[string]string{}
 	for _, o := range i.ApplicationCommandData().Options {
 		if o.Type != discordgo.ApplicationCommandOptionString {
 			continue
 		}
-		args[o.Name] = strings.TrimSpace(o.StringValue())
+		v, _ := o.Value.(string) // StringValue panics on anything else
+		args[o.Name] = strings.TrimSpace(v)
 		if o.Focused {
 			focused = o.Name
 		}
