@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,10 +19,21 @@ import (
 	"acpbroker/adapter"
 )
 
-// fuzzClient is a Client that reaches no Discord: its REST calls fail at
-// once (nothing listens on port 1).
-func fuzzClient(t *testing.T, eng *countingEngine) *Client {
-	c, err := New(Config{Token: "t", APIURL: "http://127.0.0.1:1/api/v9/", MaxTextBytes: 4096, MaxImageBytes: 4096,
+// fuzzDiscord is a Discord that answers every REST call with one
+// message, at once: what the Client sends is not the fuzzed part, and a
+// Discord that failed would make it wait between tries.
+func fuzzDiscord(f *testing.F) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"77","channel_id":"thread-1","content":""}`)
+	}))
+	f.Cleanup(srv.Close)
+	return srv.URL + "/api/v9/"
+}
+
+// fuzzClient is a Client of the Discord at api (fuzzDiscord).
+func fuzzClient(t *testing.T, eng *countingEngine, api string) *Client {
+	c, err := New(Config{Token: "t", APIURL: api, MaxTextBytes: 4096, MaxImageBytes: 4096,
 		Access: Access{AllowedChannels: []string{"chan"}, Approvers: []string{"301"}}}, eng)
 	if err != nil {
 		t.Fatal(err)
@@ -36,18 +48,21 @@ func fuzzClient(t *testing.T, eng *countingEngine) *Client {
 func closeFuzzClient(c *Client) {
 	c.cancel()
 	c.wg.Wait()
+	c.cfg.HTTPClient.CloseIdleConnections()
 }
 
 // FuzzMessage_BecomesAPrompt turns an arbitrary message with one
 // attachment (any name, type, declared size and body) into a prompt: the
 // result is either prompt content within the limits or a refusal in
-// words, never both, never a panic.
+// words, never both, never a panic; handled as the thread's next message
+// it reaches the agent at most once, and never when refused.
 func FuzzMessage_BecomesAPrompt(f *testing.F) {
 	var body atomic.Pointer[[]byte]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write(*body.Load())
 	}))
 	f.Cleanup(srv.Close)
+	api := fuzzDiscord(f)
 	f.Add("<@999> hello", "notes.md", "text/markdown", 5, []byte("hello"))
 	f.Add("look", "cat.png", "image/png", 8, []byte("\x89PNG\r\n\x1a\n"))
 	f.Add("", "a.bin", "application/octet-stream", 3, []byte{0, 1, 2})
@@ -56,7 +71,8 @@ func FuzzMessage_BecomesAPrompt(f *testing.F) {
 	f.Add("x", "bad.txt", "text/plain", 3, []byte("\xff\xfe\xfd"))
 	f.Fuzz(func(t *testing.T, content, filename, ctype string, declared int, data []byte) {
 		body.Store(&data)
-		c := fuzzClient(t, &countingEngine{submits: map[string]int{}})
+		eng := &countingEngine{submits: map[string]int{}}
+		c := fuzzClient(t, eng, api)
 		defer closeFuzzClient(c)
 		m := &discordgo.Message{ID: "m1", ChannelID: "thread-1", Content: content, Author: &discordgo.User{ID: "201"},
 			Attachments: []*discordgo.MessageAttachment{{ID: "a1", Filename: filename, ContentType: ctype, Size: declared, URL: srv.URL + "/a"}}}
@@ -80,6 +96,20 @@ func FuzzMessage_BecomesAPrompt(f *testing.F) {
 		}
 		_ = stripMention(content, c.me())
 		_ = threadName(content, m.Author)
+
+		// The whole way, as a message in the thread: a refused message
+		// reaches the agent never, any other at most once.
+		c.mu.Lock()
+		conv := c.convs["thread-1"]
+		c.mu.Unlock()
+		c.handleMessage(m, conv, false, nil)
+		c.wg.Wait()
+		switch n := eng.count("thread-1"); {
+		case refusal != "" && n != 0:
+			t.Fatalf("a message refused (%q) reached the agent", refusal)
+		case n > 1:
+			t.Fatalf("one message reached the agent %d times", n)
+		}
 	})
 }
 
@@ -125,6 +155,7 @@ func openFuzzRequests(t *testing.T, c *Client) (*openPermission, *openQuestion) 
 // own options, and an open question only by them, with an answer its
 // form allows.
 func FuzzInteraction_IsAnsweredOrRefused(f *testing.F) {
+	api := fuzzDiscord(f)
 	for _, s := range []string{
 		`{"id":"1","type":2,"channel_id":"thread-1","token":"tok","member":{"user":{"id":"201"},"roles":[]},"data":{"id":"c","name":"cancel","type":1}}`,
 		`{"id":"2","type":2,"channel_id":"thread-1","token":"tok","user":{"id":"202"},"data":{"name":"reset"}}`,
@@ -172,7 +203,7 @@ func FuzzInteraction_IsAnsweredOrRefused(f *testing.F) {
 		payload = bytes.ReplaceAll(payload, []byte("{P}"), []byte(permPrefix+fuzzPermKey))
 		payload = bytes.ReplaceAll(payload, []byte("{Q}"), []byte(questionPrefix+fuzzQuestionKey))
 		eng := &countingEngine{submits: map[string]int{}}
-		c := fuzzClient(t, eng)
+		c := fuzzClient(t, eng, api)
 		op, oq := openFuzzRequests(t, c)
 		for line := range bytes.Lines(payload) {
 			var ic discordgo.InteractionCreate
