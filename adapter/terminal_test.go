@@ -110,6 +110,36 @@ func TestTurn_TerminalOutputReachesTheSink(t *testing.T) {
 	}
 }
 
+// A terminal's output is shown after the tool call that holds it, never
+// before: a thread drops output it has no tool call to put under, and a
+// command that printed all it prints before the tool call was shown would
+// never be shown at all.
+func TestTurn_TerminalOutputFollowsItsToolCall(t *testing.T) {
+	r := terminalRig(t)
+	rec := r.prompt("t", "terminal echo hello")
+	if o := rec.wait(t, 10*time.Second); o.Err != nil {
+		t.Fatalf("outcome %+v", o)
+	}
+	rec.mu.Lock()
+	updates := append([]acp.Update(nil), rec.updates...)
+	rec.mu.Unlock()
+	called, shown := false, false
+	for _, u := range updates {
+		switch {
+		case u.Kind == acp.UpdateToolCall && u.ToolCallID == "call-t":
+			called = true
+		case u.Terminal != nil && u.ToolCallID == "call-t":
+			if !called {
+				t.Fatalf("the terminal's output %q was given before its tool call", u.Terminal.Output)
+			}
+			shown = true
+		}
+	}
+	if !called || !shown {
+		t.Fatalf("tool call given: %v, its terminal shown: %v", called, shown)
+	}
+}
+
 // A terminal printing is progress: its tool call, with no update from
 // the agent for longer than turn.tool_timeout, is not stuck.
 func TestWatchdog_ATerminalPrintingIsNotStuck(t *testing.T) {

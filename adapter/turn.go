@@ -493,7 +493,12 @@ func (t *turn) forward(u acp.Update) {
 			t.text.WriteString(u.Content.Text)
 		}
 	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
-		t.trackTool(u, now)
+		if t.trackTool(u, now) {
+			// A terminal the update gives the tool call is shown once the
+			// tool call itself is: shown before it, the output would have
+			// nothing to go under.
+			defer t.showTerminals()
+		}
 	case acp.UpdatePlan:
 		t.plan = u.Entries
 	case acp.UpdateUsage:
@@ -507,7 +512,8 @@ func (t *turn) forward(u acp.Update) {
 
 // trackTool keeps the last state of each tool call: for the Outcome, for
 // the journal, and the open ones with their last update for the watchdog.
-func (t *turn) trackTool(u acp.Update, now time.Time) {
+// It reports whether the update gave the tool call a terminal to show.
+func (t *turn) trackTool(u acp.Update, now time.Time) (newTerminal bool) {
 	i := slices.IndexFunc(t.tools, func(tc ToolCall) bool { return tc.ID == u.ToolCallID })
 	if i < 0 {
 		t.tools = append(t.tools, ToolCall{ID: u.ToolCallID, Kind: u.ToolKind, Status: "pending"})
@@ -524,8 +530,8 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 		tc.Status = u.Status
 	}
 	for _, c := range u.ToolOutput {
-		if c.Type == "terminal" && c.TerminalID != "" {
-			t.watchTerminal(tc.ID, c.TerminalID)
+		if c.Type == "terminal" && c.TerminalID != "" && t.watchTerminal(tc.ID, c.TerminalID) {
+			newTerminal = true
 		}
 	}
 	t.mu.Lock()
@@ -545,21 +551,23 @@ func (t *turn) trackTool(u acp.Update, now time.Time) {
 		}
 		j.ToolCall(t.id, tc.ID, title, u.Status)
 	}
+	return newTerminal
 }
 
-// watchTerminal starts showing a terminal the tool call holds, with what
-// it printed so far, unless the turn shows as many as it may.
-func (t *turn) watchTerminal(toolCallID, terminalID string) {
+// watchTerminal starts watching a terminal the tool call holds, unless
+// the turn shows as many as it may; it reports whether the terminal is
+// new to the turn.
+func (t *turn) watchTerminal(toolCallID, terminalID string) bool {
 	for _, st := range t.terms {
 		if st.toolCallID == toolCallID && st.terminalID == terminalID {
-			return
+			return false
 		}
 	}
 	if len(t.terms) >= maxShownTerminals {
-		return
+		return false
 	}
 	t.terms = append(t.terms, shownTerminal{toolCallID: toolCallID, terminalID: terminalID})
-	t.showTerminal(&t.terms[len(t.terms)-1])
+	return true
 }
 
 // showTerminals gives the Sink the output of the turn's terminals that
