@@ -91,7 +91,7 @@ func (s *Store) flush() error {
 		}
 	}
 	ended := s.ended
-	s.dirty, s.dirtyThr, s.ended = map[uint64]bool{}, map[string]bool{}, map[uint64]*Turn{}
+	s.dirty, s.dirtyThr, s.ended, s.writing = map[uint64]bool{}, map[string]bool{}, map[uint64]*Turn{}, ended
 	hook := s.beforeCommit
 	s.mu.Unlock()
 	if hook != nil {
@@ -150,6 +150,7 @@ func (s *Store) flush() error {
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writing = nil
 	s.stats.Flushes++
 	s.doneLocked(gen)
 	if err != nil {

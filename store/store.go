@@ -74,6 +74,7 @@ type Store struct {
 	active   map[uint64]*Turn // queued and running turns
 	dirty    map[uint64]bool  // turns to write (active or just ended)
 	ended    map[uint64]*Turn // ended, not yet written
+	writing  map[uint64]*Turn // ended, being written: read from here until on disk
 	threads  map[string]*Thread
 	dirtyThr map[string]bool
 	agents   map[int]uint64    // live agent pid -> start ticks, to write

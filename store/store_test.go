@@ -329,6 +329,27 @@ func TestStore_FlushesCommitInOrder(t *testing.T) {
 	}
 }
 
+// A turn's ending is what Turn reads from the moment it is recorded,
+// also while a flush is writing it: the disk still holds the turn as
+// running until that write commits.
+func TestStore_AnEndedTurnReadsEndedWhileItIsWritten(t *testing.T) {
+	s := open(t, t.TempDir(), Options{FlushInterval: time.Hour})
+	id := s.TurnQueued("t", "m", "", "")
+	s.TurnStarted(id) // on disk: running
+	s.TurnEnded(id, string(Done), "")
+	var during Turn
+	s.mu.Lock()
+	s.beforeCommit = func() { during, _ = s.Turn(id) }
+	s.mu.Unlock()
+	s.Flush()
+	if during.State != Done {
+		t.Fatalf("while its ending was written the turn read %q, want %q", during.State, Done)
+	}
+	if after, _ := s.Turn(id); after.State != Done {
+		t.Fatalf("once written the turn reads %q", after.State)
+	}
+}
+
 // A turn that ended but whose thread did not show it yet when the process
 // died is reported at the next start, with its ending, and with where
 // its thread shows the earlier turns' outcomes (the thread's, in order;

@@ -243,10 +243,12 @@ func (s *Store) Turn(id uint64) (Turn, bool) {
 		s.mu.Unlock()
 		return c, true
 	}
-	if t := s.ended[id]; t != nil {
-		c := *t
-		s.mu.Unlock()
-		return c, true
+	for _, m := range []map[uint64]*Turn{s.ended, s.writing} {
+		if t := m[id]; t != nil {
+			c := *t
+			s.mu.Unlock()
+			return c, true
+		}
 	}
 	s.mu.Unlock()
 	var t Turn
