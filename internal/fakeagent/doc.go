@@ -43,6 +43,9 @@
 //	elicit-cancel-request [D]
 //	                   asks the form, then D later (300ms) withdraws it
 //	                   with $/cancel_request and says the answer
+//	elicit-json PARAMS asks the question whose params are the JSON object
+//	                   PARAMS (the session added; mode form unless it
+//	                   says), as typed, and says the answer likewise
 //	                   the elicit modes first check that the client
 //	                   advertised the mode, and say so if not
 //	tool-stuck         a tool call in_progress, then silence until cancel

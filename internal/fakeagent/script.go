@@ -264,6 +264,9 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.permissionFor(t, arg(0, "-"), arg(1, "-"), rest(2))
 	case "elicit-form", "elicit-url", "elicit-big", "elicit-odd", "elicit-cancel-request":
 		a.elicit(t, cmd, args)
+	case "elicit-json":
+		// The rest of the prompt, as typed, is the question's params.
+		a.elicitJSON(t, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(full), cmd)))
 	case "tool-stuck":
 		a.tool(sid, "call-s", "Long build", "in_progress")
 		if t.waitCancel() {
