@@ -396,6 +396,29 @@ func TestQuestion_ModalLimits(t *testing.T) {
 	h.answer(thread, "answer: decline")
 }
 
+// A field with no name (an empty key and no title, or a blank title) is
+// shown as "field N", and a choice whose value is "" as "(empty)": what
+// Discord would refuse to show is never sent, and "" can be chosen.
+func TestQuestion_NamelessFieldsAndEmptyValues(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, elicitJSON(t, map[string]any{"message": "Odd names", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{
+		"":     map[string]any{"type": "string"},
+		"pick": map[string]any{"type": "string", "title": "  ", "enum": []string{"", "b"}},
+	}, "required": []string{"", "pick"}}}))
+	q := h.question(thread, "❓")
+	if !strings.Contains(q.Content, "• **field 1** *(required)*") || !strings.Contains(q.Content, "• **pick** *(required)* — one of: (empty), b") {
+		t.Fatalf("question reads %q", q.Content)
+	}
+	open, modal := h.fill(thread, q, alice)
+	if len(modal.Inputs) != 1 || modal.Inputs[0].Label != "field 1" {
+		t.Fatalf("modal %+v", modal)
+	}
+	h.response(h.srv.SubmitModal(open, alice.ID, map[string]string{modal.Inputs[0].CustomID: "hello"}))
+	h.response(h.srv.SelectMenu(thread, q.ID, alice.ID, menu(t, q, "1"), "0"))
+	h.response(h.srv.ClickButton(thread, q.ID, alice.ID, q.ButtonID(t, "Submit")))
+	h.answer(thread, `answer: accept {"":"hello","pick":""}`)
+}
+
 // An approver who did not start the thread may answer its question.
 func TestQuestion_AnApproverAnswers(t *testing.T) {
 	h := newHarness(t, setup{adjust: func(h *harness, d *discord.Config) { d.Access.Approvers = []string{bob.ID} }})
