@@ -75,6 +75,12 @@
 //	                   (from session/new or session/load), raw JSON
 //	settings           answers "model=M mode=D fast=B", the session's
 //	                   choices (with Options.ConfigOptions or Modes)
+//	hold-options D     from now on answers session/set_config_option D
+//	                   late (1m if D is not a duration), or -32800 at
+//	                   once when the client withdraws it
+//	withdrawn          answers "withdrawn: M1, M2" (or "none"): the
+//	                   methods of the client's requests it withdrew with
+//	                   $/cancel_request, in order
 //	/NAME INPUT        runs one of the agent's commands (Options.Commands):
 //	                   answers "ran /NAME with "INPUT""
 //	diff [big [N]]     an edit tool call with diff content: a few lines of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The configuration the agent offers with Options.ConfigOptions: a model
@@ -109,8 +110,42 @@ func (a *agent) commands(sid string) {
 }
 
 // setConfigOption serves session/set_config_option: a config_option_update
-// with every option, then the same as the answer.
+// with every option, then the same as the answer. After hold-options D
+// the answer comes D later, on a goroutine, or as error -32800 at once
+// if the client withdraws the request first.
 func (a *agent) setConfigOption(m message) {
+	a.mu.Lock()
+	hold := a.holdOptions
+	var withdrawn chan struct{}
+	if hold > 0 && m.ID != nil {
+		if a.held == nil {
+			a.held = map[string]chan struct{}{}
+		}
+		withdrawn = make(chan struct{})
+		a.held[string(*m.ID)] = withdrawn
+	}
+	a.mu.Unlock()
+	if withdrawn == nil {
+		a.setConfigOptionNow(m)
+		return
+	}
+	a.wg.Go(func() {
+		timer := time.NewTimer(hold)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			a.mu.Lock()
+			delete(a.held, string(*m.ID))
+			a.mu.Unlock()
+			a.setConfigOptionNow(m)
+		case <-withdrawn:
+			a.replyErr(m.ID, -32800, "request cancelled")
+		case <-a.ctx.Done():
+		}
+	})
+}
+
+func (a *agent) setConfigOptionNow(m message) {
 	var p struct {
 		SessionID string          `json:"sessionId"`
 		ConfigID  string          `json:"configId"`
@@ -181,6 +216,23 @@ func (a *agent) configScript(t *turn, cmd, rest string) bool {
 		c := *a.configLocked(t.sid)
 		a.mu.Unlock()
 		a.chunk(t.sid, fmt.Sprintf("model=%s mode=%s fast=%t", c.model, c.mode, c.fast))
+	case cmd == "hold-options":
+		d, err := time.ParseDuration(rest)
+		if err != nil {
+			d = time.Minute
+		}
+		a.mu.Lock()
+		a.holdOptions = d
+		a.mu.Unlock()
+		a.chunk(t.sid, "holding option answers for "+d.String())
+	case cmd == "withdrawn":
+		a.mu.Lock()
+		list := slices.Clone(a.withdrawn)
+		a.mu.Unlock()
+		if len(list) == 0 {
+			list = []string{"none"}
+		}
+		a.chunk(t.sid, "withdrawn: "+strings.Join(list, ", "))
 	case strings.HasPrefix(cmd, "/") && a.opts.Commands:
 		name := cmd[1:]
 		if !slices.ContainsFunc(fakeCommands, func(c map[string]any) bool { return c["name"] == name }) {
