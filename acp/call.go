@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -20,6 +21,8 @@ type Call struct {
 	once sync.Once
 	res  json.RawMessage
 	err  error
+	// withdrawn: $/cancel_request was sent for it (at most once).
+	withdrawn atomic.Bool
 }
 
 // Done is closed when the response arrived, the connection ended, or the
@@ -40,14 +43,27 @@ func (c *Call) Result(v any) error {
 
 // Abandon forgets the call at once: its bookkeeping is removed, Done is
 // closed with ErrAbandoned unless a result already arrived, and a later
-// response is dropped as stale. Safe to call at any time, more than once.
+// response is dropped as stale. A call still waiting for its answer is
+// withdrawn from the agent ($/cancel_request, unless Cancel sent it
+// already; agents that do not know it ignore it), without waiting for
+// room in the writer's queue. Safe to call at any time, more than once.
 func (c *Call) Abandon() {
+	if c.forget() {
+		c.withdraw(false)
+	}
+}
+
+// forget removes the call's bookkeeping and closes Done, and reports
+// whether the call was still waiting for its answer.
+func (c *Call) forget() bool {
 	c.conn.mu.Lock()
-	if c.conn.pending[c.ID] == c {
+	pending := c.conn.pending[c.ID] == c
+	if pending {
 		delete(c.conn.pending, c.ID)
 	}
 	c.conn.mu.Unlock()
 	c.finish(nil, ErrAbandoned)
+	return pending
 }
 
 func (c *Call) finish(res json.RawMessage, err error) {
@@ -85,7 +101,7 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 		err = c.enqueue(ctx, b)
 	}
 	if err != nil {
-		call.Abandon()
+		call.forget() // never sent: nothing to withdraw
 		return nil, err
 	}
 	c.log.Debug().Str("req", call.ID.String()).Str("method", method).Msg("request sent")
@@ -93,7 +109,8 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 }
 
 // Call sends a request and waits for its answer, decoding it into result.
-// If ctx ends first the call is abandoned and the context's cause returned.
+// If ctx ends first the call is abandoned (and so withdrawn from the
+// agent) and the context's cause returned.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
 	call, err := c.Start(ctx, method, params)
 	if err != nil {
