@@ -42,7 +42,7 @@ const (
 	releasedTerminalsKept    = 16
 	terminalReadBufferBytes  = 32 << 10
 	maxTerminalArgs          = 4096
-	maxTerminalRequestString = 1 << 20
+	maxTerminalRequestString = 1 << 20 // bytes of a command, its arguments and environment
 )
 
 // TerminalExitStatus is how a terminal's command ended: its exit code, or

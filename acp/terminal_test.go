@@ -446,3 +446,23 @@ func TestTerminal_ReleaseEndsARunningGroupThatIgnoresTERM(t *testing.T) {
 		t.Fatalf("TerminalsOpen = %d after release, want 0", n)
 	}
 }
+
+// A terminal/create whose command, arguments and environment together
+// pass 1 MiB is refused saying so, before anything starts.
+func TestTerminal_HugeCommandIsRefused(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{})
+	half := strings.Repeat("a", maxTerminalRequestString/2)
+	for name, params := range map[string]map[string]any{
+		"arguments":   {"command": "true", "args": []string{half, half}},
+		"environment": {"command": "true", "args": []string{half}, "env": []map[string]string{{"name": "X", "value": half}}},
+	} {
+		code, msg := errorOf(p.call(MethodTerminalCreate, params))
+		if code != CodeInvalidParams || !strings.Contains(msg, "more than 1048576") {
+			t.Errorf("huge %s answered %d %q, want a refusal that says why", name, code, msg)
+		}
+	}
+	if n := c.Stats().TerminalsOpen; n != 0 {
+		t.Fatalf("TerminalsOpen = %d, want 0", n)
+	}
+	p.create(map[string]any{"command": "true", "args": []string{strings.Repeat("a", 64<<10)}})
+}
