@@ -55,3 +55,23 @@ func TestTerminal_SlashCancelKillsTheCommandAndItsGrandchild(t *testing.T) {
 		t.Errorf("the next message ran on agent %d, want the same agent %d", pid, agent)
 	}
 }
+
+// agent.max_terminals and agent.max_terminal_bytes reach the agent's
+// connection: a third terminal at once is refused saying why, and a
+// command that prints 8.9 kB keeps its last kilobyte.
+func TestTerminal_BoundsFromTheConfiguration(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{"agent.max_terminals": "2", "agent.max_terminal_bytes": "1024"}})
+	w.start()
+	thread := w.mention(alice, "terminals 3")
+	got := w.awaitAnswers(thread, 1)[0]
+	if !strings.Contains(got.Text, "opened 2 of 3") || !strings.Contains(got.Text, "this session has 2 open, the most allowed; release one first") {
+		t.Fatalf("three terminals at once: %q", got.Text)
+	}
+	w.Discord.Post(thread, alice, "terminal seq 2000")
+	got = w.awaitAnswers(thread, 2)[1]
+	_, out, ok := strings.Cut(got.Text, "truncated: true\n")
+	out, _, _ = strings.Cut(out, "\n-# ") // the footer
+	if !ok || len(out) > 1024 || len(out) < 1000 || !strings.HasSuffix(strings.TrimSpace(out), "1999\n2000") {
+		t.Fatalf("seq 2000 with 1 KiB kept: %q", got.Text)
+	}
+}
