@@ -78,6 +78,9 @@
 //	                   (from session/new or session/load), raw JSON
 //	settings           answers "model=M mode=D fast=B", the session's
 //	                   choices (with Options.ConfigOptions or Modes)
+//	switch WHAT VALUE  changes its own model or mode (WHAT) to VALUE and
+//	                   tells the client: config_option_update, or
+//	                   current_mode_update for the legacy modes
 //	hold-options D     from now on answers session/set_config_option D
 //	                   late (1m if D is not a duration), or -32800 at
 //	                   once when the client withdraws it

@@ -216,6 +216,26 @@ func (a *agent) configScript(t *turn, cmd, rest string) bool {
 		c := *a.configLocked(t.sid)
 		a.mu.Unlock()
 		a.chunk(t.sid, fmt.Sprintf("model=%s mode=%s fast=%t", c.model, c.mode, c.fast))
+	case cmd == "switch":
+		// The agent changes its own model or mode, and says so as
+		// agents do: the options' new state, or the legacy mode.
+		what, value, _ := strings.Cut(rest, " ")
+		a.mu.Lock()
+		c := a.configLocked(t.sid)
+		switch what {
+		case "model":
+			c.model = value
+		case "mode":
+			c.mode = value
+		}
+		now := *c
+		a.mu.Unlock()
+		if what == "mode" && a.opts.Modes {
+			a.update(t.sid, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": value})
+		} else {
+			a.update(t.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": a.configOptions(now)})
+		}
+		a.chunk(t.sid, "switched "+what+" to "+value)
 	case cmd == "hold-options":
 		d, err := time.ParseDuration(rest)
 		if err != nil {
