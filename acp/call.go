@@ -15,6 +15,8 @@ import (
 type Call struct {
 	ID     jsonrpc2.ID
 	Method string
+	// session is the session a change of its configuration is for.
+	session string
 
 	conn *Conn
 	done chan struct{}
@@ -76,6 +78,12 @@ func (c *Call) finish(res json.RawMessage, err error) {
 // Start sends a request and returns its Call without waiting for the
 // answer. It blocks only while the writer's queue is full, bounded by ctx.
 func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, error) {
+	return c.start(ctx, method, "", params)
+}
+
+// start is Start for a request about sessionID's configuration, which
+// the call is marked with ("" for any other request).
+func (c *Conn) start(ctx context.Context, method, sessionID string, params any) (*Call, error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -91,7 +99,7 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 		return nil, err
 	}
 	c.seq++
-	call := &Call{ID: jsonrpc2.ID{Num: c.seq}, Method: method, conn: c, done: make(chan struct{})}
+	call := &Call{ID: jsonrpc2.ID{Num: c.seq}, Method: method, session: sessionID, conn: c, done: make(chan struct{})}
 	c.pending[call.ID] = call
 	c.mu.Unlock()
 
@@ -112,7 +120,12 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 // If ctx ends first the call is abandoned (and so withdrawn from the
 // agent) and the context's cause returned.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
-	call, err := c.Start(ctx, method, params)
+	return c.call(ctx, method, "", params, result)
+}
+
+// call is Call for a request about sessionID's configuration (see start).
+func (c *Conn) call(ctx context.Context, method, sessionID string, params, result any) error {
+	call, err := c.start(ctx, method, sessionID, params)
 	if err != nil {
 		return err
 	}
