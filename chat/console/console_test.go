@@ -120,3 +120,13 @@ func TestConsole_AgentsOwnSwitchIsPrinted(t *testing.T) {
 	tm = newTerm(t, "--modes")
 	tm.say("switch mode code", "[The agent switched mode to Code]")
 }
+
+// A command the agent runs in a terminal shows its last line as it
+// comes, then how it ended.
+func TestConsole_TerminalOutputIsPrinted(t *testing.T) {
+	tm := newTerm(t)
+	out := tm.say(`terminal /bin/sh -c echo${IFS}first;sleep${IFS}1;echo${IFS}second;exit${IFS}3`, "[terminal] second [exit status 3]")
+	if !strings.Contains(out, "[terminal] first\n") {
+		t.Fatalf("the first line was not printed as it came: %q", out)
+	}
+}
