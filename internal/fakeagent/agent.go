@@ -44,6 +44,9 @@ type Options struct {
 	// one of an unknown type); Modes offers the legacy modes; Commands
 	// offers slash commands. Choices last as long as the process.
 	ConfigOptions, Modes, Commands bool
+	// Models are the models offered, by value (nil: fake-small,
+	// fake-large and fake-huge), the first the default.
+	Models []string
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,

@@ -13,7 +13,7 @@ import (
 // client knows. With Options.Modes it offers the legacy modes instead of
 // the mode select.
 var (
-	fakeModels = []struct{ value, name, group string }{
+	fakeModels = []fakeModel{
 		{"fake-small", "Fake Small", "Fast"},
 		{"fake-large", "Fake Large", "Smart"},
 		{"fake-huge", "Fake Huge", "Smart"},
@@ -25,6 +25,21 @@ var (
 	}
 )
 
+type fakeModel struct{ value, name, group string }
+
+// models are the models the agent offers: Options.Models, or the
+// default three.
+func (a *agent) models() []fakeModel {
+	if len(a.opts.Models) == 0 {
+		return fakeModels
+	}
+	out := make([]fakeModel, 0, len(a.opts.Models))
+	for _, m := range a.opts.Models {
+		out = append(out, fakeModel{value: m, name: m, group: "Offered"})
+	}
+	return out
+}
+
 // sessionConfig is one session's choices; a new process starts from the
 // defaults, as real agents do.
 type sessionConfig struct {
@@ -33,7 +48,9 @@ type sessionConfig struct {
 	fast  bool
 }
 
-func defaultConfig() *sessionConfig { return &sessionConfig{model: "fake-small", mode: "ask"} }
+func (a *agent) defaultConfig() *sessionConfig {
+	return &sessionConfig{model: a.models()[0].value, mode: "ask"}
+}
 
 // config is sid's configuration, made on first use. a.mu must be held.
 func (a *agent) configLocked(sid string) *sessionConfig {
@@ -42,7 +59,7 @@ func (a *agent) configLocked(sid string) *sessionConfig {
 	}
 	c := a.configs[sid]
 	if c == nil {
-		c = defaultConfig()
+		c = a.defaultConfig()
 		a.configs[sid] = c
 	}
 	return c
@@ -74,7 +91,7 @@ func modesOf(c sessionConfig) map[string]any {
 func (a *agent) configOptions(c sessionConfig) []any {
 	groups := map[string][]any{}
 	var order []string
-	for _, m := range fakeModels {
+	for _, m := range a.models() {
 		if groups[m.group] == nil {
 			order = append(order, m.group)
 		}
@@ -164,7 +181,7 @@ func (a *agent) setConfigOptionNow(m message) {
 	c := a.configLocked(p.SessionID)
 	var err error
 	switch {
-	case p.ConfigID == "model" && textErr == nil && slices.ContainsFunc(fakeModels, func(m struct{ value, name, group string }) bool { return m.value == s }):
+	case p.ConfigID == "model" && textErr == nil && slices.ContainsFunc(a.models(), func(m fakeModel) bool { return m.value == s }):
 		c.model = s
 	case p.ConfigID == "mode" && !a.opts.Modes && textErr == nil && slices.Contains(fakeModes, s):
 		c.mode = s
