@@ -238,3 +238,36 @@ func TestOptions_ChangedMidTurn(t *testing.T) {
 		t.Fatalf("the agent runs with %q", got)
 	}
 }
+
+// /model suggests, in each thread, what that thread's agent offers: two
+// threads whose agents offer different models get different choices,
+// and a choice one offers is refused in the other.
+func TestOptions_AutocompleteIsThePerThreadAgents(t *testing.T) {
+	profiles := map[string]*pool.Profile{
+		"alpha": {Command: fakeAgent, Args: []string{"--config-options"}, WorkDir: t.TempDir(), PerThreadDir: true},
+		"beta":  {Command: fakeAgent, Args: []string{"--config-options", "--models", "other-1,other-2"}, WorkDir: t.TempDir(), PerThreadDir: true},
+	}
+	h := newHarness(t, setup{pool: pool.Config{Profiles: profiles, DefaultProfile: "alpha"}})
+	first := h.mention(alice, "settings")
+	h.answer(first, "model=fake-small")
+	h.slashWith(h.channel, alice, "new", map[string]any{"agent": "beta", "prompt": "settings"})
+	second := h.threadOf("started a thread with **beta**")
+	h.answer(second, "model=other-1")
+
+	if values, _ := h.suggest(first, alice, "model", "value", "", nil); !slices.Equal(values, []string{"fake-small", "fake-large", "fake-huge"}) {
+		t.Fatalf("the first thread suggests %v", values)
+	}
+	values, names := h.suggest(second, alice, "model", "value", "", nil)
+	if !slices.Equal(values, []string{"other-1", "other-2"}) || !strings.Contains(names[0], "(current)") {
+		t.Fatalf("the second thread suggests %v %v", values, names)
+	}
+	if got := h.change(second, alice, "model", map[string]any{"value": "fake-large"}); !strings.Contains(got, "was not changed") {
+		t.Fatalf("the first thread's model in the second answered %q", got)
+	}
+	if got := h.change(second, alice, "model", map[string]any{"value": "other-2"}); !strings.Contains(got, "set **Model** to **other-2**") {
+		t.Fatalf("/model other-2 answered %q", got)
+	}
+	if values, names := h.suggest(first, alice, "model", "value", "", nil); len(values) != 3 || !strings.Contains(names[0], "(current)") {
+		t.Fatalf("after the second thread's change, the first suggests %v %v", values, names)
+	}
+}

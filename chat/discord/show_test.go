@@ -185,3 +185,16 @@ func TestShow_UnknownUpdateIsCountedAndTheTurnFinishes(t *testing.T) {
 		t.Fatalf("unknown updates %d, content %d; want 1, 1", s.UnknownUpdates, s.UnknownContent)
 	}
 }
+
+// A file larger than discord.max_file_bytes is not attached, and the
+// answer says so with the limit.
+func TestShow_FileOverTheLimitIsNotAttached(t *testing.T) {
+	h := newHarness(t, setup{discord: discord.Config{MaxFileBytes: 4 << 10}})
+	thread := h.mention(alice, "run /usr/bin/truncate -s 5000 big.txt")
+	h.answer(thread, "exit: <nil>")
+	h.srv.SendMessage(thread, alice, "resource-link big.txt")
+	msgs := h.answer(thread, "`big.txt` not attached: larger than 4.0 KiB")
+	if a := attachments(msgs); len(a) != 0 {
+		t.Fatalf("attached %v", a)
+	}
+}
