@@ -198,3 +198,22 @@ func TestShow_FileOverTheLimitIsNotAttached(t *testing.T) {
 		t.Fatalf("attached %v", a)
 	}
 }
+
+// A symbolic link in the session's directory that names a file there by
+// its absolute path is followed: the file is attached.
+func TestShow_AbsoluteLinkInsideIsFollowed(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "resource-link notes.txt")
+	h.answer(thread, "✅")
+	h.srv.SendMessage(thread, alice, "run /bin/sh -c ln${IFS}-s${IFS}$PWD/notes.txt${IFS}abs-link")
+	h.answer(thread, "exit: <nil>")
+	h.srv.SendMessage(thread, alice, "resource-link abs-link")
+	var got map[string][]byte
+	h.srv.Await("the linked file attached", func() bool {
+		got = attachments(h.botMessages(thread))
+		return len(got) == 2
+	})
+	if string(got["abs-link"]) != "notes from the agent\n" {
+		t.Fatalf("attachments %q", got)
+	}
+}
