@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -14,12 +15,16 @@ import (
 type Call struct {
 	ID     jsonrpc2.ID
 	Method string
+	// session is the session a change of its configuration is for.
+	session string
 
 	conn *Conn
 	done chan struct{}
 	once sync.Once
 	res  json.RawMessage
 	err  error
+	// withdrawn: $/cancel_request was sent for it (at most once).
+	withdrawn atomic.Bool
 }
 
 // Done is closed when the response arrived, the connection ended, or the
@@ -40,14 +45,27 @@ func (c *Call) Result(v any) error {
 
 // Abandon forgets the call at once: its bookkeeping is removed, Done is
 // closed with ErrAbandoned unless a result already arrived, and a later
-// response is dropped as stale. Safe to call at any time, more than once.
+// response is dropped as stale. A call still waiting for its answer is
+// withdrawn from the agent ($/cancel_request, unless Cancel sent it
+// already; agents that do not know it ignore it), without waiting for
+// room in the writer's queue. Safe to call at any time, more than once.
 func (c *Call) Abandon() {
+	if c.forget() {
+		c.withdraw(false)
+	}
+}
+
+// forget removes the call's bookkeeping and closes Done, and reports
+// whether the call was still waiting for its answer.
+func (c *Call) forget() bool {
 	c.conn.mu.Lock()
-	if c.conn.pending[c.ID] == c {
+	pending := c.conn.pending[c.ID] == c
+	if pending {
 		delete(c.conn.pending, c.ID)
 	}
 	c.conn.mu.Unlock()
 	c.finish(nil, ErrAbandoned)
+	return pending
 }
 
 func (c *Call) finish(res json.RawMessage, err error) {
@@ -60,6 +78,12 @@ func (c *Call) finish(res json.RawMessage, err error) {
 // Start sends a request and returns its Call without waiting for the
 // answer. It blocks only while the writer's queue is full, bounded by ctx.
 func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, error) {
+	return c.start(ctx, method, "", params)
+}
+
+// start is Start for a request about sessionID's configuration, which
+// the call is marked with ("" for any other request).
+func (c *Conn) start(ctx context.Context, method, sessionID string, params any) (*Call, error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
@@ -75,7 +99,7 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 		return nil, err
 	}
 	c.seq++
-	call := &Call{ID: jsonrpc2.ID{Num: c.seq}, Method: method, conn: c, done: make(chan struct{})}
+	call := &Call{ID: jsonrpc2.ID{Num: c.seq}, Method: method, session: sessionID, conn: c, done: make(chan struct{})}
 	c.pending[call.ID] = call
 	c.mu.Unlock()
 
@@ -85,7 +109,7 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 		err = c.enqueue(ctx, b)
 	}
 	if err != nil {
-		call.Abandon()
+		call.forget() // never sent: nothing to withdraw
 		return nil, err
 	}
 	c.log.Debug().Str("req", call.ID.String()).Str("method", method).Msg("request sent")
@@ -93,9 +117,15 @@ func (c *Conn) Start(ctx context.Context, method string, params any) (*Call, err
 }
 
 // Call sends a request and waits for its answer, decoding it into result.
-// If ctx ends first the call is abandoned and the context's cause returned.
+// If ctx ends first the call is abandoned (and so withdrawn from the
+// agent) and the context's cause returned.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
-	call, err := c.Start(ctx, method, params)
+	return c.call(ctx, method, "", params, result)
+}
+
+// call is Call for a request about sessionID's configuration (see start).
+func (c *Conn) call(ctx context.Context, method, sessionID string, params, result any) error {
+	call, err := c.start(ctx, method, sessionID, params)
 	if err != nil {
 		return err
 	}

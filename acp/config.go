@@ -138,6 +138,40 @@ func (s SessionState) ByCategory(category string) (ConfigOption, bool) {
 	return s.Options[i], true
 }
 
+// Model is the option that chooses the model, if the agent has one.
+func (s SessionState) Model() (ConfigOption, bool) { return s.ByCategory(CategoryModel) }
+
+// ModeOption is the option that chooses the mode, if the agent has one
+// (preferred over the legacy modes).
+func (s SessionState) ModeOption() (ConfigOption, bool) {
+	opt, ok := s.ByCategory(CategoryMode)
+	return opt, ok && opt.Type == ConfigSelect
+}
+
+// CurrentMode is the mode in force, in words, "" if the agent has none.
+func (s SessionState) CurrentMode() string {
+	if opt, ok := s.ModeOption(); ok {
+		return opt.Current()
+	}
+	if s.Modes == nil {
+		return ""
+	}
+	for _, m := range s.Modes.Available {
+		if m.ID == s.Modes.Current && m.Name != "" {
+			return m.Name
+		}
+	}
+	return s.Modes.Current
+}
+
+// CurrentModel is the model in force, in words, "" if the agent says none.
+func (s SessionState) CurrentModel() string {
+	if opt, ok := s.Model(); ok {
+		return opt.Current()
+	}
+	return ""
+}
+
 // Clone returns a copy that shares nothing with s.
 func (s SessionState) Clone() SessionState {
 	out := SessionState{Options: slices.Clone(s.Options), Commands: slices.Clone(s.Commands)}
@@ -376,6 +410,31 @@ func (st *SessionState) apply(ch stateChange) {
 	}
 }
 
+// switches are the changes to st from the model and mode that were in
+// force.
+func switches(model, mode string, st SessionState) []Switch {
+	var out []Switch
+	if m := st.CurrentModel(); m != "" && m != model {
+		out = append(out, Switch{What: "model", To: m})
+	}
+	if m := st.CurrentMode(); m != "" && m != mode {
+		out = append(out, Switch{What: "mode", To: m})
+	}
+	return out
+}
+
+// changingLocked reports whether a change of sessionID's configuration
+// we asked for waits for the agent's answer: the updates the agent sends
+// meanwhile are its answer, not a change of its own. c.mu must be held.
+func (c *Conn) changingLocked(sessionID string) bool {
+	for _, call := range c.pending {
+		if call.session == sessionID {
+			return true
+		}
+	}
+	return false
+}
+
 // applyState folds a change into a session's state, if the session is
 // known, and counts the options it skipped.
 func (c *Conn) applyState(sessionID string, ch stateChange) {
@@ -417,7 +476,7 @@ func (c *Conn) SetConfigOption(ctx context.Context, sessionID, configID string, 
 		return SessionState{}, fmt.Errorf("%w: option value %T is neither a string nor a bool", errBadParams, value)
 	}
 	var res sessionSetup
-	if err := c.Call(ctx, MethodSetConfigOption, params, &res); err != nil {
+	if err := c.call(ctx, MethodSetConfigOption, sessionID, params, &res); err != nil {
 		return SessionState{}, fmt.Errorf("%s: %w", MethodSetConfigOption, err)
 	}
 	c.applyState(sessionID, res.change())
@@ -430,7 +489,7 @@ func (c *Conn) SetConfigOption(ctx context.Context, sessionID, configID string, 
 // returned. It may be called during a turn.
 func (c *Conn) SetMode(ctx context.Context, sessionID, modeID string) (SessionState, error) {
 	params := map[string]string{"sessionId": sessionID, "modeId": modeID}
-	if err := c.Call(ctx, MethodSetMode, params, nil); err != nil {
+	if err := c.call(ctx, MethodSetMode, sessionID, params, nil); err != nil {
 		return SessionState{}, fmt.Errorf("%s: %w", MethodSetMode, err)
 	}
 	c.applyState(sessionID, stateChange{mode: &modeID})

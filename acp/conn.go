@@ -294,6 +294,23 @@ func (c *Conn) enqueue(ctx context.Context, b []byte) error {
 	}
 }
 
+// tryEnqueue hands one whole message to the writer if its queue has
+// room now, and reports whether it did.
+func (c *Conn) tryEnqueue(b []byte) bool {
+	if c.writeErr.Load() != nil {
+		return false
+	}
+	line := make([]byte, len(b)+1)
+	copy(line, b)
+	line[len(b)] = '\n'
+	select {
+	case c.outbox <- line:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *Conn) junk(line []byte, why string) {
 	c.stats.junkLines.Add(1)
 	preview := line

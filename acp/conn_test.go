@@ -102,6 +102,17 @@ func (p *peer) nextMethod(method string) map[string]json.RawMessage {
 	}
 }
 
+// withdrawn fails unless the next message is $/cancel_request for id.
+func (p *peer) withdrawn(id json.RawMessage) {
+	p.t.Helper()
+	m := p.next()
+	var params struct{ RequestID json.RawMessage }
+	json.Unmarshal(m["params"], &params)
+	if str(m["method"]) != MethodCancelRequest || string(params.RequestID) != string(id) {
+		p.t.Fatalf("got %s %s, want $/cancel_request for request %s", m["method"], m["params"], id)
+	}
+}
+
 func str(raw json.RawMessage) string {
 	var s string
 	_ = json.Unmarshal(raw, &s)
@@ -133,6 +144,7 @@ func TestCall_LateAnswerToAbandonedRequestIsDroppedNotRoutedToNext(t *testing.T)
 	if got := c.Stats().PendingRequests; got != 0 {
 		t.Fatalf("pending after abandon = %d, want 0", got)
 	}
+	p.withdrawn(firstID)
 	second, err := c.Start(ctx, "session/prompt", map[string]string{"n": "2"})
 	if err != nil {
 		t.Fatal(err)
@@ -161,11 +173,13 @@ func TestCall_ThousandAbandonedCallsLeaveNoBookkeeping(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- c.Call(ctx, "session/prompt", struct{}{}, nil) }()
-		ids = append(ids, p.next()["id"])
+		id := p.next()["id"]
+		ids = append(ids, id)
 		cancel(errors.New("turn ceiling"))
 		if err := <-errc; err == nil || err.Error() != "turn ceiling" {
 			t.Fatalf("Call returned %v, want the context's cause", err)
 		}
+		p.withdrawn(id)
 	}
 	if s := c.Stats(); s.PendingRequests != 0 {
 		t.Fatalf("pending = %d after 1000 abandoned calls, want 0", s.PendingRequests)
@@ -499,5 +513,49 @@ func TestCall_AnErrorMessageIsRedacted(t *testing.T) {
 	var rpcErr *RPCError
 	if !errors.As(err, &rpcErr) || strings.Contains(err.Error(), "sk-secret-123") || !strings.Contains(err.Error(), "upstream refused key [redacted]") {
 		t.Fatalf("err = %v, want the message with the key masked", err)
+	}
+}
+
+// A request of ours abandoned while the agent still works on it (its
+// context ended: a deadline, a cancelled turn) is withdrawn from the
+// agent with $/cancel_request, once, even after Cancel; one answered,
+// or never sent, is not.
+func TestCall_AbandonedRequestIsWithdrawnFromTheAgent(t *testing.T) {
+	c, p := newPair(t, Options{})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.SetConfigOption(ctx, "S1", "model", "fast")
+		errc <- err
+	}()
+	req := p.nextMethod(MethodSetConfigOption)
+	cancel(errors.New("deadline"))
+	if err := <-errc; err == nil {
+		t.Fatal("SetConfigOption returned no error after its context ended")
+	}
+	p.withdrawn(req["id"])
+
+	call, err := c.Start(context.Background(), "session/prompt", struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.nextMethod("session/prompt")["id"]
+	call.Cancel()
+	p.withdrawn(id)
+	call.Cancel()
+	call.Abandon()
+
+	// Answered, then abandoned: nothing to withdraw. The next message the
+	// agent gets is the next request.
+	answered, err := c.Start(context.Background(), "x/answered", struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, p.nextMethod("x/answered")["id"]))
+	waitDone(t, answered)
+	answered.Abandon()
+	c.Start(context.Background(), "x/last", struct{}{})
+	if m := p.next(); str(m["method"]) != "x/last" {
+		t.Fatalf("got %s %s, want x/last: a withdrawal too many", m["method"], m["params"])
 	}
 }

@@ -121,6 +121,8 @@ type ElicitationField struct {
 	MinItems, MaxItems *int
 	// Default is the agent's suggestion, as decoded JSON (nil: none).
 	Default any
+
+	pos int // the field's place in the form, from 0
 }
 
 // ElicitationOption is one choice of a select field.
@@ -129,20 +131,28 @@ type ElicitationOption struct {
 	Title string
 }
 
-// Label names the field for people: its title, else its key.
+// Label names the field for people: its title, else its key, else
+// (both blank) "field N", N its place in the form.
 func (f *ElicitationField) Label() string {
-	if f.Title != "" {
+	switch {
+	case strings.TrimSpace(f.Title) != "":
 		return f.Title
+	case strings.TrimSpace(f.Key) != "":
+		return f.Key
 	}
-	return f.Key
+	return "field " + strconv.Itoa(f.pos+1)
 }
 
-// Label names the option for people: its title, else its value.
+// Label names the option for people: its title, else its value, else
+// (both blank) "(empty)".
 func (o ElicitationOption) Label() string {
-	if o.Title != "" {
+	switch {
+	case strings.TrimSpace(o.Title) != "":
 		return o.Title
+	case strings.TrimSpace(o.Value) != "":
+		return o.Value
 	}
-	return o.Value
+	return "(empty)"
 }
 
 // UnmarshalJSON reads the schema keeping the order of its properties.
@@ -184,6 +194,7 @@ func (s *ElicitationSchema) UnmarshalJSON(b []byte) error {
 		}
 		f := parseField(key, raw)
 		f.Required = required[key]
+		f.pos = len(s.Fields)
 		s.Fields = append(s.Fields, f)
 	}
 	return nil

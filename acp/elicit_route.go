@@ -196,25 +196,51 @@ func (c *Conn) notified(req *jsonrpc2.Request) {
 // if it is still waiting for its answer. The Call stays pending: the agent
 // still answers, with a result or error -32800, or not at all if it does
 // not support the notification. It waits at most one second for room in
-// the writer's queue. Safe to call at any time, more than once.
+// the writer's queue. Safe to call at any time, more than once; the
+// notification is sent once.
 func (c *Call) Cancel() {
 	conn := c.conn
 	conn.mu.Lock()
 	pending := conn.pending[c.ID] == c
 	conn.mu.Unlock()
-	if !pending {
+	if pending {
+		c.withdraw(true)
+	}
+}
+
+// withdraw sends $/cancel_request for the call, once. With wait, it waits
+// up to noticeWait for room in the writer's queue; without, it tries at
+// once and leaves the wait to a goroutine the Conn owns.
+func (c *Call) withdraw(wait bool) {
+	if !c.withdrawn.CompareAndSwap(false, true) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
-	defer cancel()
+	conn := c.conn
 	b, _ := json.Marshal(struct {
 		JSONRPC string              `json:"jsonrpc"`
 		Method  string              `json:"method"`
 		Params  cancelRequestParams `json:"params"`
 	}{"2.0", MethodCancelRequest, cancelRequestParams{RequestID: &c.ID}})
-	if err := conn.enqueue(ctx, b); err != nil {
-		conn.log.Debug().Err(err).Str("req", c.ID.String()).Msg("$/cancel_request not sent")
-		return
+	send := func(ctx context.Context) {
+		if err := conn.enqueue(ctx, b); err != nil {
+			conn.log.Debug().Err(err).Str("req", c.ID.String()).Msg("$/cancel_request not sent")
+			return
+		}
+		conn.log.Debug().Str("req", c.ID.String()).Str("method", c.Method).Msg("$/cancel_request sent")
 	}
-	conn.log.Debug().Str("req", c.ID.String()).Str("method", c.Method).Msg("$/cancel_request sent")
+	switch {
+	case wait:
+		ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
+		defer cancel()
+		send(ctx)
+	case conn.tryEnqueue(b):
+		conn.log.Debug().Str("req", c.ID.String()).Str("method", c.Method).Msg("$/cancel_request sent")
+	default:
+		// The queue is full: a goroutine of the Conn's waits for room.
+		conn.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
+			defer cancel()
+			send(ctx)
+		})
+	}
 }

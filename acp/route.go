@@ -202,8 +202,12 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	s, known := c.sessions[n.SessionID]
 	if state && known {
 		// What the session offers changes whether a turn listens or not.
+		model, mode := s.state.CurrentModel(), s.state.CurrentMode()
 		s.state.apply(change)
 		c.stats.unknownOptions.Add(uint64(change.skipped))
+		if sub != nil && !c.changingLocked(n.SessionID) {
+			n.Update.Switched = switches(model, mode, s.state)
+		}
 	}
 	if sub == nil && !known {
 		// Agents may send updates before the session/new answer: keep a few.

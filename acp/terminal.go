@@ -42,7 +42,7 @@ const (
 	releasedTerminalsKept    = 16
 	terminalReadBufferBytes  = 32 << 10
 	maxTerminalArgs          = 4096
-	maxTerminalRequestString = 1 << 20
+	maxTerminalRequestString = 1 << 20 // bytes of a command, its arguments and environment
 )
 
 // TerminalExitStatus is how a terminal's command ended: its exit code, or
@@ -244,14 +244,19 @@ func (t *terminal) snapshot(tail int) TerminalOutput {
 	return o
 }
 
-// outputBuffer keeps the last limit bytes written, cut at a UTF-8
-// character boundary.
+// outputBuffer keeps the last limit bytes written, read from a UTF-8
+// character boundary. It is a ring: once full, each write overwrites the
+// oldest bytes in place, so keeping the end of a command that never
+// stops printing costs a copy of each byte once, whatever the limit.
+// Its memory grows with what is written, up to limit.
 type outputBuffer struct {
 	mu        sync.Mutex
 	limit     int
-	buf       []byte
+	buf       []byte // len(buf) < limit: bytes in order; == limit: a ring
+	start     int    // where the oldest byte is, once full
 	truncated bool
 	written   int64
+	copied    int64 // bytes copied into buf, growth included: the cost
 }
 
 func (b *outputBuffer) write(p []byte) {
@@ -261,31 +266,85 @@ func (b *outputBuffer) write(p []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.written += int64(len(p))
-	b.buf = append(b.buf, p...)
-	b.trimLocked(b.limit)
-}
-
-// trimLocked drops the front beyond max bytes, and then the rest of a
-// character cut in two.
-func (b *outputBuffer) trimLocked(max int) {
-	over := len(b.buf) - max
-	if over <= 0 {
+	if b.limit <= 0 {
+		b.truncated = true
 		return
 	}
-	for i := 0; i < utf8.UTFMax-1 && over < len(b.buf) && !utf8.RuneStart(b.buf[over]); i++ {
-		over++
+	if len(p) > b.limit {
+		p = p[len(p)-b.limit:]
+		b.truncated = true
 	}
-	b.buf = append(b.buf[:0], b.buf[over:]...)
-	b.truncated = true
+	if room := b.limit - len(b.buf); room > 0 {
+		n := min(room, len(p))
+		b.grow(len(b.buf) + n)
+		b.buf = append(b.buf, p[:n]...)
+		b.copied += int64(n)
+		p = p[n:]
+	}
+	for len(p) > 0 {
+		// Full: overwrite the oldest bytes.
+		n := copy(b.buf[b.start:], p)
+		b.copied += int64(n)
+		b.start = (b.start + n) % len(b.buf)
+		p = p[n:]
+		b.truncated = true
+	}
+}
+
+// grow makes room for n bytes, doubling up to the limit.
+func (b *outputBuffer) grow(n int) {
+	if n <= cap(b.buf) {
+		return
+	}
+	c := min(max(2*cap(b.buf), n, 4<<10), b.limit)
+	nb := make([]byte, len(b.buf), c)
+	b.copied += int64(copy(nb, b.buf))
+	b.buf = nb
+}
+
+// lastLocked returns the last n bytes kept (all, if fewer), in order,
+// as a new slice, and whether anything before them was dropped.
+func (b *outputBuffer) lastLocked(n int) ([]byte, bool) {
+	size := len(b.buf)
+	dropped := b.truncated
+	if n < 0 || n >= size {
+		n = size
+	} else {
+		dropped = true
+	}
+	out := make([]byte, 0, n)
+	switch {
+	case n == 0:
+	case size < b.limit || b.start == 0:
+		out = append(out, b.buf[size-n:]...)
+	default:
+		// Oldest at start: the last n end just before it.
+		from := (b.start + size - n) % size
+		if from < b.start {
+			out = append(out, b.buf[from:b.start]...)
+		} else {
+			out = append(append(out, b.buf[from:]...), b.buf[:b.start]...)
+		}
+	}
+	if dropped {
+		// Begin at a character's start: drop the rest of one cut in two.
+		i := 0
+		for i < utf8.UTFMax-1 && i < len(out) && !utf8.RuneStart(out[i]) {
+			i++
+		}
+		out = out[i:]
+	}
+	return out, dropped
 }
 
 // shrink keeps only the last max bytes, giving the rest of the memory
-// back.
+// back; the buffer then keeps at most max.
 func (b *outputBuffer) shrink(max int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.trimLocked(max)
-	b.buf = append([]byte(nil), b.buf...)
+	kept, dropped := b.lastLocked(max)
+	b.buf, b.start, b.limit = kept, 0, max
+	b.truncated = b.truncated || dropped
 }
 
 // get returns the last tail bytes kept (all when tail < 0), from a
@@ -294,15 +353,8 @@ func (b *outputBuffer) shrink(max int) {
 func (b *outputBuffer) get(tail int) (string, bool, int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	buf := b.buf
-	if tail >= 0 && len(buf) > tail {
-		cut := len(buf) - tail
-		for i := 0; i < utf8.UTFMax-1 && cut < len(buf) && !utf8.RuneStart(buf[cut]); i++ {
-			cut++
-		}
-		return string(buf[cut:]), true, b.written
-	}
-	return string(buf), b.truncated, b.written
+	out, dropped := b.lastLocked(tail)
+	return string(out), dropped, b.written
 }
 
 // lookPath finds name in the PATH of env, as the command's own shell

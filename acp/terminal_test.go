@@ -417,3 +417,52 @@ func TestTerminal_BoundsAtTheDefaults(t *testing.T) {
 	}
 	c.ReleaseTerminals("s")
 }
+
+// terminal/release of a command still running ends it, and its
+// grandchildren with it, though they ignore SIGTERM: by the time the
+// release is answered, nothing of it runs.
+func TestTerminal_ReleaseEndsARunningGroupThatIgnoresTERM(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	c, p, _ := newTermPair(t, Options{TerminalGrace: grace})
+	id := p.create(map[string]any{"command": "sh", "args": []string{"-c", `trap "" TERM; sh -c 'trap "" TERM; sleep 60' & echo "child $!"; echo "shell $$"; while :; do sleep 0.05; done`}})
+	out := p.awaitOutput(id, "shell")
+	var child, shell int
+	fmt.Sscanf(out, "child %d\nshell %d", &child, &shell)
+	if child == 0 || shell == 0 || !alive(child) || !alive(shell) {
+		t.Fatalf("output %q: want a running shell and child", out)
+	}
+	start := time.Now()
+	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
+	took := time.Since(start)
+	for _, pid := range []int{shell, child} {
+		if alive(pid) {
+			t.Errorf("process %d still runs after terminal/release was answered", pid)
+		}
+	}
+	if took < grace {
+		t.Fatalf("release answered after %s, less than the grace %s: SIGTERM was not ignored?", took, grace)
+	}
+	if n := c.Stats().TerminalsOpen; n != 0 {
+		t.Fatalf("TerminalsOpen = %d after release, want 0", n)
+	}
+}
+
+// A terminal/create whose command, arguments and environment together
+// pass 1 MiB is refused saying so, before anything starts.
+func TestTerminal_HugeCommandIsRefused(t *testing.T) {
+	c, p, _ := newTermPair(t, Options{})
+	half := strings.Repeat("a", maxTerminalRequestString/2)
+	for name, params := range map[string]map[string]any{
+		"arguments":   {"command": "true", "args": []string{half, half}},
+		"environment": {"command": "true", "args": []string{half}, "env": []map[string]string{{"name": "X", "value": half}}},
+	} {
+		code, msg := errorOf(p.call(MethodTerminalCreate, params))
+		if code != CodeInvalidParams || !strings.Contains(msg, "more than 1048576") {
+			t.Errorf("huge %s answered %d %q, want a refusal that says why", name, code, msg)
+		}
+	}
+	if n := c.Stats().TerminalsOpen; n != 0 {
+		t.Fatalf("TerminalsOpen = %d, want 0", n)
+	}
+	p.create(map[string]any{"command": "true", "args": []string{strings.Repeat("a", 64<<10)}})
+}

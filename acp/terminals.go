@@ -111,6 +111,16 @@ func (c *Conn) createTerminal(p *createTerminalParams) (*terminal, error) {
 	if len(p.Args) > maxTerminalArgs || len(p.Env) > maxTerminalArgs {
 		return nil, fmt.Errorf("%w: more than %d arguments or variables", errBadParams, maxTerminalArgs)
 	}
+	size := len(p.Command)
+	for _, a := range p.Args {
+		size += len(a)
+	}
+	for _, v := range p.Env {
+		size += len(v.Name) + len(v.Value)
+	}
+	if size > maxTerminalRequestString {
+		return nil, fmt.Errorf("%w: the command, its arguments and environment take %d bytes, more than %d", errBadParams, size, maxTerminalRequestString)
+	}
 	env := make([]string, 0, len(p.Env))
 	for _, v := range p.Env {
 		if v.Name == "" || strings.ContainsAny(v.Name, "=\x00") || strings.ContainsRune(v.Value, 0) {

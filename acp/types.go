@@ -170,8 +170,20 @@ type Update struct {
 	// usage_update (session_info_update sets Title)
 	Usage *Usage `json:"-"`
 
+	// Switched is never sent by an agent: the broker sets it on a
+	// config_option_update or current_mode_update that changed the model
+	// or the mode while no change of ours was waiting for the agent's
+	// answer, i.e. a change the agent made on its own.
+	Switched []Switch `json:"-"`
+
 	// Raw is the update as received.
 	Raw json.RawMessage `json:"-"`
+}
+
+// Switch is a change of the model or the mode the agent made itself.
+type Switch struct {
+	What string // "model" or "mode"
+	To   string // the new one, in words
 }
 
 // Update kinds the broker renders.

@@ -52,40 +52,6 @@ type Choice struct {
 	Value, Name, Description string
 }
 
-// Model is the option that chooses the model, if the agent has one.
-func (o ThreadOptions) Model() (acp.ConfigOption, bool) { return o.ByCategory(acp.CategoryModel) }
-
-// ModeOption is the option that chooses the mode, if the agent has one
-// (preferred over the legacy modes).
-func (o ThreadOptions) ModeOption() (acp.ConfigOption, bool) {
-	opt, ok := o.ByCategory(acp.CategoryMode)
-	return opt, ok && opt.Type == acp.ConfigSelect
-}
-
-// CurrentMode is the mode in force, in words, "" if the agent has none.
-func (o ThreadOptions) CurrentMode() string {
-	if opt, ok := o.ModeOption(); ok {
-		return opt.Current()
-	}
-	if o.Modes == nil {
-		return ""
-	}
-	for _, m := range o.Modes.Available {
-		if m.ID == o.Modes.Current && m.Name != "" {
-			return m.Name
-		}
-	}
-	return o.Modes.Current
-}
-
-// CurrentModel is the model in force, in words, "" if the agent says none.
-func (o ThreadOptions) CurrentModel() string {
-	if opt, ok := o.Model(); ok {
-		return opt.Current()
-	}
-	return ""
-}
-
 // ModeChoices are the modes a person can choose from.
 func (o ThreadOptions) ModeChoices() []Choice {
 	if opt, ok := o.ModeOption(); ok {

@@ -24,6 +24,7 @@ type Transcript struct {
 	tools    []toolLine
 	plan     []acp.PlanEntry
 	notices  []string
+	switches []string // changes of model and mode the agent made itself
 	files    []*Attachment
 	held     int64 // bytes of files the agent sent
 	seq      int   // numbers names of files the agent sent unnamed
@@ -61,8 +62,25 @@ func (t *Transcript) Add(u acp.Update) bool {
 	case acp.UpdatePlan:
 		t.plan = u.Entries
 		return true
+	case acp.UpdateConfigOptions, acp.UpdateCurrentMode:
+		for _, s := range u.Switched {
+			if len(t.switches) == maxSwitchLines {
+				t.switches = t.switches[1:]
+			}
+			t.switches = append(t.switches, SwitchText(s))
+		}
+		return len(u.Switched) > 0
 	}
 	return false
+}
+
+// maxSwitchLines bounds the agent's own switches a turn shows: the last.
+const maxSwitchLines = 8
+
+// SwitchText says a change of model or mode the agent made itself:
+// "The agent switched mode to Plan".
+func SwitchText(s acp.Switch) string {
+	return "The agent switched " + s.What + " to " + oneLine(s.To, 100)
 }
 
 // Notice adds a line such as an automatic permission answer.
@@ -147,6 +165,9 @@ func (t *Transcript) Render() string {
 			}
 			fmt.Fprintf(&b, "%s %s\n", box, oneLine(e.Content, 200))
 		}
+	}
+	for _, s := range t.switches {
+		b.WriteString("⚙️ " + s + "\n")
 	}
 	for _, n := range t.notices {
 		b.WriteString("ℹ️ " + n + "\n")

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"slices"
@@ -204,5 +205,40 @@ func TestRestart_AnOutcomeShownButNotNotedIsNotReportedTwice(t *testing.T) {
 	}
 	if got := w.Discord.BotReactions(thread, second); len(got) != 1 {
 		t.Fatalf("the message's status reactions are %v, want only ✅", got)
+	}
+}
+
+// A thread's choices outlive the broker: a model chosen with /model, the
+// broker killed with SIGKILL and started again, the thread's next
+// message gets a new agent that was given the model before the prompt.
+func TestRestart_ChoicesAreGivenToTheNextBrokersAgent(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--config-options"}}})
+	first := w.start()
+	thread := w.mention(alice, "settings")
+	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.Text, "model=fake-small") {
+		t.Fatalf("first answer %q", got.Text)
+	}
+	agent := w.agentPID(thread, alice)
+	id := w.Srv.SlashCommand(thread, alice.ID, "model", map[string]any{"value": "fake-large"})
+	w.response(id)
+	brokertest.Must(t, patience, func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			in, _ := w.Srv.Interaction(id)
+			if m, ok := w.Srv.Message(thread, in.OriginalMessageID); ok && strings.Contains(m.Content, "set **Model** to **Fake Large**") {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return ctx.Err()
+	})
+	first.Kill()
+
+	w.start()
+	w.Discord.Post(thread, alice, "settings")
+	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.Text, "model=fake-large mode=ask") {
+		t.Fatalf("after the restart the agent runs with %q", got.Text)
+	}
+	if pid := w.agentPID(thread, alice); pid == agent {
+		t.Fatalf("the thread's agent after the restart is the same process %d", pid)
 	}
 }

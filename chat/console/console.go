@@ -311,6 +311,11 @@ func (s *sink) Update(u acp.Update) {
 			s.breakLine()
 			s.c.printf("[title] %s\n", *u.Title)
 		}
+	case acp.UpdateConfigOptions, acp.UpdateCurrentMode:
+		for _, sw := range u.Switched {
+			s.breakLine()
+			s.c.printf("[%s]\n", chat.SwitchText(sw))
+		}
 	}
 }
 

@@ -102,3 +102,31 @@ func TestConsole_LegacyMode(t *testing.T) {
 	tm.say("/config", "[the agent offers no options]")
 	tm.say("settings", "model=fake-small mode=plan fast=false")
 }
+
+// A change of model or mode the agent makes itself is printed; the
+// user's own change mid-turn is answered as such, not as the agent's.
+func TestConsole_AgentsOwnSwitchIsPrinted(t *testing.T) {
+	tm := newTerm(t, "--config-options")
+	tm.say("switch mode plan", "[The agent switched mode to Plan]\nagent> switched mode to plan")
+	tm.say("switch model fake-huge", "[The agent switched model to Fake Huge]\nagent> switched model to fake-huge")
+	tm.say("slow 500ms 3", "chunk 1")
+	out := tm.say("/model fake-large", "[Model set to Fake Large]")
+	out += tm.say("", "chunk 3")
+	if strings.Contains(out, "switched") {
+		t.Fatalf("the user's change mid-turn was printed as the agent's: %q", out)
+	}
+	tm.say("settings", "model=fake-large mode=plan fast=false")
+
+	tm = newTerm(t, "--modes")
+	tm.say("switch mode code", "[The agent switched mode to Code]")
+}
+
+// A command the agent runs in a terminal shows its last line as it
+// comes, then how it ended.
+func TestConsole_TerminalOutputIsPrinted(t *testing.T) {
+	tm := newTerm(t)
+	out := tm.say(`terminal /bin/sh -c echo${IFS}first;sleep${IFS}1;echo${IFS}second;exit${IFS}3`, "[terminal] second [exit status 3]")
+	if !strings.Contains(out, "[terminal] first\n") {
+		t.Fatalf("the first line was not printed as it came: %q", out)
+	}
+}

@@ -26,6 +26,7 @@ const (
 	maxMenuOptions  = 25  // options in one select menu
 	maxLinkURL      = 512 // characters of a link button's url
 	modalLabelLimit = 45
+	maxInputValue   = 4000 // characters of a modal's text input
 )
 
 // openQuestion is an agent's question waiting in a thread. It leaves the
@@ -163,6 +164,12 @@ func questionLayout(req *acp.ElicitationRequest) (texts, selects []int, unfit er
 			return nil, nil, fmt.Errorf("the field “%s” is of a type (%s) that can't be asked", f.Label(), f.Type)
 		}
 	}
+	for _, i := range texts {
+		f := &req.Schema.Fields[i]
+		if v, ok := f.DefaultValue(); ok && utf8.RuneCountInString(f.FormatValue(v)) > maxInputValue {
+			return nil, nil, fmt.Errorf("the agent's suggestion for “%s” is longer than the %d characters a Discord form field holds", f.Label(), maxInputValue)
+		}
+	}
 	if len(texts) > maxModalInputs {
 		return nil, nil, fmt.Errorf("it has %d text fields, more than the %d one Discord form holds", len(texts), maxModalInputs)
 	}
@@ -190,12 +197,14 @@ func defaults(req *acp.ElicitationRequest) map[string]any {
 
 func questionHeader(req *acp.ElicitationRequest) string {
 	if req.Mode == acp.ElicitURL {
-		return "🔗 **The agent asks you to open a link**: " + excerpt(req.Message, 600)
+		return "🔗 **The agent asks you to open a link**: " + cut(strings.TrimSpace(req.Message), 600)
 	}
-	return "❓ **The agent asks**: " + excerpt(req.Message, 600)
+	return "❓ **The agent asks**: " + cut(strings.TrimSpace(req.Message), 600)
 }
 
-// formText lists the form's fields under the question.
+// formText lists the form's fields under the question, a line each,
+// and says how to answer in small print; what does not fit in a message
+// is cut from the fields, never from how to answer.
 func formText(req *acp.ElicitationRequest, who string, texts, selects bool) string {
 	var b strings.Builder
 	b.WriteString(questionHeader(req))
@@ -218,8 +227,8 @@ func formText(req *acp.ElicitationRequest, who string, texts, selects bool) stri
 		how = append(how, "fill in the text with **✏️ Fill in**")
 	}
 	how = append(how, "then **Submit**")
-	b.WriteString("\n-# " + who + " can answer: " + strings.Join(how, ", ") + ".")
-	return excerpt(b.String(), 1990)
+	footer := "\n-# " + who + " can answer: " + strings.Join(how, ", ") + "."
+	return cut(b.String(), 1990-utf8.RuneCountInString(footer)) + footer
 }
 
 // formRows are a select menu per choice, then the buttons.
@@ -419,7 +428,7 @@ func (c *Client) answerQuestion(i *discordgo.Interaction, key string, oq *openQu
 	c.respond(i, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseUpdateMessage,
 		Data: &discordgo.InteractionResponseData{
-			Content:         excerpt(questionHeader(oq.req), 1800) + "\n-# " + said,
+			Content:         cut(questionHeader(oq.req), 1800) + "\n-# " + said,
 			Components:      []discordgo.MessageComponent{},
 			AllowedMentions: noMentions,
 		},
@@ -479,8 +488,14 @@ func (oq *openQuestion) modal(key string) *discordgo.InteractionResponseData {
 				in.MaxLength = min(max(*f.MaxLength, 1, in.MinLength), 4000)
 			}
 		}
+		// The value is shown as it is: Discord sends back what the modal
+		// shows. Typed ones fit (Discord took them from this modal) and
+		// the agent's suggestion was checked by questionLayout.
 		if v, ok := oq.values[f.Key]; ok {
-			in.Value = excerpt(f.FormatValue(v), 4000)
+			in.Value = f.FormatValue(v)
+			if strings.Contains(in.Value, "\n") {
+				in.Style = discordgo.TextInputParagraph
+			}
 		}
 		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{in}})
 	}

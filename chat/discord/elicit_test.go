@@ -1,11 +1,14 @@
 package discord_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/chat/discord"
 	"acpbroker/internal/fakediscord"
 )
 
@@ -240,4 +243,193 @@ func TestQuestion_AbandonedTurnsLeaveNothingOpen(t *testing.T) {
 	if s := h.engine.Stats(); s.Pool.Spawned != 1 || s.Pool.Conn.AgentRequests != 0 {
 		t.Fatalf("pool %+v", s.Pool)
 	}
+}
+
+// elicitJSON is the prompt that has the fake agent ask the question of
+// params (a JSON object, the session left out).
+func elicitJSON(t *testing.T, params map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "elicit-json " + string(b)
+}
+
+// text is a form's string field.
+func text(title string) map[string]any { return map[string]any{"type": "string", "title": title} }
+
+// A form question keeps its lines: the agent's message as written, a
+// line per field, and the line that says who may answer as Discord's
+// small print.
+func TestQuestion_FormKeepsItsLines(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, elicitJSON(t, map[string]any{"message": "Two things:\nthe name,\nand the colour.",
+		"requestedSchema": map[string]any{"type": "object", "properties": map[string]any{
+			"name":   text("Name"),
+			"colour": map[string]any{"type": "string", "title": "Colour", "enum": []string{"red", "blue"}},
+		}}}))
+	q := h.question(thread, "❓")
+	for _, want := range []string{
+		"❓ **The agent asks**: Two things:\nthe name,\nand the colour.\n• **Colour** — one of: red, blue\n• **Name** — text\n",
+		"\n-# <@" + alice.ID + "> or an approver can answer: ",
+	} {
+		if !strings.Contains(q.Content, want) {
+			t.Fatalf("question reads %q, want it to hold %q", q.Content, want)
+		}
+	}
+	h.response(h.srv.ClickButton(thread, q.ID, alice.ID, q.ButtonID(t, "Decline")))
+	if m := h.awaitEdit(thread, q.ID, "declined"); !strings.HasPrefix(m.Content, "❓ **The agent asks**: Two things:\nthe name,\n") {
+		t.Fatalf("the answered question reads %q", m.Content)
+	}
+	h.answer(thread, "answer: decline")
+}
+
+// fill opens the question's modal as u and returns the interaction and
+// the modal.
+func (h *harness) fill(thread string, q fakediscord.Message, u fakediscord.User) (string, fakediscord.Modal) {
+	h.t.Helper()
+	open := h.srv.ClickButton(thread, q.ID, u.ID, q.ButtonID(h.t, "✏️ Fill in"))
+	if r := h.response(open); r.Type != 9 {
+		h.t.Fatalf("Fill in answered %+v, want a modal", r)
+	}
+	modal, _ := h.srv.Modal(open)
+	return open, modal
+}
+
+// An answer typed in the modal is shown again as typed when the modal is
+// reopened, newlines and all, up to Discord's 4000 characters: Discord
+// sends back what the modal shows, so anything lost there would be lost
+// from the answer. The agent's own multi-line default is shown as it is
+// too, and a default longer than a form field holds is refused.
+func TestQuestion_ModalKeepsValuesIntact(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "elicit-form")
+	q := h.question(thread, "❓")
+	const answer = "first line\n\n  second line, indented\nthird"
+	open, modal := h.fill(thread, q, alice)
+	h.response(h.srv.SubmitModal(open, alice.ID, map[string]string{modal.Inputs[1].CustomID: answer}))
+	_, modal = h.fill(thread, q, alice)
+	if modal.Inputs[1].Value != answer || modal.Inputs[1].Style != 2 {
+		t.Fatalf("reopened, the name reads %q (style %d), want %q in a paragraph", modal.Inputs[1].Value, modal.Inputs[1].Style, answer)
+	}
+	long := strings.Repeat("é", 3990) + "\nend\n..."
+	open, modal = h.fill(thread, q, alice)
+	h.response(h.srv.SubmitModal(open, alice.ID, map[string]string{modal.Inputs[1].CustomID: long}))
+	if _, modal = h.fill(thread, q, alice); modal.Inputs[1].Value != long {
+		t.Fatalf("reopened, a 4000-character name reads %d characters", len([]rune(modal.Inputs[1].Value)))
+	}
+	h.response(h.srv.ClickButton(thread, q.ID, alice.ID, q.ButtonID(t, "Submit")))
+	msgs := h.answer(thread, `éé\nend\n..."}`)
+	if text := joined(msgs); !strings.Contains(text, `answer: accept {"name":"é`) || strings.Count(text, "é") != 3990 {
+		t.Fatalf("the agent was answered %q", text)
+	}
+
+	thread = h.mention(alice, elicitJSON(t, map[string]any{"message": "Notes?", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{
+		"notes": map[string]any{"type": "string", "title": "Notes", "maxLength": 50, "default": "one\ntwo"},
+	}}}))
+	q = h.question(thread, "❓")
+	if _, modal = h.fill(thread, q, alice); modal.Inputs[0].Value != "one\ntwo" || modal.Inputs[0].Style != 2 {
+		t.Fatalf("the agent's default shows as %q (style %d)", modal.Inputs[0].Value, modal.Inputs[0].Style)
+	}
+	h.response(h.srv.ClickButton(thread, q.ID, alice.ID, q.ButtonID(t, "Submit")))
+	h.answer(thread, `answer: accept {"notes":"one\ntwo"}`)
+
+	thread = h.mention(alice, elicitJSON(t, map[string]any{"message": "Paste it", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{
+		"text": map[string]any{"type": "string", "title": "Text", "default": strings.Repeat("x", 4001)},
+	}}}))
+	msgs = h.answer(thread, "answer: decline")
+	if text := joined(msgs); !strings.Contains(text, "can't be shown in Discord: the agent's suggestion for “Text” is longer than the 4000 characters a Discord form field holds") {
+		t.Fatalf("thread reads %q", text)
+	}
+}
+
+// Discord's limits on a form: more than 5 text fields, or more than 4
+// choices, are declined saying which; a label is cut to 45 characters.
+func TestQuestion_ModalLimits(t *testing.T) {
+	h := newHarness(t, setup{})
+	six := map[string]any{}
+	for i := range 6 {
+		six[fmt.Sprintf("t%d", i)] = text(fmt.Sprintf("Text %d", i))
+	}
+	thread := h.mention(alice, elicitJSON(t, map[string]any{"message": "Six", "requestedSchema": map[string]any{"type": "object", "properties": six}}))
+	if text := joined(h.answer(thread, "answer: decline")); !strings.Contains(text, "can't be shown in Discord: it has 6 text fields, more than the 5 one Discord form holds") {
+		t.Fatalf("six text fields: thread reads %q", text)
+	}
+
+	five := map[string]any{}
+	for i := range 5 {
+		five[fmt.Sprintf("b%d", i)] = map[string]any{"type": "boolean", "title": fmt.Sprintf("Flag %d", i)}
+	}
+	thread = h.mention(alice, elicitJSON(t, map[string]any{"message": "Five", "requestedSchema": map[string]any{"type": "object", "properties": five}}))
+	if text := joined(h.answer(thread, "answer: decline")); !strings.Contains(text, "can't be shown in Discord: it has 5 choices, more than the 4 menus one Discord message holds") {
+		t.Fatalf("five choices: thread reads %q", text)
+	}
+
+	long := "A field whose title goes on well past what Discord shows"
+	props := map[string]any{"long": text(long)}
+	for i := range 4 {
+		props[fmt.Sprintf("t%d", i)] = text(fmt.Sprintf("Text %d", i))
+	}
+	for i := range 4 {
+		props[fmt.Sprintf("b%d", i)] = map[string]any{"type": "boolean", "title": fmt.Sprintf("Flag %d", i)}
+	}
+	thread = h.mention(alice, elicitJSON(t, map[string]any{"message": "As much as fits", "requestedSchema": map[string]any{"type": "object", "properties": props}}))
+	q := h.question(thread, "❓")
+	if len(q.Components) != 5 {
+		t.Fatalf("%d rows, want four menus and the buttons", len(q.Components))
+	}
+	_, modal := h.fill(thread, q, alice)
+	if len(modal.Inputs) != 5 {
+		t.Fatalf("the modal has %d inputs, want 5", len(modal.Inputs))
+	}
+	var label string
+	for _, in := range modal.Inputs {
+		if strings.HasPrefix(in.Label, "A field") {
+			label = in.Label
+		}
+	}
+	if n := len([]rune(label)); n != 45 || !strings.HasSuffix(label, "…") || !strings.HasPrefix(long, strings.TrimSuffix(label, "…")) {
+		t.Fatalf("the long label reads %q (%d characters)", label, n)
+	}
+	h.response(h.srv.ClickButton(thread, q.ID, alice.ID, q.ButtonID(t, "Decline")))
+	h.answer(thread, "answer: decline")
+}
+
+// A field with no name (an empty key and no title, or a blank title) is
+// shown as "field N", and a choice whose value is "" as "(empty)": what
+// Discord would refuse to show is never sent, and "" can be chosen.
+func TestQuestion_NamelessFieldsAndEmptyValues(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, elicitJSON(t, map[string]any{"message": "Odd names", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{
+		"":     map[string]any{"type": "string"},
+		"pick": map[string]any{"type": "string", "title": "  ", "enum": []string{"", "b"}},
+	}, "required": []string{"", "pick"}}}))
+	q := h.question(thread, "❓")
+	if !strings.Contains(q.Content, "• **field 1** *(required)*") || !strings.Contains(q.Content, "• **pick** *(required)* — one of: (empty), b") {
+		t.Fatalf("question reads %q", q.Content)
+	}
+	open, modal := h.fill(thread, q, alice)
+	if len(modal.Inputs) != 1 || modal.Inputs[0].Label != "field 1" {
+		t.Fatalf("modal %+v", modal)
+	}
+	h.response(h.srv.SubmitModal(open, alice.ID, map[string]string{modal.Inputs[0].CustomID: "hello"}))
+	h.response(h.srv.SelectMenu(thread, q.ID, alice.ID, menu(t, q, "1"), "0"))
+	h.response(h.srv.ClickButton(thread, q.ID, alice.ID, q.ButtonID(t, "Submit")))
+	h.answer(thread, `answer: accept {"":"hello","pick":""}`)
+}
+
+// An approver who did not start the thread may answer its question.
+func TestQuestion_AnApproverAnswers(t *testing.T) {
+	h := newHarness(t, setup{adjust: func(h *harness, d *discord.Config) { d.Access.Approvers = []string{bob.ID} }})
+	thread := h.mention(alice, "elicit-url")
+	q := h.question(thread, "🔗")
+	if r := h.response(h.srv.ClickButton(thread, q.ID, carol.ID, q.ButtonID(t, "Done"))); !r.Ephemeral() || !strings.Contains(r.Content, "you can't") {
+		t.Fatalf("carol's click answered %+v", r)
+	}
+	r := h.response(h.srv.ClickButton(thread, q.ID, bob.ID, q.ButtonID(t, "Done")))
+	if r.Type != 7 || !strings.Contains(r.Content, "<@"+bob.ID+"> says it is done") {
+		t.Fatalf("bob's Done answered %+v", r)
+	}
+	h.answer(thread, "answer: accept")
 }

@@ -89,6 +89,14 @@ func readInside(dir, rel string, max int64) ([]byte, error) {
 	}
 	defer root.Close()
 	f, err := root.OpenFile(filepath.Clean(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil && acp.IsPathEscape(err) {
+		// An absolute link is refused by the root even when it names a
+		// file inside: resolved, the path inside is opened through the
+		// root again, so a link changed meanwhile still cannot lead out.
+		if inner, ok := resolveInside(dir, rel); ok {
+			f, err = root.OpenFile(inner, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		}
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
@@ -119,6 +127,24 @@ func readInside(dir, rel string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %s", chat.Bytes(max))
 	}
 	return b, nil
+}
+
+// resolveInside resolves the symbolic links of rel in dir and returns the
+// path it leads to relative to dir, if that is inside.
+func resolveInside(dir, rel string) (string, bool) {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", false
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, rel))
+	if err != nil {
+		return "", false
+	}
+	inner, err := filepath.Rel(realDir, real)
+	if err != nil || inner == ".." || strings.HasPrefix(inner, ".."+string(filepath.Separator)) || filepath.IsAbs(inner) {
+		return "", false
+	}
+	return inner, true
 }
 
 // filesPiece is the message that carries a turn's attachments: their

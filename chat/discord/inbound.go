@@ -405,6 +405,16 @@ func excerpt(s string, n int) string {
 	return s
 }
 
+// cut shortens s to at most n characters, "…" last when it was cut,
+// keeping its lines and spaces as they are.
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
 func (c *Client) replyTo(ctx context.Context, m *discordgo.Message, text string) {
 	_, err := c.send(ctx, m.ChannelID, &discordgo.MessageSend{
 		Content:         text,

@@ -184,3 +184,90 @@ func TestOptions_AgentCommandsAreListedAndRun(t *testing.T) {
 		t.Fatalf("/agent deploy answered %q", r.Content)
 	}
 }
+
+// A change of model or mode the agent makes itself is a line in the
+// thread, with options and with the legacy modes.
+func TestOptions_AgentsOwnSwitchIsShown(t *testing.T) {
+	h := newHarness(t, optionAgent(false))
+	thread := h.mention(alice, "switch mode plan")
+	h.answer(thread, "switched mode to plan")
+	if text := joined(h.botMessages(thread)); !strings.Contains(text, "⚙️ The agent switched mode to Plan\n") || strings.Contains(text, "switched model") {
+		t.Fatalf("thread reads %q", text)
+	}
+	h.srv.SendMessage(thread, alice, "switch model fake-huge")
+	h.answer(thread, "switched model to fake-huge")
+	if text := joined(h.botMessages(thread)); !strings.Contains(text, "⚙️ The agent switched model to Fake Huge\n") {
+		t.Fatalf("thread reads %q", text)
+	}
+	r := h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
+	if !strings.Contains(r.Content, "**Model**: Fake Huge") || !strings.Contains(r.Content, "**Mode**: Plan") {
+		t.Fatalf("/status answered %q", r.Content)
+	}
+
+	h = newHarness(t, optionAgent(true))
+	thread = h.mention(alice, "switch mode code")
+	h.answer(thread, "switched mode to code")
+	if text := joined(h.botMessages(thread)); !strings.Contains(text, "⚙️ The agent switched mode to Code\n") {
+		t.Fatalf("legacy modes: thread reads %q", text)
+	}
+}
+
+// /model and /config while a turn runs are sent at once: the agent's
+// answer is the command's, before the turn ends, and the turn shows no
+// switch of the agent's own for them; the agent runs with them after.
+func TestOptions_ChangedMidTurn(t *testing.T) {
+	h := newHarness(t, optionAgent(false))
+	thread := h.mention(alice, "settings")
+	h.answer(thread, "model=fake-small")
+	h.srv.SendMessage(thread, alice, "slow 1s 4")
+	h.srv.Await("the turn running", func() bool { return h.engine.Status(thread).Busy })
+	if got := h.change(thread, alice, "model", map[string]any{"value": "fake-large"}); !strings.Contains(got, "set **Model** to **Fake Large**") {
+		t.Fatalf("/model mid-turn answered %q", got)
+	}
+	if got := h.change(thread, alice, "config", map[string]any{"option": "fast", "value": "true"}); !strings.Contains(got, "set **Fast answers** to **on**") {
+		t.Fatalf("/config mid-turn answered %q", got)
+	}
+	if !h.engine.Status(thread).Busy {
+		t.Fatal("the turn ended before the changes were answered: they were not made mid-turn")
+	}
+	msgs := h.answer(thread, "chunk 4")
+	if text := joined(msgs); strings.Contains(text, "⚙️") {
+		t.Fatalf("the user's own changes were shown as the agent's: %q", text)
+	}
+	if got := h.settings(thread, alice); got != "model=fake-large mode=ask fast=true" {
+		t.Fatalf("the agent runs with %q", got)
+	}
+}
+
+// /model suggests, in each thread, what that thread's agent offers: two
+// threads whose agents offer different models get different choices,
+// and a choice one offers is refused in the other.
+func TestOptions_AutocompleteIsThePerThreadAgents(t *testing.T) {
+	profiles := map[string]*pool.Profile{
+		"alpha": {Command: fakeAgent, Args: []string{"--config-options"}, WorkDir: t.TempDir(), PerThreadDir: true},
+		"beta":  {Command: fakeAgent, Args: []string{"--config-options", "--models", "other-1,other-2"}, WorkDir: t.TempDir(), PerThreadDir: true},
+	}
+	h := newHarness(t, setup{pool: pool.Config{Profiles: profiles, DefaultProfile: "alpha"}})
+	first := h.mention(alice, "settings")
+	h.answer(first, "model=fake-small")
+	h.slashWith(h.channel, alice, "new", map[string]any{"agent": "beta", "prompt": "settings"})
+	second := h.threadOf("started a thread with **beta**")
+	h.answer(second, "model=other-1")
+
+	if values, _ := h.suggest(first, alice, "model", "value", "", nil); !slices.Equal(values, []string{"fake-small", "fake-large", "fake-huge"}) {
+		t.Fatalf("the first thread suggests %v", values)
+	}
+	values, names := h.suggest(second, alice, "model", "value", "", nil)
+	if !slices.Equal(values, []string{"other-1", "other-2"}) || !strings.Contains(names[0], "(current)") {
+		t.Fatalf("the second thread suggests %v %v", values, names)
+	}
+	if got := h.change(second, alice, "model", map[string]any{"value": "fake-large"}); !strings.Contains(got, "was not changed") {
+		t.Fatalf("the first thread's model in the second answered %q", got)
+	}
+	if got := h.change(second, alice, "model", map[string]any{"value": "other-2"}); !strings.Contains(got, "set **Model** to **other-2**") {
+		t.Fatalf("/model other-2 answered %q", got)
+	}
+	if values, names := h.suggest(first, alice, "model", "value", "", nil); len(values) != 3 || !strings.Contains(names[0], "(current)") {
+		t.Fatalf("after the second thread's change, the first suggests %v %v", values, names)
+	}
+}

@@ -185,3 +185,35 @@ func TestShow_UnknownUpdateIsCountedAndTheTurnFinishes(t *testing.T) {
 		t.Fatalf("unknown updates %d, content %d; want 1, 1", s.UnknownUpdates, s.UnknownContent)
 	}
 }
+
+// A file larger than discord.max_file_bytes is not attached, and the
+// answer says so with the limit.
+func TestShow_FileOverTheLimitIsNotAttached(t *testing.T) {
+	h := newHarness(t, setup{discord: discord.Config{MaxFileBytes: 4 << 10}})
+	thread := h.mention(alice, "run /usr/bin/truncate -s 5000 big.txt")
+	h.answer(thread, "exit: <nil>")
+	h.srv.SendMessage(thread, alice, "resource-link big.txt")
+	msgs := h.answer(thread, "`big.txt` not attached: larger than 4.0 KiB")
+	if a := attachments(msgs); len(a) != 0 {
+		t.Fatalf("attached %v", a)
+	}
+}
+
+// A symbolic link in the session's directory that names a file there by
+// its absolute path is followed: the file is attached.
+func TestShow_AbsoluteLinkInsideIsFollowed(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "resource-link notes.txt")
+	h.answer(thread, "✅")
+	h.srv.SendMessage(thread, alice, "run /bin/sh -c ln${IFS}-s${IFS}$PWD/notes.txt${IFS}abs-link")
+	h.answer(thread, "exit: <nil>")
+	h.srv.SendMessage(thread, alice, "resource-link abs-link")
+	var got map[string][]byte
+	h.srv.Await("the linked file attached", func() bool {
+		got = attachments(h.botMessages(thread))
+		return len(got) == 2
+	})
+	if string(got["abs-link"]) != "notes from the agent\n" {
+		t.Fatalf("attachments %q", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Options shape the agent's capabilities and process behaviour.
@@ -43,6 +44,9 @@ type Options struct {
 	// one of an unknown type); Modes offers the legacy modes; Commands
 	// offers slash commands. Choices last as long as the process.
 	ConfigOptions, Modes, Commands bool
+	// Models are the models offered, by value (nil: fake-small,
+	// fake-large and fake-huge), the first the default.
+	Models []string
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -138,7 +142,22 @@ type agent struct {
 	configs  map[string]*sessionConfig  // session -> its choices
 	// clientCaps are the clientCapabilities of initialize.
 	clientCaps json.RawMessage
+	// asked names the method of each request from the client, by id
+	// (the last maxAsked), for $/cancel_request; withdrawn lists the
+	// methods of the requests the client withdrew, in order.
+	asked     map[string]string
+	withdrawn []string
+	// held are the answers held back (hold-options), by request id:
+	// closed when the client withdraws the request.
+	held        map[string]chan struct{}
+	holdOptions time.Duration
 }
+
+// Bounds of what the agent remembers of the client's requests.
+const (
+	maxAsked     = 256
+	maxWithdrawn = 64
+)
 
 func (a *agent) logf(format string, args ...any) {
 	a.outMu.Lock()
@@ -227,6 +246,14 @@ func (a *agent) handle(line []byte) {
 		}
 		return
 	}
+	if m.ID != nil {
+		a.mu.Lock()
+		if a.asked == nil || len(a.asked) >= maxAsked {
+			a.asked = map[string]string{}
+		}
+		a.asked[string(*m.ID)] = m.Method
+		a.mu.Unlock()
+	}
 	switch m.Method {
 	case "initialize":
 		var init struct {
@@ -286,8 +313,26 @@ func (a *agent) handle(line []byte) {
 		}
 		a.mu.Unlock()
 	case "$/cancel_request":
-		// Noted, and otherwise ignored: the turn ends by session/cancel.
+		// Noted (see "withdrawn"); a held answer is given up, answered
+		// -32800; a prompt ends by session/cancel as before.
 		a.logf("got $/cancel_request %s", m.Params)
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		json.Unmarshal(m.Params, &p)
+		a.mu.Lock()
+		method, ok := a.asked[string(p.RequestID)]
+		if !ok {
+			method = "unknown request " + string(p.RequestID)
+		}
+		if len(a.withdrawn) < maxWithdrawn {
+			a.withdrawn = append(a.withdrawn, method)
+		}
+		if ch := a.held[string(p.RequestID)]; ch != nil {
+			close(ch)
+			delete(a.held, string(p.RequestID))
+		}
+		a.mu.Unlock()
 	default:
 		if m.ID != nil {
 			a.replyErr(m.ID, -32601, "method not found: "+m.Method)

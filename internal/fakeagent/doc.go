@@ -43,6 +43,9 @@
 //	elicit-cancel-request [D]
 //	                   asks the form, then D later (300ms) withdraws it
 //	                   with $/cancel_request and says the answer
+//	elicit-json PARAMS asks the question whose params are the JSON object
+//	                   PARAMS (the session added; mode form unless it
+//	                   says), as typed, and says the answer likewise
 //	                   the elicit modes first check that the client
 //	                   advertised the mode, and say so if not
 //	tool-stuck         a tool call in_progress, then silence until cancel
@@ -52,6 +55,9 @@
 //	terminal CMD...    runs CMD in a client terminal (shown in a tool call),
 //	                   waits for it to exit, releases it, and answers
 //	                   "exit: STATUS", "truncated: BOOL" and the output
+//	terminals N        opens N client terminals (sleep) at once, answers
+//	                   "opened K of N" and why the next was refused,
+//	                   then releases them
 //	terminal-long      a client terminal running a shell loop that prints
 //	                   "tick" and has a sleeping grandchild; says
 //	                   "grandchild:N shell:M" and waits for cancel,
@@ -72,6 +78,15 @@
 //	                   (from session/new or session/load), raw JSON
 //	settings           answers "model=M mode=D fast=B", the session's
 //	                   choices (with Options.ConfigOptions or Modes)
+//	switch WHAT VALUE  changes its own model or mode (WHAT) to VALUE and
+//	                   tells the client: config_option_update, or
+//	                   current_mode_update for the legacy modes
+//	hold-options D     from now on answers session/set_config_option D
+//	                   late (1m if D is not a duration), or -32800 at
+//	                   once when the client withdraws it
+//	withdrawn          answers "withdrawn: M1, M2" (or "none"): the
+//	                   methods of the client's requests it withdrew with
+//	                   $/cancel_request, in order
 //	/NAME INPUT        runs one of the agent's commands (Options.Commands):
 //	                   answers "ran /NAME with "INPUT""
 //	diff [big [N]]     an edit tool call with diff content: a few lines of

@@ -63,13 +63,6 @@ func (a *agent) elicits(t *turn, mode string) bool {
 // turn ("cancelled" after session/cancel). Like real agents it waits for
 // the answer however long it takes: a question left open hangs the turn.
 func (a *agent) elicit(t *turn, cmd string, args []string) {
-	sid := t.sid
-	arg := func(i int, def string) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return def
-	}
 	mode := "form"
 	if cmd == "elicit-url" {
 		mode = "url"
@@ -77,7 +70,7 @@ func (a *agent) elicit(t *turn, cmd string, args []string) {
 	if !a.elicits(t, mode) {
 		return
 	}
-	params := map[string]any{"sessionId": sid, "mode": "form", "message": "Tell me about the release"}
+	params := map[string]any{"mode": "form", "message": "Tell me about the release"}
 	switch cmd {
 	case "elicit-form", "elicit-cancel-request":
 		params["requestedSchema"] = releaseForm
@@ -88,9 +81,43 @@ func (a *agent) elicit(t *turn, cmd string, args []string) {
 		params["message"] = "Where do you live?"
 		params["requestedSchema"] = oddForm
 	case "elicit-url":
-		params = map[string]any{"sessionId": sid, "mode": "url", "message": "Sign in to the tracker",
+		params = map[string]any{"mode": "url", "message": "Sign in to the tracker",
 			"url": "https://tracker.example/auth?state=x1&next=/t", "elicitationId": "el-" + strconv.Itoa(a.opts.PID)}
 	}
+	a.ask(t, cmd, args, params)
+}
+
+// elicitJSON asks the question whose params (all but the session) are
+// raw, a JSON object, and says the answer as elicit does.
+func (a *agent) elicitJSON(t *turn, raw string) {
+	var params map[string]any
+	if err := json.Unmarshal([]byte(raw), &params); err != nil {
+		a.chunk(t.sid, "elicit-json: "+err.Error())
+		t.stop("end_turn")
+		return
+	}
+	mode, _ := params["mode"].(string)
+	if mode == "" {
+		mode = "form"
+		params["mode"] = mode
+	}
+	if !a.elicits(t, mode) {
+		return
+	}
+	a.ask(t, "elicit-json", nil, params)
+}
+
+// ask sends elicitation/create with params in the turn's session, waits
+// for the answer and says it.
+func (a *agent) ask(t *turn, cmd string, args []string, params map[string]any) {
+	sid := t.sid
+	arg := func(i int, def string) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return def
+	}
+	params["sessionId"] = sid
 	id, answer := a.requestAsync("elicitation/create", params)
 	switch {
 	case cmd == "elicit-cancel-request":

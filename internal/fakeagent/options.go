@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The configuration the agent offers with Options.ConfigOptions: a model
@@ -12,7 +13,7 @@ import (
 // client knows. With Options.Modes it offers the legacy modes instead of
 // the mode select.
 var (
-	fakeModels = []struct{ value, name, group string }{
+	fakeModels = []fakeModel{
 		{"fake-small", "Fake Small", "Fast"},
 		{"fake-large", "Fake Large", "Smart"},
 		{"fake-huge", "Fake Huge", "Smart"},
@@ -24,6 +25,21 @@ var (
 	}
 )
 
+type fakeModel struct{ value, name, group string }
+
+// models are the models the agent offers: Options.Models, or the
+// default three.
+func (a *agent) models() []fakeModel {
+	if len(a.opts.Models) == 0 {
+		return fakeModels
+	}
+	out := make([]fakeModel, 0, len(a.opts.Models))
+	for _, m := range a.opts.Models {
+		out = append(out, fakeModel{value: m, name: m, group: "Offered"})
+	}
+	return out
+}
+
 // sessionConfig is one session's choices; a new process starts from the
 // defaults, as real agents do.
 type sessionConfig struct {
@@ -32,7 +48,9 @@ type sessionConfig struct {
 	fast  bool
 }
 
-func defaultConfig() *sessionConfig { return &sessionConfig{model: "fake-small", mode: "ask"} }
+func (a *agent) defaultConfig() *sessionConfig {
+	return &sessionConfig{model: a.models()[0].value, mode: "ask"}
+}
 
 // config is sid's configuration, made on first use. a.mu must be held.
 func (a *agent) configLocked(sid string) *sessionConfig {
@@ -41,7 +59,7 @@ func (a *agent) configLocked(sid string) *sessionConfig {
 	}
 	c := a.configs[sid]
 	if c == nil {
-		c = defaultConfig()
+		c = a.defaultConfig()
 		a.configs[sid] = c
 	}
 	return c
@@ -73,7 +91,7 @@ func modesOf(c sessionConfig) map[string]any {
 func (a *agent) configOptions(c sessionConfig) []any {
 	groups := map[string][]any{}
 	var order []string
-	for _, m := range fakeModels {
+	for _, m := range a.models() {
 		if groups[m.group] == nil {
 			order = append(order, m.group)
 		}
@@ -109,8 +127,42 @@ func (a *agent) commands(sid string) {
 }
 
 // setConfigOption serves session/set_config_option: a config_option_update
-// with every option, then the same as the answer.
+// with every option, then the same as the answer. After hold-options D
+// the answer comes D later, on a goroutine, or as error -32800 at once
+// if the client withdraws the request first.
 func (a *agent) setConfigOption(m message) {
+	a.mu.Lock()
+	hold := a.holdOptions
+	var withdrawn chan struct{}
+	if hold > 0 && m.ID != nil {
+		if a.held == nil {
+			a.held = map[string]chan struct{}{}
+		}
+		withdrawn = make(chan struct{})
+		a.held[string(*m.ID)] = withdrawn
+	}
+	a.mu.Unlock()
+	if withdrawn == nil {
+		a.setConfigOptionNow(m)
+		return
+	}
+	a.wg.Go(func() {
+		timer := time.NewTimer(hold)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			a.mu.Lock()
+			delete(a.held, string(*m.ID))
+			a.mu.Unlock()
+			a.setConfigOptionNow(m)
+		case <-withdrawn:
+			a.replyErr(m.ID, -32800, "request cancelled")
+		case <-a.ctx.Done():
+		}
+	})
+}
+
+func (a *agent) setConfigOptionNow(m message) {
 	var p struct {
 		SessionID string          `json:"sessionId"`
 		ConfigID  string          `json:"configId"`
@@ -129,7 +181,7 @@ func (a *agent) setConfigOption(m message) {
 	c := a.configLocked(p.SessionID)
 	var err error
 	switch {
-	case p.ConfigID == "model" && textErr == nil && slices.ContainsFunc(fakeModels, func(m struct{ value, name, group string }) bool { return m.value == s }):
+	case p.ConfigID == "model" && textErr == nil && slices.ContainsFunc(a.models(), func(m fakeModel) bool { return m.value == s }):
 		c.model = s
 	case p.ConfigID == "mode" && !a.opts.Modes && textErr == nil && slices.Contains(fakeModes, s):
 		c.mode = s
@@ -181,6 +233,43 @@ func (a *agent) configScript(t *turn, cmd, rest string) bool {
 		c := *a.configLocked(t.sid)
 		a.mu.Unlock()
 		a.chunk(t.sid, fmt.Sprintf("model=%s mode=%s fast=%t", c.model, c.mode, c.fast))
+	case cmd == "switch":
+		// The agent changes its own model or mode, and says so as
+		// agents do: the options' new state, or the legacy mode.
+		what, value, _ := strings.Cut(rest, " ")
+		a.mu.Lock()
+		c := a.configLocked(t.sid)
+		switch what {
+		case "model":
+			c.model = value
+		case "mode":
+			c.mode = value
+		}
+		now := *c
+		a.mu.Unlock()
+		if what == "mode" && a.opts.Modes {
+			a.update(t.sid, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": value})
+		} else {
+			a.update(t.sid, map[string]any{"sessionUpdate": "config_option_update", "configOptions": a.configOptions(now)})
+		}
+		a.chunk(t.sid, "switched "+what+" to "+value)
+	case cmd == "hold-options":
+		d, err := time.ParseDuration(rest)
+		if err != nil {
+			d = time.Minute
+		}
+		a.mu.Lock()
+		a.holdOptions = d
+		a.mu.Unlock()
+		a.chunk(t.sid, "holding option answers for "+d.String())
+	case cmd == "withdrawn":
+		a.mu.Lock()
+		list := slices.Clone(a.withdrawn)
+		a.mu.Unlock()
+		if len(list) == 0 {
+			list = []string{"none"}
+		}
+		a.chunk(t.sid, "withdrawn: "+strings.Join(list, ", "))
 	case strings.HasPrefix(cmd, "/") && a.opts.Commands:
 		name := cmd[1:]
 		if !slices.ContainsFunc(fakeCommands, func(c map[string]any) bool { return c["name"] == name }) {

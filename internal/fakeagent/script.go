@@ -264,6 +264,9 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.permissionFor(t, arg(0, "-"), arg(1, "-"), rest(2))
 	case "elicit-form", "elicit-url", "elicit-big", "elicit-odd", "elicit-cancel-request":
 		a.elicit(t, cmd, args)
+	case "elicit-json":
+		// The rest of the prompt, as typed, is the question's params.
+		a.elicitJSON(t, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(full), cmd)))
 	case "tool-stuck":
 		a.tool(sid, "call-s", "Long build", "in_progress")
 		if t.waitCancel() {
@@ -294,6 +297,8 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.spawnChild(t)
 	case "terminal":
 		a.terminal(t, arg(0, "true"), args[min(1, len(args)):])
+	case "terminals":
+		a.terminals(t, atoi(arg(0, "2")))
 	case "terminal-long":
 		// A shell loop that prints, with a grandchild that sleeps.
 		a.terminalUntilCancel(t, `sleep 300 & echo "grandchild $!"; echo "shell $$"; while :; do echo tick; sleep 0.2; done`)
@@ -513,6 +518,35 @@ func (a *agent) terminal(t *turn, command string, args []string) {
 	}
 	json.Unmarshal(out.Result, &o)
 	a.chunk(sid, fmt.Sprintf("exit: %s\ntruncated: %v\n%s", exit.Result, o.Truncated, o.Output))
+	t.stop("end_turn")
+}
+
+// terminals opens n client terminals at once, each running sleep, says
+// how many it got ("opened K of N") and why the next was refused, then
+// releases them.
+func (a *agent) terminals(t *turn, n int) {
+	sid := t.sid
+	var ids []string
+	refused := ""
+	for range n {
+		resp, ok := a.request("terminal/create", map[string]any{"sessionId": sid, "command": "sleep", "args": []string{"30"}}, "")
+		if !ok {
+			return
+		}
+		if resp.Error != nil {
+			refused = fmt.Sprintf("\nrefused: error %d: %s", resp.Error.Code, resp.Error.Message)
+			break
+		}
+		var res struct{ TerminalID string }
+		json.Unmarshal(resp.Result, &res)
+		ids = append(ids, res.TerminalID)
+	}
+	for _, id := range ids {
+		if _, ok := a.request("terminal/release", map[string]any{"sessionId": sid, "terminalId": id}, ""); !ok {
+			return
+		}
+	}
+	a.chunk(sid, fmt.Sprintf("opened %d of %d%s", len(ids), n, refused))
 	t.stop("end_turn")
 }
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"acpbroker/internal/fakeagent"
@@ -26,6 +27,7 @@ func main() {
 	flag.BoolVar(&opts.ConfigOptions, "config-options", false, "offer configuration options: model, mode, a boolean")
 	flag.BoolVar(&opts.Modes, "modes", false, "offer the legacy session modes")
 	flag.BoolVar(&opts.Commands, "commands", false, "offer slash commands")
+	models := flag.String("models", "", "the models offered, comma-separated (default fake-small,fake-large,fake-huge)")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	child := flag.Bool("child-ignore-term", false, "be a child that ignores SIGTERM and never exits")
 	flag.Parse()
@@ -42,6 +44,9 @@ func main() {
 	if *child {
 		for range hold {
 		}
+	}
+	if *models != "" {
+		opts.Models = strings.Split(*models, ",")
 	}
 	opts.Executable, _ = os.Executable()
 	opts.PID = os.Getpid()
