@@ -259,3 +259,52 @@ func TestRun_ConsoleNewAndAgentsWithProfilesAndAReload(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 }
+
+// A reload that removes or changes a profile leaves its running agent
+// the permission rules it started with: with turn.permission_mode =
+// "allow", the agent of a removed profile whose rule denies a command is
+// still denied it. The thread's next agent gets the rules then in force.
+func TestRun_ARunningAgentKeepsItsRulesAcrossAReload(t *testing.T) {
+	rev := "[agents.rev]\n[[agents.rev.permissions]]\nkind = \"execute\"\naction = \"deny\"\n"
+	head := "[turn]\npermission_mode = \"allow\"\n[agents]\ndefault = \"a\"\n[agents.a]\n"
+	config := writeConfig(t, head+rev)
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "/new rev")
+	b.out.waitFor(t, "[new conversation with rev", 10*time.Second)
+	ask := func(want string) {
+		t.Helper()
+		from := b.out.mark()
+		b.say(t, "permission-for execute - Run make")
+		b.out.waitFrom(t, from, want, 20*time.Second)
+		b.out.waitFrom(t, from, "chose ", 20*time.Second)
+	}
+	denied := "Denied “Run make” by rule 1 (kind execute)."
+	ask(denied)
+
+	reload := func(text string) {
+		t.Helper()
+		from := b.err.mark()
+		if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
+	}
+	original, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload(strings.Replace(string(original), rev, "", 1))
+	ask(denied)
+	allowing := strings.Replace(string(original), "action = \"deny\"", "action = \"ask\"\ntitle = \"^Never\"", 1)
+	reload(allowing)
+	ask(denied)
+
+	b.say(t, "/reset")
+	b.out.waitFor(t, "[session reset", 10*time.Second)
+	ask("Allowed “Run make” by turn.permission_mode = allow.")
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"acpbroker/policy"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"acpbroker/chat/discord"
 	"acpbroker/internal/redact"
 	"acpbroker/metrics"
+	"acpbroker/policy"
 	"acpbroker/pool"
 	"acpbroker/store"
 
@@ -174,6 +174,7 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 			MaxSessions:        p.MaxSessions,
 			SandboxRO:          slices.Clone(p.SandboxRO),
 			SandboxRW:          slices.Clone(p.SandboxRW),
+			Permissions:        nonNil(p.Permissions),
 		}
 		abs := *p
 		abs.Cwd = cwd
@@ -190,13 +191,13 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 	return out, errors.Join(errs...)
 }
 
-// profileRules are the profiles' own permission rules, by profile.
-func profileRules(cfg *Config) map[string][]policy.Rule {
-	out := map[string][]policy.Rule{}
-	for name, p := range cfg.Profiles {
-		out[name] = p.Permissions
+// nonNil makes a profile without rules have none: the engine's own do
+// not apply to its agents either.
+func nonNil(rules []policy.Rule) []policy.Rule {
+	if rules == nil {
+		return []policy.Rule{}
 	}
-	return out
+	return rules
 }
 
 // agentList describes the profiles now configured, with their agents'
@@ -227,7 +228,6 @@ func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, a adapter.
 		Journal:           j,
 		Observer:          o,
 		Auditor:           a,
-		ProfileRules:      profileRules(cfg),
 		Logger:            log,
 	}
 }
