@@ -190,6 +190,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		k.read(&r, k.name, c)
 	}
 	doc := r.readTOML(text)
+	r.caseClashes(doc, "")
 	if _, ok := env["BROKER_AGENT_MCP_SERVERS"]; ok {
 		r.fail("agent.mcp_servers", "cannot be set from the environment (BROKER_AGENT_MCP_SERVERS): write [[agent.mcp_servers]] tables in the configuration file")
 	}
@@ -312,6 +313,27 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 		r.fail(section+".repo", "is required with workspace = \"worktree\": the git repository threads get worktrees of")
 	}
 	return p
+}
+
+// caseClashes fails each pair of keys of one table in the file that
+// differ only in case ([agents.Claude] and [agents.claude]): keys are not
+// case-sensitive, so one would silently merge into the other. Arrays of
+// tables, whose keys may be case-sensitive (an MCP server's env), are
+// not looked into.
+func (r *reader) caseClashes(table map[string]any, prefix string) {
+	names := sortedKeys(table)
+	seen := map[string]string{}
+	for _, k := range names {
+		folded := strings.ToLower(k)
+		if first, ok := seen[folded]; ok {
+			r.fail(prefix+first, "and %s%s differ only in case, and keys are not case-sensitive: they would be merged into one; keep one", prefix, k)
+			continue
+		}
+		seen[folded] = k
+		if sub, ok := table[k].(map[string]any); ok {
+			r.caseClashes(sub, prefix+k+".")
+		}
+	}
 }
 
 // unknownKeys lists the keys set that the broker does not know, sorted.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +110,10 @@ func TestProfiles_ErrorsNameTheProfileAndKey(t *testing.T) {
 			`agents.a.workspace = "tmp" must be one of dir, worktree`},
 		{"a profile that is not a table", "[agents]\na = 3\n",
 			"agents.a must be a table"},
+		{"two profiles differing only in case", "[agents]\ndefault = \"claude\"\n[agents.Claude]\ncommand = \"" + agent + "\"\nmax_sessions = 2\n[agents.claude]\nargs = [\"-x\"]\n",
+			"agents.Claude and agents.claude differ only in case"},
+		{"two keys of a profile differing only in case", "[agents.a]\ncommand = \"" + agent + "\"\nMax_Sessions = 2\nmax_sessions = 3\n",
+			"agents.a.Max_Sessions and agents.a.max_sessions differ only in case"},
 	} {
 		_, err := loadText(t, tc.text)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -306,5 +313,16 @@ func TestRun_ARunningAgentKeepsItsRulesAcrossAReload(t *testing.T) {
 	ask("Allowed “Run make” by turn.permission_mode = allow.")
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
+	}
+}
+
+// check-config refuses two profiles whose names differ only in case,
+// naming both, rather than merging their settings into one profile.
+func TestCheckConfig_ProfilesDifferingOnlyInCaseAreRefused(t *testing.T) {
+	config := writeConfig(t, "[agents]\ndefault = \"claude\"\n[agents.Claude]\nmax_sessions = 2\n[agents.claude]\nargs = [\"-x\"]\n")
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "agents.Claude and agents.claude differ only in case") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming both sections", code, stderr.String())
 	}
 }
