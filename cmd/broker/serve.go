@@ -330,6 +330,14 @@ func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit 
 	go func() { runErr <- b.platform.Run(ctx) }()
 	b.log.Info().Str("platform", b.cfg.Chat.Platform).Str("agent", b.cfg.Agent.Command).Int("interrupted", len(interrupted)).Msg("broker started")
 
+	// A reload's configuration is read and checked (git included) off
+	// this loop, which stays free for signals; a newer SIGHUP supersedes
+	// a reload still being checked.
+	reloads := make(chan reloadResult)
+	var reloadGen uint64
+	cancelReload := func() {}
+	defer func() { cancelReload() }()
+
 	ready := b.platform.Ready()
 	var ping <-chan time.Time
 	if b.notify.watchdog > 0 {
@@ -348,13 +356,30 @@ func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit 
 			b.watchdogPing()
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
-				b.reload()
+				cancelReload()
+				reloadGen++
+				gen := reloadGen
+				rctx, cancel := context.WithTimeoutCause(ctx, reloadCheckTimeout,
+					fmt.Errorf("the configuration's checks took more than %s", reloadCheckTimeout))
+				cancelReload = cancel
+				bg.Go(func() {
+					res := b.prepareReload(rctx)
+					res.gen = gen
+					select {
+					case reloads <- res:
+					case <-ctx.Done():
+					}
+				})
 				continue
 			}
 			b.log.Info().Str("signal", sig.String()).Msg("stopping")
 			stopRun()
 			go b.forceOnSecondSignal(signals, time.Now(), forceExit)
 			return <-runErr
+		case res := <-reloads:
+			if res.gen == reloadGen {
+				b.applyReload(res)
+			}
 		case err := <-runErr:
 			return err
 		}
@@ -518,20 +543,51 @@ func secretValues(p *Profile, env []string) []string {
 	return vals
 }
 
-// reload reads the configuration again and applies what can change while
-// running; it says in the log what changed and what needs a restart. A
-// configuration with errors is refused whole.
-func (b *broker) reload() {
+// reloadCheckTimeout bounds reading and checking the configuration at a
+// reload, git calls included.
+const reloadCheckTimeout = time.Minute
+
+// reloadResult is a configuration read and checked for a reload, or why
+// it is refused; gen is the SIGHUP it answers.
+type reloadResult struct {
+	cfg    *Config
+	agents *builtProfiles
+	err    error
+	gen    uint64
+}
+
+// prepareReload reads the configuration again and checks it as start
+// does: its keys, its profiles' environments, and what checkProfiles
+// asks of the machine (git for worktree profiles), within ctx. It
+// touches nothing of the running broker; b.path, b.environ and b.log do
+// not change.
+func (b *broker) prepareReload(ctx context.Context) reloadResult {
 	cfg, err := LoadConfig(b.path, b.environ)
 	if err != nil {
-		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
-		return
+		return reloadResult{err: err}
 	}
 	agents, err := buildProfiles(cfg, b.environ, b.log)
 	if err != nil {
-		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
+		return reloadResult{err: fmt.Errorf("config: %w", err)}
+	}
+	if problems := checkProfiles(ctx, cfg); len(problems) > 0 {
+		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}
+	}
+	if ctx.Err() != nil {
+		return reloadResult{err: context.Cause(ctx)}
+	}
+	return reloadResult{cfg: cfg, agents: agents}
+}
+
+// applyReload applies a configuration prepareReload read: what can change
+// while running; it says in the log what changed and what needs a
+// restart. A configuration with errors is refused whole.
+func (b *broker) applyReload(res reloadResult) {
+	if res.err != nil {
+		b.log.Error().Err(res.err).Msg("reload refused: the configuration has errors; nothing changed")
 		return
 	}
+	cfg, agents := res.cfg, res.agents
 	applied, restart := b.changes(cfg)
 	// Profiles change for agents started from now on; the rest, only the
 	// live keys: everything else stays as it was started.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,5 +83,45 @@ func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
 		if gone := os.IsNotExist(err); gone != (thread == "gone") {
 			t.Errorf("thread %s: worktree gone = %v", thread, gone)
 		}
+	}
+}
+
+// A reload is checked as start is: a worktree profile's repo changed to
+// a directory that is no repository is refused with the key named, and
+// nothing of that configuration applies, not even its good changes.
+func TestRun_AReloadIsCheckedWithGitAsStartIs(t *testing.T) {
+	repo, notRepo := gitRepo(t), t.TempDir()
+	profiles := "[agents]\ndefault = \"a\"\n[agents.a]\ndescription = \"first\"\n[agents.w]\nworkspace = \"worktree\"\nrepo = \"" + repo + "\"\n"
+	config := writeConfig(t, profiles)
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	original, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload := func(text, want string) {
+		t.Helper()
+		from := b.err.mark()
+		if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		b.err.waitFrom(t, from, want, 20*time.Second)
+	}
+	second := strings.Replace(string(original), `"first"`, `"second"`, 1)
+	reload(strings.Replace(second, repo, notRepo, 1), "reload refused")
+	if logs := b.err.String(); !strings.Contains(logs, `agents.w.repo = \"`+notRepo+`\"`) {
+		t.Fatalf("the refusal does not name the key:\n%s", logs)
+	}
+	from := b.out.mark()
+	b.say(t, "/agents")
+	b.out.waitFrom(t, from, "[a (default): first", 10*time.Second)
+
+	reload(second, "configuration reloaded")
+	from = b.out.mark()
+	b.say(t, "/agents")
+	b.out.waitFrom(t, from, "[a (default): second", 10*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 }
