@@ -76,7 +76,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
-	if _, err := buildProfiles(cfg, environ, zerolog.Nop()); err != nil {
+	if _, err := buildProfiles(cfg, environ, nil, zerolog.Nop()); err != nil {
 		fmt.Fprintln(stderr, "broker: config:", err)
 		return 2
 	}

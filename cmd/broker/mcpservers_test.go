@@ -176,7 +176,7 @@ headers = { Authorization = "` + header + `" }
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents, err := buildProfiles(old, environ, zerolog.Nop())
+	agents, err := buildProfiles(old, environ, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

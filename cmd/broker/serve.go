@@ -74,7 +74,7 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 		}
 		pool.KillLeftovers(list, log)
 	}
-	agents, err := buildProfiles(cfg, environ, log)
+	agents, err := buildProfiles(cfg, environ, b.store.WorktreeMade, log)
 	if err != nil {
 		return b, fmt.Errorf("config: %w", err)
 	}
@@ -143,9 +143,9 @@ type builtProfiles struct {
 // buildProfiles makes each configured profile the pool's: its
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
-// workspace hook. secrets are the token and every profile's secret
-// values.
-func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtProfiles, error) {
+// workspace hook, which gives made (if not nil) each worktree it makes
+// or finds. secrets are the token and every profile's secret values.
+func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), log zerolog.Logger) (*builtProfiles, error) {
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: []string{cfg.Discord.Token}}
 	var errs []error
@@ -180,8 +180,16 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 		abs.Cwd = cwd
 		if wt := worktreesFor(&abs, log); wt != nil {
 			pp.SandboxRW = append(pp.SandboxRW, gitDir(p.Repo))
+			repo, err := filepath.Abs(p.Repo)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", profileKeyName(cfg, p, "repo"), err))
+				continue
+			}
 			pp.Workspace = func(ctx context.Context, thread string) (string, error) {
 				dir, _, err := wt.Prepare(ctx, thread)
+				if err == nil && made != nil {
+					made(store.Worktree{Dir: dir, Thread: thread, Profile: p.Name, Repo: repo, Root: wt.Dir, DeleteBranches: wt.DeleteBranches})
+				}
 				return dir, err
 			}
 		}
@@ -566,7 +574,7 @@ func (b *broker) prepareReload(ctx context.Context) reloadResult {
 	if err != nil {
 		return reloadResult{err: err}
 	}
-	agents, err := buildProfiles(cfg, b.environ, b.log)
+	agents, err := buildProfiles(cfg, b.environ, b.store.WorktreeMade, b.log)
 	if err != nil {
 		return reloadResult{err: fmt.Errorf("config: %w", err)}
 	}

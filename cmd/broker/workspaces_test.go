@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/store"
+
 	"github.com/rs/zerolog"
 )
 
@@ -55,9 +57,12 @@ func TestCheckConfig_AWorktreeProfileIsCheckedWithGit(t *testing.T) {
 	}
 }
 
+// keptThreads is a worktreeBook that recorded no worktree.
 type keptThreads map[string]bool
 
 func (k keptThreads) ThreadKept(thread string) bool { return k[thread] }
+func (keptThreads) Worktrees() []store.Worktree     { return nil }
+func (keptThreads) WorktreeRemoved(string)          {}
 
 // A sweep removes the worktrees of threads the store no longer keeps,
 // and leaves those it keeps and those whose agent runs.
@@ -123,5 +128,55 @@ func TestRun_AReloadIsCheckedWithGitAsStartIs(t *testing.T) {
 	b.out.waitFrom(t, from, "[a (default): second", 10*time.Second)
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
+	}
+}
+
+// The worktrees of a profile removed from the configuration, or renamed,
+// are swept too once their threads are past retention: sweeping goes by
+// the worktrees the state store recorded as made, not by the profiles
+// configured now; the record goes with the worktree. A thread the store
+// keeps keeps its worktree.
+func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
+	repo := gitRepo(t)
+	cfg, err := loadText(t, "[agent]\ncwd = \""+t.TempDir()+"\"\n[agents]\ndefault = \"a\"\n[agents.a]\ncommand = \""+fakeAgent+
+		"\"\n[agents.rev]\ncommand = \""+fakeAgent+"\"\nworkspace = \"worktree\"\nrepo = \""+repo+"\"\nbase = \"main\"\ndelete_branches = true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dirs := map[string]string{}
+	for _, thread := range []string{"gone", "kept"} {
+		if dirs[thread], err = agents.profiles["rev"].Workspace(ctx, thread); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.SetThreadProfile("kept", "rev")
+	if n := st.Stats().Worktrees; n != 2 {
+		t.Fatalf("%d worktrees recorded, want 2", n)
+	}
+
+	delete(cfg.Profiles, "rev") // the reload that removed it
+	n := sweepWorktrees(ctx, cfg.Profiles, st, func(string) bool { return false }, time.Minute, zerolog.Nop())
+	if _, err := os.Stat(dirs["gone"]); n != 1 || !os.IsNotExist(err) {
+		t.Fatalf("removed %d worktrees; the removed profile's is still there: %v", n, err)
+	}
+	if _, err := os.Stat(dirs["kept"]); err != nil {
+		t.Fatalf("the worktree of a thread kept was removed: %v", err)
+	}
+	if got := st.Worktrees(); len(got) != 1 || got[0].Thread != "kept" {
+		t.Fatalf("records after the sweep: %+v", got)
+	}
+	out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "gone") || !strings.Contains(string(out), "kept") {
+		t.Fatalf("branches after the sweep (delete_branches = true as recorded): %q %v", out, err)
 	}
 }
