@@ -8,8 +8,8 @@
 //	broker check-config --config FILE
 //	broker audit [--since 24h] [--thread ID] [--json] --config FILE
 //	                               permission decisions kept in state.dir
-//	                               (of a stopped broker: a running one
-//	                               holds the state file)
+//	                               (a running broker is asked on its
+//	                               socket there)
 //	broker version
 package main
 

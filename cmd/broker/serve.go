@@ -40,6 +40,7 @@ type broker struct {
 	redact   *redact.Redactor // secret values, masked in agents' stderr and reload diffs
 	notify   *notifier
 	store    *store.Store
+	audit    *auditServer // nil if its socket could not be made
 	pool     *pool.Pool
 	engine   *adapter.Engine
 	platform chat.Platform
@@ -64,6 +65,10 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 	b.store, err = store.Open(store.Options{Dir: cfg.State.Dir, Retention: cfg.State.Retention, Logger: log})
 	if err != nil {
 		return b, err
+	}
+	if b.audit, err = serveAudit(cfg.State.Dir, b.store.Decisions, log); err != nil {
+		log.Warn().Err(err).Msg("the audit trail is not served: `broker audit` can read it only once the broker stops")
+		err = nil
 	}
 	if left, err := b.store.Leftovers(); err != nil {
 		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")
@@ -478,6 +483,9 @@ func (b *broker) stop(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if b.audit != nil {
+		b.audit.Close()
+	}
 	if b.store != nil {
 		b.store.Close()
 	}
