@@ -10,9 +10,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/store"
 )
 
 // who asks the agent of a thread which profile it is: each profile of
@@ -325,5 +327,73 @@ func TestProfiles_NewOffersTheProfilesAndAReloadRefreshesThem(t *testing.T) {
 	})
 	if got := w.awaitAnswers(thread, 1)[0].Text; !strings.Contains(got, "WHO=c") {
 		t.Fatalf("the thread /new agent:c opened answered %q", got)
+	}
+}
+
+// Worktrees are made per thread and removed once their thread is past
+// state.retention, through the broker: a thread idle longer than the
+// retention when the broker starts loses its worktree at once (its
+// branch, with what the agent committed, is kept), a thread within it
+// keeps its own.
+func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
+	w := newWorld(t, setup{})
+	repo := filepath.Join(w.Dir, "repo")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": repo, "agent.base": "main", "state.retention": "1h"})
+	b := w.start()
+	dirs := map[string]string{}
+	var old, recent string
+	for _, name := range []string{"old", "recent"} {
+		thread := w.mention(alice, "hello")
+		w.awaitAnswers(thread, 1)
+		st := w.slash(thread, alice, "status")
+		m := regexp.MustCompile("\\*\\*Workspace\\*\\*: `([^`]+)`").FindStringSubmatch(st.Content)
+		if m == nil {
+			t.Fatalf("/status does not show the workspace: %q", st.Content)
+		}
+		if _, err := os.Stat(filepath.Join(m[1], ".git")); err != nil {
+			t.Fatalf("thread %s's workspace %s is no worktree: %v", thread, m[1], err)
+		}
+		dirs[thread] = m[1]
+		if name == "old" {
+			old = thread
+		} else {
+			recent = thread
+		}
+	}
+	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
+	b.stop()
+
+	// The old thread was last used two hours ago, as far as the state
+	// says.
+	st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetThreadProfile(old, st.ThreadProfile(old))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b = w.start()
+	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
+	if _, err := os.Stat(dirs[old]); !os.IsNotExist(err) {
+		t.Fatalf("the worktree of the thread past retention is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[recent], ".git")); err != nil {
+		t.Fatalf("the worktree of the recent thread is gone: %v", err)
+	}
+	if lines := b.Log.Grep("worktree past retention removed", old); len(lines) != 1 {
+		t.Fatalf("%d log lines say the old worktree was removed", len(lines))
+	}
+	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/"+old).Output(); err != nil || !strings.Contains(string(out), "acp/"+old) {
+		t.Fatalf("the old thread's branch is gone (delete_branches is false): %q %v", out, err)
 	}
 }

@@ -168,11 +168,15 @@ const worktreeSweepEvery = time.Hour
 const worktreeRemoveTimeout = 2 * time.Minute
 
 // sweepLoop removes worktrees past retention at start and then every
-// worktreeSweepEvery, until ctx ends (which also stops a git call).
+// worktreeSweepEvery, until ctx ends (which also stops a git call). Each
+// sweep first prunes the store, so that a thread past retention by then
+// (one idle since before a long stop, at start) loses its worktree in
+// that sweep, not an hour later.
 func (b *broker) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(worktreeSweepEvery)
 	defer t.Stop()
 	for {
+		b.store.Prune()
 		profiles := *b.profiles.Load()
 		sweepWorktrees(ctx, profiles, b.store, func(thread string) bool { return b.pool.Lookup(thread) != nil }, worktreeRemoveTimeout, b.log)
 		select {
