@@ -350,6 +350,10 @@ func (e *Engine) Stats() Stats {
 }
 
 // config returns the engine's current configuration.
+// Config returns the configuration turns start with now (Reconfigure's,
+// after a reload), its defaults filled in.
+func (e *Engine) Config() Config { return e.config() }
+
 func (e *Engine) config() Config {
 	e.mu.Lock()
 	defer e.mu.Unlock()

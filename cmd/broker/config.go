@@ -155,6 +155,13 @@ var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 // environment overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and
 // validates everything. Errors name the offending key.
 func LoadConfig(path string, environ []string) (*Config, error) {
+	c, _, err := loadConfig(path, environ)
+	return c, err
+}
+
+// loadConfig is LoadConfig, with the reader that read the configuration:
+// a reload applies the live keys by reading them again with it.
+func loadConfig(path string, environ []string) (*Config, *reader, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
 	for k, d := range defaults {
@@ -164,10 +171,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	if path != "" {
 		var err error
 		if text, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, nil, fmt.Errorf("config: %w", err)
 		}
 		if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
 	env := map[string]string{}
@@ -182,7 +189,7 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		}
 	}
 	if unknown := unknownKeys(v); len(unknown) > 0 {
-		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
+		return nil, nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
 	r := reader{v: v, vals: map[string]string{}, env: env}
 	c := &Config{}
@@ -256,10 +263,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		}
 	}
 	if len(r.errs) > 0 {
-		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+		return nil, nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	c.values = r.vals
-	return c, nil
+	return c, &r, nil
 }
 
 // profile reads a profile's keys in section: each set there, or else

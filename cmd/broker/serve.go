@@ -567,6 +567,7 @@ const reloadCheckTimeout = time.Minute
 // it is refused; gen is the SIGHUP it answers.
 type reloadResult struct {
 	cfg    *Config
+	read   *reader // what read cfg, to read its live keys again
 	agents *builtProfiles
 	err    error
 	gen    uint64
@@ -578,7 +579,7 @@ type reloadResult struct {
 // touches nothing of the running broker; b.path, b.environ and b.log do
 // not change.
 func (b *broker) prepareReload(ctx context.Context) reloadResult {
-	cfg, err := LoadConfig(b.path, b.environ)
+	cfg, read, err := loadConfig(b.path, b.environ)
 	if err != nil {
 		return reloadResult{err: err}
 	}
@@ -592,7 +593,7 @@ func (b *broker) prepareReload(ctx context.Context) reloadResult {
 	if ctx.Err() != nil {
 		return reloadResult{err: context.Cause(ctx)}
 	}
-	return reloadResult{cfg: cfg, agents: agents}
+	return reloadResult{cfg: cfg, read: read, agents: agents}
 }
 
 // applyReload applies a configuration prepareReload read: what can change
@@ -606,19 +607,17 @@ func (b *broker) applyReload(res reloadResult) {
 	cfg, agents := res.cfg, res.agents
 	applied, restart := b.changes(cfg)
 	// Profiles change for agents started from now on; the rest, only the
-	// live keys: everything else stays as it was started.
+	// live keys, each read again onto the running configuration by its
+	// own entry of the key table: everything else stays as it was
+	// started.
 	b.redact.Add(agents.secrets...)
 	b.pool.SetProfiles(agents.profiles, cfg.DefaultProfile)
 	live := *b.cfg
-	live.Log.Level = cfg.Log.Level
-	live.Turn.Timeout, live.Turn.LivenessInterval, live.Turn.CancelGrace = cfg.Turn.Timeout, cfg.Turn.LivenessInterval, cfg.Turn.CancelGrace
-	live.Turn.ToolTimeout, live.Turn.QueueSize = cfg.Turn.ToolTimeout, cfg.Turn.QueueSize
-	live.Turn.PermissionMode, live.Turn.PermissionTimeout = cfg.Turn.PermissionMode, cfg.Turn.PermissionTimeout
-	live.Pool.SlotWait, live.Watchdog.Interval, live.Shutdown.Grace = cfg.Pool.SlotWait, cfg.Watchdog.Interval, cfg.Shutdown.Grace
-	live.Discord.AllowedChannels, live.Discord.AllowAllChannels = cfg.Discord.AllowedChannels, cfg.Discord.AllowAllChannels
-	live.Discord.AllowedUsers, live.Discord.AllowedRoles = cfg.Discord.AllowedUsers, cfg.Discord.AllowedRoles
-	live.Discord.Approvers, live.Discord.AllowedBots, live.Discord.ShowThoughts = cfg.Discord.Approvers, cfg.Discord.AllowedBots, cfg.Discord.ShowThoughts
-	live.Discord.ApproverRoles = cfg.Discord.ApproverRoles
+	for _, k := range keys {
+		if k.live {
+			k.read(res.read, k.name, &live)
+		}
+	}
 	live.values = map[string]string{}
 	for k, v := range b.cfg.values {
 		if !profileChange(k) {
