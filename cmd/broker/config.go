@@ -184,7 +184,7 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 		}
 	}
 	for k := range defaults {
-		if val, ok := env["BROKER_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))]; ok {
+		if val, ok := env[envName(k)]; ok && k != defaultProfileKey {
 			v.Set(k, val)
 		}
 	}
@@ -205,10 +205,7 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 	c.Agent.Profile = r.profile("agent", nil, agentTable, env)
 	c.Profiles = map[string]*Profile{}
 	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
-	for _, name := range sortedKeys(v.GetStringMap("agents")) {
-		if name == "default" {
-			continue
-		}
+	for _, name := range profileSections(v) {
 		section := "agents." + name
 		if !profileName.MatchString(name) {
 			r.fail(section, "is not a profile name: use up to 32 lower-case letters, digits, - and _")
@@ -228,7 +225,6 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 		p.Name = DefaultProfileName
 		c.Profiles[p.Name] = &p
 	}
-	c.DefaultProfile = r.str("agents.default")
 	switch {
 	case c.DefaultProfile == "" && len(c.Profiles) == 1:
 		for name := range c.Profiles {
@@ -304,7 +300,7 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	switch {
 	case base == nil && p.Command == "":
 		// [agent] need not name a command when each profile does.
-		if len(r.v.GetStringMap("agents")) == 0 {
+		if len(profileSections(r.v)) == 0 {
 			r.fail(section+".command", "is required: the agent program to run")
 		}
 	case base != nil && p.Command == "":
@@ -343,11 +339,31 @@ func (r *reader) caseClashes(table map[string]any, prefix string) {
 	}
 }
 
+// envName is the environment variable that overrides key k.
+func envName(k string) string { return "BROKER_" + strings.ToUpper(strings.ReplaceAll(k, ".", "_")) }
+
+// defaultProfileKey is read from the environment by its own read
+// function: set in viper, a value under [agents] would hide every
+// [agents.NAME] section from it.
+const defaultProfileKey = "agents.default"
+
+// profileSections are the names of the [agents.NAME] sections, sorted
+// (agents.default is a key of [agents], not one).
+func profileSections(v *viper.Viper) []string {
+	var names []string
+	for _, name := range sortedKeys(v.GetStringMap("agents")) {
+		if name != "default" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // unknownKeys lists the keys set that the broker does not know, sorted.
 func unknownKeys(v *viper.Viper) []string {
 	var unknown []string
 	for _, k := range v.AllKeys() {
-		if _, ok := defaults[k]; ok || fileOnlyKey(k) || k == "agents.default" {
+		if _, ok := defaults[k]; ok || fileOnlyKey(k) {
 			continue
 		}
 		if profile, field, ok := profileField(k); ok && profile != "" && knownProfileKey(field) {

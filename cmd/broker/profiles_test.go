@@ -110,6 +110,8 @@ func TestProfiles_ErrorsNameTheProfileAndKey(t *testing.T) {
 			`agents.a.workspace = "tmp" must be one of dir, worktree`},
 		{"a profile that is not a table", "[agents]\na = 3\n",
 			"agents.a must be a table"},
+		{"the default written as a profile", "[agents.a]\ncommand = \"" + agent + "\"\n[agents.default]\ncommand = \"" + agent + "\"\n",
+			"agents.default is the default profile's name, not a profile"},
 		{"two profiles differing only in case", "[agents]\ndefault = \"claude\"\n[agents.Claude]\ncommand = \"" + agent + "\"\nmax_sessions = 2\n[agents.claude]\nargs = [\"-x\"]\n",
 			"agents.Claude and agents.claude differ only in case"},
 		{"two keys of a profile differing only in case", "[agents.a]\ncommand = \"" + agent + "\"\nMax_Sessions = 2\nmax_sessions = 3\n",
@@ -182,9 +184,10 @@ func TestProfiles_TheDocumentedTwoAgentSetupLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, commented, _ := strings.Cut(string(example), "# [agents]\n")
+	_, commented, _ := strings.Cut(string(example), "\n[agents]\n")
+	_, commented, _ = strings.Cut(commented, "\n") // default = "", as it stands
 	var uncommented strings.Builder
-	uncommented.WriteString("[agents]\n")
+	uncommented.WriteString("[agents]\ndefault = \"claude\"\n")
 	for _, line := range strings.Split(commented, "\n") {
 		uncommented.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
 	}
@@ -324,5 +327,21 @@ func TestCheckConfig_ProfilesDifferingOnlyInCaseAreRefused(t *testing.T) {
 	code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, io.Discard, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "agents.Claude and agents.claude differ only in case") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming both sections", code, stderr.String())
+	}
+}
+
+// agents.default can be set from the environment, as every key of the
+// table: BROKER_AGENTS_DEFAULT picks the default profile.
+func TestProfiles_TheDefaultFromTheEnvironment(t *testing.T) {
+	text := "[agents]\ndefault = \"a\"\n[agents.a]\ncommand = \"" + fakeAgent + "\"\n[agents.b]\ncommand = \"" + fakeAgent + "\"\n"
+	c, err := loadText(t, text, "BROKER_AGENTS_DEFAULT=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DefaultProfile != "b" {
+		t.Fatalf("with BROKER_AGENTS_DEFAULT=b the default is %q", c.DefaultProfile)
+	}
+	if _, err := loadText(t, text, "BROKER_AGENTS_DEFAULT=c"); err == nil || !strings.Contains(err.Error(), `agents.default = "c" is not a profile: one of a, b`) {
+		t.Fatalf("BROKER_AGENTS_DEFAULT=c: %v", err)
 	}
 }

@@ -41,6 +41,7 @@ var liveKeyChecks = map[string]struct {
 	"discord.approver_roles":     {`["32"]`, []string{"32"}, func(b *broker) any { return b.discord.Access().ApproverRoles }},
 	"discord.allowed_bots":       {`["41"]`, []string{"41"}, func(b *broker) any { return b.discord.Access().AllowedBots }},
 	"discord.show_thoughts":      {`true`, true, func(b *broker) any { return b.discord.Access().ShowThoughts }},
+	"agents.default":             {`"b"`, "b", func(b *broker) any { return b.pool.Stats().DefaultProfile }},
 }
 
 // tomlOf renders keys ("table.key" = TOML value) as tables.
@@ -74,6 +75,9 @@ func TestReload_EveryLiveKeyTakesEffect(t *testing.T) {
 		"agent.sandbox":            `"none"`,
 		"state.dir":                fmt.Sprintf("%q", filepath.Join(dir, "state")),
 		"http.listen":              `""`,
+		"agents.default":           `"a"`,
+		"agents.a.env":             `["WHO=a"]`,
+		"agents.b.env":             `["WHO=b"]`,
 	}
 	path := filepath.Join(dir, "broker.toml")
 	if err := os.WriteFile(path, []byte(tomlOf(base)), 0o600); err != nil {

@@ -694,7 +694,7 @@ func (b *broker) changes(cfg *Config) (applied, restart []string) {
 // profileChange reports whether key belongs to the profiles, which a
 // reload changes for agents started from then on.
 func profileChange(key string) bool {
-	if key == "agents.default" || strings.HasPrefix(key, "channels.") {
+	if strings.HasPrefix(key, "channels.") {
 		return true
 	}
 	_, field, ok := profileField(key)
