@@ -397,3 +397,46 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 		t.Fatalf("the old thread's branch is gone (delete_branches is false): %q %v", out, err)
 	}
 }
+
+// /agents lists a profile removed by a reload for as long as its agents
+// run, marked removed; /new no longer offers it.
+func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
+	w := newWorld(t, setup{})
+	w.Conf = w.Conf.With(settings{
+		"agents.default": "a",
+		"agents.a.env":   []string{"WHO=a"},
+		"agents.b.env":   []string{"WHO=b"},
+	})
+	b := w.start()
+	w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "b", "prompt": "env"}))
+	var thread string
+	w.Srv.Await("the thread /new opened", func() bool {
+		if all := w.Srv.Threads(); len(all) == 1 {
+			thread = all[0].ID
+			return true
+		}
+		return false
+	})
+	w.awaitAnswers(thread, 1)
+
+	w.Conf = w.Conf.With(settings{"agents.b.env": nil})
+	w.writeConfig()
+	b.Signal(syscall.SIGHUP)
+	w.Srv.Await("/new no longer offering b", func() bool {
+		for _, c := range w.Srv.Commands() {
+			if c.Name == "new" && !strings.Contains(string(c.JSON), `"value":"b"`) {
+				return true
+			}
+		}
+		return false
+	})
+	list := w.slash(w.Channel, bob, "agents")
+	for _, want := range []string{"**a** (default) — 0 live, 0 busy", "**b** (removed) — 1 live, 0 busy"} {
+		if !strings.Contains(list.Content, want) {
+			t.Errorf("/agents says %q; want %q in it", list.Content, want)
+		}
+	}
+	if got := w.newChoices(); len(got) != 1 || got["a"] == "" {
+		t.Errorf("/new offers %v after b was removed", got)
+	}
+}

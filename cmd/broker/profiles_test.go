@@ -345,3 +345,27 @@ func TestProfiles_TheDefaultFromTheEnvironment(t *testing.T) {
 		t.Fatalf("BROKER_AGENTS_DEFAULT=c: %v", err)
 	}
 }
+
+// /agents lists a removed profile as long as its agents still run,
+// marked removed; /new no longer offers it.
+func TestRun_AgentsListsARemovedProfilesLiveAgents(t *testing.T) {
+	config := writeConfig(t, "[agents]\ndefault = \"a\"\n[agents.a]\nenv = [\"WHO=a\"]\n[agents.b]\nenv = [\"WHO=b\"]\n")
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "/new b")
+	b.say(t, "env")
+	b.out.waitFor(t, "WHO=b", 20*time.Second)
+	text, _ := os.ReadFile(config)
+	os.WriteFile(config, []byte(strings.Replace(string(text), "[agents.b]\nenv = [\"WHO=b\"]\n", "", 1)), 0o600)
+	from := b.err.mark()
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
+	from = b.out.mark()
+	b.say(t, "/agents")
+	b.out.waitFrom(t, from, "[b (removed) — 1 live, 0 busy]", 10*time.Second)
+	b.say(t, "/new b")
+	b.out.waitFrom(t, from, `[there is no agent "b"; the agents are a]`, 10*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

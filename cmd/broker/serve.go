@@ -214,7 +214,8 @@ func nonNil(rules []policy.Rule) []policy.Rule {
 }
 
 // agentList describes the profiles now configured, with their agents'
-// counts, for /new and /agents.
+// counts, for /new and /agents; then those removed whose agents still
+// run, marked so.
 func (b *broker) agentList() []chat.AgentInfo {
 	profiles := *b.profiles.Load()
 	st := b.pool.Stats()
@@ -223,6 +224,11 @@ func (b *broker) agentList() []chat.AgentInfo {
 		p, ps := profiles[name], st.Profiles[name]
 		out = append(out, chat.AgentInfo{Name: name, Description: p.Description, Default: name == st.DefaultProfile,
 			Live: ps.Live, Busy: ps.Busy, Max: p.MaxSessions})
+	}
+	for _, name := range sortedKeys(st.Profiles) {
+		if ps := st.Profiles[name]; profiles[name] == nil && ps.Live+ps.Starting+ps.Stopping > 0 {
+			out = append(out, chat.AgentInfo{Name: name, Live: ps.Live, Busy: ps.Busy, Removed: true})
+		}
 	}
 	return out
 }
