@@ -188,15 +188,26 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 			v.Set(k, val)
 		}
 	}
+	r := reader{v: v, vals: map[string]string{}, env: env}
+	doc := r.readTOML(text)
+	// A dotted profile name reads to viper as a profile and keys that do
+	// not exist: said first, as what it is.
+	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
+	for _, name := range sortedKeys(agentsTable) {
+		if strings.Contains(name, ".") {
+			r.fail(fmt.Sprintf("agents.%q", name), "is not a profile name: use up to 32 lower-case letters, digits, - and _")
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+	}
 	if unknown := unknownKeys(v); len(unknown) > 0 {
 		return nil, nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
-	r := reader{v: v, vals: map[string]string{}, env: env}
 	c := &Config{}
 	for _, k := range keys {
 		k.read(&r, k.name, c)
 	}
-	doc := r.readTOML(text)
 	r.caseClashes(doc, "")
 	if _, ok := env["BROKER_AGENT_MCP_SERVERS"]; ok {
 		r.fail("agent.mcp_servers", "cannot be set from the environment (BROKER_AGENT_MCP_SERVERS): write [[agent.mcp_servers]] tables in the configuration file")
@@ -204,7 +215,6 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 	agentTable, _ := foldGet(doc, "agent").(map[string]any)
 	c.Agent.Profile = r.profile("agent", nil, agentTable, env)
 	c.Profiles = map[string]*Profile{}
-	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
 	for _, name := range profileSections(v) {
 		section := "agents." + name
 		if !profileName.MatchString(name) {

@@ -110,6 +110,8 @@ func TestProfiles_ErrorsNameTheProfileAndKey(t *testing.T) {
 			`agents.a.workspace = "tmp" must be one of dir, worktree`},
 		{"a profile that is not a table", "[agents]\na = 3\n",
 			"agents.a must be a table"},
+		{"a profile name with a dot", "[agents.\"a.b\"]\ncommand = \"" + agent + "\"\n",
+			`agents."a.b" is not a profile name: use up to 32 lower-case letters, digits, - and _`},
 		{"the default written as a profile", "[agents.a]\ncommand = \"" + agent + "\"\n[agents.default]\ncommand = \"" + agent + "\"\n",
 			"agents.default is the default profile's name, not a profile"},
 		{"two profiles differing only in case", "[agents]\ndefault = \"claude\"\n[agents.Claude]\ncommand = \"" + agent + "\"\nmax_sessions = 2\n[agents.claude]\nargs = [\"-x\"]\n",
