@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -369,5 +370,26 @@ func TestRun_AgentsListsARemovedProfilesLiveAgents(t *testing.T) {
 	b.out.waitFrom(t, from, `[there is no agent "b"; the agents are a]`, 10*time.Second)
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
+	}
+}
+
+// A profile's env that names a broker secret is refused naming the key
+// where it is written, once: agents.NAME.env.X in a profile's section,
+// agent.env.X (once for every profile that inherits it) in [agent].
+func TestRun_AnEnvErrorNamesTheKeyWhereItIsWritten(t *testing.T) {
+	const secret = `env = ["T=${BROKER_DISCORD_TOKEN}"]` + "\n"
+	profiles := "[agents]\ndefault = \"a\"\n[agents.a]\n%s[agents.b]\n"
+	for _, tc := range []struct{ name, agent, profile, want, not string }{
+		{"in a profile", "", secret, "agents.a.env.T: refers to ${BROKER_DISCORD_TOKEN}, a broker secret", "agent.env."},
+		{"inherited from [agent]", secret, "", "agent.env.T: refers to ${BROKER_DISCORD_TOKEN}, a broker secret", "agents.a.env"},
+	} {
+		path := writeConfig(t, fmt.Sprintf(profiles, tc.profile))
+		text, _ := os.ReadFile(path)
+		os.WriteFile(path, []byte(strings.Replace(string(text), "[agent]\n", "[agent]\n"+tc.agent, 1)), 0o600)
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"check-config", "--config", path}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, io.Discard, &stderr)
+		if code != 2 || strings.Count(stderr.String(), tc.want) != 1 || strings.Contains(stderr.String(), tc.not) {
+			t.Errorf("%s: exit %d, %q; want 2 and %q once, without %q", tc.name, code, stderr.String(), tc.want, tc.not)
+		}
 	}
 }

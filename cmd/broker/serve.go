@@ -154,11 +154,19 @@ func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), log
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: []string{cfg.Discord.Token}}
 	var errs []error
+	said := map[string]bool{} // an error of [agent]'s env, once for every profile
 	for _, name := range sortedKeys(cfg.Profiles) {
 		p := cfg.Profiles[name]
-		env, err := pool.BuildEnv(lookup, p.Env)
+		envKey := "agent.env"
+		if k := "agents." + name + ".env"; cfg.values[k] != "" {
+			envKey = k // written in the profile's own section
+		}
+		env, err := pool.BuildEnvFor(envKey, lookup, p.Env)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", profileKeyName(cfg, p, "env"), err))
+			if !said[err.Error()] {
+				said[err.Error()] = true
+				errs = append(errs, err)
+			}
 			continue
 		}
 		cwd, err := filepath.Abs(p.Cwd)
