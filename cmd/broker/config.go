@@ -87,6 +87,9 @@ type Config struct {
 	HTTP struct {
 		Listen string
 	}
+	// Warnings say what is valid but cannot be meant: check-config
+	// prints them, the broker logs them at start and at a reload.
+	Warnings []string
 	// values holds every key's value as read, for reload diffs.
 	values map[string]string
 }
@@ -244,6 +247,22 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 		r.fail("agents.default", "is required with several profiles: one of %s", strings.Join(sortedKeys(c.Profiles), ", "))
 	case c.Profiles[c.DefaultProfile] == nil:
 		r.fail("agents.default", "= %q is not a profile: one of %s", c.DefaultProfile, strings.Join(sortedKeys(c.Profiles), ", "))
+	}
+	said := map[string]bool{}
+	for _, name := range sortedKeys(c.Profiles) {
+		p := c.Profiles[name]
+		if p.MaxSessions <= c.Pool.MaxSessions {
+			continue
+		}
+		key := "agent.max_sessions"
+		if k := "agents." + name + ".max_sessions"; r.v.IsSet(k) {
+			key = k
+		}
+		if !said[key] {
+			said[key] = true
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s = %d is above pool.max_sessions = %d: the profile has at most %d live agents",
+				key, p.MaxSessions, c.Pool.MaxSessions, c.Pool.MaxSessions))
+		}
 	}
 	c.Channels = map[string]string{}
 	for _, id := range sortedKeys(v.GetStringMap("channels")) {

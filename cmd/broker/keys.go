@@ -208,7 +208,7 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.SandboxRO = r.absPaths(k) }},
 	{name: "sandbox_rw", def: []string{}, doc: "more absolute paths its sandboxed agents may write, at the same place (e.g. `~/.claude`, `CODEX_HOME`)",
 		read: func(r *reader, k string, p *Profile) { p.SandboxRW = r.absPaths(k) }},
-	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound)",
+	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound; above it, `check-config` and the log warn)",
 		read: func(r *reader, k string, p *Profile) { p.MaxSessions = r.integer(k, 0, 10000) }},
 	{name: "restart_after_cancel", def: false, doc: "replace the agent process after every cancelled turn, even one it answered; the next prompt resumes the session (claude-agent-acp 0.23.1 needs it)",
 		read: func(r *reader, k string, p *Profile) { p.RestartAfterCancel = r.boolean(k) }},

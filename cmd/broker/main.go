@@ -93,11 +93,17 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	if cmd == "check-config" {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stderr, "broker: warning:", w)
+		}
 		fmt.Fprintln(stdout, "configuration is valid")
 		return 0
 	}
 
 	log, level := newLogger(cfg.Log.Format, cfg.Log.Level, stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg(w)
+	}
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)

@@ -393,3 +393,29 @@ func TestRun_AnEnvErrorNamesTheKeyWhereItIsWritten(t *testing.T) {
 		}
 	}
 }
+
+// A profile's max_sessions above pool.max_sessions can never be reached:
+// check-config warns (and still calls the configuration valid), and so
+// do the broker's log at start and at a reload.
+func TestCheckConfig_WarnsOfAProfileBoundAboveThePools(t *testing.T) {
+	config := writeConfig(t, "[pool]\nmax_sessions = 2\n[agents]\ndefault = \"a\"\n[agents.a]\nmax_sessions = 5\n[agents.b]\nmax_sessions = 2\n")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, &stdout, &stderr)
+	const warning = "agents.a.max_sessions = 5 is above pool.max_sessions = 2: the profile has at most 2 live agents"
+	if code != 0 || !strings.Contains(stdout.String(), "configuration is valid") || strings.Count(stderr.String(), warning) != 1 ||
+		strings.Contains(stderr.String(), "agents.b.max_sessions") {
+		t.Fatalf("check-config: exit %d, stdout %q, stderr %q; want 0 and the warning for a alone", code, stdout.String(), stderr.String())
+	}
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.err.waitFor(t, warning, 10*time.Second)
+	from := b.err.mark()
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
+	if !strings.Contains(b.err.String()[from:], warning) {
+		t.Fatalf("the reload does not warn:\n%s", b.err.String()[from:])
+	}
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}

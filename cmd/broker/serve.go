@@ -619,6 +619,9 @@ func (b *broker) applyReload(res reloadResult) {
 		return
 	}
 	cfg, agents := res.cfg, res.agents
+	for _, w := range cfg.Warnings {
+		b.log.Warn().Msg(w)
+	}
 	applied, restart := b.changes(cfg)
 	// Profiles change for agents started from now on; the rest, only the
 	// live keys, each read again onto the running configuration by its
