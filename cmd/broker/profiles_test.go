@@ -419,3 +419,48 @@ func TestCheckConfig_WarnsOfAProfileBoundAboveThePools(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 }
+
+// The example configuration as it was before profiles, kept as it was,
+// still loads as the one profile "default" and runs a whole console turn
+// with its demo agent (the fake agent, at the path the file names; the
+// metrics port moved from the environment, as the file's own port may be
+// taken on a shared machine).
+func TestRun_TheConfigurationOfBeforeProfilesRunsUnchanged(t *testing.T) {
+	config, err := filepath.Abs("../../testdata/config.pre-profiles.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	agent, err := os.ReadFile(fakeAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("bin", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("bin/demo-agent", agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(config, []string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Profiles[DefaultProfileName]; len(c.Profiles) != 1 || p == nil || c.DefaultProfile != DefaultProfileName ||
+		p.Command != filepath.Join(dir, "bin/demo-agent") || p.Cwd != "./work" || c.Agent.Sandbox != "bwrap" {
+		t.Fatalf("profiles %v, default %q, the default profile %+v", sortedKeys(c.Profiles), c.DefaultProfile, p)
+	}
+	b := startBroker(t, config, "BROKER_HTTP_LISTEN=127.0.0.1:0")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "hello")
+	b.out.waitFor(t, "You said: hello", 20*time.Second)
+	b.out.waitFor(t, "[done in", 20*time.Second)
+	b.say(t, "/status")
+	b.out.waitFor(t, `agent "default"`, 10*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, b.err.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", "state.db")); err != nil {
+		t.Fatalf("no state where the file says: %v", err)
+	}
+}
