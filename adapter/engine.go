@@ -68,11 +68,10 @@ type Config struct {
 	QueueSize int
 	// Rules decide permission requests before anyone is asked (see
 	// package policy): the first that matches the tool call allows, denies
-	// or asks. A prompt's own Rules replace them.
+	// or asks. The Permissions of the profile an agent started from
+	// replace them for its requests, and a prompt's own Rules replace
+	// both.
 	Rules []policy.Rule
-	// ProfileRules are an agent profile's own rules, by profile: they
-	// replace Rules for its agents' requests.
-	ProfileRules map[string][]policy.Rule
 	// PermissionMode is ask, allow or deny: how a request no rule matches
 	// is answered (allow and deny act as a last rule that matches all).
 	PermissionMode string
@@ -351,6 +350,10 @@ func (e *Engine) Stats() Stats {
 }
 
 // config returns the engine's current configuration.
+// Config returns the configuration turns start with now (Reconfigure's,
+// after a reload), its defaults filled in.
+func (e *Engine) Config() Config { return e.config() }
+
 func (e *Engine) config() Config {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -232,16 +232,13 @@ func TestPermission_EachProfileHasItsOwnRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r := newProfileRig(t, profiles(t), st)
+	profs := profiles(t)
+	profs["main"].Permissions = mustRules(t, map[string]any{"kind": "execute", "action": "allow"})
+	profs["reviewer"].Permissions = mustRules(t, map[string]any{"kind": "execute", "action": "deny"})
+	r := newProfileRig(t, profs, st)
 	a := newAudit()
-	cfg := r.engine.config()
-	cfg.Auditor = a
-	cfg.ProfileRules = map[string][]policy.Rule{
-		"main":     mustRules(t, map[string]any{"kind": "execute", "action": "allow"}),
-		"reviewer": mustRules(t, map[string]any{"kind": "execute", "action": "deny"}),
-	}
 	r.engine.mu.Lock()
-	r.engine.cfg.Auditor, r.engine.cfg.ProfileRules = cfg.Auditor, cfg.ProfileRules
+	r.engine.cfg.Auditor = a
 	r.engine.mu.Unlock()
 	for _, c := range []struct{ thread, agent, chose string }{
 		{"m", "main", "chose allow_once"},
@@ -254,5 +251,62 @@ func TestPermission_EachProfileHasItsOwnRules(t *testing.T) {
 		if d := a.next(t); d.Profile != c.agent || d.Via != ViaRule || d.By != "rule 1" {
 			t.Fatalf("%s: recorded %+v", c.agent, d)
 		}
+	}
+}
+
+// A running agent keeps the permission rules of the profile it started
+// from: changing the profile's rules, or removing the profile, while it
+// runs changes nothing for it (turn.permission_mode = allow would
+// otherwise let through what its rule denies); the thread's next agent
+// is started with the rules configured then.
+func TestPermission_ARunningAgentKeepsTheRulesItStartedWith(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	profs := profiles(t)
+	deny := mustRules(t, map[string]any{"kind": "execute", "action": "deny"})
+	profs["reviewer"].Permissions = deny
+	r := newProfileRig(t, profs, st)
+	a := newAudit()
+	r.engine.mu.Lock()
+	r.engine.cfg.Auditor, r.engine.cfg.PermissionMode = a, PermissionAllow
+	r.engine.mu.Unlock()
+
+	ask := func(step, chose, notice string) {
+		t.Helper()
+		rec := r.promptAgent("r", "reviewer", "permission-for execute - Run make")
+		o := rec.wait(t, 20*time.Second)
+		if o.Err != nil || !strings.Contains(o.Text, chose) {
+			t.Fatalf("%s: outcome %+v, want %q", step, o, chose)
+		}
+		if n := rec.noticeList(); len(n) != 1 || n[0] != notice {
+			t.Fatalf("%s: the thread was told %q, want %q", step, n, notice)
+		}
+		if d := a.next(t); d.Profile != "reviewer" || d.Via != ViaRule || d.By != "rule 1" {
+			t.Fatalf("%s: recorded %+v", step, d)
+		}
+	}
+	denied := "Denied “Run make” by rule 1 (kind execute)."
+	ask("at start", "chose reject_once", denied)
+	pid := r.pool.Lookup("r").Proc.PID()
+
+	changed := profiles(t)
+	changed["reviewer"].Permissions = mustRules(t, map[string]any{"kind": "execute", "action": "allow"})
+	r.pool.SetProfiles(changed, "main")
+	ask("after the rules changed", "chose reject_once", denied)
+
+	r.pool.SetProfiles(map[string]*pool.Profile{"main": profiles(t)["main"]}, "main")
+	ask("after the profile was removed", "chose reject_once", denied)
+	if ag := r.pool.Lookup("r"); ag == nil || ag.Proc.PID() != pid {
+		t.Fatalf("the thread's agent was replaced; the steps above did not test a running agent")
+	}
+
+	r.pool.SetProfiles(changed, "main")
+	r.engine.Reset("r", CancelledBy("tester"))
+	ask("with a new agent", "chose allow_once", "Allowed “Run make” by rule 1 (kind execute).")
+	if ag := r.pool.Lookup("r"); ag == nil || ag.Proc.PID() == pid {
+		t.Fatalf("the thread's agent was not replaced by the reset")
 	}
 }

@@ -80,8 +80,8 @@ type Prompt struct {
 	// otherwise they are left out and the thread is told.
 	Images []acp.ContentBlock
 	// Rules, if not nil, decide this prompt's permission requests instead
-	// of the engine's Config.Rules (a profile's own rules; an empty,
-	// non-nil list: none).
+	// of those of the agent's profile and the engine's Config.Rules (an
+	// empty, non-nil list: none).
 	Rules []policy.Rule
 	Sink  Sink
 }

@@ -45,6 +45,9 @@ type turn struct {
 	open        map[string]toolProgress
 	asking      int    // permission requests open
 	profileName string // the agent's profile, once it has one
+	// rules are the permission rules of the Profile the agent started
+	// from (nil: the engine's), once it has one.
+	rules []policy.Rule
 }
 
 // shownTerminal is a terminal a tool call holds, with the output last
@@ -216,7 +219,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	}
 	t.agent = agent
 	t.mu.Lock()
-	t.profileName = agent.Profile.Name
+	t.profileName, t.rules = agent.Profile.Name, agent.Profile.Permissions
 	t.mu.Unlock()
 	t.setLog(t.log.With().Str("profile", agent.Profile.Name).Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
 	if agent.Lost != "" {
@@ -604,7 +607,8 @@ func (t *turn) showTerminal(st *shownTerminal) {
 }
 
 // approve answers the agent's permission request: by the first of the
-// prompt's (else the engine's) rules that matches it, else by
+// rules that matches it (the prompt's, else those the agent's profile had
+// when the agent started, else the engine's), else by
 // turn.permission_mode when that is allow or deny, else by a person
 // through the Sink. Every answer, "cancelled" included, is logged,
 // counted and given to the Auditor. It runs on a goroutine of the Conn;
@@ -618,10 +622,12 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 	}
 	rules := t.p.Rules
 	if rules == nil {
+		t.mu.Lock()
+		rules = t.rules
+		t.mu.Unlock()
+	}
+	if rules == nil {
 		rules = cfg.Rules
-		if r, ok := cfg.ProfileRules[d.Profile]; ok {
-			rules = r
-		}
 	}
 	rule, n := policy.Match(rules, d.ToolKind, d.Tool)
 	action, by := rule.Action, ""

@@ -72,6 +72,9 @@ type AgentInfo struct {
 	Name, Description string
 	Default           bool
 	Live, Busy, Max   int
+	// Removed: the profile is no longer configured; its agents run until
+	// they stop, and it is not offered to new threads.
+	Removed bool
 }
 
 // InterruptionText says what happened to an interrupted turn, in words.

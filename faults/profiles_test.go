@@ -1,12 +1,20 @@
 package faults
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"acpbroker/internal/brokertest"
+	"acpbroker/internal/fakediscord"
+	"acpbroker/store"
 )
 
 // who asks the agent of a thread which profile it is: each profile of
@@ -127,5 +135,308 @@ func TestProfiles_AWorktreeProfileGivesEachThreadItsOwnCheckout(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(repo, "notes-"+u+".txt")); err == nil {
 			t.Errorf("%s's file shows in the repository's own checkout", u)
 		}
+	}
+}
+
+// Two channels mapped to two profiles get their own agents at once: a
+// thread in each, both agents live together, each the profile of its
+// channel, counted by profile.
+func TestProfiles_TwoChannelsOfTwoProfilesGetTheirOwnAgentsAtOnce(t *testing.T) {
+	w := newWorld(t, setup{})
+	second := w.Srv.AddChannel(brokertest.GuildID, "", "reviews")
+	w.Conf = w.Conf.With(settings{
+		"agents.default":                   "a",
+		"agents.a.env":                     []string{"WHO=a"},
+		"agents.b.env":                     []string{"WHO=b"},
+		"channels." + w.Channel + ".agent": "a",
+		"channels." + second + ".agent":    "b",
+	})
+	b := w.start()
+	threads := map[string]string{}
+	threads["a"] = w.mention(alice, "hang")
+	threads["b"] = brokertest.MustGet(t, patience, func(ctx context.Context) (string, error) {
+		return brokertest.Discord{Srv: w.Srv, Channel: second}.Mention(ctx, bob, "hang")
+	})
+	for profile, thread := range threads {
+		w.awaitBotText(thread, "working…")
+		st := w.slash(thread, alice, "status")
+		if !strings.Contains(st.Content, "**Profile**: "+profile) {
+			t.Fatalf("the thread of %s's channel: /status %q", profile, st.Content)
+		}
+	}
+	pa, pb := w.agentPID(threads["a"], alice), w.agentPID(threads["b"], bob)
+	if pa == 0 || pb == 0 || pa == pb {
+		t.Fatalf("agents: pid %d for a, %d for b; want two", pa, pb)
+	}
+	for _, p := range []string{"a", "b"} {
+		b.awaitMetric(`acp_broker_profile_agents_busy{profile="`+p+`"}`, func(v float64) bool { return v == 1 })
+	}
+	starters := map[string]fakediscord.User{"a": alice, "b": bob}
+	for profile, thread := range threads {
+		w.slash(thread, starters[profile], "cancel")
+		w.awaitAnswers(thread, 1)
+		if got := w.who(thread); got != profile {
+			t.Fatalf("the thread of %s's channel runs %s", profile, got)
+		}
+	}
+}
+
+// A profile's max_sessions holds while another profile still starts
+// agents: with a.max_sessions = 1 and one of a's agents busy, a second
+// thread of a waits (and says so) while a thread of b gets its agent and
+// answers; once a's first turn ends, the waiting thread takes the slot
+// (its idle agent stopped to make room). a never has two agents.
+func TestProfiles_AProfilesMaxSessionsHoldsWhileAnotherProfileStarts(t *testing.T) {
+	w := newWorld(t, setup{})
+	w.Conf = w.Conf.With(settings{
+		"pool.max_sessions":                4,
+		"agents.default":                   "a",
+		"agents.a.env":                     []string{"WHO=a"},
+		"agents.a.max_sessions":            1,
+		"agents.b.env":                     []string{"WHO=b"},
+		"channels." + w.Channel + ".agent": "a",
+	})
+	b := w.start()
+	first := w.mention(alice, "hang")
+	w.awaitBotText(first, "working…")
+	waiting := w.mention(bob, "env")
+	w.awaitBotText(waiting, "waiting for a free agent slot")
+
+	r := w.response(w.Srv.SlashCommand(w.Channel, carol.ID, "new", map[string]any{"agent": "b", "prompt": "env"}))
+	if !strings.Contains(r.Content, "started a thread with **b**") {
+		t.Fatalf("/new agent:b answered %q", r.Content)
+	}
+	var other string
+	w.Srv.Await("the thread /new opened", func() bool {
+		for _, ch := range w.Srv.Threads() {
+			if ch.ID != first && ch.ID != waiting {
+				other = ch.ID
+				return true
+			}
+		}
+		return false
+	})
+	if got := w.awaitAnswers(other, 1)[0].Text; !strings.Contains(got, "WHO=b") {
+		t.Fatalf("b's thread answered %q", got)
+	}
+	if n := len(w.Discord.Answers(waiting)); n != 0 {
+		t.Fatalf("a's second thread answered while a's only slot was busy")
+	}
+	if v, _ := b.metric(`acp_broker_profile_agents_live{profile="a"}`); v != 1 {
+		t.Fatalf("a has %v live agents, want 1", v)
+	}
+
+	w.slash(first, alice, "cancel")
+	if got := w.awaitAnswers(waiting, 1)[0].Text; !strings.Contains(got, "WHO=a") {
+		t.Fatalf("a's second thread answered %q", got)
+	}
+	if v, _ := b.metric(`acp_broker_profile_agents_live{profile="a"}`); v != 1 {
+		t.Fatalf("a has %v live agents, want 1", v)
+	}
+	if pid := w.agentPID(first, alice); pid != 0 {
+		t.Fatalf("a's first thread still has agent %d; it should have made room", pid)
+	}
+}
+
+// newChoices returns the choices the registered /new command offers for
+// its agent option, as name → value.
+func (w *world) newChoices() map[string]string {
+	w.t.Helper()
+	for _, c := range w.Srv.Commands() {
+		if c.Name != "new" {
+			continue
+		}
+		var cmd struct {
+			Options []struct {
+				Name    string `json:"name"`
+				Choices []struct {
+					Name  string `json:"name"`
+					Value string `json:"value"`
+				} `json:"choices"`
+			} `json:"options"`
+		}
+		if err := json.Unmarshal(c.JSON, &cmd); err != nil {
+			w.t.Fatalf("/new as registered: %v: %s", err, c.JSON)
+		}
+		out := map[string]string{}
+		for _, o := range cmd.Options {
+			if o.Name == "agent" {
+				for _, ch := range o.Choices {
+					out[ch.Value] = ch.Name
+				}
+			}
+		}
+		return out
+	}
+	w.t.Fatal("no /new command is registered")
+	return nil
+}
+
+// /new's agent option offers the profiles as choices (with their
+// descriptions), and a reload that adds a profile registers it again
+// with the new one, which /new then starts; /new with an agent that is
+// not configured is answered in words, and opens no thread.
+func TestProfiles_NewOffersTheProfilesAndAReloadRefreshesThem(t *testing.T) {
+	w := newWorld(t, setup{})
+	w.Conf = w.Conf.With(settings{
+		"agents.default":       "a",
+		"agents.a.description": "the first",
+		"agents.a.env":         []string{"WHO=a"},
+		"agents.b.env":         []string{"WHO=b"},
+	})
+	b := w.start()
+	if got := w.newChoices(); len(got) != 2 || got["a"] != "a: the first" || got["b"] != "b" {
+		t.Fatalf("/new offers %v", got)
+	}
+
+	threads := len(w.Srv.Threads())
+	r := w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "unknown"}))
+	if !r.Ephemeral() || r.Content != "There is no agent \"unknown\". The agents are `a`, `b`." {
+		t.Fatalf("/new agent:unknown answered %q (ephemeral %v)", r.Content, r.Ephemeral())
+	}
+	if n := len(w.Srv.Threads()); n != threads {
+		t.Fatalf("/new agent:unknown opened a thread")
+	}
+
+	w.Conf = w.Conf.With(settings{"agents.c.env": []string{"WHO=c"}, "agents.c.description": "the third"})
+	w.writeConfig()
+	b.Signal(syscall.SIGHUP)
+	w.Srv.Await("/new offering c", func() bool {
+		for _, c := range w.Srv.Commands() {
+			if c.Name == "new" && strings.Contains(string(c.JSON), `"value":"c"`) {
+				return true
+			}
+		}
+		return false
+	})
+	if got := w.newChoices(); len(got) != 3 || got["c"] != "c: the third" {
+		t.Fatalf("after the reload /new offers %v", got)
+	}
+	r = w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "c", "prompt": "env"}))
+	if !strings.Contains(r.Content, "started a thread with **c**") {
+		t.Fatalf("/new agent:c answered %q", r.Content)
+	}
+	var thread string
+	w.Srv.Await("the thread /new opened", func() bool {
+		all := w.Srv.Threads()
+		if len(all) > threads {
+			thread = all[len(all)-1].ID
+			return true
+		}
+		return false
+	})
+	if got := w.awaitAnswers(thread, 1)[0].Text; !strings.Contains(got, "WHO=c") {
+		t.Fatalf("the thread /new agent:c opened answered %q", got)
+	}
+}
+
+// Worktrees are made per thread and removed once their thread is past
+// state.retention, through the broker: a thread idle longer than the
+// retention when the broker starts loses its worktree at once (its
+// branch, with what the agent committed, is kept), a thread within it
+// keeps its own.
+func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
+	w := newWorld(t, setup{})
+	repo := filepath.Join(w.Dir, "repo")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": repo, "agent.base": "main", "state.retention": "1h"})
+	b := w.start()
+	dirs := map[string]string{}
+	var old, recent string
+	for _, name := range []string{"old", "recent"} {
+		thread := w.mention(alice, "hello")
+		w.awaitAnswers(thread, 1)
+		st := w.slash(thread, alice, "status")
+		m := regexp.MustCompile("\\*\\*Workspace\\*\\*: `([^`]+)`").FindStringSubmatch(st.Content)
+		if m == nil {
+			t.Fatalf("/status does not show the workspace: %q", st.Content)
+		}
+		if _, err := os.Stat(filepath.Join(m[1], ".git")); err != nil {
+			t.Fatalf("thread %s's workspace %s is no worktree: %v", thread, m[1], err)
+		}
+		dirs[thread] = m[1]
+		if name == "old" {
+			old = thread
+		} else {
+			recent = thread
+		}
+	}
+	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
+	b.stop()
+
+	// The old thread was last used two hours ago, as far as the state
+	// says.
+	st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetThreadProfile(old, st.ThreadProfile(old))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b = w.start()
+	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
+	if _, err := os.Stat(dirs[old]); !os.IsNotExist(err) {
+		t.Fatalf("the worktree of the thread past retention is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[recent], ".git")); err != nil {
+		t.Fatalf("the worktree of the recent thread is gone: %v", err)
+	}
+	if lines := b.Log.Grep("worktree past retention removed", old); len(lines) != 1 {
+		t.Fatalf("%d log lines say the old worktree was removed", len(lines))
+	}
+	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/"+old).Output(); err != nil || !strings.Contains(string(out), "acp/"+old) {
+		t.Fatalf("the old thread's branch is gone (delete_branches is false): %q %v", out, err)
+	}
+}
+
+// /agents lists a profile removed by a reload for as long as its agents
+// run, marked removed; /new no longer offers it.
+func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
+	w := newWorld(t, setup{})
+	w.Conf = w.Conf.With(settings{
+		"agents.default": "a",
+		"agents.a.env":   []string{"WHO=a"},
+		"agents.b.env":   []string{"WHO=b"},
+	})
+	b := w.start()
+	w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "b", "prompt": "env"}))
+	var thread string
+	w.Srv.Await("the thread /new opened", func() bool {
+		if all := w.Srv.Threads(); len(all) == 1 {
+			thread = all[0].ID
+			return true
+		}
+		return false
+	})
+	w.awaitAnswers(thread, 1)
+
+	w.Conf = w.Conf.With(settings{"agents.b.env": nil})
+	w.writeConfig()
+	b.Signal(syscall.SIGHUP)
+	w.Srv.Await("/new no longer offering b", func() bool {
+		for _, c := range w.Srv.Commands() {
+			if c.Name == "new" && !strings.Contains(string(c.JSON), `"value":"b"`) {
+				return true
+			}
+		}
+		return false
+	})
+	list := w.slash(w.Channel, bob, "agents")
+	for _, want := range []string{"**a** (default) — 0 live, 0 busy", "**b** (removed) — 1 live, 0 busy"} {
+		if !strings.Contains(list.Content, want) {
+			t.Errorf("/agents says %q; want %q in it", list.Content, want)
+		}
+	}
+	if got := w.newChoices(); len(got) != 1 || got["a"] == "" {
+		t.Errorf("/new offers %v after b was removed", got)
 	}
 }

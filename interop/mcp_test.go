@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakeanthropic"
 	"acpbroker/pool"
 
@@ -57,7 +59,9 @@ func toolNames(t *testing.T, body []byte) []string {
 // "direct" drives the agent over its stdio; "pool" starts it as the broker
 // does, from pool.Config.MCPServers, in bubblewrap when there is one: the
 // server's program, in a temporary directory, is there only because the
-// sandbox shows it.
+// sandbox shows it. "broker" runs the broker binary on the fake Discord
+// from a TOML configuration whose profile names the server in
+// [[agents.claude.mcp_servers]], and asks in a thread.
 func TestMCPServerReachesTheModel(t *testing.T) {
 	const tool = "mcp__facts__lookup_fact"
 	setup := func(t *testing.T, logDir string) (*subject, acp.MCPServer, string) {
@@ -126,6 +130,84 @@ func TestMCPServerReachesTheModel(t *testing.T) {
 		res := a.startTurn(ctx, pa.SessionID, question, appr).wait()
 		checkFactReachedModel(t, s, res, tool, fact, logDir, appr)
 	})
+
+	t.Run("broker", func(t *testing.T) {
+		bins, err := brokertest.Build(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		logDir := t.TempDir()
+		s, server, fact := setup(t, logDir)
+		var env []string
+		var home string
+		for _, kv := range s.spec.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "PATH", "USER", "LANG", "TMPDIR":
+			case "HOME":
+				home = v
+				env = append(env, kv)
+			default:
+				env = append(env, kv)
+			}
+		}
+		pkgs, err := filepath.Abs("../testdata/interop")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := brokertest.Settings{
+			"agents.default":              "claude",
+			"agents.claude.description":   "claude-agent-acp on a fake model",
+			"agents.claude.command":       s.spec.Command,
+			"agents.claude.args":          s.spec.Args,
+			"agents.claude.env":           env,
+			"agents.claude.start_timeout": startTimeout.String(),
+			"agents.claude.sandbox_ro":    []string{pkgs},
+			"agents.claude.sandbox_rw":    []string{home, logDir},
+			"turn.permission_timeout":     "30s",
+		}
+		if err := (pool.Sandbox{Bwrap: "bwrap"}).Check(10 * time.Second); err != nil {
+			t.Logf("the agent runs unconfined: %v", err)
+			conf["agent.sandbox"] = "none"
+		}
+		w := brokertest.NewWorld(t, bins, brokertest.Options{Conf: conf})
+		w.Raw = fmt.Sprintf(`
+[[agents.claude.mcp_servers]]
+name = %q
+command = %q
+env = [%q, %q]
+
+[[agents.claude.permissions]]
+action = "allow"
+`, server.Name, server.Command, "FACTS_NONCE="+server.Env[0].Value, "FACTS_LOG="+server.Env[1].Value)
+		ctx := testContext(t)
+		b, err := w.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		thread, err := w.Discord.Mention(ctx, brokertest.Alice, question)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers, err := w.Discord.AwaitAnswers(ctx, thread, 1)
+		if err != nil {
+			t.Fatalf("%v; broker log:\n%s", err, b.Log.Tail(16<<10))
+		}
+		a := answers[0]
+		t.Logf("the thread shows: %q", a.Text)
+		if !strings.Contains(a.Text, "The server says so.") || !strings.HasPrefix(a.Footer, "-# ✅") {
+			t.Fatalf("the thread shows %q; model requests:\n%s", a.Text, strings.Join(s.modelRequests(), "\n"))
+		}
+		checkModelGotTheFact(t, s, tool, fact, logDir)
+		if strings.Contains(a.Text, "Allowed “"+tool+"” by rule 1 (any tool call).") {
+			t.Logf("permission asked for %q, allowed by the profile's rule", tool)
+		} else {
+			t.Log("no permission asked for the MCP tool")
+		}
+		if lines := b.Log.Grep(fact); len(lines) > 0 {
+			t.Errorf("the broker's log shows the server's env value: %s", lines[0])
+		}
+	})
 }
 
 // checkFactReachedModel checks a turn in which the model called tool once:
@@ -136,6 +218,21 @@ func checkFactReachedModel(t *testing.T, s *subject, res turnResult, tool, fact,
 	if res.Err != nil || res.Stop != acp.StopEndTurn {
 		t.Fatalf("turn: stop %q, err %v; model requests:\n%s", res.Stop, res.Err, strings.Join(s.modelRequests(), "\n"))
 	}
+	checkModelGotTheFact(t, s, tool, fact, logDir)
+	select {
+	case req := <-appr.seen:
+		t.Logf("permission asked for %q", req.ToolCall.Title)
+	default:
+		t.Log("no permission asked for the MCP tool")
+	}
+}
+
+// checkModelGotTheFact checks that the model called tool once: the
+// request that got the tool_use offered the tool, and the next one
+// carried its result with fact; the MCP server logged its calls in
+// logDir.
+func checkModelGotTheFact(t *testing.T, s *subject, tool, fact, logDir string) {
+	t.Helper()
 	var asked, answered *fakeanthropic.Request
 	reqs := s.anthropic.Requests()
 	for i := range reqs {
@@ -173,11 +270,5 @@ func checkFactReachedModel(t *testing.T, s *subject, res turnResult, tool, fact,
 	t.Logf("the MCP server was asked: %s", strings.Join(strings.Fields(string(log)), ", "))
 	if !strings.Contains(string(log), "tools/call") {
 		t.Fatalf("the MCP server logged no tools/call:\n%s", log)
-	}
-	select {
-	case req := <-appr.seen:
-		t.Logf("permission asked for %q", req.ToolCall.Title)
-	default:
-		t.Log("no permission asked for the MCP tool")
 	}
 }

@@ -122,6 +122,7 @@ var (
 	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
 	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
 	dStoreBytes       = desc("store_file_bytes", "Size of the state database file.")
+	dStoreWorktrees   = desc("store_worktrees", "Threads' git worktrees recorded in the state store and not yet removed.")
 	dStoreErrors      = desc("store_write_errors_total", "Failed writes of the state store.")
 	dRESTCalls        = desc("discord_rest_calls_total", "Discord REST calls made.")
 	dRateLimited      = desc("discord_rate_limited_total", "Discord REST calls answered 429.")
@@ -145,7 +146,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreErrors, dRESTCalls,
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dRetitling} {
 		ch <- d
 	}
@@ -214,6 +215,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dStoreActive, float64(s.ActiveTurns))
 		gauge(dStoreFinished, float64(s.FinishedTurns))
 		gauge(dStoreBytes, float64(s.FileBytes))
+		gauge(dStoreWorktrees, float64(s.Worktrees))
 		counter(dStoreErrors, s.WriteErrors)
 	}
 	if c.src.Chat != nil {

@@ -24,6 +24,12 @@ func IsSecret(name string) bool {
 // ${VAR} or $VAR. Secrets are neither copied nor expanded; naming one in
 // extra is an error.
 func BuildEnv(lookup func(string) (string, bool), extra map[string]string) ([]string, error) {
+	return BuildEnvFor("agent.env", lookup, extra)
+}
+
+// BuildEnvFor is BuildEnv for extra read from configuration key key
+// ("agents.NAME.env"): its errors name key.NAME of each entry at fault.
+func BuildEnvFor(key string, lookup func(string) (string, bool), extra map[string]string) ([]string, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
@@ -36,12 +42,12 @@ func BuildEnv(lookup func(string) (string, bool), extra map[string]string) ([]st
 	var problems []string
 	for k, v := range extra {
 		if IsSecret(k) {
-			problems = append(problems, fmt.Sprintf("agent.env.%s: the broker's own secrets are not passed to agents", k))
+			problems = append(problems, fmt.Sprintf("%s.%s: the broker's own secrets are not passed to agents", key, k))
 			continue
 		}
 		val, refused := Expand(v, lookup)
 		for _, name := range refused {
-			problems = append(problems, fmt.Sprintf("agent.env.%s: refers to ${%s}, a broker secret", k, name))
+			problems = append(problems, fmt.Sprintf("%s.%s: refers to ${%s}, a broker secret", key, k, name))
 		}
 		env[k] = val
 	}

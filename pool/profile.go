@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/policy"
 )
 
 // Profile is one agent definition: the program a thread's agent runs and
@@ -52,6 +53,11 @@ type Profile struct {
 	// MaxSessions bounds this profile's agents, live, starting and
 	// stopping, within the pool's MaxSessions (0: only the pool's bound).
 	MaxSessions int
+	// Permissions are the rules its agents' permission requests are
+	// decided by before anyone is asked (see package policy); nil leaves
+	// them to the engine. An agent keeps the rules of the Profile it
+	// started from, whatever SetProfiles does while it runs.
+	Permissions []policy.Rule
 }
 
 // DefaultProfileName is the one profile of a Config without Profiles,

@@ -67,7 +67,7 @@ func (s *Store) flush() error {
 	s.mu.Lock()
 	gen := s.nextGen
 	s.nextGen++
-	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 {
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 && len(s.dirtyWt) == 0 {
 		s.doneLocked(gen)
 		s.mu.Unlock()
 		return nil
@@ -91,6 +91,7 @@ func (s *Store) flush() error {
 		}
 	}
 	ended := s.ended
+	worktrees := s.worktreeChangesLocked()
 	s.dirty, s.dirtyThr, s.ended, s.writing = map[uint64]bool{}, map[string]bool{}, map[uint64]*Turn{}, ended
 	hook := s.beforeCommit
 	s.mu.Unlock()
@@ -142,6 +143,9 @@ func (s *Store) flush() error {
 		if err := putDecisions(tx, decided); err != nil {
 			return err
 		}
+		if err := putWorktrees(tx, worktrees); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		s.finished += len(ended)
 		s.kept += len(decided)
@@ -165,6 +169,9 @@ func (s *Store) flush() error {
 		}
 		for id, t := range ended {
 			s.ended[id] = t
+		}
+		for dir := range worktrees {
+			s.dirtyWt[dir] = true // the map holds what is current
 		}
 		for pid, ticks := range agents {
 			if !s.goneAgts[pid] {

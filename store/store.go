@@ -1,7 +1,7 @@
 // Package store keeps what the broker must not forget across a restart in
 // an embedded bbolt database: each thread's agent session, each turn's
-// state with the tool calls of running turns, and the audit trail of
-// permission decisions.
+// state with the tool calls of running turns, the worktrees made for
+// threads, and the audit trail of permission decisions.
 package store
 
 import (
@@ -51,6 +51,8 @@ var (
 	// bucketDecisions holds the permission decisions, by a sequence
 	// number in the order they were recorded.
 	bucketDecisions = []byte("decisions")
+	// bucketWorktrees holds the worktrees made for threads, by directory.
+	bucketWorktrees = []byte("worktrees")
 )
 
 // ErrLocked means another process holds the state directory.
@@ -81,10 +83,14 @@ type Store struct {
 	goneAgts map[int]bool      // agent pids to delete
 	shown    map[uint64]string // ended turns written unshown, now shown: where
 	decided  []Decision        // permission decisions to write, in order
-	finished int               // finished turns on disk
-	kept     int               // decisions on disk
-	stats    Stats
-	closed   bool
+	// worktrees are the worktrees recorded and not removed, by Dir;
+	// dirtyWt the Dirs to write (or delete).
+	worktrees map[string]Worktree
+	dirtyWt   map[string]bool
+	finished  int // finished turns on disk
+	kept      int // decisions on disk
+	stats     Stats
+	closed    bool
 	// Flush generations: a change made while nextGen is g is on disk once
 	// doneGen >= g; flushed is closed and replaced after every flush.
 	nextGen, doneGen uint64
@@ -113,6 +119,8 @@ type Stats struct {
 	// lost because the disk failed for too long.
 	Decisions        int
 	DroppedDecisions uint64
+	// Worktrees are the threads' worktrees recorded and not yet removed.
+	Worktrees int
 }
 
 // Open opens (creating) the database in opts.Dir and locks it.
@@ -154,6 +162,7 @@ func Open(opts Options) (*Store, error) {
 		active: map[uint64]*Turn{}, dirty: map[uint64]bool{}, ended: map[uint64]*Turn{},
 		threads: map[string]*Thread{}, dirtyThr: map[string]bool{},
 		agents: map[int]uint64{}, goneAgts: map[int]bool{}, shown: map[uint64]string{},
+		worktrees: map[string]Worktree{}, dirtyWt: map[string]bool{},
 		nextGen: 1, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -184,6 +193,9 @@ func (s *Store) load() error {
 			return err
 		}
 		s.kept = decisions.Stats().KeyN
+		if err := s.loadWorktrees(tx); err != nil {
+			return err
+		}
 		if k, _ := turns.Cursor().Last(); k != nil {
 			s.nextID = binary.BigEndian.Uint64(k)
 		}
@@ -222,6 +234,7 @@ func (s *Store) Stats() Stats {
 	st.FinishedTurns = s.finished
 	st.Threads = len(s.threads)
 	st.Decisions = s.kept + len(s.decided)
+	st.Worktrees = len(s.worktrees)
 	s.mu.Unlock()
 	if fi, err := os.Stat(s.path); err == nil {
 		st.FileBytes = fi.Size()

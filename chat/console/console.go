@@ -446,6 +446,9 @@ func (c *Console) newConversation(agent string) {
 		found := false
 		var names []string
 		for _, a := range c.Agents() {
+			if a.Removed {
+				continue
+			}
 			found = found || a.Name == agent
 			names = append(names, a.Name)
 		}
@@ -472,6 +475,9 @@ func (c *Console) listAgents() {
 		def := ""
 		if a.Default {
 			def = " (default)"
+		}
+		if a.Removed {
+			def = " (removed)"
 		}
 		desc := ""
 		if a.Description != "" {

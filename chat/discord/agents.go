@@ -84,7 +84,7 @@ func (c *Client) onNew(i *discordgo.Interaction, user *discordgo.User) {
 
 // onAgents lists the agent profiles with their live and busy agents.
 func (c *Client) onAgents(i *discordgo.Interaction) {
-	known := c.agents()
+	known := c.allAgents()
 	if len(known) == 0 {
 		c.ephemeral(i, "This bot runs one agent; mention me to start a thread with it.")
 		return
@@ -105,6 +105,9 @@ func (c *Client) onAgents(i *discordgo.Interaction) {
 		}
 		if a.Name == here {
 			tags = append(tags, "this channel's")
+		}
+		if a.Removed {
+			tags = append(tags, "removed")
 		}
 		if len(tags) > 0 {
 			fmt.Fprintf(&b, " (%s)", strings.Join(tags, ", "))

@@ -421,6 +421,10 @@ func (c *Client) SetAccess(a Access) {
 // allow-list.
 var errChannelNotServed = fmt.Errorf("%w: this channel is no longer served by the bot", adapter.ErrCancelled)
 
+// Access returns the access lists in force (SetAccess's, after a
+// reload).
+func (c *Client) Access() Access { return c.acl() }
+
 func (c *Client) acl() Access {
 	c.mu.Lock()
 	defer c.mu.Unlock()

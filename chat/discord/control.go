@@ -52,6 +52,18 @@ func (c *Client) commandList() []*discordgo.ApplicationCommand {
 // agents is the configured profiles (none when the broker was given no
 // list).
 func (c *Client) agents() []chat.AgentInfo {
+	var out []chat.AgentInfo
+	for _, a := range c.allAgents() {
+		if !a.Removed {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// allAgents is the configured profiles and those removed whose agents
+// still run.
+func (c *Client) allAgents() []chat.AgentInfo {
 	if c.cfg.Agents == nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -37,11 +38,13 @@ func storeDecision(d adapter.Decision) store.Decision {
 // a broker that is stopping.
 const auditLockWait = 2 * time.Second
 
+// auditAskTimeout bounds asking a running broker for its audit trail.
+const auditAskTimeout = 30 * time.Second
+
 // audit is `broker audit`: it prints the permission decisions kept in the
 // state directory of the configuration, oldest first, as a table or as
-// JSON lines. The running broker holds its state file exclusively, so it
-// reads a stopped broker's state; while one runs it says so (exit 1), and
-// the same decisions are in the broker's log.
+// JSON lines. It reads a stopped broker's state file; a running broker
+// holds that file exclusively, and is asked on its audit socket instead.
 func audit(args, environ []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("broker audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -71,8 +74,13 @@ func audit(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	list, err := store.ReadDecisions(cfg.State.Dir, f, auditLockWait)
 	if errors.Is(err, store.ErrLocked) {
-		fmt.Fprintf(stderr, "broker audit: %v: a running broker keeps its state file to itself; stop it to read the audit trail here, or find the same decisions in its log (message \"permission decided\")\n", err)
-		return 1
+		ctx, cancel := context.WithTimeout(context.Background(), auditAskTimeout)
+		list, err = askAudit(ctx, cfg.State.Dir, f)
+		cancel()
+		if errors.Is(err, errNoAuditSocket) {
+			fmt.Fprintf(stderr, "broker audit: state.dir %s %v, and %v; the same decisions are in its log (message \"permission decided\")\n", cfg.State.Dir, store.ErrLocked, err)
+			return 1
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "broker audit:", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -91,8 +92,9 @@ func TestAudit_PrintsTheDecisionsKept(t *testing.T) {
 }
 
 // A permission answered at the console is logged and counted while the
-// broker runs, and `broker audit` says the running broker holds the state;
-// once it stops, audit shows the decision with the local user's name.
+// broker runs, and `broker audit` shows it then, through the socket the
+// running broker serves in state.dir (the database is locked), with the
+// same flags and output as from the file once the broker has stopped.
 func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 	port := freePort(t)
 	config := writeConfig(t, "")
@@ -108,23 +110,41 @@ func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 	if _, m := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)); !strings.Contains(m, `acp_broker_permission_decisions_total{by="user",outcome="allowed"} 1`+"\n") {
 		t.Errorf("/metrics does not count the decision:\n%s", m)
 	}
-	if code, _, errOut := auditCmd(t, "--config", config); code != 1 || !strings.Contains(errOut, "is in use by another broker process") || !strings.Contains(errOut, "stop it") {
-		t.Errorf("audit while the broker runs: exit %d, %q", code, errOut)
-	}
-	if code := b.exit(t); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
 	me, err := user.Current()
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := auditCmd(t, "--json", "--config", config)
-	var d store.Decision
-	if code != 0 || json.Unmarshal([]byte(out), &d) != nil {
-		t.Fatalf("audit after the broker stopped: exit %d, %q, %q", code, out, errOut)
+	check := func(when string) {
+		t.Helper()
+		code, out, errOut := auditCmd(t, "--json", "--config", config)
+		var d store.Decision
+		if code != 0 || json.Unmarshal([]byte(out), &d) != nil {
+			t.Fatalf("audit %s: exit %d, %q, %q", when, code, out, errOut)
+		}
+		if d.Thread != "console" || d.Tool != "Run rm -rf build" || d.OptionID != "allow" || d.OptionKind != "allow_once" || d.Via != "user" ||
+			d.By != me.Username || d.ByName != "local user" || d.Turn == 0 {
+			t.Fatalf("audit %s: recorded %+v", when, d)
+		}
+		code, out, errOut = auditCmd(t, "--config", config, "--since", "1h", "--thread", "console")
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.Contains(lines[1], "Run rm -rf build") ||
+			!strings.Contains(lines[1], me.Username+" (local user)") {
+			t.Fatalf("audit %s as a table: exit %d, %q, %q", when, code, out, errOut)
+		}
+		code, out, errOut = auditCmd(t, "--config", config, "--thread", "elsewhere")
+		if code != 0 || out != "No permission decisions recorded.\n" {
+			t.Fatalf("audit %s of another thread: exit %d, %q, %q", when, code, out, errOut)
+		}
 	}
-	if d.Thread != "console" || d.Tool != "Run rm -rf build" || d.OptionID != "allow" || d.OptionKind != "allow_once" || d.Via != "user" ||
-		d.By != me.Username || d.ByName != "local user" || d.Turn == 0 {
-		t.Fatalf("recorded %+v", d)
+	check("while the broker runs")
+	sock := filepath.Join(filepath.Dir(config), "state", auditSocketName)
+	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the audit socket: %v, %v; want a socket of mode 0600", fi.Mode(), err)
 	}
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("the audit socket outlived the broker: %v", err)
+	}
+	check("after the broker stopped")
 }

@@ -87,6 +87,9 @@ type Config struct {
 	HTTP struct {
 		Listen string
 	}
+	// Warnings say what is valid but cannot be meant: check-config
+	// prints them, the broker logs them at start and at a reload.
+	Warnings []string
 	// values holds every key's value as read, for reload diffs.
 	values map[string]string
 }
@@ -155,6 +158,13 @@ var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 // environment overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and
 // validates everything. Errors name the offending key.
 func LoadConfig(path string, environ []string) (*Config, error) {
+	c, _, err := loadConfig(path, environ)
+	return c, err
+}
+
+// loadConfig is LoadConfig, with the reader that read the configuration:
+// a reload applies the live keys by reading them again with it.
+func loadConfig(path string, environ []string) (*Config, *reader, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
 	for k, d := range defaults {
@@ -164,10 +174,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 	if path != "" {
 		var err error
 		if text, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, nil, fmt.Errorf("config: %w", err)
 		}
 		if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
 	env := map[string]string{}
@@ -177,30 +187,38 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		}
 	}
 	for k := range defaults {
-		if val, ok := env["BROKER_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))]; ok {
+		if val, ok := env[envName(k)]; ok && k != defaultProfileKey {
 			v.Set(k, val)
 		}
 	}
-	if unknown := unknownKeys(v); len(unknown) > 0 {
-		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
-	}
 	r := reader{v: v, vals: map[string]string{}, env: env}
+	doc := r.readTOML(text)
+	// A dotted profile name reads to viper as a profile and keys that do
+	// not exist: said first, as what it is.
+	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
+	for _, name := range sortedKeys(agentsTable) {
+		if strings.Contains(name, ".") {
+			r.fail(fmt.Sprintf("agents.%q", name), "is not a profile name: use up to 32 lower-case letters, digits, - and _")
+		}
+	}
+	if len(r.errs) > 0 {
+		return nil, nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+	}
+	if unknown := unknownKeys(v); len(unknown) > 0 {
+		return nil, nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
+	}
 	c := &Config{}
 	for _, k := range keys {
 		k.read(&r, k.name, c)
 	}
-	doc := r.readTOML(text)
+	r.caseClashes(doc, "")
 	if _, ok := env["BROKER_AGENT_MCP_SERVERS"]; ok {
 		r.fail("agent.mcp_servers", "cannot be set from the environment (BROKER_AGENT_MCP_SERVERS): write [[agent.mcp_servers]] tables in the configuration file")
 	}
 	agentTable, _ := foldGet(doc, "agent").(map[string]any)
 	c.Agent.Profile = r.profile("agent", nil, agentTable, env)
 	c.Profiles = map[string]*Profile{}
-	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
-	for _, name := range sortedKeys(v.GetStringMap("agents")) {
-		if name == "default" {
-			continue
-		}
+	for _, name := range profileSections(v) {
 		section := "agents." + name
 		if !profileName.MatchString(name) {
 			r.fail(section, "is not a profile name: use up to 32 lower-case letters, digits, - and _")
@@ -220,7 +238,6 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		p.Name = DefaultProfileName
 		c.Profiles[p.Name] = &p
 	}
-	c.DefaultProfile = r.str("agents.default")
 	switch {
 	case c.DefaultProfile == "" && len(c.Profiles) == 1:
 		for name := range c.Profiles {
@@ -230,6 +247,22 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		r.fail("agents.default", "is required with several profiles: one of %s", strings.Join(sortedKeys(c.Profiles), ", "))
 	case c.Profiles[c.DefaultProfile] == nil:
 		r.fail("agents.default", "= %q is not a profile: one of %s", c.DefaultProfile, strings.Join(sortedKeys(c.Profiles), ", "))
+	}
+	said := map[string]bool{}
+	for _, name := range sortedKeys(c.Profiles) {
+		p := c.Profiles[name]
+		if p.MaxSessions <= c.Pool.MaxSessions {
+			continue
+		}
+		key := "agent.max_sessions"
+		if k := "agents." + name + ".max_sessions"; r.v.IsSet(k) {
+			key = k
+		}
+		if !said[key] {
+			said[key] = true
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s = %d is above pool.max_sessions = %d: the profile has at most %d live agents",
+				key, p.MaxSessions, c.Pool.MaxSessions, c.Pool.MaxSessions))
+		}
 	}
 	c.Channels = map[string]string{}
 	for _, id := range sortedKeys(v.GetStringMap("channels")) {
@@ -255,10 +288,10 @@ func LoadConfig(path string, environ []string) (*Config, error) {
 		}
 	}
 	if len(r.errs) > 0 {
-		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+		return nil, nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	c.values = r.vals
-	return c, nil
+	return c, &r, nil
 }
 
 // profile reads a profile's keys in section: each set there, or else
@@ -296,7 +329,7 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	switch {
 	case base == nil && p.Command == "":
 		// [agent] need not name a command when each profile does.
-		if len(r.v.GetStringMap("agents")) == 0 {
+		if len(profileSections(r.v)) == 0 {
 			r.fail(section+".command", "is required: the agent program to run")
 		}
 	case base != nil && p.Command == "":
@@ -314,11 +347,52 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	return p
 }
 
+// caseClashes fails each pair of keys of one table in the file that
+// differ only in case ([agents.Claude] and [agents.claude]): keys are not
+// case-sensitive, so one would silently merge into the other. Arrays of
+// tables, whose keys may be case-sensitive (an MCP server's env), are
+// not looked into.
+func (r *reader) caseClashes(table map[string]any, prefix string) {
+	names := sortedKeys(table)
+	seen := map[string]string{}
+	for _, k := range names {
+		folded := strings.ToLower(k)
+		if first, ok := seen[folded]; ok {
+			r.fail(prefix+first, "and %s%s differ only in case, and keys are not case-sensitive: they would be merged into one; keep one", prefix, k)
+			continue
+		}
+		seen[folded] = k
+		if sub, ok := table[k].(map[string]any); ok {
+			r.caseClashes(sub, prefix+k+".")
+		}
+	}
+}
+
+// envName is the environment variable that overrides key k.
+func envName(k string) string { return "BROKER_" + strings.ToUpper(strings.ReplaceAll(k, ".", "_")) }
+
+// defaultProfileKey is read from the environment by its own read
+// function: set in viper, a value under [agents] would hide every
+// [agents.NAME] section from it.
+const defaultProfileKey = "agents.default"
+
+// profileSections are the names of the [agents.NAME] sections, sorted
+// (agents.default is a key of [agents], not one).
+func profileSections(v *viper.Viper) []string {
+	var names []string
+	for _, name := range sortedKeys(v.GetStringMap("agents")) {
+		if name != "default" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // unknownKeys lists the keys set that the broker does not know, sorted.
 func unknownKeys(v *viper.Viper) []string {
 	var unknown []string
 	for _, k := range v.AllKeys() {
-		if _, ok := defaults[k]; ok || fileOnlyKey(k) || k == "agents.default" {
+		if _, ok := defaults[k]; ok || fileOnlyKey(k) {
 			continue
 		}
 		if profile, field, ok := profileField(k); ok && profile != "" && knownProfileKey(field) {

@@ -94,6 +94,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.base":                  {"main", func(c *Config) any { return c.Profiles["default"].Base }, "main"},
 		"agent.delete_branches":       {"true", func(c *Config) any { return c.Profiles["default"].DeleteBranches }, true},
 		"agent.max_sessions":          {"2", func(c *Config) any { return c.Profiles["default"].MaxSessions }, 2},
+		"agents.default":              {"default", func(c *Config) any { return c.DefaultProfile }, "default"},
 	}
 	var missing []string
 	for k := range defaults {

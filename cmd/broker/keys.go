@@ -78,6 +78,9 @@ var keys = []key{
 	{name: "agent.run_as_user", def: "", doc: "a broker started as root runs agents as this user (name or uid), their workspaces given to it",
 		read: readRunAs},
 
+	{name: defaultProfileKey, def: "", live: true, shown: "the only profile", doc: "the profile a new thread gets when its channel names none (required with several `[agents.NAME]`); see Agent profiles",
+		read: readDefaultProfile},
+
 	{name: "turn.timeout", def: "30m", live: true, doc: "hard ceiling of one turn, from the prompt (at most `6h`)",
 		read: func(r *reader, k string, c *Config) { c.Turn.Timeout = r.dur(k, time.Second, MaxTurnTimeout) }},
 	{name: "turn.liveness_interval", def: "30s", live: true, doc: "how often a running turn checks its agent is alive (exit is noticed at once anyway)",
@@ -157,6 +160,24 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Discord.MaxTextBytes = int64(r.integer(k, 1, 4<<20)) }},
 }
 
+// fileKey is a key read where it is rather than through the table: an
+// array of tables, or a table per channel. It has no default to set and
+// no BROKER_* form; it is here for its line in the README.
+type fileKey struct {
+	table, name, shown, reload, doc string
+}
+
+// fileKeys are the keys outside keys and profileKeys; table is the
+// README table they are listed in ("" or "agent.").
+var fileKeys = []fileKey{
+	{table: "agent.", name: "agent." + mcpServersField, shown: "`[]`", reload: "new agents",
+		doc: "MCP servers given to its agents' sessions: `[[agent.mcp_servers]]` tables (see MCP servers); from the file only"},
+	{table: "agent.", name: "agent." + permissionsField, shown: "`[]`", reload: "new agents",
+		doc: "rules that decide its agents' permission requests before anyone is asked: `[[agent.permissions]]` tables (see Permission rules); from the file only"},
+	{table: "", name: `channels."ID".agent`, shown: "—", reload: "yes",
+		doc: "the profile new threads of channel ID get, which allows the channel too (see Agent profiles); from the file only"},
+}
+
 // profileKeys are the keys of an agent profile, in README order.
 var profileKeys = []profileKey{
 	{name: "command", def: "", shown: "—", doc: "the agent program (required: here or in each profile)",
@@ -187,7 +208,7 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.SandboxRO = r.absPaths(k) }},
 	{name: "sandbox_rw", def: []string{}, doc: "more absolute paths its sandboxed agents may write, at the same place (e.g. `~/.claude`, `CODEX_HOME`)",
 		read: func(r *reader, k string, p *Profile) { p.SandboxRW = r.absPaths(k) }},
-	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound)",
+	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound; above it, `check-config` and the log warn)",
 		read: func(r *reader, k string, p *Profile) { p.MaxSessions = r.integer(k, 0, 10000) }},
 	{name: "restart_after_cancel", def: false, doc: "replace the agent process after every cancelled turn, even one it answered; the next prompt resumes the session (claude-agent-acp 0.23.1 needs it)",
 		read: func(r *reader, k string, p *Profile) { p.RestartAfterCancel = r.boolean(k) }},
@@ -219,6 +240,21 @@ func readRunAs(r *reader, k string, c *Config) {
 	} else {
 		c.Agent.RunAs = cred
 	}
+}
+
+// readDefaultProfile reads agents.default; LoadConfig checks it names a
+// profile once the profiles are read.
+func readDefaultProfile(r *reader, k string, c *Config) {
+	if val, ok := r.env[envName(k)]; ok {
+		r.record(k, val)
+		c.DefaultProfile = val
+		return
+	}
+	if _, ok := r.v.Get(k).(map[string]any); ok {
+		r.fail(k, "is the default profile's name, not a profile: write default = \"NAME\" under [agents], and give the profile another name")
+		return
+	}
+	c.DefaultProfile = r.str(k)
 }
 
 func readListen(r *reader, k string, c *Config) {
@@ -345,6 +381,11 @@ func keyTable(prefix string) string {
 				live = "yes"
 			}
 			row(k.name, k.def, k.shown, live, k.doc)
+		}
+	}
+	for _, k := range fileKeys {
+		if k.table == prefix {
+			row(k.name, nil, k.shown, k.reload, k.doc)
 		}
 	}
 	return b.String()

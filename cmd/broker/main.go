@@ -8,8 +8,8 @@
 //	broker check-config --config FILE
 //	broker audit [--since 24h] [--thread ID] [--json] --config FILE
 //	                               permission decisions kept in state.dir
-//	                               (of a stopped broker: a running one
-//	                               holds the state file)
+//	                               (a running broker is asked on its
+//	                               socket there)
 //	broker version
 package main
 
@@ -76,7 +76,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
-	if _, err := buildProfiles(cfg, environ, zerolog.Nop()); err != nil {
+	if _, err := buildProfiles(cfg, environ, nil, zerolog.Nop()); err != nil {
 		fmt.Fprintln(stderr, "broker: config:", err)
 		return 2
 	}
@@ -93,11 +93,17 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	if cmd == "check-config" {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stderr, "broker: warning:", w)
+		}
 		fmt.Fprintln(stdout, "configuration is valid")
 		return 0
 	}
 
 	log, level := newLogger(cfg.Log.Format, cfg.Log.Level, stderr)
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg(w)
+	}
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +111,14 @@ func TestProfiles_ErrorsNameTheProfileAndKey(t *testing.T) {
 			`agents.a.workspace = "tmp" must be one of dir, worktree`},
 		{"a profile that is not a table", "[agents]\na = 3\n",
 			"agents.a must be a table"},
+		{"a profile name with a dot", "[agents.\"a.b\"]\ncommand = \"" + agent + "\"\n",
+			`agents."a.b" is not a profile name: use up to 32 lower-case letters, digits, - and _`},
+		{"the default written as a profile", "[agents.a]\ncommand = \"" + agent + "\"\n[agents.default]\ncommand = \"" + agent + "\"\n",
+			"agents.default is the default profile's name, not a profile"},
+		{"two profiles differing only in case", "[agents]\ndefault = \"claude\"\n[agents.Claude]\ncommand = \"" + agent + "\"\nmax_sessions = 2\n[agents.claude]\nargs = [\"-x\"]\n",
+			"agents.Claude and agents.claude differ only in case"},
+		{"two keys of a profile differing only in case", "[agents.a]\ncommand = \"" + agent + "\"\nMax_Sessions = 2\nmax_sessions = 3\n",
+			"agents.a.Max_Sessions and agents.a.max_sessions differ only in case"},
 	} {
 		_, err := loadText(t, tc.text)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -175,9 +187,10 @@ func TestProfiles_TheDocumentedTwoAgentSetupLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, commented, _ := strings.Cut(string(example), "# [agents]\n")
+	_, commented, _ := strings.Cut(string(example), "\n[agents]\n")
+	_, commented, _ = strings.Cut(commented, "\n") // default = "", as it stands
 	var uncommented strings.Builder
-	uncommented.WriteString("[agents]\n")
+	uncommented.WriteString("[agents]\ndefault = \"claude\"\n")
 	for _, line := range strings.Split(commented, "\n") {
 		uncommented.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
 	}
@@ -257,5 +270,197 @@ func TestRun_ConsoleNewAndAgentsWithProfilesAndAReload(t *testing.T) {
 	b.out.waitFor(t, "WHO=c", 20*time.Second)
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
+	}
+}
+
+// A reload that removes or changes a profile leaves its running agent
+// the permission rules it started with: with turn.permission_mode =
+// "allow", the agent of a removed profile whose rule denies a command is
+// still denied it. The thread's next agent gets the rules then in force.
+func TestRun_ARunningAgentKeepsItsRulesAcrossAReload(t *testing.T) {
+	rev := "[agents.rev]\n[[agents.rev.permissions]]\nkind = \"execute\"\naction = \"deny\"\n"
+	head := "[turn]\npermission_mode = \"allow\"\n[agents]\ndefault = \"a\"\n[agents.a]\n"
+	config := writeConfig(t, head+rev)
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "/new rev")
+	b.out.waitFor(t, "[new conversation with rev", 10*time.Second)
+	ask := func(want string) {
+		t.Helper()
+		from := b.out.mark()
+		b.say(t, "permission-for execute - Run make")
+		b.out.waitFrom(t, from, want, 20*time.Second)
+		b.out.waitFrom(t, from, "chose ", 20*time.Second)
+	}
+	denied := "Denied “Run make” by rule 1 (kind execute)."
+	ask(denied)
+
+	reload := func(text string) {
+		t.Helper()
+		from := b.err.mark()
+		if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
+	}
+	original, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload(strings.Replace(string(original), rev, "", 1))
+	ask(denied)
+	allowing := strings.Replace(string(original), "action = \"deny\"", "action = \"ask\"\ntitle = \"^Never\"", 1)
+	reload(allowing)
+	ask(denied)
+
+	b.say(t, "/reset")
+	b.out.waitFor(t, "[session reset", 10*time.Second)
+	ask("Allowed “Run make” by turn.permission_mode = allow.")
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}
+
+// check-config refuses two profiles whose names differ only in case,
+// naming both, rather than merging their settings into one profile.
+func TestCheckConfig_ProfilesDifferingOnlyInCaseAreRefused(t *testing.T) {
+	config := writeConfig(t, "[agents]\ndefault = \"claude\"\n[agents.Claude]\nmax_sessions = 2\n[agents.claude]\nargs = [\"-x\"]\n")
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "agents.Claude and agents.claude differ only in case") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming both sections", code, stderr.String())
+	}
+}
+
+// agents.default can be set from the environment, as every key of the
+// table: BROKER_AGENTS_DEFAULT picks the default profile.
+func TestProfiles_TheDefaultFromTheEnvironment(t *testing.T) {
+	text := "[agents]\ndefault = \"a\"\n[agents.a]\ncommand = \"" + fakeAgent + "\"\n[agents.b]\ncommand = \"" + fakeAgent + "\"\n"
+	c, err := loadText(t, text, "BROKER_AGENTS_DEFAULT=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DefaultProfile != "b" {
+		t.Fatalf("with BROKER_AGENTS_DEFAULT=b the default is %q", c.DefaultProfile)
+	}
+	if _, err := loadText(t, text, "BROKER_AGENTS_DEFAULT=c"); err == nil || !strings.Contains(err.Error(), `agents.default = "c" is not a profile: one of a, b`) {
+		t.Fatalf("BROKER_AGENTS_DEFAULT=c: %v", err)
+	}
+}
+
+// /agents lists a removed profile as long as its agents still run,
+// marked removed; /new no longer offers it.
+func TestRun_AgentsListsARemovedProfilesLiveAgents(t *testing.T) {
+	config := writeConfig(t, "[agents]\ndefault = \"a\"\n[agents.a]\nenv = [\"WHO=a\"]\n[agents.b]\nenv = [\"WHO=b\"]\n")
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "/new b")
+	b.say(t, "env")
+	b.out.waitFor(t, "WHO=b", 20*time.Second)
+	text, _ := os.ReadFile(config)
+	os.WriteFile(config, []byte(strings.Replace(string(text), "[agents.b]\nenv = [\"WHO=b\"]\n", "", 1)), 0o600)
+	from := b.err.mark()
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
+	from = b.out.mark()
+	b.say(t, "/agents")
+	b.out.waitFrom(t, from, "[b (removed) — 1 live, 0 busy]", 10*time.Second)
+	b.say(t, "/new b")
+	b.out.waitFrom(t, from, `[there is no agent "b"; the agents are a]`, 10*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}
+
+// A profile's env that names a broker secret is refused naming the key
+// where it is written, once: agents.NAME.env.X in a profile's section,
+// agent.env.X (once for every profile that inherits it) in [agent].
+func TestRun_AnEnvErrorNamesTheKeyWhereItIsWritten(t *testing.T) {
+	const secret = `env = ["T=${BROKER_DISCORD_TOKEN}"]` + "\n"
+	profiles := "[agents]\ndefault = \"a\"\n[agents.a]\n%s[agents.b]\n"
+	for _, tc := range []struct{ name, agent, profile, want, not string }{
+		{"in a profile", "", secret, "agents.a.env.T: refers to ${BROKER_DISCORD_TOKEN}, a broker secret", "agent.env."},
+		{"inherited from [agent]", secret, "", "agent.env.T: refers to ${BROKER_DISCORD_TOKEN}, a broker secret", "agents.a.env"},
+	} {
+		path := writeConfig(t, fmt.Sprintf(profiles, tc.profile))
+		text, _ := os.ReadFile(path)
+		os.WriteFile(path, []byte(strings.Replace(string(text), "[agent]\n", "[agent]\n"+tc.agent, 1)), 0o600)
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"check-config", "--config", path}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, io.Discard, &stderr)
+		if code != 2 || strings.Count(stderr.String(), tc.want) != 1 || strings.Contains(stderr.String(), tc.not) {
+			t.Errorf("%s: exit %d, %q; want 2 and %q once, without %q", tc.name, code, stderr.String(), tc.want, tc.not)
+		}
+	}
+}
+
+// A profile's max_sessions above pool.max_sessions can never be reached:
+// check-config warns (and still calls the configuration valid), and so
+// do the broker's log at start and at a reload.
+func TestCheckConfig_WarnsOfAProfileBoundAboveThePools(t *testing.T) {
+	config := writeConfig(t, "[pool]\nmax_sessions = 2\n[agents]\ndefault = \"a\"\n[agents.a]\nmax_sessions = 5\n[agents.b]\nmax_sessions = 2\n")
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none"}, nil, &stdout, &stderr)
+	const warning = "agents.a.max_sessions = 5 is above pool.max_sessions = 2: the profile has at most 2 live agents"
+	if code != 0 || !strings.Contains(stdout.String(), "configuration is valid") || strings.Count(stderr.String(), warning) != 1 ||
+		strings.Contains(stderr.String(), "agents.b.max_sessions") {
+		t.Fatalf("check-config: exit %d, stdout %q, stderr %q; want 0 and the warning for a alone", code, stdout.String(), stderr.String())
+	}
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.err.waitFor(t, warning, 10*time.Second)
+	from := b.err.mark()
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
+	if !strings.Contains(b.err.String()[from:], warning) {
+		t.Fatalf("the reload does not warn:\n%s", b.err.String()[from:])
+	}
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}
+
+// The example configuration as it was before profiles, kept as it was,
+// still loads as the one profile "default" and runs a whole console turn
+// with its demo agent (the fake agent, at the path the file names; the
+// metrics port moved from the environment, as the file's own port may be
+// taken on a shared machine).
+func TestRun_TheConfigurationOfBeforeProfilesRunsUnchanged(t *testing.T) {
+	config, err := filepath.Abs("../../testdata/config.pre-profiles.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	agent, err := os.ReadFile(fakeAgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("bin", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("bin/demo-agent", agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(config, []string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Profiles[DefaultProfileName]; len(c.Profiles) != 1 || p == nil || c.DefaultProfile != DefaultProfileName ||
+		p.Command != filepath.Join(dir, "bin/demo-agent") || p.Cwd != "./work" || c.Agent.Sandbox != "bwrap" {
+		t.Fatalf("profiles %v, default %q, the default profile %+v", sortedKeys(c.Profiles), c.DefaultProfile, p)
+	}
+	b := startBroker(t, config, "BROKER_HTTP_LISTEN=127.0.0.1:0")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	b.say(t, "hello")
+	b.out.waitFor(t, "You said: hello", 20*time.Second)
+	b.out.waitFor(t, "[done in", 20*time.Second)
+	b.say(t, "/status")
+	b.out.waitFor(t, `agent "default"`, 10*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, b.err.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", "state.db")); err != nil {
+		t.Fatalf("no state where the file says: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"acpbroker/policy"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"acpbroker/chat/discord"
 	"acpbroker/internal/redact"
 	"acpbroker/metrics"
+	"acpbroker/policy"
 	"acpbroker/pool"
 	"acpbroker/store"
 
@@ -40,6 +40,7 @@ type broker struct {
 	redact   *redact.Redactor // secret values, masked in agents' stderr and reload diffs
 	notify   *notifier
 	store    *store.Store
+	audit    *auditServer // nil if its socket could not be made
 	pool     *pool.Pool
 	engine   *adapter.Engine
 	platform chat.Platform
@@ -65,6 +66,10 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 	if err != nil {
 		return b, err
 	}
+	if b.audit, err = serveAudit(cfg.State.Dir, b.store.Decisions, log); err != nil {
+		log.Warn().Err(err).Msg("the audit trail is not served: `broker audit` can read it only once the broker stops")
+		err = nil
+	}
 	if left, err := b.store.Leftovers(); err != nil {
 		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")
 	} else if len(left) > 0 {
@@ -74,7 +79,7 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 		}
 		pool.KillLeftovers(list, log)
 	}
-	agents, err := buildProfiles(cfg, environ, log)
+	agents, err := buildProfiles(cfg, environ, b.store.WorktreeMade, log)
 	if err != nil {
 		return b, fmt.Errorf("config: %w", err)
 	}
@@ -143,17 +148,25 @@ type builtProfiles struct {
 // buildProfiles makes each configured profile the pool's: its
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
-// workspace hook. secrets are the token and every profile's secret
-// values.
-func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtProfiles, error) {
+// workspace hook, which gives made (if not nil) each worktree it makes
+// or finds. secrets are the token and every profile's secret values.
+func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), log zerolog.Logger) (*builtProfiles, error) {
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: []string{cfg.Discord.Token}}
 	var errs []error
+	said := map[string]bool{} // an error of [agent]'s env, once for every profile
 	for _, name := range sortedKeys(cfg.Profiles) {
 		p := cfg.Profiles[name]
-		env, err := pool.BuildEnv(lookup, p.Env)
+		envKey := "agent.env"
+		if k := "agents." + name + ".env"; cfg.values[k] != "" {
+			envKey = k // written in the profile's own section
+		}
+		env, err := pool.BuildEnvFor(envKey, lookup, p.Env)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", profileKeyName(cfg, p, "env"), err))
+			if !said[err.Error()] {
+				said[err.Error()] = true
+				errs = append(errs, err)
+			}
 			continue
 		}
 		cwd, err := filepath.Abs(p.Cwd)
@@ -174,13 +187,22 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 			MaxSessions:        p.MaxSessions,
 			SandboxRO:          slices.Clone(p.SandboxRO),
 			SandboxRW:          slices.Clone(p.SandboxRW),
+			Permissions:        nonNil(p.Permissions),
 		}
 		abs := *p
 		abs.Cwd = cwd
 		if wt := worktreesFor(&abs, log); wt != nil {
 			pp.SandboxRW = append(pp.SandboxRW, gitDir(p.Repo))
+			repo, err := filepath.Abs(p.Repo)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", profileKeyName(cfg, p, "repo"), err))
+				continue
+			}
 			pp.Workspace = func(ctx context.Context, thread string) (string, error) {
 				dir, _, err := wt.Prepare(ctx, thread)
+				if err == nil && made != nil {
+					made(store.Worktree{Dir: dir, Thread: thread, Profile: p.Name, Repo: repo, Root: wt.Dir, DeleteBranches: wt.DeleteBranches})
+				}
 				return dir, err
 			}
 		}
@@ -190,17 +212,18 @@ func buildProfiles(cfg *Config, environ []string, log zerolog.Logger) (*builtPro
 	return out, errors.Join(errs...)
 }
 
-// profileRules are the profiles' own permission rules, by profile.
-func profileRules(cfg *Config) map[string][]policy.Rule {
-	out := map[string][]policy.Rule{}
-	for name, p := range cfg.Profiles {
-		out[name] = p.Permissions
+// nonNil makes a profile without rules have none: the engine's own do
+// not apply to its agents either.
+func nonNil(rules []policy.Rule) []policy.Rule {
+	if rules == nil {
+		return []policy.Rule{}
 	}
-	return out
+	return rules
 }
 
 // agentList describes the profiles now configured, with their agents'
-// counts, for /new and /agents.
+// counts, for /new and /agents; then those removed whose agents still
+// run, marked so.
 func (b *broker) agentList() []chat.AgentInfo {
 	profiles := *b.profiles.Load()
 	st := b.pool.Stats()
@@ -209,6 +232,11 @@ func (b *broker) agentList() []chat.AgentInfo {
 		p, ps := profiles[name], st.Profiles[name]
 		out = append(out, chat.AgentInfo{Name: name, Description: p.Description, Default: name == st.DefaultProfile,
 			Live: ps.Live, Busy: ps.Busy, Max: p.MaxSessions})
+	}
+	for _, name := range sortedKeys(st.Profiles) {
+		if ps := st.Profiles[name]; profiles[name] == nil && ps.Live+ps.Starting+ps.Stopping > 0 {
+			out = append(out, chat.AgentInfo{Name: name, Live: ps.Live, Busy: ps.Busy, Removed: true})
+		}
 	}
 	return out
 }
@@ -227,7 +255,6 @@ func engineConfig(cfg *Config, j adapter.Journal, o adapter.Observer, a adapter.
 		Journal:           j,
 		Observer:          o,
 		Auditor:           a,
-		ProfileRules:      profileRules(cfg),
 		Logger:            log,
 	}
 }
@@ -329,6 +356,14 @@ func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit 
 	go func() { runErr <- b.platform.Run(ctx) }()
 	b.log.Info().Str("platform", b.cfg.Chat.Platform).Str("agent", b.cfg.Agent.Command).Int("interrupted", len(interrupted)).Msg("broker started")
 
+	// A reload's configuration is read and checked (git included) off
+	// this loop, which stays free for signals; a newer SIGHUP supersedes
+	// a reload still being checked.
+	reloads := make(chan reloadResult)
+	var reloadGen uint64
+	cancelReload := func() {}
+	defer func() { cancelReload() }()
+
 	ready := b.platform.Ready()
 	var ping <-chan time.Time
 	if b.notify.watchdog > 0 {
@@ -347,13 +382,30 @@ func (b *broker) serve(ctx context.Context, signals <-chan os.Signal, forceExit 
 			b.watchdogPing()
 		case sig := <-signals:
 			if sig == syscall.SIGHUP {
-				b.reload()
+				cancelReload()
+				reloadGen++
+				gen := reloadGen
+				rctx, cancel := context.WithTimeoutCause(ctx, reloadCheckTimeout,
+					fmt.Errorf("the configuration's checks took more than %s", reloadCheckTimeout))
+				cancelReload = cancel
+				bg.Go(func() {
+					res := b.prepareReload(rctx)
+					res.gen = gen
+					select {
+					case reloads <- res:
+					case <-ctx.Done():
+					}
+				})
 				continue
 			}
 			b.log.Info().Str("signal", sig.String()).Msg("stopping")
 			stopRun()
 			go b.forceOnSecondSignal(signals, time.Now(), forceExit)
 			return <-runErr
+		case res := <-reloads:
+			if res.gen == reloadGen {
+				b.applyReload(res)
+			}
 		case err := <-runErr:
 			return err
 		}
@@ -444,6 +496,9 @@ func (b *broker) stop(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if b.audit != nil {
+		b.audit.Close()
+	}
 	if b.store != nil {
 		b.store.Close()
 	}
@@ -517,35 +572,68 @@ func secretValues(p *Profile, env []string) []string {
 	return vals
 }
 
-// reload reads the configuration again and applies what can change while
-// running; it says in the log what changed and what needs a restart. A
-// configuration with errors is refused whole.
-func (b *broker) reload() {
-	cfg, err := LoadConfig(b.path, b.environ)
+// reloadCheckTimeout bounds reading and checking the configuration at a
+// reload, git calls included.
+const reloadCheckTimeout = time.Minute
+
+// reloadResult is a configuration read and checked for a reload, or why
+// it is refused; gen is the SIGHUP it answers.
+type reloadResult struct {
+	cfg    *Config
+	read   *reader // what read cfg, to read its live keys again
+	agents *builtProfiles
+	err    error
+	gen    uint64
+}
+
+// prepareReload reads the configuration again and checks it as start
+// does: its keys, its profiles' environments, and what checkProfiles
+// asks of the machine (git for worktree profiles), within ctx. It
+// touches nothing of the running broker; b.path, b.environ and b.log do
+// not change.
+func (b *broker) prepareReload(ctx context.Context) reloadResult {
+	cfg, read, err := loadConfig(b.path, b.environ)
 	if err != nil {
-		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
+		return reloadResult{err: err}
+	}
+	agents, err := buildProfiles(cfg, b.environ, b.store.WorktreeMade, b.log)
+	if err != nil {
+		return reloadResult{err: fmt.Errorf("config: %w", err)}
+	}
+	if problems := checkProfiles(ctx, cfg); len(problems) > 0 {
+		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}
+	}
+	if ctx.Err() != nil {
+		return reloadResult{err: context.Cause(ctx)}
+	}
+	return reloadResult{cfg: cfg, read: read, agents: agents}
+}
+
+// applyReload applies a configuration prepareReload read: what can change
+// while running; it says in the log what changed and what needs a
+// restart. A configuration with errors is refused whole.
+func (b *broker) applyReload(res reloadResult) {
+	if res.err != nil {
+		b.log.Error().Err(res.err).Msg("reload refused: the configuration has errors; nothing changed")
 		return
 	}
-	agents, err := buildProfiles(cfg, b.environ, b.log)
-	if err != nil {
-		b.log.Error().Err(err).Msg("reload refused: the configuration has errors; nothing changed")
-		return
+	cfg, agents := res.cfg, res.agents
+	for _, w := range cfg.Warnings {
+		b.log.Warn().Msg(w)
 	}
 	applied, restart := b.changes(cfg)
 	// Profiles change for agents started from now on; the rest, only the
-	// live keys: everything else stays as it was started.
+	// live keys, each read again onto the running configuration by its
+	// own entry of the key table: everything else stays as it was
+	// started.
 	b.redact.Add(agents.secrets...)
 	b.pool.SetProfiles(agents.profiles, cfg.DefaultProfile)
 	live := *b.cfg
-	live.Log.Level = cfg.Log.Level
-	live.Turn.Timeout, live.Turn.LivenessInterval, live.Turn.CancelGrace = cfg.Turn.Timeout, cfg.Turn.LivenessInterval, cfg.Turn.CancelGrace
-	live.Turn.ToolTimeout, live.Turn.QueueSize = cfg.Turn.ToolTimeout, cfg.Turn.QueueSize
-	live.Turn.PermissionMode, live.Turn.PermissionTimeout = cfg.Turn.PermissionMode, cfg.Turn.PermissionTimeout
-	live.Pool.SlotWait, live.Watchdog.Interval, live.Shutdown.Grace = cfg.Pool.SlotWait, cfg.Watchdog.Interval, cfg.Shutdown.Grace
-	live.Discord.AllowedChannels, live.Discord.AllowAllChannels = cfg.Discord.AllowedChannels, cfg.Discord.AllowAllChannels
-	live.Discord.AllowedUsers, live.Discord.AllowedRoles = cfg.Discord.AllowedUsers, cfg.Discord.AllowedRoles
-	live.Discord.Approvers, live.Discord.AllowedBots, live.Discord.ShowThoughts = cfg.Discord.Approvers, cfg.Discord.AllowedBots, cfg.Discord.ShowThoughts
-	live.Discord.ApproverRoles = cfg.Discord.ApproverRoles
+	for _, k := range keys {
+		if k.live {
+			k.read(res.read, k.name, &live)
+		}
+	}
 	live.values = map[string]string{}
 	for k, v := range b.cfg.values {
 		if !profileChange(k) {
@@ -622,7 +710,7 @@ func (b *broker) changes(cfg *Config) (applied, restart []string) {
 // profileChange reports whether key belongs to the profiles, which a
 // reload changes for agents started from then on.
 func profileChange(key string) bool {
-	if key == "agents.default" || strings.HasPrefix(key, "channels.") {
+	if strings.HasPrefix(key, "channels.") {
 		return true
 	}
 	_, field, ok := profileField(key)

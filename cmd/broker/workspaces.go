@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
+	"acpbroker/store"
 	"acpbroker/workspace"
 
 	"github.com/rs/zerolog"
@@ -87,23 +88,56 @@ func checkProfiles(ctx context.Context, c *Config) []error {
 // start.
 const worktreeCheckTimeout = 30 * time.Second
 
-// threadKeeper says which threads the state store still keeps.
-type threadKeeper interface {
+// worktreeBook says which threads the state store still keeps, and
+// keeps the worktrees made for threads until they are removed.
+type worktreeBook interface {
 	ThreadKept(thread string) bool
+	Worktrees() []store.Worktree
+	WorktreeRemoved(dir string)
 }
 
 // sweepWorktrees removes the worktrees of threads the store no longer
-// keeps (idle past state.retention), for each worktree profile, each
-// removal bounded by perRemoval; live reports threads whose agent runs,
-// never touched. It returns how many were removed.
-func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, kept threadKeeper, live func(thread string) bool, perRemoval time.Duration, log zerolog.Logger) int {
+// keeps (idle past state.retention), each removal bounded by perRemoval;
+// live reports threads whose agent runs, never touched. It goes by the
+// worktrees the book recorded as made, whatever their profile is called
+// now or whether it is still configured, and then by the worktree
+// directories of the profiles configured now (for worktrees made before
+// they were recorded). It returns how many were removed.
+func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book worktreeBook, live func(thread string) bool, perRemoval time.Duration, log zerolog.Logger) int {
 	removed := 0
-	names := make([]string, 0, len(profiles))
-	for name := range profiles {
-		names = append(names, name)
+	remove := func(wt *workspace.Worktrees, thread string, log zerolog.Logger) bool {
+		rctx, cancel := context.WithTimeout(ctx, perRemoval)
+		err := wt.Remove(rctx, thread)
+		cancel()
+		if err != nil {
+			log.Warn().Err(err).Str("thread", thread).Msg("worktree past retention not removed")
+			return false
+		}
+		removed++
+		log.Info().Str("thread", thread).Msg("worktree past retention removed")
+		return true
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, rec := range book.Worktrees() {
+		if ctx.Err() != nil {
+			return removed
+		}
+		if book.ThreadKept(rec.Thread) || live(rec.Thread) {
+			continue
+		}
+		rlog := log.With().Str("profile", rec.Profile).Str("dir", rec.Dir).Logger()
+		wt := &workspace.Worktrees{Repo: rec.Repo, Dir: rec.Root, DeleteBranches: rec.DeleteBranches, Logger: rlog}
+		if remove(wt, rec.Thread, rlog) {
+			book.WorktreeRemoved(rec.Dir)
+			continue
+		}
+		if _, err := os.Lstat(rec.Dir); errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+			// Its repository is gone or unusable, and so is the worktree:
+			// nothing is left to remove.
+			rlog.Warn().Str("thread", rec.Thread).Msg("worktree and its repository gone; forgotten")
+			book.WorktreeRemoved(rec.Dir)
+		}
+	}
+	for _, name := range sortedKeys(profiles) {
 		wt := worktreesFor(profiles[name], log)
 		if wt == nil {
 			continue
@@ -117,18 +151,10 @@ func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, kept thre
 			if ctx.Err() != nil {
 				return removed
 			}
-			if kept.ThreadKept(thread) || live(thread) {
+			if book.ThreadKept(thread) || live(thread) {
 				continue
 			}
-			rctx, cancel := context.WithTimeout(ctx, perRemoval)
-			err := wt.Remove(rctx, thread)
-			cancel()
-			if err != nil {
-				log.Warn().Err(err).Str("profile", name).Str("thread", thread).Msg("worktree past retention not removed")
-				continue
-			}
-			removed++
-			log.Info().Str("profile", name).Str("thread", thread).Msg("worktree past retention removed")
+			remove(wt, thread, log.With().Str("profile", name).Logger())
 		}
 	}
 	return removed
@@ -142,11 +168,15 @@ const worktreeSweepEvery = time.Hour
 const worktreeRemoveTimeout = 2 * time.Minute
 
 // sweepLoop removes worktrees past retention at start and then every
-// worktreeSweepEvery, until ctx ends (which also stops a git call).
+// worktreeSweepEvery, until ctx ends (which also stops a git call). Each
+// sweep first prunes the store, so that a thread past retention by then
+// (one idle since before a long stop, at start) loses its worktree in
+// that sweep, not an hour later.
 func (b *broker) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(worktreeSweepEvery)
 	defer t.Stop()
 	for {
+		b.store.Prune()
 		profiles := *b.profiles.Load()
 		sweepWorktrees(ctx, profiles, b.store, func(thread string) bool { return b.pool.Lookup(thread) != nil }, worktreeRemoveTimeout, b.log)
 		select {

@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"acpbroker/store"
 
 	"github.com/rs/zerolog"
 )
@@ -54,9 +57,12 @@ func TestCheckConfig_AWorktreeProfileIsCheckedWithGit(t *testing.T) {
 	}
 }
 
+// keptThreads is a worktreeBook that recorded no worktree.
 type keptThreads map[string]bool
 
 func (k keptThreads) ThreadKept(thread string) bool { return k[thread] }
+func (keptThreads) Worktrees() []store.Worktree     { return nil }
+func (keptThreads) WorktreeRemoved(string)          {}
 
 // A sweep removes the worktrees of threads the store no longer keeps,
 // and leaves those it keeps and those whose agent runs.
@@ -82,5 +88,95 @@ func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
 		if gone := os.IsNotExist(err); gone != (thread == "gone") {
 			t.Errorf("thread %s: worktree gone = %v", thread, gone)
 		}
+	}
+}
+
+// A reload is checked as start is: a worktree profile's repo changed to
+// a directory that is no repository is refused with the key named, and
+// nothing of that configuration applies, not even its good changes.
+func TestRun_AReloadIsCheckedWithGitAsStartIs(t *testing.T) {
+	repo, notRepo := gitRepo(t), t.TempDir()
+	profiles := "[agents]\ndefault = \"a\"\n[agents.a]\ndescription = \"first\"\n[agents.w]\nworkspace = \"worktree\"\nrepo = \"" + repo + "\"\n"
+	config := writeConfig(t, profiles)
+	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
+	b.out.waitFor(t, "Type a message", 20*time.Second)
+	original, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload := func(text, want string) {
+		t.Helper()
+		from := b.err.mark()
+		if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		b.err.waitFrom(t, from, want, 20*time.Second)
+	}
+	second := strings.Replace(string(original), `"first"`, `"second"`, 1)
+	reload(strings.Replace(second, repo, notRepo, 1), "reload refused")
+	if logs := b.err.String(); !strings.Contains(logs, `agents.w.repo = \"`+notRepo+`\"`) {
+		t.Fatalf("the refusal does not name the key:\n%s", logs)
+	}
+	from := b.out.mark()
+	b.say(t, "/agents")
+	b.out.waitFrom(t, from, "[a (default): first", 10*time.Second)
+
+	reload(second, "configuration reloaded")
+	from = b.out.mark()
+	b.say(t, "/agents")
+	b.out.waitFrom(t, from, "[a (default): second", 10*time.Second)
+	if code := b.exit(t); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+}
+
+// The worktrees of a profile removed from the configuration, or renamed,
+// are swept too once their threads are past retention: sweeping goes by
+// the worktrees the state store recorded as made, not by the profiles
+// configured now; the record goes with the worktree. A thread the store
+// keeps keeps its worktree.
+func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
+	repo := gitRepo(t)
+	cfg, err := loadText(t, "[agent]\ncwd = \""+t.TempDir()+"\"\n[agents]\ndefault = \"a\"\n[agents.a]\ncommand = \""+fakeAgent+
+		"\"\n[agents.rev]\ncommand = \""+fakeAgent+"\"\nworkspace = \"worktree\"\nrepo = \""+repo+"\"\nbase = \"main\"\ndelete_branches = true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dirs := map[string]string{}
+	for _, thread := range []string{"gone", "kept"} {
+		if dirs[thread], err = agents.profiles["rev"].Workspace(ctx, thread); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.SetThreadProfile("kept", "rev")
+	if n := st.Stats().Worktrees; n != 2 {
+		t.Fatalf("%d worktrees recorded, want 2", n)
+	}
+
+	delete(cfg.Profiles, "rev") // the reload that removed it
+	n := sweepWorktrees(ctx, cfg.Profiles, st, func(string) bool { return false }, time.Minute, zerolog.Nop())
+	if _, err := os.Stat(dirs["gone"]); n != 1 || !os.IsNotExist(err) {
+		t.Fatalf("removed %d worktrees; the removed profile's is still there: %v", n, err)
+	}
+	if _, err := os.Stat(dirs["kept"]); err != nil {
+		t.Fatalf("the worktree of a thread kept was removed: %v", err)
+	}
+	if got := st.Worktrees(); len(got) != 1 || got[0].Thread != "kept" {
+		t.Fatalf("records after the sweep: %+v", got)
+	}
+	out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").CombinedOutput()
+	if err != nil || strings.Contains(string(out), "gone") || !strings.Contains(string(out), "kept") {
+		t.Fatalf("branches after the sweep (delete_branches = true as recorded): %q %v", out, err)
 	}
 }

@@ -54,7 +54,11 @@ type World struct {
 	Dir     string // configuration, state.dir and logs are here
 	Work    string // agent.cwd
 	Conf    Settings
-	Env     []string // more of the broker's environment (NAME=value), read at each Start
+	// Raw is TOML appended to the configuration Conf renders, for what
+	// Settings cannot say (arrays of tables such as
+	// [[agents.NAME.mcp_servers]]); read at each Start.
+	Raw string
+	Env []string // more of the broker's environment (NAME=value), read at each Start
 
 	logTail int
 
@@ -100,7 +104,7 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 // WriteConfig writes the World's configuration and returns its path.
 func (w *World) WriteConfig() (string, error) {
 	path := filepath.Join(w.Dir, "broker.toml")
-	return path, os.WriteFile(path, []byte(w.Conf.TOML()), 0o600)
+	return path, os.WriteFile(path, []byte(w.Conf.TOML()+w.Raw), 0o600)
 }
 
 // AgentPIDs lists the running processes of the fake agent binary (and

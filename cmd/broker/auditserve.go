@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"acpbroker/store"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// auditSocketName is the unix socket in state.dir on which a running
+// broker serves its audit trail to `broker audit`: the database itself is
+// locked while the broker runs. The state directory is hidden from
+// sandboxed agents; the socket is the broker user's alone (mode 0600),
+// and a peer of another user (root aside) is refused.
+const auditSocketName = "audit.sock"
+
+// Bounds of the audit socket: connections served at once (more are told
+// to try again), the whole exchange of one, and its request line.
+const (
+	auditMaxConns     = 4
+	auditConnTimeout  = 30 * time.Second
+	auditMaxRequest   = 4 << 10
+	auditMaxReplySize = 1 << 30
+)
+
+// auditRequest is what `broker audit` asks: one JSON line.
+type auditRequest struct {
+	Since  time.Time `json:"since"`
+	Thread string    `json:"thread,omitempty"`
+}
+
+// auditReply is the broker's answer: one JSON document, the decisions or
+// why there are none.
+type auditReply struct {
+	Decisions []store.Decision `json:"decisions"`
+	Error     string           `json:"error,omitempty"`
+}
+
+// auditServer serves the audit trail on the socket. Close stops it and
+// returns once every connection's goroutine has ended.
+type auditServer struct {
+	ln        *net.UnixListener
+	path      string
+	decisions func(store.DecisionFilter) ([]store.Decision, error)
+	log       zerolog.Logger
+	uid       int
+
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]bool
+	closed  bool
+	servers chan struct{} // a slot per connection served
+}
+
+// serveAudit listens on dir/audit.sock, created with mode 0600 from the
+// start (made in a private directory and moved into place, replacing a
+// socket a broker that died left), and serves decisions on it.
+func serveAudit(dir string, decisions func(store.DecisionFilter) ([]store.Decision, error), log zerolog.Logger) (*auditServer, error) {
+	private, err := os.MkdirTemp(dir, ".a") // short: a socket path is at most 107 bytes
+	if err != nil {
+		return nil, fmt.Errorf("audit socket: %w", err)
+	}
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, auditSocketName)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("audit socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false) // it is moved; Close removes it where it is
+	path := filepath.Join(dir, auditSocketName)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("audit socket: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("audit socket: %w", err)
+	}
+	s := &auditServer{ln: ln, path: path, decisions: decisions, log: log, uid: os.Getuid(),
+		conns: map[net.Conn]bool{}, servers: make(chan struct{}, auditMaxConns)}
+	s.wg.Go(s.accept)
+	return s, nil
+}
+
+func (s *auditServer) accept() {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if !closed {
+				s.log.Warn().Err(err).Msg("audit socket: accept failed; no longer served")
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		s.conns[conn] = true
+		s.mu.Unlock()
+		s.wg.Go(func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				conn.Close()
+			}()
+			s.serve(conn)
+		})
+	}
+}
+
+// serve answers one connection, within auditConnTimeout.
+func (s *auditServer) serve(conn *net.UnixConn) {
+	conn.SetDeadline(time.Now().Add(auditConnTimeout))
+	reply := func(r auditReply) {
+		if err := json.NewEncoder(conn).Encode(r); err != nil {
+			s.log.Debug().Err(err).Msg("audit socket: reply not sent")
+		}
+	}
+	if uid, err := peerUID(conn); err != nil || (uid != s.uid && uid != 0) {
+		s.log.Warn().Err(err).Int("peer_uid", uid).Msg("audit socket: peer of another user refused")
+		reply(auditReply{Error: "refused: the audit trail is for the broker's own user"})
+		return
+	}
+	select {
+	case s.servers <- struct{}{}:
+		defer func() { <-s.servers }()
+	default:
+		reply(auditReply{Error: "busy: too many audit requests at once; try again"})
+		return
+	}
+	line, err := bufio.NewReader(io.LimitReader(conn, auditMaxRequest)).ReadBytes('\n')
+	var req auditRequest
+	if err != nil || json.Unmarshal(line, &req) != nil {
+		reply(auditReply{Error: "the request is not one JSON line"})
+		return
+	}
+	list, err := s.decisions(store.DecisionFilter{Since: req.Since, Thread: req.Thread})
+	if err != nil {
+		reply(auditReply{Error: err.Error()})
+		return
+	}
+	if list == nil {
+		list = []store.Decision{}
+	}
+	reply(auditReply{Decisions: list})
+}
+
+// peerUID is the user id of the process at the other end.
+func peerUID(conn *net.UnixConn) (int, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if credErr != nil {
+		return -1, credErr
+	}
+	return int(cred.Uid), nil
+}
+
+// Close stops serving, ends open connections, removes the socket and
+// waits for every goroutine. Safe to call twice.
+func (s *auditServer) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	s.wg.Wait()
+	os.Remove(s.path)
+}
+
+// errNoAuditSocket: no running broker answers on the state directory's
+// audit socket.
+var errNoAuditSocket = errors.New("no broker answers on its audit socket")
+
+// askAudit asks the broker running on dir for the decisions f selects,
+// within ctx.
+func askAudit(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decision, error) {
+	path := filepath.Join(dir, auditSocketName)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s): %w", errNoAuditSocket, path, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	if err := json.NewEncoder(conn).Encode(auditRequest{Since: f.Since, Thread: f.Thread}); err != nil {
+		return nil, fmt.Errorf("audit socket %s: %w", path, err)
+	}
+	var r auditReply
+	if err := json.NewDecoder(io.LimitReader(conn, auditMaxReplySize)).Decode(&r); err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		return nil, fmt.Errorf("audit socket %s: %w", path, err)
+	}
+	if r.Error != "" {
+		return nil, fmt.Errorf("the running broker: %s", r.Error)
+	}
+	return r.Decisions, nil
+}
