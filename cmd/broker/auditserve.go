@@ -139,17 +139,20 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 		reply(auditReply{Error: "refused: the audit trail is for the broker's own user"})
 		return
 	}
+	// The request is read before a refusal, even for want of a slot: a
+	// connection closed on a request not yet read makes the asker's write
+	// fail, and the refusal never reach it.
+	line, err := bufio.NewReader(io.LimitReader(conn, auditMaxRequest)).ReadBytes('\n')
+	var req auditRequest
+	if err != nil || json.Unmarshal(line, &req) != nil {
+		reply(auditReply{Error: "the request is not one JSON line"})
+		return
+	}
 	select {
 	case s.servers <- struct{}{}:
 		defer func() { <-s.servers }()
 	default:
 		reply(auditReply{Error: "busy: too many audit requests at once; try again"})
-		return
-	}
-	line, err := bufio.NewReader(io.LimitReader(conn, auditMaxRequest)).ReadBytes('\n')
-	var req auditRequest
-	if err != nil || json.Unmarshal(line, &req) != nil {
-		reply(auditReply{Error: "the request is not one JSON line"})
 		return
 	}
 	list, err := s.decisions(store.DecisionFilter{Since: req.Since, Thread: req.Thread})

@@ -50,6 +50,8 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock() // before Close, which waits for the requests held
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v, %v", fi.Mode(), err)
 	}
@@ -67,6 +69,13 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 		t.Fatalf("the store was asked for %+v", f)
 	}
 
+	// The first request's slot is given back just after its answer is
+	// written, which the client may read first.
+	for deadline := time.Now().Add(10 * time.Second); len(s.servers) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d slots still taken after the first answer", len(s.servers))
+		}
+	}
 	var slow sync.WaitGroup
 	for range auditMaxConns {
 		slow.Go(func() {
@@ -75,11 +84,17 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 			}
 		})
 	}
-	asked.Wait()
+	waited := make(chan struct{})
+	go func() { asked.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the requests within the bound were not all served")
+	}
 	if _, err := askAudit(ctx, dir, store.DecisionFilter{}); err == nil || !strings.Contains(err.Error(), "busy") {
 		t.Fatalf("a request past the bound: %v", err)
 	}
-	close(release)
+	unblock()
 	slow.Wait()
 
 	conn, err := net.Dial("unix", path)
