@@ -19,6 +19,7 @@ import (
 	"acpbroker/chat"
 
 	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 )
 
@@ -232,7 +233,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 // messages until ctx ends. It returns once no new prompt will be
 // submitted; the connection stays open for Close.
 func (c *Client) Run(ctx context.Context) error {
-	if err := c.s.Open(); err != nil {
+	if err := c.connect(ctx); err != nil {
 		return fmt.Errorf("discord: connect: %w", err)
 	}
 	select {
@@ -249,6 +250,55 @@ func (c *Client) Run(ctx context.Context) error {
 	c.accepting = false
 	c.mu.Unlock()
 	return nil
+}
+
+// Waits between tries to connect: doubling from the first to the last,
+// or what a 429 asks.
+const (
+	connectRetryFirst = time.Second
+	connectRetryMost  = 30 * time.Second
+)
+
+// connect opens the gateway connection. A failure that may pass (a 429,
+// a 5xx, a network error, a dropped handshake) is tried again until it
+// succeeds or ctx ends, which is no error: the broker is stopping. A
+// refusal that will not pass (the token or the bot's intents) is
+// returned at once, for the operator to mend.
+func (c *Client) connect(ctx context.Context) error {
+	wait := connectRetryFirst
+	for try := 1; ; try++ {
+		err := c.s.Open()
+		if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
+			return nil
+		}
+		if connectRefused(err) {
+			return err
+		}
+		next := wait
+		if d, ok := retryAfter(err); ok {
+			next = d
+		} else {
+			wait = min(2*wait, connectRetryMost)
+		}
+		c.log.Warn().Err(err).Int("try", try).Dur("retry_in", next).Msg("could not connect to Discord; trying again")
+		if !c.sleep(ctx, next) {
+			return nil
+		}
+	}
+}
+
+// connectRefused reports whether a failure to connect is Discord's
+// refusal of this bot as configured: a token it does not take (401, 403,
+// gateway close 4004), or intents, shards or an API version it does not
+// allow (closes 4010 to 4014).
+func connectRefused(err error) bool {
+	if re, ok := errors.AsType[*discordgo.RESTError](err); ok && re.Response != nil {
+		return re.Response.StatusCode == http.StatusUnauthorized || re.Response.StatusCode == http.StatusForbidden
+	}
+	if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
+		return ce.Code == 4004 || ce.Code >= 4010 && ce.Code <= 4014
+	}
+	return false
 }
 
 // Ready is closed once the gateway connection is up.

@@ -152,3 +152,18 @@ func TestResilience_AgentCrashIsToldInWords(t *testing.T) {
 	h.srv.SendMessage(thread, alice, "hello again")
 	h.srv.Await("next answer", func() bool { return strings.Contains(joined(h.botMessages(thread)), "You said: hello again") })
 }
+
+// Connecting while Discord rate-limits or fails the gateway lookup (as it
+// may when a restarted broker comes back) is tried again until it works:
+// here two 429s and a 502, then the bot serves as usual.
+func TestResilience_ConnectIsTriedAgainPastPassingFailures(t *testing.T) {
+	h := newHarness(t, setup{before: func(h *harness) {
+		h.srv.Inject429(fakediscord.OnRoute(fakediscord.RouteGateway), 2, 200*time.Millisecond)
+		h.srv.InjectError(fakediscord.OnRoute(fakediscord.RouteGateway), 1, 502)
+	}})
+	if n := len(h.srv.RequestsTo(fakediscord.RouteGateway)); n != 4 {
+		t.Errorf("the gateway was looked up %d times, want 3 failures and a success", n)
+	}
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+}
