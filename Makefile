@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint interop-deps interop bench fuzz soak clean
+.PHONY: build test run lint sandbox-deps interop-deps interop bench fuzz soak clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -20,7 +20,21 @@ FORCE:
 interop-deps:
 	cd testdata/interop && npm ci --no-audit --no-fund --loglevel=error
 
-test: interop-deps
+# Agents run in a bubblewrap sandbox by default, and the tests run them
+# so: it is installed when missing and this user may (root, apt-get).
+# Elsewhere the tests that need it are skipped, and make run runs the
+# demo agent unconfined; both say so.
+sandbox-deps:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing bubblewrap"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+		else \
+			echo "bubblewrap is missing and this user cannot install it (apt-get install bubblewrap, as root): tests that need it are skipped"; \
+		fi; \
+	fi
+
+test: sandbox-deps interop-deps
 	$(GO) test -race -count=1 ./...
 
 # The real agents (SDK example, codex-acp, claude-agent-acp), directly and
@@ -54,7 +68,7 @@ fuzz:
 
 # Agents run in a bubblewrap sandbox by default; on a machine without it
 # the demo still runs, unconfined, and says so.
-run: build
+run: build sandbox-deps
 	@if command -v bwrap >/dev/null 2>&1; then \
 		$(BIN)/broker --config config.example.toml; \
 	else \
@@ -79,5 +93,5 @@ clean:
 # SOAK_DURATION sets the length of the load (10m); the other SOAK_*
 # knobs are read by soak/soak_test.go.
 SOAK_DURATION ?= 10m
-soak:
+soak: sandbox-deps
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 0 ./soak/
