@@ -207,6 +207,32 @@ func (w *world) response(interactionID string) fakediscord.InteractionResponse {
 	return r
 }
 
+// slashNew has u run /new with an agent and a prompt in the world's
+// channel, checks the bot says it started a thread with that agent, and
+// returns the thread it opened.
+func (w *world) slashNew(u fakediscord.User, agent, prompt string) string {
+	w.t.Helper()
+	before := map[string]bool{}
+	for _, ch := range w.Srv.Threads() {
+		before[ch.ID] = true
+	}
+	r := w.response(w.Srv.SlashCommand(w.Channel, u.ID, "new", map[string]any{"agent": agent, "prompt": prompt}))
+	if !strings.Contains(r.Content, "started a thread with **"+agent+"**") {
+		w.t.Fatalf("/new agent:%s answered %q", agent, r.Content)
+	}
+	var thread string
+	w.Srv.Await("the thread /new opened", func() bool {
+		for _, ch := range w.Srv.Threads() {
+			if !before[ch.ID] {
+				thread = ch.ID
+				return true
+			}
+		}
+		return false
+	})
+	return thread
+}
+
 // agentPID asks /status in a thread for its agent's pid (0: none).
 func (w *world) agentPID(thread string, u fakediscord.User) int {
 	w.t.Helper()

@@ -69,20 +69,7 @@ headers = { Authorization = "Bearer ${DOCS_TOKEN}", X-Team = "web" }
 		t.Fatalf("%d warnings that the http server was left out; log:\n%s", len(lines), b.Log.Tail(8<<10))
 	}
 
-	r := w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "web", "prompt": "mcp-servers"}))
-	if !strings.Contains(r.Content, "started a thread with **web**") {
-		t.Fatalf("/new agent:web answered %q", r.Content)
-	}
-	var web string
-	w.Srv.Await("the thread /new opened", func() bool {
-		for _, ch := range w.Srv.Threads() {
-			if ch.ID != plain {
-				web = ch.ID
-				return true
-			}
-		}
-		return false
-	})
+	web := w.slashNew(alice, "web", "mcp-servers")
 	if got, exp := received(web), want(`[{"type":"http","name":"docs","url":"https://mcp.example.com/web",
 		"headers":[{"name":"Authorization","value":"Bearer docs-secret-2"},{"name":"X-Team","value":"web"}]}]`); !reflect.DeepEqual(got, exp) {
 		t.Fatalf("the agent with http MCP got %v\nwant %v", got, exp)

@@ -84,15 +84,7 @@ func TestProfiles_AThreadKeepsItsAgentAcrossRestartsAndIsToldWhenItIsRemoved(t *
 // there is not in another thread's checkout nor in the repository's.
 func TestProfiles_AWorktreeProfileGivesEachThreadItsOwnCheckout(t *testing.T) {
 	w := newWorld(t, setup{})
-	repo := filepath.Join(w.Dir, "repo")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	repo := newRepo(t, filepath.Join(w.Dir, "repo"))
 	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": repo, "agent.base": "main"})
 	w.start()
 	dirs := map[string]string{}
@@ -202,20 +194,7 @@ func TestProfiles_AProfilesMaxSessionsHoldsWhileAnotherProfileStarts(t *testing.
 	waiting := w.mention(bob, "env")
 	w.awaitBotText(waiting, "waiting for a free agent slot")
 
-	r := w.response(w.Srv.SlashCommand(w.Channel, carol.ID, "new", map[string]any{"agent": "b", "prompt": "env"}))
-	if !strings.Contains(r.Content, "started a thread with **b**") {
-		t.Fatalf("/new agent:b answered %q", r.Content)
-	}
-	var other string
-	w.Srv.Await("the thread /new opened", func() bool {
-		for _, ch := range w.Srv.Threads() {
-			if ch.ID != first && ch.ID != waiting {
-				other = ch.ID
-				return true
-			}
-		}
-		return false
-	})
+	other := w.slashNew(carol, "b", "env")
 	if got := w.awaitAnswers(other, 1)[0].Text; !strings.Contains(got, "WHO=b") {
 		t.Fatalf("b's thread answered %q", got)
 	}
@@ -312,19 +291,7 @@ func TestProfiles_NewOffersTheProfilesAndAReloadRefreshesThem(t *testing.T) {
 	if got := w.newChoices(); len(got) != 3 || got["c"] != "c: the third" {
 		t.Fatalf("after the reload /new offers %v", got)
 	}
-	r = w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "c", "prompt": "env"}))
-	if !strings.Contains(r.Content, "started a thread with **c**") {
-		t.Fatalf("/new agent:c answered %q", r.Content)
-	}
-	var thread string
-	w.Srv.Await("the thread /new opened", func() bool {
-		all := w.Srv.Threads()
-		if len(all) > threads {
-			thread = all[len(all)-1].ID
-			return true
-		}
-		return false
-	})
+	thread := w.slashNew(alice, "c", "env")
 	if got := w.awaitAnswers(thread, 1)[0].Text; !strings.Contains(got, "WHO=c") {
 		t.Fatalf("the thread /new agent:c opened answered %q", got)
 	}
@@ -337,15 +304,7 @@ func TestProfiles_NewOffersTheProfilesAndAReloadRefreshesThem(t *testing.T) {
 // keeps its own.
 func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	w := newWorld(t, setup{})
-	repo := filepath.Join(w.Dir, "repo")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
+	repo := newRepo(t, filepath.Join(w.Dir, "repo"))
 	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": repo, "agent.base": "main", "state.retention": "1h"})
 	b := w.start()
 	dirs := map[string]string{}
@@ -408,15 +367,7 @@ func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
 		"agents.b.env":   []string{"WHO=b"},
 	})
 	b := w.start()
-	w.response(w.Srv.SlashCommand(w.Channel, alice.ID, "new", map[string]any{"agent": "b", "prompt": "env"}))
-	var thread string
-	w.Srv.Await("the thread /new opened", func() bool {
-		if all := w.Srv.Threads(); len(all) == 1 {
-			thread = all[0].ID
-			return true
-		}
-		return false
-	})
+	thread := w.slashNew(alice, "b", "env")
 	w.awaitAnswers(thread, 1)
 
 	w.Conf = w.Conf.With(settings{"agents.b.env": nil})
@@ -439,4 +390,18 @@ func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
 	if got := w.newChoices(); len(got) != 1 || got["a"] == "" {
 		t.Errorf("/new offers %v after b was removed", got)
 	}
+}
+
+// newRepo makes a git repository at dir with one commit on main.
+func newRepo(t *testing.T, dir string) string {
+	t.Helper()
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", dir},
+		{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
 }
