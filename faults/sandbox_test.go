@@ -85,3 +85,27 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 		}
 	}
 }
+
+// With agent.sandbox_network = false a sandboxed agent has no network at
+// all: not even the loopback server the default sandbox lets it reach
+// (see TestSandbox_AnAgentSeesOnlyItsOwnThread), while its own
+// workspace still works.
+func TestSandbox_NoNetworkCutsEvenLoopback(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer model.Close()
+	w := newWorld(t, setup{conf: settings{"agent.sandbox_network": false}})
+	w.start()
+	thread := w.mention(alice, "probe get:"+model.URL)
+	got := w.awaitAnswers(thread, 1)[0].Text
+	if r := probeLine(t, got, "get:"+model.URL); !strings.HasPrefix(r, "denied") {
+		t.Errorf("the loopback server with agent.sandbox_network = false: %s", r)
+	}
+	own := "w:" + filepath.Join(w.Work, thread, "own.txt")
+	w.Discord.Post(thread, alice, "probe "+own)
+	if r := probeLine(t, w.awaitAnswers(thread, 2)[1].Text, own); r != "ok" {
+		t.Errorf("its own workspace without a network: %s", r)
+	}
+}
