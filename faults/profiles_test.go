@@ -301,7 +301,8 @@ func TestProfiles_NewOffersTheProfilesAndAReloadRefreshesThem(t *testing.T) {
 // state.retention, through the broker: a thread idle longer than the
 // retention when the broker starts loses its worktree at once (its
 // branch, with what the agent committed, is kept), a thread within it
-// keeps its own.
+// keeps its own. A worktree made with delete_branches = true loses its
+// branch too.
 func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	w := newWorld(t, setup{})
 	repo := newRepo(t, filepath.Join(w.Dir, "repo"))
@@ -354,6 +355,28 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	}
 	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/"+old).Output(); err != nil || !strings.Contains(string(out), "acp/"+old) {
 		t.Fatalf("the old thread's branch is gone (delete_branches is false): %q %v", out, err)
+	}
+
+	// With delete_branches = true, a worktree made then takes its branch
+	// with it once its thread is past retention.
+	b.stop()
+	w.Conf = w.Conf.With(settings{"agent.delete_branches": true})
+	b = w.start()
+	third := w.mention(alice, "hello")
+	w.awaitAnswers(third, 1)
+	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
+	b.stop()
+	if st, err = store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }}); err != nil {
+		t.Fatal(err)
+	}
+	st.SetThreadProfile(third, st.ThreadProfile(third))
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = w.start()
+	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
+	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").Output(); err != nil || strings.Contains(string(out), "acp/"+third) || !strings.Contains(string(out), "acp/"+recent) {
+		t.Fatalf("with delete_branches the branches are %q (%v), want the third thread's gone and the recent one's kept", out, err)
 	}
 }
 

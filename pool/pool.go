@@ -737,6 +737,10 @@ type Stats struct {
 	Conn                         acp.Stats
 }
 
+// Config returns what the pool was made with. Its Profiles are the first
+// ones; Profile gives them as they are now.
+func (p *Pool) Config() Config { return p.cfg }
+
 // Stats returns the pool's size and the sum of its connections' counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()

@@ -226,6 +226,9 @@ func key(id uint64) []byte {
 	return k[:]
 }
 
+// Options returns what the store was opened with.
+func (s *Store) Options() Options { return s.opts }
+
 // Stats returns the store's gauges and counters.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()

@@ -471,6 +471,10 @@ func (c *Client) SetAccess(a Access) {
 // allow-list.
 var errChannelNotServed = fmt.Errorf("%w: this channel is no longer served by the bot", adapter.ErrCancelled)
 
+// Config returns what the client was made with. Its Access is the first
+// one; Access gives the lists in force.
+func (c *Client) Config() Config { return c.cfg }
+
 // Access returns the access lists in force (SetAccess's, after a
 // reload).
 func (c *Client) Access() Access { return c.acl() }

@@ -40,8 +40,10 @@ func newLogger(format, level string, w io.Writer) (zerolog.Logger, *levelWriter)
 	// Milliseconds: shutdown steps and turn events come closer together
 	// than a second.
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
-	if format == "console" || (format == "auto" && isTerminal(w)) {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	if tty := isTerminal(w); format == "console" || (format == "auto" && tty) {
+		// Colours only on a terminal: in a file or the journal they are
+		// escape codes.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !tty}
 	}
 	lw := &levelWriter{w: w}
 	lw.set(level)

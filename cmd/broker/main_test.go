@@ -380,3 +380,26 @@ func TestRun_ConsoleQuestionsAreAnsweredByTyping(t *testing.T) {
 	b.out.waitFrom(t, from, "answer: decline", 20*time.Second)
 	b.exit(t)
 }
+
+// log.format is consumed: the same start logs JSON lines with "json" and
+// lines for people with "console", without colours since the tests'
+// stderr is no terminal (where "auto" would be JSON too).
+func TestRun_TheLogFormatIsAsConfigured(t *testing.T) {
+	for _, format := range []string{"json", "console"} {
+		b := startBroker(t, writeConfig(t, ""), "BROKER_LOG_FORMAT="+format, "BROKER_LOG_LEVEL=info")
+		b.err.waitFor(t, "serving /metrics", 20*time.Second)
+		if code := b.exit(t); code != 0 {
+			t.Fatalf("%s: exit status %d; stderr:\n%s", format, code, b.err)
+		}
+		var line string
+		for _, l := range strings.Split(b.err.String(), "\n") {
+			if strings.Contains(l, "serving /metrics") {
+				line = l
+			}
+		}
+		json := strings.HasPrefix(line, `{"level":"info"`)
+		if people := strings.Contains(line, " INF serving") && !strings.Contains(line, "\x1b"); format == "json" && !json || format == "console" && !people {
+			t.Errorf("log.format = %q logged %q", format, line)
+		}
+	}
+}
