@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -298,13 +299,50 @@ func (c *Client) public(i *discordgo.Interaction, text string) {
 	})
 }
 
-// respond answers an interaction once; Discord gives 3 seconds, so there
-// is one retry at most.
+// interactionWindow is how long Discord waits for the first response to
+// an interaction; after it the user is told the bot did not answer.
+const interactionWindow = 3 * time.Second
+
+// respond answers an interaction once. A 429 is tried again after its
+// retry_after as long as the answer can still come within the
+// interaction's window; a wait that would end past it is not made.
 func (c *Client) respond(i *discordgo.Interaction, r *discordgo.InteractionResponse) {
-	err := c.do(c.ctx, 2, func(opts ...discordgo.RequestOption) error {
-		return c.s.InteractionRespond(i, r, opts...)
-	})
+	by := answerBy(i.ID, time.Now())
+	var err error
+	for {
+		err = c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
+			return c.s.InteractionRespond(i, r, opts...)
+		})
+		wait, limited := retryAfter(err)
+		if !limited {
+			break
+		}
+		if time.Now().Add(wait).After(by) {
+			err = fmt.Errorf("%w: the next try would come after the interaction's %v", errGaveUp, interactionWindow)
+			break
+		}
+		if !c.sleep(c.ctx, wait) {
+			err = context.Cause(c.ctx)
+			break
+		}
+	}
 	if err != nil {
 		c.log.Warn().Err(err).Str("interaction", i.ID).Msg("interaction not answered")
 	}
+}
+
+// answerBy is when the window of the interaction id ends: 3 seconds after
+// Discord made it, by its snowflake; 3 seconds from now for an id that
+// tells no time or a time ahead of this clock. An interaction seen after
+// its window (replayed after a resume) is still tried once.
+func answerBy(id string, now time.Time) time.Time {
+	made, err := discordgo.SnowflakeTimestamp(id)
+	by := made.Add(interactionWindow)
+	if err != nil || by.After(now.Add(interactionWindow)) {
+		return now.Add(interactionWindow)
+	}
+	if by.Before(now) {
+		return now
+	}
+	return by
 }

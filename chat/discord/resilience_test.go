@@ -167,3 +167,39 @@ func TestResilience_ConnectIsTriedAgainPastPassingFailures(t *testing.T) {
 	thread := h.mention(alice, "hello")
 	h.answer(thread, "✅")
 }
+
+// A rate-limited answer to an interaction is tried again while it can
+// still come within Discord's 3 seconds: here three 429s of 300ms, and
+// /status is answered in time.
+func TestResilience_AnInteractionIsAnsweredPastRateLimitsWithinItsWindow(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	h.srv.Inject429(fakediscord.OnRoute(fakediscord.RouteInteractionCallback), 3, 300*time.Millisecond)
+	r := h.response(h.srv.SlashCommand(thread, alice.ID, "status", nil))
+	if !strings.Contains(r.Content, "**State**: idle") {
+		t.Fatalf("/status answered %q", r.Content)
+	}
+	if n := len(h.srv.RequestsTo(fakediscord.RouteInteractionCallback)); n != 4 {
+		t.Errorf("%d answers were tried, want 3 refused and 1 taken", n)
+	}
+}
+
+// A 429 whose retry_after ends past the interaction's window is not
+// waited out: an answer then would come too late for Discord, so the
+// bot gives up at once and says so in its log, and never answers late.
+func TestResilience_AnInteractionIsNeverAnsweredPastItsWindow(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hello")
+	h.answer(thread, "✅")
+	h.srv.Inject429(fakediscord.OnRoute(fakediscord.RouteInteractionCallback), 1, 4*time.Second)
+	id := h.srv.SlashCommand(thread, alice.ID, "status", nil)
+	h.srv.Await("the refused answer", func() bool { return len(h.srv.RequestsTo(fakediscord.RouteInteractionCallback)) == 1 })
+	time.Sleep(5 * time.Second) // past the 429's retry_after: a bot that waited it out would answer now
+	if n := len(h.srv.RequestsTo(fakediscord.RouteInteractionCallback)); n != 1 {
+		t.Errorf("%d answers were tried; want the one refused, and none after a wait past the window", n)
+	}
+	if rs := h.srv.InteractionResponses(id); len(rs) != 0 {
+		t.Errorf("the interaction was answered (%+v), want none after its window", rs)
+	}
+}
