@@ -83,6 +83,7 @@ type Conn struct {
 	params json.RawMessage
 
 	outbox   chan []byte
+	notices  atomic.Int32  // answers nobody waits on, waiting for room in outbox
 	stop     chan struct{} // closed by Close
 	readDone chan struct{} // closed when the agent's output ends
 	writeErr atomic.Pointer[error]
@@ -308,6 +309,42 @@ func (c *Conn) tryEnqueue(b []byte) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// maxWaitingNotices bounds the answers nobody waits on (to refused,
+// unknown or invalid requests) that wait for room in the writer's queue,
+// each for at most noticeWait. An agent that floods requests while
+// reading nothing would otherwise hold a goroutine per request; past the
+// bound such an answer is not sent, and counted.
+const maxWaitingNotices = 256
+
+// notice sends b, an answer nobody waits on: at once if the writer's
+// queue has room, else from a goroutine that waits up to noticeWait, if
+// fewer than maxWaitingNotices wait already. An answer not sent is
+// counted in UnsentAnswers.
+func (c *Conn) notice(b []byte, what string) {
+	if c.tryEnqueue(b) {
+		return
+	}
+	unsent := func(err error) {
+		c.stats.unsentAnswers.Add(1)
+		c.log.Debug().Err(err).Msg(what + " not sent")
+	}
+	if c.notices.Add(1) > maxWaitingNotices {
+		c.notices.Add(-1)
+		unsent(errors.New("the agent reads nothing and too many answers wait"))
+		return
+	}
+	if !c.spawn(func() {
+		defer c.notices.Add(-1)
+		ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
+		defer cancel()
+		if err := c.enqueue(ctx, b); err != nil && !errors.Is(err, ErrClosed) {
+			unsent(err)
+		}
+	}) {
+		c.notices.Add(-1)
 	}
 }
 

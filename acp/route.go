@@ -334,11 +334,12 @@ func (c *Conn) reply(req *jsonrpc2.Request, result any) {
 }
 
 func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
-	c.spawn(func() {
-		if err := c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err)); err != nil {
-			c.log.Debug().Err(err).Str("method", req.Method).Msg("error reply not sent")
-		}
-	})
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      jsonrpc2.ID     `json:"id"`
+		Error   *jsonrpc2.Error `json:"error"`
+	}{"2.0", req.ID, wireError(err)})
+	c.notice(b, "error answer to "+req.Method)
 }
 
 // askUntil runs ask (a person's answer, however slow) on a goroutine of

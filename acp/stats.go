@@ -11,6 +11,7 @@ type stats struct {
 	badMessages    atomic.Uint64
 	refused        atomic.Uint64
 	invalid        atomic.Uint64
+	unsentAnswers  atomic.Uint64
 	unknownOptions atomic.Uint64
 	unknownUpdates atomic.Uint64
 	unknownContent atomic.Uint64
@@ -50,6 +51,9 @@ type Stats struct {
 	// InvalidRequests counts requests answered -32600: batches, ids that
 	// are not a string, number or null.
 	InvalidRequests uint64
+	// UnsentAnswers counts answers to refused, unknown or invalid
+	// requests not sent because the agent read nothing while they waited.
+	UnsentAnswers uint64
 	// UnknownConfigOptions counts session configuration options skipped
 	// for a type the broker does not know, or unusable fields.
 	UnknownConfigOptions uint64
@@ -75,6 +79,7 @@ func (s Stats) Add(o Stats) Stats {
 		AgentRequests:       s.AgentRequests + o.AgentRequests,
 		RefusedRequests:     s.RefusedRequests + o.RefusedRequests,
 		InvalidRequests:     s.InvalidRequests + o.InvalidRequests,
+		UnsentAnswers:       s.UnsentAnswers + o.UnsentAnswers,
 
 		UnknownConfigOptions: s.UnknownConfigOptions + o.UnknownConfigOptions,
 		TerminalsOpen:        s.TerminalsOpen + o.TerminalsOpen,
@@ -103,6 +108,7 @@ func (c *Conn) Stats() Stats {
 	s.BadMessages = c.stats.badMessages.Load()
 	s.RefusedRequests = c.stats.refused.Load()
 	s.InvalidRequests = c.stats.invalid.Load()
+	s.UnsentAnswers = c.stats.unsentAnswers.Load()
 	s.UnknownConfigOptions = c.stats.unknownOptions.Load()
 	s.UnknownUpdates = c.stats.unknownUpdates.Load()
 	s.UnknownContent = c.stats.unknownContent.Load()

@@ -198,13 +198,7 @@ func (c *Conn) answerInvalid(id *jsonrpc2.ID, err error) {
 		Error   *jsonrpc2.Error `json:"error"`
 	}{"2.0", id, wireError(err)}
 	b, _ := json.Marshal(msg)
-	c.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), noticeWait)
-		defer cancel()
-		if err := c.enqueue(ctx, b); err != nil {
-			c.log.Debug().Err(err).Msg("answer to an invalid request not sent")
-		}
-	})
+	c.notice(b, "answer to an invalid request")
 }
 
 func excerptBytes(b []byte, n int) string {

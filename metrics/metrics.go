@@ -113,6 +113,7 @@ var (
 	dAgentRequests    = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
 	dRefusedRequests  = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
 	dInvalidRequests  = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
+	dUnsentAnswers    = desc("acp_agent_answers_unsent_total", "Answers to refused, unknown or invalid agent requests not sent: the agent read nothing while they waited.")
 	dUnknownOptions   = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
 	dOptionThreads    = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
 	dTerminalsOpen    = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
@@ -146,7 +147,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dRetitling} {
 		ch <- d
 	}
@@ -201,6 +202,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dAgentRequests, float64(p.Conn.AgentRequests))
 	counter(dRefusedRequests, p.Conn.RefusedRequests)
 	counter(dInvalidRequests, p.Conn.InvalidRequests)
+	counter(dUnsentAnswers, p.Conn.UnsentAnswers)
 	counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
 	gauge(dOptionThreads, float64(e.OptionThreads))
 	gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))

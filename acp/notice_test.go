@@ -1,0 +1,68 @@
+package acp
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// An agent that floods requests the broker can only refuse (unknown
+// methods, a batch, an unreadable id) while it reads nothing costs the
+// broker a bounded number of goroutines: answers wait for room in the
+// writer's queue up to maxWaitingNotices at a time and one second each;
+// the rest are counted as unsent. Once the agent reads again, what was
+// queued reaches it, and the Conn closes at once.
+func TestConn_AnswersToAnAgentThatReadsNothingAreBounded(t *testing.T) {
+	agentOutR, agentOutW := io.Pipe() // agent stdout -> conn
+	connOutR, connOutW := io.Pipe()   // conn -> agent stdin, unread
+	c := NewConn(agentOutR, connOutW, Options{Logger: zerolog.Nop()})
+	base := runtime.NumGoroutine()
+	const flood = 5000
+	for i := range flood {
+		fmt.Fprintf(agentOutW, `{"jsonrpc":"2.0","id":%d,"method":"no/such"}`+"\n", i)
+	}
+	fmt.Fprint(agentOutW, `[{"jsonrpc":"2.0","id":"b1","method":"x"},{"jsonrpc":"2.0","id":"b2","method":"y"}]`+"\n")
+	fmt.Fprint(agentOutW, `{"jsonrpc":"2.0","id":{"odd":1},"method":"z"}`+"\n")
+	const answers = flood + 3
+	// What cannot wait is counted at once; what waits gives up after a
+	// second. In the queue stay outboxSize answers, and one the writer
+	// holds.
+	peak := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().UnsentAnswers < answers-outboxSize-1 {
+		peak = max(peak, runtime.NumGoroutine())
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s %d of %d answers counted unsent, %d goroutines (%d at the start)", c.Stats().UnsentAnswers, answers, runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if peak > base+maxWaitingNotices+16 {
+		t.Errorf("%d goroutines at the peak of the flood, %d at the start: want at most %d waiting answers", peak, base, maxWaitingNotices)
+	}
+	if got := c.Stats().UnsentAnswers; got != answers-outboxSize-1 {
+		t.Errorf("%d answers unsent, want %d (all but the queue's %d and the writer's one)", got, answers-outboxSize-1, outboxSize)
+	}
+	// The agent reads again: the queued answers are whole error answers.
+	r := bufio.NewReader(connOutR)
+	for range outboxSize + 1 {
+		line, err := r.ReadString('\n')
+		if err != nil || !strings.Contains(line, `"error"`) {
+			t.Fatalf("a queued answer reads %q, %v", line, err)
+		}
+	}
+	agentOutW.Close()
+	connOutR.Close()
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close still waits 5s after the flood")
+	}
+}
