@@ -324,15 +324,23 @@ func hasOption(r *PermissionRequest, id string) bool {
 	return false
 }
 
-// reply answers an agent request from a goroutine the Conn owns.
+// reply answers an agent request at once, with what it needs no one to
+// decide (no turn to ask): as a notice, so that an agent flooding such
+// requests while reading nothing holds no goroutine per request.
 func (c *Conn) reply(req *jsonrpc2.Request, result any) {
-	c.spawn(func() {
-		if err := c.rpc.Reply(context.Background(), req.ID, result); err != nil {
-			c.log.Debug().Err(err).Str("method", req.Method).Msg("reply not sent")
-		}
-	})
+	b, err := json.Marshal(struct {
+		JSONRPC string      `json:"jsonrpc"`
+		ID      jsonrpc2.ID `json:"id"`
+		Result  any         `json:"result"`
+	}{"2.0", req.ID, result})
+	if err != nil {
+		c.replyErr(req, err)
+		return
+	}
+	c.notice(b, "answer to "+req.Method)
 }
 
+// replyErr answers an agent request with an error, as a notice.
 func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
