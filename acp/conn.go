@@ -71,7 +71,12 @@ const (
 // the read loop: updates go to bounded per-session queues, and requests from
 // the agent are served on goroutines the Conn owns.
 type Conn struct {
-	log   zerolog.Logger
+	log zerolog.Logger
+	// noisy logs what the agent's own messages provoke (junk, refusals),
+	// at most agentWarnBurst lines a second: an agent cannot flood the
+	// broker's log, and through it the journal's rate limit, with them.
+	// The metrics count every one.
+	noisy zerolog.Logger
 	opts  Options
 	rpc   *jsonrpc2.Conn
 	out   io.WriteCloser
@@ -151,6 +156,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	}
 	c := &Conn{
 		log:      opts.Logger,
+		noisy:    opts.Logger.Sample(&zerolog.BurstSampler{Burst: agentWarnBurst, Period: time.Second}),
 		opts:     opts,
 		out:      w,
 		in:       r,
@@ -312,6 +318,10 @@ func (c *Conn) tryEnqueue(b []byte) bool {
 	}
 }
 
+// agentWarnBurst is how many lines a second an agent's messages may add
+// to the log through noisy.
+const agentWarnBurst = 20
+
 // maxWaitingNotices bounds the answers nobody waits on (to refused,
 // unknown or invalid requests) that wait for room in the writer's queue,
 // each for at most noticeWait. An agent that floods requests while
@@ -354,7 +364,7 @@ func (c *Conn) junk(line []byte, why string) {
 	if len(preview) > 200 {
 		preview = preview[:200]
 	}
-	c.log.Warn().Str("why", why).Bytes("line", preview).Int("len", len(line)).Msg("skipped agent output that is not a JSON-RPC message")
+	c.noisy.Warn().Str("why", why).Bytes("line", preview).Int("len", len(line)).Msg("skipped agent output that is not a JSON-RPC message")
 }
 
 // logAdapter sends jsonrpc2's own log lines to zerolog.

@@ -43,7 +43,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	}
 	if err != nil {
 		c.stats.badMessages.Add(1)
-		c.log.Warn().Err(err).Str("req", req.ID.String()).Msg("elicitation refused")
+		c.noisy.Warn().Err(err).Str("req", req.ID.String()).Msg("elicitation refused")
 		c.replyErr(req, err)
 		c.release()
 		return
@@ -56,7 +56,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	}
 	if p.SessionID == "" || asker == nil || c.readErr != nil {
 		c.mu.Unlock()
-		c.log.Warn().Str("session", p.SessionID).Str("mode", p.Mode).Msg("question with no turn to ask; answered cancel")
+		c.noisy.Warn().Str("session", p.SessionID).Str("mode", p.Mode).Msg("question with no turn to ask; answered cancel")
 		c.reply(req, ElicitationResult{Action: ActionCancel})
 		c.release()
 		return

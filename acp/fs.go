@@ -41,7 +41,7 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 			}
 		}
 		if err != nil {
-			c.log.Warn().Err(err).Str("method", req.Method).Msg("file request refused")
+			c.noisy.Warn().Err(err).Str("method", req.Method).Msg("file request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
 		} else {
 			err = c.rpc.Reply(context.Background(), req.ID, result)

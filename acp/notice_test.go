@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,4 +71,60 @@ func TestConn_AnswersToAnAgentThatReadsNothingAreBounded(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close still waits 5s after the flood")
 	}
+}
+
+// An agent's junk and refused requests are each counted, but they add at
+// most agentWarnBurst lines a second to the broker's log: an agent cannot
+// flood it (and through it the journal's rate limit, which would drop the
+// broker's other lines too).
+func TestConn_AnAgentCannotFloodTheLog(t *testing.T) {
+	var log lockedBuffer
+	agentOutR, agentOutW := io.Pipe()
+	c := NewConn(agentOutR, nopWriteCloser{io.Discard}, Options{Logger: zerolog.New(&log)})
+	start := time.Now()
+	const junk = 2000
+	for i := range junk {
+		fmt.Fprintf(agentOutW, "junk line %d\n", i)
+	}
+	for i := range junk {
+		fmt.Fprintf(agentOutW, `{"jsonrpc":"2.0","id":{"odd":%d},"method":"z"}`+"\n", i)
+	}
+	agentOutW.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := c.Stats(); st.JunkLines != junk || st.InvalidRequests != junk; st = c.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("counted %d junk lines and %d invalid requests, want %d each", st.JunkLines, st.InvalidRequests, junk)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(start)
+	c.Close()
+	lines := strings.Count(log.String(), "\n")
+	if most := agentWarnBurst * (int(took/time.Second) + 1); lines > most {
+		t.Errorf("%d log lines for %d bad messages in %v, want at most %d", lines, 2*junk, took, most)
+	}
+	if lines == 0 {
+		t.Error("nothing logged: the first bad messages must still be said")
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -157,7 +157,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		}
 		if !c.admit() {
 			c.stats.refused.Add(1)
-			c.log.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Msg("agent request refused: too many in flight")
+			c.noisy.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Msg("agent request refused: too many in flight")
 			c.replyErr(req, fmt.Errorf("%w (at most %d)", errTooMany, c.opts.MaxAgentRequests))
 			return
 		}
@@ -188,7 +188,7 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	var n SessionNotification
 	if params == nil || json.Unmarshal(params, &n) != nil || n.SessionID == "" {
 		c.stats.badMessages.Add(1)
-		c.log.Warn().Str("method", MethodSessionUpdate).Msg("session/update with unusable params; skipped")
+		c.noisy.Warn().Str("method", MethodSessionUpdate).Msg("session/update with unusable params; skipped")
 		return
 	}
 	state := isStateKind(n.Update.Kind)
@@ -267,7 +267,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	sub := c.subs[p.SessionID]
 	if sub == nil || c.readErr != nil {
 		c.mu.Unlock()
-		c.log.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
+		c.noisy.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
 		c.reply(req, PermissionOutcome{})
 		c.release()
 		return

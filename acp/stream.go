@@ -191,7 +191,7 @@ func (c *Conn) invalidRequest(line []byte) bool {
 // goroutine the Conn owns, and counts it.
 func (c *Conn) answerInvalid(id *jsonrpc2.ID, err error) {
 	c.stats.invalid.Add(1)
-	c.log.Warn().Err(err).Msg("invalid request from the agent; answered -32600")
+	c.noisy.Warn().Err(err).Msg("invalid request from the agent; answered -32600")
 	msg := struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      *jsonrpc2.ID    `json:"id"`

@@ -39,7 +39,7 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 		result, err := c.terminalRequest(ctx, req)
 		done()
 		if err != nil {
-			c.log.Warn().Err(err).Str("method", req.Method).Msg("terminal request refused")
+			c.noisy.Warn().Err(err).Str("method", req.Method).Msg("terminal request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
 		} else {
 			err = c.rpc.Reply(context.Background(), req.ID, result)
