@@ -185,7 +185,7 @@ func TestProcess_StderrIsDrainedIntoCappedTaggedLogLines(t *testing.T) {
 	var logs agenttest.Buffer
 	p := newPool(t, pool.Config{Logger: zerolog.New(&logs)})
 	a := acquire(t, p, "thread-9")
-	if got := prompt(t, a, "stderr 500"); got != "ok" {
+	if got := prompt(t, a, "stderr 50"); got != "ok" {
 		t.Fatalf("answer %q: the agent was blocked by its stderr", got)
 	}
 	a.Conn.Close()
@@ -207,11 +207,41 @@ func TestProcess_StderrIsDrainedIntoCappedTaggedLogLines(t *testing.T) {
 			truncated++
 		}
 	}
-	if stderrLines < 501 || truncated != 1 {
-		t.Fatalf("stderr lines logged = %d (want ≥ 501), truncated = %d (want 1)", stderrLines, truncated)
+	if stderrLines < 51 || truncated != 1 {
+		t.Fatalf("stderr lines logged = %d (want ≥ 51), truncated = %d (want 1)", stderrLines, truncated)
 	}
 	if n := len(a.Proc.StderrTail()); n == 0 || n > 2048+1 {
 		t.Fatalf("stderr tail is %d bytes, want 1..2049", n)
+	}
+}
+
+// An agent that floods its stderr is not blocked, and adds at most 100
+// lines a second to the broker's log (which, under systemd, would
+// otherwise spend the journal's rate limit for the broker's own lines);
+// its tail, kept for errors, still ends with its last line.
+func TestProcess_AnAgentCannotFloodTheLogWithItsStderr(t *testing.T) {
+	var logs agenttest.Buffer
+	p := newPool(t, pool.Config{Logger: zerolog.New(&logs)})
+	a := acquire(t, p, "thread-9")
+	start := time.Now()
+	if got := prompt(t, a, "stderr 5000"); got != "ok" {
+		t.Fatalf("answer %q: the agent was blocked by its stderr", got)
+	}
+	a.Conn.Close()
+	p.Release(a, true)
+	<-a.Proc.Reaped()
+	took := time.Since(start)
+	stderrLines := 0
+	for _, m := range logLines(logs.String()) {
+		if m["stream"] == "stderr" {
+			stderrLines++
+		}
+	}
+	if most := 100 * (int(took/time.Second) + 1); stderrLines > most || stderrLines == 0 {
+		t.Fatalf("%d of 5,001 stderr lines logged in %v, want 1..%d", stderrLines, took, most)
+	}
+	if tail := a.Proc.StderrTail(); !strings.HasSuffix(tail, "stdin closed\n") {
+		t.Fatalf("the stderr tail ends %q, want its last line", tail[max(0, len(tail)-60):])
 	}
 }
 

@@ -319,10 +319,17 @@ func (p *Process) waitExit(d time.Duration) bool {
 	}
 }
 
+// stderrBurst is how many of an agent's stderr lines a second reach the
+// log: an agent cannot flood it (and through it the journal's rate
+// limit, which would drop the broker's other lines too). All of them
+// reach the tail kept for errors.
+const stderrBurst = 100
+
 // drainStderr turns the agent's stderr into log lines: each capped at max
-// bytes, all of them fed to the tail.
+// bytes, at most stderrBurst a second, all of them fed to the tail.
 func (p *Process) drainStderr(r io.Reader, max int) {
 	defer close(p.stderr)
+	log := p.log.Sample(&zerolog.BurstSampler{Burst: stderrBurst, Period: time.Second})
 	br := bufio.NewReaderSize(r, 4096)
 	var line []byte
 	truncated := false
@@ -330,7 +337,7 @@ func (p *Process) drainStderr(r io.Reader, max int) {
 		if len(line) == 0 && !truncated {
 			return
 		}
-		ev := p.log.Info().Str("stream", "stderr")
+		ev := log.Info().Str("stream", "stderr")
 		if truncated {
 			ev = ev.Bool("truncated", true)
 		}
