@@ -1,7 +1,6 @@
 package discord
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -308,24 +307,14 @@ const interactionWindow = 3 * time.Second
 // interaction's window; a wait that would end past it is not made.
 func (c *Client) respond(i *discordgo.Interaction, r *discordgo.InteractionResponse) {
 	by := answerBy(i.ID, time.Now())
-	var err error
-	for {
-		err = c.call(c.ctx, func(opts ...discordgo.RequestOption) error {
-			return c.s.InteractionRespond(i, r, opts...)
-		})
-		wait, limited := retryAfter(err)
-		if !limited {
-			break
-		}
+	err := c.doWhile(c.ctx, func(_ int, wait time.Duration) error {
 		if time.Now().Add(wait).After(by) {
-			err = fmt.Errorf("%w: the next try would come after the interaction's %v", errGaveUp, interactionWindow)
-			break
+			return fmt.Errorf("%w: the next try would come after the interaction's %v", errGaveUp, interactionWindow)
 		}
-		if !c.sleep(c.ctx, wait) {
-			err = context.Cause(c.ctx)
-			break
-		}
-	}
+		return nil
+	}, func(opts ...discordgo.RequestOption) error {
+		return c.s.InteractionRespond(i, r, opts...)
+	})
 	if err != nil {
 		c.log.Warn().Err(err).Str("interaction", i.ID).Msg("interaction not answered")
 	}

@@ -50,14 +50,26 @@ const minRetryAfter = 50 * time.Millisecond
 // do is call with rate limits honoured: a 429 waits its retry_after (a
 // wait the Client's end interrupts) and tries again, up to tries times.
 func (c *Client) do(ctx context.Context, tries int, f func(opts ...discordgo.RequestOption) error) error {
-	for i := 0; ; i++ {
+	return c.doWhile(ctx, func(try int, _ time.Duration) error {
+		if try >= tries {
+			return errGaveUp
+		}
+		return nil
+	}, f)
+}
+
+// doWhile is call with rate limits honoured while more allows: after the
+// try-th call met a 429 asking to wait, more returns nil to wait and try
+// again, or the error to give up with.
+func (c *Client) doWhile(ctx context.Context, more func(try int, wait time.Duration) error, f func(opts ...discordgo.RequestOption) error) error {
+	for try := 1; ; try++ {
 		err := c.call(ctx, f)
 		wait, limited := retryAfter(err)
 		if !limited {
 			return err
 		}
-		if i+1 >= tries {
-			return errGaveUp
+		if err := more(try, wait); err != nil {
+			return err
 		}
 		if !c.sleep(ctx, wait) {
 			return context.Cause(ctx)
