@@ -328,26 +328,32 @@ func hasOption(r *PermissionRequest, id string) bool {
 // decide (no turn to ask): as a notice, so that an agent flooding such
 // requests while reading nothing holds no goroutine per request.
 func (c *Conn) reply(req *jsonrpc2.Request, result any) {
-	b, err := json.Marshal(struct {
-		JSONRPC string      `json:"jsonrpc"`
-		ID      jsonrpc2.ID `json:"id"`
-		Result  any         `json:"result"`
-	}{"2.0", req.ID, result})
-	if err != nil {
-		c.replyErr(req, err)
-		return
-	}
-	c.notice(b, "answer to "+req.Method)
+	c.answerNow(&req.ID, result, nil, "answer to "+req.Method)
 }
 
 // replyErr answers an agent request with an error, as a notice.
 func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
-	b, _ := json.Marshal(struct {
+	c.answerNow(&req.ID, nil, err, "error answer to "+req.Method)
+}
+
+// answerNow sends the answer to the agent's request id (null when nil):
+// result, or err when it is not nil, as a notice.
+func (c *Conn) answerNow(id *jsonrpc2.ID, result any, err error, what string) {
+	msg := struct {
 		JSONRPC string          `json:"jsonrpc"`
-		ID      jsonrpc2.ID     `json:"id"`
-		Error   *jsonrpc2.Error `json:"error"`
-	}{"2.0", req.ID, wireError(err)})
-	c.notice(b, "error answer to "+req.Method)
+		ID      *jsonrpc2.ID    `json:"id"`
+		Result  any             `json:"result,omitempty"`
+		Error   *jsonrpc2.Error `json:"error,omitempty"`
+	}{JSONRPC: "2.0", ID: id, Result: result}
+	if err != nil {
+		msg.Result, msg.Error = nil, wireError(err)
+	}
+	b, merr := json.Marshal(msg)
+	if merr != nil {
+		msg.Result, msg.Error = nil, wireError(merr)
+		b, _ = json.Marshal(msg)
+	}
+	c.notice(b, what)
 }
 
 // askUntil runs ask (a person's answer, however slow) on a goroutine of

@@ -187,18 +187,12 @@ func (c *Conn) invalidRequest(line []byte) bool {
 	return true
 }
 
-// answerInvalid sends a -32600 error for id (null when nil) from a
-// goroutine the Conn owns, and counts it.
+// answerInvalid sends a -32600 error for id (null when nil) as a notice,
+// and counts it.
 func (c *Conn) answerInvalid(id *jsonrpc2.ID, err error) {
 	c.stats.invalid.Add(1)
 	c.noisy.Warn().Err(err).Msg("invalid request from the agent; answered -32600")
-	msg := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      *jsonrpc2.ID    `json:"id"`
-		Error   *jsonrpc2.Error `json:"error"`
-	}{"2.0", id, wireError(err)}
-	b, _ := json.Marshal(msg)
-	c.notice(b, "answer to an invalid request")
+	c.answerNow(id, nil, err, "answer to an invalid request")
 }
 
 func excerptBytes(b []byte, n int) string {
