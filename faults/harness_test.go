@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -205,6 +206,14 @@ func (w *world) response(interactionID string) fakediscord.InteractionResponse {
 		w.t.Fatalf("interaction answered late or refused: %+v", r)
 	}
 	return r
+}
+
+// needBwrap skips a test that needs bubblewrap where it is not installed.
+func needBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
 }
 
 // slashNew has u run /new with an agent and a prompt in the world's

@@ -331,16 +331,18 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
 	b.stop()
 
-	// The old thread was last used two hours ago, as far as the state
-	// says.
-	st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
+	// age has the state say thread was last used two hours ago.
+	age := func(thread string) {
+		st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SetThreadProfile(thread, st.ThreadProfile(thread))
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	st.SetThreadProfile(old, st.ThreadProfile(old))
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	age(old)
 
 	b = w.start()
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
@@ -366,13 +368,7 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	w.awaitAnswers(third, 1)
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
 	b.stop()
-	if st, err = store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }}); err != nil {
-		t.Fatal(err)
-	}
-	st.SetThreadProfile(third, st.ThreadProfile(third))
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	age(third)
 	b = w.start()
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
 	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").Output(); err != nil || strings.Contains(string(out), "acp/"+third) || !strings.Contains(string(out), "acp/"+recent) {

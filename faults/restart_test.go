@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -84,9 +83,7 @@ func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
 // with it, and the next broker reports the interrupted turn and resumes
 // the session the agent saved in its workspace.
 func TestRestart_SandboxedAgentDiesWithAKilledBroker(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
-		t.Skip("bubblewrap is not installed")
-	}
+	needBwrap(t)
 	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}}})
 	first := w.start()
 	thread := w.mention(alice, "remember the number 42")

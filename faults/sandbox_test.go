@@ -29,9 +29,7 @@ func probeLine(t *testing.T, text, what string) string {
 // configuration or a secret file beside them, not another thread's
 // workspace; and it cannot write into the state directory.
 func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
-		t.Skip("bubblewrap is not installed")
-	}
+	needBwrap(t)
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer model.Close()
 	// The token reaches the broker through its environment, where an
@@ -91,9 +89,7 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 // (see TestSandbox_AnAgentSeesOnlyItsOwnThread), while its own
 // workspace still works.
 func TestSandbox_NoNetworkCutsEvenLoopback(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
-		t.Skip("bubblewrap is not installed")
-	}
+	needBwrap(t)
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer model.Close()
 	w := newWorld(t, setup{conf: settings{"agent.sandbox_network": false}})

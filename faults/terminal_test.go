@@ -102,9 +102,7 @@ func sleepers(seconds string) []int {
 // namespace goes with it; unconfined, it is out of reach and outlives
 // it, as the README says.
 func TestTerminal_ACommandThatLeavesItsGroupEndsOnlyInTheSandbox(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
-		t.Skip("bubblewrap is not installed")
-	}
+	needBwrap(t)
 	for _, sandbox := range []string{"bwrap", "none"} {
 		t.Run(sandbox, func(t *testing.T) {
 			seconds := strconv.Itoa(3000 + os.Getpid()%1000)

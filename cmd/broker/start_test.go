@@ -53,10 +53,11 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 	}
 	tokenFile := filepath.Join(dir, "token")
 	os.WriteFile(tokenFile, []byte("t0ken-from-file\n"), 0o600)
-	repo := filepath.Join(dir, "repo")
+	repo, err := filepath.EvalSymlinks(gitRepo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
-		{"init", "-q", "-b", "main", repo},
-		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"},
 		{"-C", repo, "checkout", "-q", "-b", "other"},
 		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "on other"},
 		{"-C", repo, "checkout", "-q", "main"},
