@@ -43,8 +43,9 @@ type Options struct {
 	// Terminal, if set, makes the Conn offer terminals
 	// (clientCapabilities.terminal): it turns the command a
 	// terminal/create asks for into the process started, giving it the
-	// agent's environment, user and confinement. It must not block.
-	Terminal func(TerminalCommand) TerminalCommand
+	// agent's environment, user and confinement; an error refuses the
+	// terminal. It must not block.
+	Terminal func(TerminalCommand) (TerminalCommand, error)
 	// MaxTerminals bounds a session's open terminals (default 8); past it
 	// terminal/create is refused. MaxTerminalBytes bounds the output one
 	// terminal keeps (default 1 MiB), whatever its outputByteLimit.

@@ -30,6 +30,10 @@ type TerminalCommand struct {
 	Env []string
 	// Credential, if set, is the user and group the process runs as.
 	Credential *syscall.Credential
+	// ExtraFiles are open files the process gets as descriptors 3 and
+	// up. The Conn closes them once the process has started, or has
+	// failed to.
+	ExtraFiles []*os.File
 }
 
 // Terminal defaults and fixed bounds.
@@ -98,6 +102,11 @@ type terminal struct {
 // startTerminal starts cmd with its output, stdout and stderr together,
 // kept up to limit bytes.
 func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerolog.Logger) (*terminal, error) {
+	defer func() {
+		for _, f := range cmd.ExtraFiles {
+			f.Close() // the child has its own copies
+		}
+	}()
 	path := cmd.Path
 	if !strings.Contains(path, "/") {
 		found, err := lookPath(path, cmd.Env)
@@ -115,12 +124,13 @@ func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerol
 		env = []string{}
 	}
 	c := &exec.Cmd{
-		Path:   path,
-		Args:   append([]string{cmd.Path}, cmd.Args...),
-		Dir:    cmd.Dir,
-		Env:    env,
-		Stdout: w,
-		Stderr: w,
+		Path:       path,
+		Args:       append([]string{cmd.Path}, cmd.Args...),
+		Dir:        cmd.Dir,
+		Env:        env,
+		Stdout:     w,
+		Stderr:     w,
+		ExtraFiles: cmd.ExtraFiles,
 		// A session of its own, so its process group is its own too: the
 		// whole group is signalled, grandchildren included.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: cmd.Credential},

@@ -14,9 +14,9 @@ import (
 
 // plainTerminal runs terminal commands as asked, with the request's
 // environment and a PATH: no sandbox.
-func plainTerminal(cmd TerminalCommand) TerminalCommand {
+func plainTerminal(cmd TerminalCommand) (TerminalCommand, error) {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, cmd.Env...)
-	return cmd
+	return cmd, nil
 }
 
 // termPeer is an agent that asks for terminals: one request at a time,

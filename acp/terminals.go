@@ -145,7 +145,6 @@ func (c *Conn) createTerminal(p *createTerminalParams) (*terminal, error) {
 	if p.OutputByteLimit != nil && *p.OutputByteLimit < uint64(limit) {
 		limit = int(*p.OutputByteLimit)
 	}
-	cmd := c.opts.Terminal(TerminalCommand{Path: p.Command, Args: p.Args, Dir: dir, Env: env})
 
 	// One create at a time, so that the count checked is the count kept.
 	c.createMu.Lock()
@@ -169,6 +168,12 @@ func (c *Conn) createTerminal(p *createTerminalParams) (*terminal, error) {
 	c.termSeq++
 	id := fmt.Sprintf("term-%d", c.termSeq)
 	c.mu.Unlock()
+	// Made only now that it will be started: what it holds open
+	// (ExtraFiles) is closed by startTerminal.
+	cmd, err := c.opts.Terminal(TerminalCommand{Path: p.Command, Args: p.Args, Dir: dir, Env: env})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errTerminalStart, p.Command, err)
+	}
 	t, err := startTerminal(id, p.SessionID, cmd, limit, c.log.With().Str("session", p.SessionID).Logger())
 	if err != nil {
 		return nil, err

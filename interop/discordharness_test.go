@@ -188,7 +188,7 @@ func (b *discordBroker) close(t *testing.T) {
 // the test says so.
 func interopSandbox(t *testing.T, env []string) pool.Sandbox {
 	sb := pool.Sandbox{Bwrap: "bwrap"}
-	if err := sb.Check(10 * time.Second); err != nil {
+	if err := sb.Check(10*time.Second, nil); err != nil {
 		t.Logf("agents run unconfined: %v", err)
 		return pool.Sandbox{}
 	}

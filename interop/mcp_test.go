@@ -166,7 +166,7 @@ func TestMCPServerReachesTheModel(t *testing.T) {
 			"agents.claude.sandbox_rw":    []string{home, logDir},
 			"turn.permission_timeout":     "30s",
 		}
-		if err := (pool.Sandbox{Bwrap: "bwrap"}).Check(10 * time.Second); err != nil {
+		if err := (pool.Sandbox{Bwrap: "bwrap"}).Check(10*time.Second, nil); err != nil {
 			t.Logf("the agent runs unconfined: %v", err)
 			conf["agent.sandbox"] = "none"
 		}

@@ -91,7 +91,8 @@ func TestPool_SessionsGetTheConfiguredMCPServersTheAgentSupports(t *testing.T) {
 }
 
 // In the sandbox the agent starts its stdio MCP servers itself, so their
-// programs are shown to it read-only, and nothing beside them.
+// programs are shown to it read-only: their files, not what is beside
+// them in their directories, and nothing it writes there reaches them.
 func TestSandbox_AgentSeesItsMCPServersPrograms(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed")
@@ -101,17 +102,20 @@ func TestSandbox_AgentSeesItsMCPServersPrograms(t *testing.T) {
 	if err := os.WriteFile(program, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	other := filepath.Join(t.TempDir(), "not-a-server")
-	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+	beside := filepath.Join(tools, "facts.db")
+	if err := os.WriteFile(beside, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := newPool(t, pool.Config{Env: []string{"PATH=/usr/bin:/bin"}, Sandbox: pool.Sandbox{Bwrap: "bwrap"},
 		MCPServers: []acp.MCPServer{{Name: "facts", Command: program}}})
 	a := acquire(t, p, "t")
 	defer p.Release(a, false)
-	got := prompt(t, a, "probe r:"+program+" w:"+filepath.Join(tools, "planted")+" r:"+other)
+	got := prompt(t, a, "probe r:"+program+" w:"+program+" r:"+beside+" w:"+filepath.Join(tools, "planted"))
 	lines := strings.Split(strings.TrimSpace(got), "\n")
-	if len(lines) != 3 || !strings.HasSuffix(lines[0], " ok") || !strings.Contains(lines[1], "denied") || !strings.Contains(lines[2], "denied") {
-		t.Fatalf("probes in the sandbox:\n%s\nwant the server's program readable, its directory read-only, nothing else", got)
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], " ok") || !strings.Contains(lines[1], "denied") || !strings.Contains(lines[2], "denied") {
+		t.Fatalf("probes in the sandbox:\n%s\nwant the server's program readable and read-only, nothing beside it", got)
+	}
+	if _, err := os.Stat(filepath.Join(tools, "planted")); err == nil {
+		t.Fatal("the agent wrote into the directory of an MCP server's program")
 	}
 }

@@ -420,8 +420,12 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 		return nil, err
 	}
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
-	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
+	spec, err := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
+	if err != nil {
+		return nil, fmt.Errorf("agent failed to start: %w", err)
+	}
 	proc, err := p.cfg.Launch(spec)
+	closeFiles(spec.ExtraFiles) // the process has its own copies
 	if err != nil {
 		return nil, err
 	}
@@ -483,23 +487,23 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 
 // terminalCommand is how the agent of prof working in dir starts a
 // terminal's command: with the agent's environment (the request's
-// variables over it, none of the broker's own), as the agent's user, in
-// the agent's sandbox. It is nil, and terminals are not offered, when
-// agents start through a launcher: the broker cannot put a command in
-// the same confinement.
-func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalCommand) acp.TerminalCommand {
+// variables over it, none of the broker's own; in the sandbox, set
+// inside it only), as the agent's user, in the agent's sandbox. It is
+// nil, and terminals are not offered, when agents start through a
+// launcher: the broker cannot put a command in the same confinement.
+func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalCommand) (acp.TerminalCommand, error) {
 	sb := p.cfg.Sandbox
 	if len(sb.Launcher) > 0 {
 		return nil
 	}
 	programs := mcpPrograms(prof.MCPServers)
-	return func(cmd acp.TerminalCommand) acp.TerminalCommand {
+	return func(cmd acp.TerminalCommand) (acp.TerminalCommand, error) {
 		cmd.Env = mergeEnv(prof.Env, cmd.Env)
 		cmd.Credential = p.cfg.RunAs
 		if sb.Enabled() {
-			cmd = sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRO, prof.SandboxRW)
+			return sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRO, prof.SandboxRW)
 		}
-		return cmd
+		return cmd, nil
 	}
 }
 

@@ -35,6 +35,10 @@ type ProcessSpec struct {
 	Redact *redact.Redactor
 	// Credential, if set, is the user and group the process runs as.
 	Credential *syscall.Credential
+	// ExtraFiles are open files the process gets as descriptors 3 and
+	// up. Whoever made the spec closes them once the process has
+	// started, or has failed to.
+	ExtraFiles []*os.File
 }
 
 // Process is a running agent in its own process group. Its exit is noticed
@@ -77,6 +81,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
+	cmd.ExtraFiles = spec.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -55,6 +55,9 @@
 //	terminal CMD...    runs CMD in a client terminal (shown in a tool call),
 //	                   waits for it to exit, releases it, and answers
 //	                   "exit: STATUS", "truncated: BOOL" and the output
+//	terminal-env NAME=VALUE... -- CMD...
+//	                   the same, with those variables in the terminal's
+//	                   environment
 //	terminals N        opens N client terminals (sleep) at once, answers
 //	                   "opened K of N" and why the next was refused,
 //	                   then releases them

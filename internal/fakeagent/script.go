@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -296,7 +297,17 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 	case "spawn-child":
 		a.spawnChild(t)
 	case "terminal":
-		a.terminal(t, arg(0, "true"), args[min(1, len(args)):])
+		a.terminal(t, arg(0, "true"), args[min(1, len(args)):], nil)
+	case "terminal-env":
+		// A hostile agent: the variables before "--" in the terminal's
+		// environment (a loader's, say), then the command.
+		i := slices.Index(args, "--")
+		if i < 0 || i+1 >= len(args) {
+			a.chunk(sid, "terminal-env NAME=VALUE... -- CMD [ARGS...]\n")
+			t.stop("end_turn")
+			return
+		}
+		a.terminal(t, args[i+1], args[i+2:], args[:i])
 	case "terminals":
 		a.terminals(t, atoi(arg(0, "2")))
 	case "terminal-long":
@@ -472,10 +483,16 @@ func (a *agent) spawnChild(t *turn) {
 }
 
 // createTerminal asks the client for a terminal running command with
-// args, and shows it in a tool call; "" if the client refused.
-func (a *agent) createTerminal(t *turn, command string, args []string) string {
+// args and env (NAME=VALUE entries), and shows it in a tool call; "" if
+// the client refused.
+func (a *agent) createTerminal(t *turn, command string, args, env []string) string {
 	sid := t.sid
-	resp, ok := a.request("terminal/create", map[string]any{"sessionId": sid, "command": command, "args": args}, "")
+	vars := []map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars = append(vars, map[string]string{"name": k, "value": v})
+	}
+	resp, ok := a.request("terminal/create", map[string]any{"sessionId": sid, "command": command, "args": args, "env": vars}, "")
 	if !ok {
 		return ""
 	}
@@ -491,11 +508,11 @@ func (a *agent) createTerminal(t *turn, command string, args []string) string {
 	return res.TerminalID
 }
 
-// terminal runs command through the client, waits for it to exit, and
-// answers with its exit status and output.
-func (a *agent) terminal(t *turn, command string, args []string) {
+// terminal runs command with env through the client, waits for it to
+// exit, and answers with its exit status and output.
+func (a *agent) terminal(t *turn, command string, args, env []string) {
 	sid := t.sid
-	id := a.createTerminal(t, command, args)
+	id := a.createTerminal(t, command, args, env)
 	if id == "" {
 		return
 	}
@@ -555,7 +572,7 @@ func (a *agent) terminals(t *turn, n int) {
 // leaves the terminal to the client.
 func (a *agent) terminalUntilCancel(t *turn, script string) {
 	sid := t.sid
-	id := a.createTerminal(t, "sh", []string{"-c", script})
+	id := a.createTerminal(t, "sh", []string{"-c", script}, nil)
 	if id == "" {
 		return
 	}
