@@ -23,7 +23,9 @@ import (
 // broker serves its audit trail to `broker audit`: the database itself is
 // locked while the broker runs. The state directory is hidden from
 // sandboxed agents; the socket is the broker user's alone (mode 0600),
-// and a peer of another user (root aside) is refused.
+// a peer of another user (root aside) is refused, and so is a peer in
+// another user namespace than the broker's: a sandboxed agent, even one
+// that reached the socket.
 const auditSocketName = "audit.sock"
 
 // Bounds of the audit socket: connections served at once (more are told
@@ -56,6 +58,7 @@ type auditServer struct {
 	decisions func(store.DecisionFilter) ([]store.Decision, error)
 	log       zerolog.Logger
 	uid       int
+	userNS    string // the broker's user namespace, as /proc names it
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -88,7 +91,13 @@ func serveAudit(dir string, decisions func(store.DecisionFilter) ([]store.Decisi
 		ln.Close()
 		return nil, fmt.Errorf("audit socket: %w", err)
 	}
-	s := &auditServer{ln: ln, path: path, decisions: decisions, log: log, uid: os.Getuid(),
+	userNS, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("audit socket: %w", err)
+	}
+	s := &auditServer{ln: ln, path: path, decisions: decisions, log: log, uid: os.Getuid(), userNS: userNS,
 		conns: map[net.Conn]bool{}, servers: make(chan struct{}, auditMaxConns)}
 	s.wg.Go(s.accept)
 	return s, nil
@@ -134,9 +143,19 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 			s.log.Debug().Err(err).Msg("audit socket: reply not sent")
 		}
 	}
-	if uid, err := peerUID(conn); err != nil || (uid != s.uid && uid != 0) {
+	cred, err := peerCred(conn)
+	if err != nil || (int(cred.Uid) != s.uid && cred.Uid != 0) {
+		uid := -1
+		if cred != nil {
+			uid = int(cred.Uid)
+		}
 		s.log.Warn().Err(err).Int("peer_uid", uid).Msg("audit socket: peer of another user refused")
 		reply(auditReply{Error: "refused: the audit trail is for the broker's own user"})
+		return
+	}
+	if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", cred.Pid)); err != nil || cred.Pid <= 0 || ns != s.userNS {
+		s.log.Warn().Err(err).Int32("peer_pid", cred.Pid).Str("peer_userns", ns).Msg("audit socket: peer in another user namespace (a sandbox) refused")
+		reply(auditReply{Error: "refused: the audit trail is not served into a sandbox"})
 		return
 	}
 	// The request is read before a refusal, even for want of a slot: a
@@ -166,23 +185,21 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 	reply(auditReply{Decisions: list})
 }
 
-// peerUID is the user id of the process at the other end.
-func peerUID(conn *net.UnixConn) (int, error) {
+// peerCred is the process at the other end as it connected: its pid
+// (in the broker's PID namespace; 0 if it is not there) and user.
+func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return nil, err
 	}
-	if credErr != nil {
-		return -1, credErr
-	}
-	return int(cred.Uid), nil
+	return cred, credErr
 }
 
 // Close stops serving, ends open connections, removes the socket and

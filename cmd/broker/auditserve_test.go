@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -131,5 +132,45 @@ func TestAudit_LockedWithoutASocketSaysSo(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "is in use by another broker process") || !strings.Contains(errOut, "no broker answers on its audit socket") ||
 		!strings.Contains(errOut, `"permission decided"`) {
 		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
+
+// A peer of the broker's own user in another user namespace, as a
+// sandboxed agent is, is refused even when it reaches the socket; the
+// same client outside it is served.
+func TestAuditSocket_RefusesAPeerInAnotherUserNamespace(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	bin := brokerBin(t)
+	config := writeConfig(t, "")
+	dir := filepath.Join(filepath.Dir(config), "state")
+	st, err := store.Open(store.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Decided(store.Decision{Time: time.Now().UTC(), Thread: "42", Tool: "Run make", Outcome: "allowed", Via: "rule", By: "rule 1"})
+	s, err := serveAudit(dir, st.Decisions, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ask := func(sandboxed bool) (string, error) {
+		args := []string{bin, "audit", "--config", config}
+		if sandboxed {
+			args = append([]string{"bwrap", "--unshare-user", "--dev-bind", "/", "/", "--"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := ask(false); err != nil || !strings.Contains(out, "Run make") {
+		t.Fatalf("outside a user namespace: %v, %s", err, out)
+	}
+	out, err := ask(true)
+	if err == nil || strings.Contains(out, "Run make") || !strings.Contains(out, "refused: the audit trail is not served into a sandbox") {
+		t.Fatalf("from another user namespace: %v, %s", err, out)
 	}
 }
