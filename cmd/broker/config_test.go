@@ -202,8 +202,8 @@ func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
 	}
 	var out bytes.Buffer
 	dir := t.TempDir()
-	code := run(context.Background(), []string{"check-config", "--config", "../../config.example.toml"},
-		[]string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_STATE_DIR=" + dir, "BROKER_AGENT_CWD=" + dir}, nil, &out, &out)
+	env := append(agentUserEnv(t, dir), "BROKER_AGENT_COMMAND="+fakeAgent, "BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_AGENT_CWD="+filepath.Join(dir, "work"))
+	code := run(context.Background(), []string{"check-config", "--config", "../../config.example.toml"}, env, nil, &out, &out)
 	if code != 0 {
 		t.Fatalf("check-config of the example: %d\n%s", code, out.String())
 	}

@@ -85,6 +85,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		problems = append(problems, err)
 	}
 	problems = append(problems, checkProfiles(ctx, cfg)...)
+	problems = append(problems, checkSandbox(cfg, *configPath)...)
 	if err := sandboxFor(cfg, *configPath).Check(sandboxCheckTimeout, cfg.Agent.RunAs); err != nil {
 		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
 	}

@@ -101,6 +101,7 @@ func writeConfigArgs(t *testing.T, args []string, extra string) string {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "broker.toml")
+	agentUser := agentUser(t, dir)
 	text := fmt.Sprintf(`
 [log]
 format = "json"
@@ -109,16 +110,38 @@ level = "warn"
 command = %q
 args = [%s]
 cwd = %q
+run_as_user = %q
 [state]
 dir = %q
 [http]
 listen = "127.0.0.1:0"
 %s
-`, fakeAgent, strings.Join(quoted, ", "), filepath.Join(dir, "work"), filepath.Join(dir, "state"), extra)
+`, fakeAgent, strings.Join(quoted, ", "), filepath.Join(dir, "work"), agentUser, filepath.Join(dir, "state"), extra)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// agentUser is the agent.run_as_user of a broker the test runs as root
+// (its agents may not be root), with dir, where they work, opened to
+// that user; "" otherwise.
+func agentUser(t *testing.T, dir string) string {
+	t.Helper()
+	user := agenttest.AgentUser()
+	if user != "" {
+		agenttest.Traversable(t, dir)
+	}
+	return user
+}
+
+// agentUserEnv is agentUser as the broker's environment sets it.
+func agentUserEnv(t *testing.T, dir string) []string {
+	t.Helper()
+	if user := agentUser(t, dir); user != "" {
+		return []string{"BROKER_AGENT_RUN_AS_USER=" + user}
+	}
+	return nil
 }
 
 func startBroker(t *testing.T, config string, env ...string) *running {
@@ -188,9 +211,9 @@ func TestRun_ConsoleShowsAFullTurnWithTheDemoAgent(t *testing.T) {
 // and the metrics port), a message gets a full answer.
 func TestRun_ConfigExampleShowsAFullTurn(t *testing.T) {
 	dir := t.TempDir()
-	b := startBroker(t, filepath.Join("..", "..", "config.example.toml"),
+	b := startBroker(t, filepath.Join("..", "..", "config.example.toml"), append(agentUserEnv(t, dir),
 		"BROKER_AGENT_COMMAND="+fakeAgent, "BROKER_AGENT_CWD="+filepath.Join(dir, "work"),
-		"BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_HTTP_LISTEN=127.0.0.1:0")
+		"BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_HTTP_LISTEN=127.0.0.1:0")...)
 	b.say(t, "hello from the example")
 	b.out.waitFor(t, "[done in", 20*time.Second)
 	if !strings.Contains(b.out.String(), "agent> You said: hello from the example") {

@@ -450,7 +450,8 @@ func TestRun_TheConfigurationOfBeforeProfilesRunsUnchanged(t *testing.T) {
 		p.Command != filepath.Join(dir, "bin/demo-agent") || p.Cwd != "./work" || c.Agent.Sandbox != "bwrap" {
 		t.Fatalf("profiles %v, default %q, the default profile %+v", sortedKeys(c.Profiles), c.DefaultProfile, p)
 	}
-	b := startBroker(t, config, "BROKER_HTTP_LISTEN=127.0.0.1:0")
+	// As root, the one change: agents may not run as root.
+	b := startBroker(t, config, append(agentUserEnv(t, dir), "BROKER_HTTP_LISTEN=127.0.0.1:0")...)
 	b.out.waitFor(t, "Type a message", 20*time.Second)
 	b.say(t, "hello")
 	b.out.waitFor(t, "You said: hello", 20*time.Second)

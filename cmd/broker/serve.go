@@ -519,8 +519,9 @@ const openEndedWait = time.Second
 const sandboxCheckTimeout = 10 * time.Second
 
 // sandboxFor is the agents' sandbox as configured. What the broker keeps
-// out of the agents' sight even under /etc or /opt: its state, the
-// directory of its configuration and of its token file.
+// out of the agents' sight wherever a path shown to them holds it: its
+// state, its configuration and token files and the directories they are
+// in (checkSandbox refuses what hiding cannot keep).
 func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 	switch cfg.Agent.Sandbox {
 	case "launcher":
@@ -530,16 +531,8 @@ func sandboxFor(cfg *Config, configPath string) pool.Sandbox {
 		return pool.Sandbox{}
 	}
 	var hide []string
-	for _, p := range []string{cfg.State.Dir, configPath, cfg.Discord.TokenFile} {
-		if p == "" {
-			continue
-		}
-		if abs, err := filepath.Abs(p); err == nil {
-			if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
-				abs = filepath.Dir(abs)
-			}
-			hide = append(hide, abs)
-		}
+	for _, b := range brokerPaths(cfg, configPath) {
+		hide = append(hide, b.path)
 	}
 	return pool.Sandbox{Bwrap: "bwrap",
 		NoNetwork: !cfg.Agent.SandboxNetwork, Hide: hide}
@@ -600,7 +593,9 @@ func (b *broker) prepareReload(ctx context.Context) reloadResult {
 	if err != nil {
 		return reloadResult{err: fmt.Errorf("config: %w", err)}
 	}
-	if problems := checkProfiles(ctx, cfg); len(problems) > 0 {
+	problems := checkProfiles(ctx, cfg)
+	problems = append(problems, checkSandbox(cfg, b.path)...)
+	if len(problems) > 0 {
 		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}
 	}
 	if ctx.Err() != nil {

@@ -41,6 +41,9 @@ func MustBuild() (bin, dir string) {
 		os.Exit(2)
 	}
 	bin, err = Build(dir)
+	if err == nil {
+		err = os.Chmod(dir, 0o755) // for agents run as another user
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
@@ -118,6 +121,44 @@ func (b *Buffer) String() string {
 // Nobody is the uid and gid of the user tests run processes as when they
 // need another user than root.
 const Nobody = 65534
+
+// AgentUser is the user a broker run by the tests as root starts its
+// sandboxed agents as (agent.run_as_user): root may not, and bubblewrap
+// runs as that user. "" when the tests do not run as root.
+func AgentUser() string {
+	if os.Getuid() == 0 {
+		return "nobody"
+	}
+	return ""
+}
+
+// Traversable lets other users search dir and the directories above it
+// up to the system's temporary directory (those of t.TempDir are their
+// maker's alone), for agents run as AgentUser: bubblewrap, run as that
+// user, must reach their programs and workspaces. It changes nothing
+// outside the temporary directory.
+func Traversable(tb testing.TB, dir string) {
+	tb.Helper()
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for d := real; strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o011 != 0o011 {
+			if err := os.Chmod(d, perm|0o011); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+}
 
 // OtherUserDir returns a directory that another user may enter, read and
 // write (the test's own temporary directories are root's alone), removed
