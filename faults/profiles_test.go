@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/store"
@@ -84,6 +85,11 @@ func TestProfiles_AThreadKeepsItsAgentAcrossRestartsAndIsToldWhenItIsRemoved(t *
 // there is not in another thread's checkout nor in the repository's.
 func TestProfiles_AWorktreeProfileGivesEachThreadItsOwnCheckout(t *testing.T) {
 	w := newWorld(t, setup{})
+	if os.Getuid() == 0 {
+		// As under systemd, the broker runs as an unprivileged user: the
+		// worktrees it makes are that user's, and so its agents'.
+		w.BrokerUser = &syscall.Credential{Uid: agenttest.Nobody, Gid: agenttest.Nobody}
+	}
 	repo := newRepo(t, filepath.Join(w.Dir, "repo"))
 	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": repo, "agent.base": "main"})
 	w.start()
@@ -99,7 +105,7 @@ func TestProfiles_AWorktreeProfileGivesEachThreadItsOwnCheckout(t *testing.T) {
 			t.Fatalf("/status does not show the workspace: %q", st.Content)
 		}
 		dirs[u] = m[1]
-		branch, err := exec.Command("git", "-C", m[1], "rev-parse", "--abbrev-ref", "HEAD").Output()
+		branch, err := git("-C", m[1], "rev-parse", "--abbrev-ref", "HEAD").Output()
 		if err != nil || strings.TrimSpace(string(branch)) != "acp/"+thread {
 			t.Fatalf("thread %s's worktree is on %q (%v), want acp/%s", thread, branch, err, thread)
 		}
@@ -109,7 +115,7 @@ func TestProfiles_AWorktreeProfileGivesEachThreadItsOwnCheckout(t *testing.T) {
 		if a := w.awaitAnswers(thread, 2)[1]; !strings.Contains(a.Text, "exit: <nil>") {
 			t.Fatalf("git commit in the agent's worktree: %q", a.Text)
 		}
-		if log, err := exec.Command("git", "-C", repo, "log", "--format=%s", "acp/"+thread).Output(); err != nil || !strings.HasPrefix(string(log), "from-"+u+"\n") {
+		if log, err := git("-C", repo, "log", "--format=%s", "acp/"+thread).Output(); err != nil || !strings.HasPrefix(string(log), "from-"+u+"\n") {
 			t.Fatalf("branch acp/%s has %q (%v), want the agent's commit on top", thread, log, err)
 		}
 	}
@@ -412,6 +418,12 @@ func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
 }
 
 // newRepo makes a git repository at dir with one commit on main.
+// git is a git command of the test on a repository that may be another
+// user's (the broker's, when the test runs it as one).
+func git(args ...string) *exec.Cmd {
+	return exec.Command("git", append([]string{"-c", "safe.directory=*"}, args...)...)
+}
+
 func newRepo(t *testing.T, dir string) string {
 	t.Helper()
 	for _, args := range [][]string{

@@ -36,6 +36,9 @@ func start(w *World, config, logPath string) (*Broker, error) {
 	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}, w.Env...)
 	b.cmd.Stdout = log
 	b.cmd.Stderr = log
+	if w.BrokerUser != nil {
+		b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: w.BrokerUser}
+	}
 	b.cmd.WaitDelay = 5 * time.Second
 	if err := b.cmd.Start(); err != nil {
 		log.close()

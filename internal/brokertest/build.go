@@ -65,7 +65,10 @@ func Main(m *testing.M, bins *Binaries) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if *bins, err = Build(dir); err != nil {
+	if *bins, err = Build(dir); err == nil {
+		err = os.Chmod(dir, 0o755) // for agents run as another user
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(2)

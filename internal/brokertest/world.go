@@ -59,6 +59,10 @@ type World struct {
 	// [[agents.NAME.mcp_servers]]); read at each Start.
 	Raw string
 	Env []string // more of the broker's environment (NAME=value), read at each Start
+	// BrokerUser, if set, is the user the broker itself runs as (the
+	// test runs as root), as under systemd: each Start gives it Dir and
+	// all in it.
+	BrokerUser *syscall.Credential
 
 	logTail int
 
@@ -68,7 +72,9 @@ type World struct {
 
 // NewWorld makes a World. The default configuration logs JSON at info
 // level, serves metrics on a free port, runs the fake agent in Work,
-// keeps state in Dir/state and allows the World's channel.
+// keeps state in Dir/state and allows the World's channel. Run as root,
+// it runs sandboxed agents as agenttest.AgentUser (agent.run_as_user,
+// unless Conf names one, "" for none), to whom Dir is opened.
 func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 	tb.Helper()
 	opts.Fake.Token = Token
@@ -79,6 +85,9 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 	dir, err := filepath.EvalSymlinks(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if agenttest.AgentUser() != "" {
+		agenttest.Traversable(tb, dir)
 	}
 	w := &World{TB: tb, Bins: bins, Srv: srv, Dir: dir, Work: filepath.Join(dir, "work"), logTail: opts.LogTail}
 	if w.logTail == 0 {
@@ -104,7 +113,12 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 // WriteConfig writes the World's configuration and returns its path.
 func (w *World) WriteConfig() (string, error) {
 	path := filepath.Join(w.Dir, "broker.toml")
-	return path, os.WriteFile(path, []byte(w.Conf.TOML()+w.Raw), 0o600)
+	conf := w.Conf
+	sandbox, _ := conf["agent.sandbox"].(string)
+	if _, set := conf["agent.run_as_user"]; !set && (sandbox == "" || sandbox == "bwrap") && agenttest.AgentUser() != "" && w.BrokerUser == nil {
+		conf = conf.With(Settings{"agent.run_as_user": agenttest.AgentUser()})
+	}
+	return path, os.WriteFile(path, []byte(conf.TOML()+w.Raw), 0o600)
 }
 
 // AgentPIDs lists the running processes of the fake agent binary (and
@@ -158,6 +172,17 @@ func (w *World) Start(ctx context.Context) (*Broker, error) {
 	path, err := w.WriteConfig()
 	if err != nil {
 		return nil, err
+	}
+	if u := w.BrokerUser; u != nil {
+		err := filepath.WalkDir(w.Dir, func(p string, _ os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, int(u.Uid), int(u.Gid))
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	w.mu.Lock()
 	w.starts++
