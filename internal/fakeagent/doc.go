@@ -77,6 +77,11 @@
 //	other-session      sends an update for a session it never created
 //	env                answers with its environment, one NAME=value a line
 //	run CMD [ARGS...]  runs CMD itself in its directory, answers its output
+//	probe WHAT...      a hostile agent: tries each WHAT and says "ok" or
+//	                   why not: r:PATH reads, w:PATH writes, get:URL
+//	                   fetches, unix:PATH asks a unix socket with a JSON
+//	                   line (and says the answer), environ:TEXT looks for
+//	                   TEXT in every /proc/*/environ it can read
 //	mcp-servers        answers with the session's mcpServers as received
 //	                   (from session/new or session/load), raw JSON
 //	settings           answers "model=M mode=D fast=B", the session's

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -220,7 +222,8 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 	case "probe":
 		// A hostile agent: tries each of its arguments (r:PATH reads,
 		// w:PATH writes, get:URL fetches, environ:TEXT looks for TEXT in
-		// every /proc/*/environ it can read) and says what happened.
+		// every /proc/*/environ it can read, unix:PATH asks a unix
+		// socket with a JSON line) and says what happened.
 		for _, what := range args {
 			a.chunk(sid, what+" "+probe(what)+"\n")
 		}
@@ -757,6 +760,15 @@ func probe(what string) string {
 		c := http.Client{Timeout: 5 * time.Second}
 		if resp, err = c.Get(arg); err == nil {
 			resp.Body.Close()
+		}
+	case "unix":
+		var c net.Conn
+		if c, err = net.DialTimeout("unix", arg, 5*time.Second); err == nil {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintln(c, `{}`)
+			b, _ := io.ReadAll(io.LimitReader(c, 4<<10))
+			return "ok: " + strings.TrimSpace(string(b))
 		}
 	case "environ":
 		paths, _ := filepath.Glob("/proc/[0-9]*/environ")
