@@ -67,9 +67,11 @@ fuzz:
 	done
 
 # Agents run in a bubblewrap sandbox by default; on a machine without it
-# the demo still runs, unconfined, and says so.
+# the demo still runs, unconfined, and says so. Run as root, the broker
+# runs its agents as nobody (agent.run_as_user): never as root.
 run: build sandbox-deps
 	@if command -v bwrap >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then export BROKER_AGENT_RUN_AS_USER=nobody; fi; \
 		$(BIN)/broker --config config.example.toml; \
 	else \
 		echo "bubblewrap is not installed: the demo agent runs WITHOUT a sandbox."; \
