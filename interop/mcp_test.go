@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakeanthropic"
 	"acpbroker/pool"
@@ -169,6 +170,14 @@ func TestMCPServerReachesTheModel(t *testing.T) {
 		if err := (pool.Sandbox{Bwrap: "bwrap"}).Check(10*time.Second, nil); err != nil {
 			t.Logf("the agent runs unconfined: %v", err)
 			conf["agent.sandbox"] = "none"
+		}
+		if agenttest.AgentUser() != "" {
+			// As root, the broker runs its agents as another user, who
+			// must reach the server's program and own what it writes.
+			agenttest.Traversable(t, filepath.Dir(bins.Agent))
+			agenttest.Traversable(t, filepath.Dir(server.Command))
+			agenttest.GiveToAgentUser(t, home)
+			agenttest.GiveToAgentUser(t, logDir)
 		}
 		w := brokertest.NewWorld(t, bins, brokertest.Options{Conf: conf})
 		w.Raw = fmt.Sprintf(`

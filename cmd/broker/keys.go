@@ -75,7 +75,7 @@ var keys = []key{
 		read: readLauncher},
 	{name: "agent.launcher_stop", def: []string{}, doc: "with a launcher: the command run once such an agent is stopped",
 		read: func(r *reader, k string, c *Config) { c.Agent.LauncherStop = r.strs(k) }},
-	{name: "agent.run_as_user", def: "", doc: "a broker started as root runs agents as this user (name or uid), their workspaces given to it",
+	{name: "agent.run_as_user", def: "", doc: "a broker started as root runs agents as this user (name or uid), their workspaces given to it; required as root with `agent.sandbox = \"bwrap\"` (see Security model)",
 		read: readRunAs},
 
 	{name: defaultProfileKey, def: "", live: true, shown: "the only profile", doc: "the profile a new thread gets when its channel names none (required with several `[agents.NAME]`); see Agent profiles",

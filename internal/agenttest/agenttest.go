@@ -160,6 +160,26 @@ func Traversable(tb testing.TB, dir string) {
 	}
 }
 
+// GiveToAgentUser gives dir and everything in it to AgentUser, and lets
+// it reach dir (see Traversable): for what agents run as that user must
+// write. It does nothing when the tests do not run as root.
+func GiveToAgentUser(tb testing.TB, dir string) {
+	tb.Helper()
+	if AgentUser() == "" {
+		return
+	}
+	err := filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, Nobody, Nobody)
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	Traversable(tb, dir)
+}
+
 // OtherUserDir returns a directory that another user may enter, read and
 // write (the test's own temporary directories are root's alone), removed
 // when the test ends. The test is skipped unless it runs as root, which
