@@ -153,7 +153,7 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 		reply(auditReply{Error: "refused: the audit trail is for the broker's own user"})
 		return
 	}
-	if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", cred.Pid)); err != nil || cred.Pid <= 0 || ns != s.userNS {
+	if ns, err := peerUserNS(cred.Pid); err != nil || ns != s.userNS {
 		s.log.Warn().Err(err).Int32("peer_pid", cred.Pid).Str("peer_userns", ns).Msg("audit socket: peer in another user namespace (a sandbox) refused")
 		reply(auditReply{Error: "refused: the audit trail is not served into a sandbox"})
 		return
@@ -183,6 +183,15 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 		list = []store.Decision{}
 	}
 	reply(auditReply{Decisions: list})
+}
+
+// peerUserNS is the user namespace of the process pid, as /proc names
+// it.
+func peerUserNS(pid int32) (string, error) {
+	if pid <= 0 {
+		return "", errors.New("the peer is not in the broker's PID namespace")
+	}
+	return os.Readlink(fmt.Sprintf("/proc/%d/ns/user", pid))
 }
 
 // peerCred is the process at the other end as it connected: its pid

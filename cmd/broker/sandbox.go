@@ -135,10 +135,14 @@ func hasKey(cfg *Config, k string) bool {
 func checkSandbox(cfg *Config, configPath string) []error {
 	var problems []error
 	bwrap := cfg.Agent.Sandbox == "bwrap"
-	if bwrap && cfg.Agent.RunAs == nil && os.Getuid() == 0 {
+	switch {
+	case bwrap && cfg.Agent.RunAs == nil && os.Getuid() == 0:
 		problems = append(problems, errors.New(`agent.run_as_user is required when the broker runs as root with agent.sandbox = "bwrap": `+
 			`agents would be root outside their sandbox (reading what only root may, /etc/shadow say); `+
 			`name an unprivileged user for them (e.g. "nobody"), or run the broker as one`))
+	case bwrap && cfg.Agent.RunAs != nil && cfg.Agent.RunAs.Uid == 0:
+		problems = append(problems, fmt.Errorf(`agent.run_as_user = %q is root: agents would be root outside their sandbox; name an unprivileged user (e.g. "nobody")`,
+			cfg.values["agent.run_as_user"]))
 	}
 	mine := brokerPaths(cfg, configPath)
 	said := map[string]bool{}

@@ -124,12 +124,17 @@ func TestSandbox_RootNamesTheUserAgentsRunAsAndThatUserReachesTheirPaths(t *test
 	}
 	bin := brokerBin(t)
 	config := writeConfig(t, "")
-	for _, cmd := range []string{"check-config", "run"} {
-		c := exec.Command(bin, cmd, "--config", config)
-		c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "BROKER_AGENT_RUN_AS_USER="}
-		out, err := c.CombinedOutput()
-		if code := c.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(out), `agent.run_as_user is required when the broker runs as root with agent.sandbox = "bwrap"`) {
-			t.Fatalf("%s as root without agent.run_as_user: status %d, %s", cmd, code, out)
+	for user, want := range map[string]string{
+		"":     `agent.run_as_user is required when the broker runs as root with agent.sandbox = "bwrap"`,
+		"root": `agent.run_as_user = "root" is root: agents would be root outside their sandbox`,
+	} {
+		for _, cmd := range []string{"check-config", "run"} {
+			c := exec.Command(bin, cmd, "--config", config)
+			c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "BROKER_AGENT_RUN_AS_USER=" + user}
+			out, err := c.CombinedOutput()
+			if code := c.ProcessState.ExitCode(); err == nil || code != 2 || !strings.Contains(string(out), want) {
+				t.Fatalf("%s as root with agent.run_as_user %q: status %d, %s", cmd, user, code, out)
+			}
 		}
 	}
 	private := t.TempDir()
