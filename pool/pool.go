@@ -59,7 +59,9 @@ type Config struct {
 	// Sandbox confines each agent to its working directory.
 	Sandbox Sandbox
 	// RunAs, if set, is the user agents run as (the broker must be root);
-	// their working directories are given to that user.
+	// their working directories are given to that user. In bubblewrap,
+	// bubblewrap itself runs as that user: what agents are shown must be
+	// reachable by it.
 	RunAs *syscall.Credential
 	// WaitNotice is how long a wait for a slot lasts before Acquire says
 	// so (default 1s).

@@ -29,7 +29,10 @@ import (
 // home, other threads' workspaces). Bubblewrap itself starts with an
 // empty environment: the agent's is set inside, so that nothing an
 // agent names in its environment (a loader variable in a terminal's,
-// say) takes effect outside. The zero Sandbox runs agents as they are.
+// say) takes effect outside. Bubblewrap runs as the agent's user
+// (Config.RunAs): started by root without one, an agent is uid 0 over
+// what it is shown, whose files it may then read, so the broker refuses
+// that. The zero Sandbox runs agents as they are.
 type Sandbox struct {
 	// Bwrap is the bubblewrap program; empty means no sandbox.
 	Bwrap string
