@@ -26,11 +26,13 @@ func newRepo(t *testing.T) string {
 	return repo
 }
 
-// gitT runs git for the test itself, with an identity to commit with and
-// none of the test process's GIT_* variables.
+// gitT runs git for the test itself, with an identity to commit with,
+// none of the test process's GIT_* variables, and whatever user owns the
+// repository. What an agent planted that this runs marks nothing
+// (MARKS, see payload).
 func gitT(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	args = append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"}, args...)
+	args = append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false", "-c", "safe.directory=*"}, args...)
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
@@ -38,6 +40,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "MARKS="+os.DevNull)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
