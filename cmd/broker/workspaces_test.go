@@ -68,7 +68,7 @@ func (keptThreads) WorktreeRemoved(string)          {}
 // and leaves those it keeps and those whose agent runs.
 func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
 	p := &Profile{Name: "rev", Workspace: "worktree", Repo: gitRepo(t), Base: "main", Cwd: t.TempDir()}
-	wt := worktreesFor(p, zerolog.Nop())
+	wt := worktreesFor(p, nil, zerolog.Nop())
 	ctx := context.Background()
 	dirs := map[string]string{}
 	for _, thread := range []string{"kept", "running", "gone"} {
@@ -79,7 +79,7 @@ func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
 		dirs[thread] = dir
 	}
 	n := sweepWorktrees(ctx, map[string]*Profile{"rev": p}, keptThreads{"kept": true},
-		func(thread string) bool { return thread == "running" }, time.Minute, zerolog.Nop())
+		func(thread string) bool { return thread == "running" }, time.Minute, nil, zerolog.Nop())
 	if n != 1 {
 		t.Fatalf("removed %d worktrees, want 1", n)
 	}
@@ -148,7 +148,7 @@ func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, zerolog.Nop())
+	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
 	}
 
 	delete(cfg.Profiles, "rev") // the reload that removed it
-	n := sweepWorktrees(ctx, cfg.Profiles, st, func(string) bool { return false }, time.Minute, zerolog.Nop())
+	n := sweepWorktrees(ctx, cfg.Profiles, st, func(string) bool { return false }, time.Minute, nil, zerolog.Nop())
 	if _, err := os.Stat(dirs["gone"]); n != 1 || !os.IsNotExist(err) {
 		t.Fatalf("removed %d worktrees; the removed profile's is still there: %v", n, err)
 	}
