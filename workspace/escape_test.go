@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"acpbroker/pool"
 )
@@ -194,22 +195,36 @@ var escapes = []struct {
 	{"worktree .git pointing at another repository", true, func(t *testing.T, a agentView) {
 		evil := filepath.Join(a.worktree, "evil")
 		gitT(t, "", "init", "-q", evil)
-		gitT(t, evil, "config", "core.fsmonitor", a.payload)
-		for _, h := range hooks {
-			a.write(t, filepath.Join(evil, ".git", "hooks", h), "#!/bin/sh\nexec "+a.payload+" "+h+"\n", 0o755)
-		}
 		a.write(t, filepath.Join(a.worktree, ".git"), "gitdir: "+filepath.Join(evil, ".git")+"\n", 0o644)
+		a.ownRepository(t, filepath.Join(evil, ".git"))
 	}},
 	{"worktree .git replaced by a repository", true, func(t *testing.T, a agentView) {
 		if err := os.Remove(filepath.Join(a.worktree, ".git")); err != nil {
 			t.Fatal(err)
 		}
 		gitT(t, a.worktree, "init", "-q")
-		gitT(t, a.worktree, "config", "core.fsmonitor", a.payload)
-		for _, h := range hooks {
-			a.write(t, filepath.Join(a.worktree, ".git", "hooks", h), "#!/bin/sh\nexec "+a.payload+" "+h+"\n", 0o755)
-		}
+		a.ownRepository(t, filepath.Join(a.worktree, ".git"))
 	}},
+}
+
+// ownRepository makes gitDir, a repository of the agent's that its
+// worktree now points at, run its payload every way it can: hooks, a
+// file system monitor, and a filter driver for README, tracked there and
+// changed since (git status cleans it to compare).
+func (a agentView) ownRepository(t *testing.T, gitDir string) {
+	t.Helper()
+	for _, h := range hooks {
+		a.write(t, filepath.Join(gitDir, "hooks", h), "#!/bin/sh\nexec "+a.payload+" "+h+"\n", 0o755)
+	}
+	for k, v := range map[string]string{"core.fsmonitor": a.payload, "filter.own.clean": a.payload + " clean", "filter.own.smudge": a.payload + " smudge"} {
+		gitT(t, "", "--git-dir="+gitDir, "config", k, v)
+	}
+	a.write(t, filepath.Join(gitDir, "info", "attributes"), "README filter=own\n", 0o644)
+	gitT(t, "", "--git-dir="+gitDir, "--work-tree="+a.worktree, "add", "README")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(a.worktree, "README"), later, later); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // payload writes the agent's script, which marks in outside (where no
