@@ -331,18 +331,7 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
 	b.stop()
 
-	// age has the state say thread was last used two hours ago.
-	age := func(thread string) {
-		st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.SetThreadProfile(thread, st.ThreadProfile(thread))
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	age(old)
+	w.age(old)
 
 	b = w.start()
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
@@ -368,7 +357,7 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	w.awaitAnswers(third, 1)
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
 	b.stop()
-	age(third)
+	w.age(third)
 	b = w.start()
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
 	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").Output(); err != nil || strings.Contains(string(out), "acp/"+third) || !strings.Contains(string(out), "acp/"+recent) {
@@ -408,6 +397,20 @@ func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
 	}
 	if got := w.newChoices(); len(got) != 1 || got["a"] == "" {
 		t.Errorf("/new offers %v after b was removed", got)
+	}
+}
+
+// age has the state say thread was last used two hours ago; the broker
+// must be stopped.
+func (w *world) age(thread string) {
+	w.t.Helper()
+	st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	st.SetThreadProfile(thread, st.ThreadProfile(thread))
+	if err := st.Close(); err != nil {
+		w.t.Fatal(err)
 	}
 }
 

@@ -74,6 +74,8 @@
 //	other-session      sends an update for a session it never created
 //	env                answers with its environment, one NAME=value a line
 //	run CMD [ARGS...]  runs CMD itself in its directory, answers its output
+//	sh SCRIPT          runs the rest of the prompt, as typed, with sh -c in
+//	                   its directory; answers its output and "exit: ERR"
 //	mcp-servers        answers with the session's mcpServers as received
 //	                   (from session/new or session/load), raw JSON
 //	settings           answers "model=M mode=D fast=B", the session's
