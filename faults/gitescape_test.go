@@ -61,6 +61,7 @@ func TestGitEscape_NothingAnAgentPlantsInTheRepositoryRuns(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != "notes\n" {
 		t.Fatalf("the next thread's worktree lacks the base's notes.txt: %q, %v", b, err)
 	}
+	nothingRan(t, marks, common)
 
 	// The hostile agent breaks its own worktree: its .git is now a
 	// repository of its own, tracking a file it changes.
@@ -92,7 +93,14 @@ func TestGitEscape_NothingAnAgentPlantsInTheRepositoryRuns(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
 		t.Fatalf("the next thread's worktree went too: %v", err)
 	}
-	for _, d := range []string{marks, common} {
+	nothingRan(t, marks, common)
+}
+
+// nothingRan fails the test if the hostile agent's payload left a mark
+// in one of dirs.
+func nothingRan(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
 		entries, err := os.ReadDir(d)
 		if err != nil {
 			t.Fatal(err)
