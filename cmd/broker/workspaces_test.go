@@ -180,3 +180,123 @@ func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
 		t.Fatalf("branches after the sweep (delete_branches = true as recorded): %q %v", out, err)
 	}
 }
+
+// The broker's git on a worktree profile's repository is confined as
+// that profile's agents are: in bubblewrap with agent.sandbox = "bwrap"
+// (no network there, whatever agent.sandbox_network says), as
+// agent.run_as_user when one is set; with neither, it is only hardened.
+func TestGitConfiner_ConfinesGitAsTheAgentsAre(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	argv := []string{git, "version"}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/dev/null"}
+	for _, tc := range []struct {
+		name, keys string
+		confined   bool
+		runAs      bool
+	}{
+		{"none", "sandbox = \"none\"", false, false},
+		{"bwrap", "sandbox = \"bwrap\"\nsandbox_network = true", true, false},
+		{"none as another user", "sandbox = \"none\"\nrun_as_user = \"nobody\"", false, true},
+		{"bwrap as another user", "sandbox = \"bwrap\"\nrun_as_user = \"nobody\"", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.runAs && os.Getuid() != 0 {
+				t.Skip("agent.run_as_user needs root")
+			}
+			cfg, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n"+tc.keys+"\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			confine := gitConfiner(cfg, "")
+			if !tc.confined && !tc.runAs {
+				if confine != nil {
+					t.Fatal("git is confined with agents unconfined and no user of theirs")
+				}
+				return
+			}
+			got, cred := confine(argv, env, "/", nil, nil)
+			if cred != cfg.Agent.RunAs {
+				t.Fatalf("git runs as %+v, want agent.run_as_user's %+v", cred, cfg.Agent.RunAs)
+			}
+			if !tc.confined {
+				if strings.Join(got, " ") != strings.Join(argv, " ") {
+					t.Fatalf("git's command line became %q", got)
+				}
+				return
+			}
+			line := strings.Join(got, " ")
+			for _, want := range []string{"bwrap ", " --unshare-user ", " --unshare-net ", " --cap-drop ALL ", " --clearenv ", " -- " + git + " version"} {
+				if !strings.Contains(line, want) {
+					t.Fatalf("git's confinement %q lacks %q", line, want)
+				}
+			}
+			cmd := exec.Command(got[0], got[1:]...)
+			cmd.Env = env
+			if cred != nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			}
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "git version ") {
+				t.Fatalf("git in its confinement: %v, %s", err, out)
+			}
+		})
+	}
+}
+
+// A worktree past retention that cannot be removed is reported once,
+// moved out of its thread's way, and forgotten: the next sweep does not
+// try it again.
+func TestSweepWorktrees_OneThatCannotBeRemovedIsReportedOnce(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to make a file no one can remove")
+	}
+	cfg, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\ncwd = \""+t.TempDir()+"\"\nworkspace = \"worktree\"\nrepo = \""+gitRepo(t)+"\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := agents.profiles["default"].Workspace(context.Background(), "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := filepath.Join(dir, "stuck")
+	if err := os.WriteFile(stuck, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".removing-stuck-*", "stuck", "stuck"))
+		for _, f := range append(left, stuck) {
+			exec.Command("chattr", "-i", f).Run()
+		}
+	})
+
+	var logs bytes.Buffer
+	log := zerolog.New(&logs)
+	for sweep := 1; sweep <= 2; sweep++ {
+		if n := sweepWorktrees(context.Background(), cfg.Profiles, st, func(string) bool { return false }, time.Minute, nil, log); n != 0 {
+			t.Fatalf("sweep %d removed %d worktrees", sweep, n)
+		}
+		if got := strings.Count(logs.String(), "left where it is; it will not be tried again"); got != 1 {
+			t.Fatalf("after sweep %d, %d reports of the worktree left:\n%s", sweep, got, logs.String())
+		}
+		if n := st.Stats().Worktrees; n != 0 {
+			t.Fatalf("after sweep %d, %d worktrees still recorded", sweep, n)
+		}
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the thread's worktree directory is still in its way: %v", err)
+	}
+}
