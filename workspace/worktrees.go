@@ -116,7 +116,11 @@ func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch str
 			log.Warn().Str("problem", st.problem).Msg("unusable worktree removed to be made again")
 		}
 		if err := discard(ctx, common, root, name, st, repo); err != nil {
-			return "", "", err
+			if _, lerr := os.Lstat(dir); !errors.Is(err, ErrLeftBehind) || !errors.Is(lerr, fs.ErrNotExist) {
+				return "", "", err
+			}
+			// Out of the thread's way: said once, and left.
+			log.Error().Err(err).Msg("what is left of the unusable worktree was moved aside")
 		}
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {

@@ -95,6 +95,9 @@ func checkProfiles(ctx context.Context, c *Config, confine workspace.Confiner) [
 		cancel()
 		switch {
 		case err == nil:
+			if err := ownedByAgents(p.Repo, c.Agent.RunAs); err != nil {
+				problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "repo"), p.Repo, err))
+			}
 		case errors.Is(err, workspace.ErrBaseNotFound):
 			problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "base"), p.Base, err))
 		case errors.Is(err, workspace.ErrGitNotFound):
@@ -104,6 +107,25 @@ func checkProfiles(ctx context.Context, c *Config, confine workspace.Confiner) [
 		}
 	}
 	return problems
+}
+
+// ownedByAgents says what to do when agents run as runAs and repo's git
+// directory is not theirs: they commit there, and the broker's git makes
+// their worktrees there, as that user.
+func ownedByAgents(repo string, runAs *syscall.Credential) error {
+	if runAs == nil {
+		return nil
+	}
+	dir := gitDir(repo)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != runAs.Uid {
+		return fmt.Errorf("its git directory %s belongs to uid %d, not to agent.run_as_user (uid %d), as whom its agents and the broker's git write it: chown -R %d:%d %s",
+			dir, st.Uid, runAs.Uid, runAs.Uid, runAs.Gid, dir)
+	}
+	return nil
 }
 
 // worktreeCheckTimeout bounds the git calls of one profile's check at

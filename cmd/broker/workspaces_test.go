@@ -300,3 +300,38 @@ func TestSweepWorktrees_OneThatCannotBeRemovedIsReportedOnce(t *testing.T) {
 		t.Fatalf("the thread's worktree directory is still in its way: %v", err)
 	}
 }
+
+// With agent.run_as_user, a worktree profile's repository must be that
+// user's: check-config says so, naming the key and the chown to run, and
+// accepts it once it is.
+func TestCheckConfig_AWorktreeRepositoryMustBeTheAgentsUsers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("agent.run_as_user needs root")
+	}
+	repo := gitRepo(t)
+	for d := repo; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // reachable by the agents' user, as an operator's would be
+	}
+	config := filepath.Join(t.TempDir(), "b.toml")
+	text := "[agent]\ncommand = \"" + fakeAgent + "\"\ncwd = \"" + t.TempDir() + "\"\nrun_as_user = \"nobody\"\nworkspace = \"worktree\"\nrepo = \"" + repo + "\"\n[state]\ndir = \"" + t.TempDir() + "\"\n"
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func() (int, string) {
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none", "PATH=" + os.Getenv("PATH")}, nil, &out, &out)
+		return code, out.String()
+	}
+	code, out := check()
+	if code != 2 || !strings.Contains(out, `agent.repo = "`+repo+`": its git directory `+filepath.Join(repo, ".git")+` belongs to uid 0, not to agent.run_as_user (uid `) ||
+		!strings.Contains(out, "chown -R ") {
+		t.Fatalf("check-config with the repository root's: status %d, %s", code, out)
+	}
+	nobody := exec.Command("chown", "-R", "nobody", repo)
+	if b, err := nobody.CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, b)
+	}
+	if code, out := check(); code != 0 {
+		t.Fatalf("check-config with the repository nobody's: status %d, %s", code, out)
+	}
+}
