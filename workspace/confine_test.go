@@ -138,6 +138,19 @@ func TestConfine_CancelKillsTheSandboxedGitAndItsChildren(t *testing.T) {
 	}
 }
 
+// A confinement in which git cannot start is reported as git not
+// running (so the start names agents.NAME.workspace), with what it said.
+func TestCheck_AConfinementGitCannotRunInIsGitNotFound(t *testing.T) {
+	w := newWorktrees(t, newRepo(t))
+	w.Confine = func(argv, env []string, dir string, readOnly, writable []string) ([]string, *syscall.Credential) {
+		return []string{"sh", "-c", "echo 'bwrap: No permissions to create new namespace' >&2; exit 1"}, nil
+	}
+	err := w.Check(t.Context())
+	if !errors.Is(err, ErrGitNotFound) || !strings.Contains(err.Error(), "No permissions to create new namespace") {
+		t.Fatalf("Check = %v; want ErrGitNotFound with what the confinement said", err)
+	}
+}
+
 // sleeping returns the running processes of sleep(1) for arg.
 func sleeping(arg string) []int {
 	entries, _ := os.ReadDir("/proc")

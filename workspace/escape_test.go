@@ -27,18 +27,18 @@ type gitMode struct {
 	name string
 	// set readies w (and its repository) for the mode; it returns the
 	// user an agent would be, if not the tests' own.
-	set func(t *testing.T, w *Worktrees) *syscall.Credential
+	set func(t testing.TB, w *Worktrees) *syscall.Credential
 }
 
 var gitModes = []gitMode{
-	{"hardened", func(*testing.T, *Worktrees) *syscall.Credential { return nil }},
+	{"hardened", func(testing.TB, *Worktrees) *syscall.Credential { return nil }},
 	{"confined", confineT},
 }
 
 // confineT has w run git in bubblewrap as pool confines it, and, when
 // the tests run as root, as nobody (as agent.run_as_user would have it),
 // the repository given to nobody. It returns that user.
-func confineT(t *testing.T, w *Worktrees) *syscall.Credential {
+func confineT(t testing.TB, w *Worktrees) *syscall.Credential {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed")
@@ -64,7 +64,7 @@ func confineT(t *testing.T, w *Worktrees) *syscall.Credential {
 
 // giveTo gives everything under each path to cred (nil: nobody else),
 // and makes each reachable.
-func giveTo(t *testing.T, cred *syscall.Credential, paths ...string) {
+func giveTo(t testing.TB, cred *syscall.Credential, paths ...string) {
 	t.Helper()
 	if cred == nil {
 		return
@@ -86,7 +86,7 @@ func giveTo(t *testing.T, cred *syscall.Credential, paths ...string) {
 // reachable lets every user through dir and the test's directories
 // above it, as the directories of a repository given to an agents' user
 // are.
-func reachable(t *testing.T, dir string) {
+func reachable(t testing.TB, dir string) {
 	t.Helper()
 	for d := dir; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
 		fi, err := os.Stat(d)

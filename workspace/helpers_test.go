@@ -14,7 +14,7 @@ import (
 
 // newRepo makes a repository with one commit on main, in a directory of
 // its own (next to which the tests put the worktrees).
-func newRepo(t *testing.T) string {
+func newRepo(t testing.TB) string {
 	t.Helper()
 	repo := filepath.Join(t.TempDir(), "repo")
 	gitT(t, "", "init", "-q", "-b", "main", repo)
@@ -30,7 +30,7 @@ func newRepo(t *testing.T) string {
 // none of the test process's GIT_* variables, and whatever user owns the
 // repository. What an agent planted that this runs marks nothing
 // (MARKS, see payload).
-func gitT(t *testing.T, dir string, args ...string) string {
+func gitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	args = append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false", "-c", "safe.directory=*"}, args...)
 	cmd := exec.Command("git", args...)

@@ -62,6 +62,9 @@ func (w *Worktrees) Check(ctx context.Context) error {
 		return err
 	}
 	if _, err := w.run(ctx, gitCmd{args: []string{"version"}}); err != nil {
+		if exitCode(err) >= 0 { // git, or its confinement, starts and fails
+			err = &wordedError{msg: "git cannot be run: " + err.Error(), kind: ErrGitNotFound, err: err}
+		}
 		return err
 	}
 	common, err := w.repository(ctx, repo)
