@@ -169,3 +169,38 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A worktree of another repository (its profile's repo changed while
+// its thread lived) is left alone, not taken for a broken one; one whose
+// .git names a record the agent made up inside its own worktree is
+// removed as broken.
+func TestPrepare_LeavesAnotherRepositorysWorktreeAlone(t *testing.T) {
+	before := newWorktrees(t, newRepo(t))
+	dir, _, err := before.Prepare(t.Context(), "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := newWorktrees(t, newRepo(t))
+	after.Dir = before.Dir
+	if _, _, err := after.Prepare(t.Context(), "5"); !errors.Is(err, ErrInTheWay) {
+		t.Fatalf("Prepare with another repository = %v; want ErrInTheWay", err)
+	}
+	if err := after.Remove(t.Context(), "5"); !errors.Is(err, ErrInTheWay) {
+		t.Fatalf("Remove with another repository = %v; want ErrInTheWay", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "README")); err != nil {
+		t.Fatalf("the other repository's worktree was touched: %v", err)
+	}
+
+	// The agent's own forgery of such a record.
+	fake := filepath.Join(dir, "fake", "worktrees", "5")
+	must(t, os.MkdirAll(fake, 0o755))
+	must(t, os.WriteFile(filepath.Join(fake, "gitdir"), []byte(filepath.Join(dir, ".git")+"\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: "+fake+"\n"), 0o644))
+	if err := after.Remove(t.Context(), "5"); err != nil {
+		t.Fatalf("Remove of a worktree pointing at a record inside itself: %v", err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the forged worktree is still there: %v", err)
+	}
+}

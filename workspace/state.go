@@ -68,6 +68,10 @@ type worktreeState struct {
 	problem string
 	// cutShort: it is one, but still locked as git worktree add left it.
 	cutShort bool
+	// foreign: it is a worktree of another repository (one its agent
+	// could not have made up: outside the worktree and the git
+	// directory), not to be touched.
+	foreign bool
 }
 
 // none reports that neither a worktree nor a record of one is there.
@@ -77,7 +81,7 @@ func (st *worktreeState) none() bool { return !st.present && len(st.admins) == 0
 // repository records it, or it has a .git, or it is no directory at all
 // (a link or a file an agent left in its place).
 func (st *worktreeState) ours() bool {
-	return len(st.admins) > 0 || st.dotGit || st.present && !st.isDir
+	return !st.foreign && (len(st.admins) > 0 || st.dotGit || st.present && !st.isDir)
 }
 
 // admin is the git directory of the worktree's record.
@@ -140,6 +144,7 @@ func inspect(ctx context.Context, common, root, name string) (*worktreeState, er
 		st.problem = "its .git is not a small file"
 	case len(admins) == 0:
 		st.problem = "the repository has no record of it"
+		st.foreign = foreignWorktree(link, common, dir, backlink)
 	case link != "gitdir: "+st.admin(common)+"\n":
 		st.problem = "its .git points elsewhere than its record in the repository"
 	default:
@@ -148,6 +153,24 @@ func inspect(ctx context.Context, common, root, name string) (*worktreeState, er
 		}
 	}
 	return st, nil
+}
+
+// foreignWorktree reports whether link, the .git file of dir, names a
+// record of another repository that names dir/.git back (backlink): a
+// worktree made from another repository (its profile's repo changed),
+// outside what an agent of this one can write.
+func foreignWorktree(link, common, dir, backlink string) bool {
+	record, ok := strings.CutPrefix(strings.TrimSuffix(link, "\n"), "gitdir: ")
+	if !ok || !filepath.IsAbs(record) || filepath.Base(filepath.Dir(record)) != "worktrees" {
+		return false
+	}
+	for _, p := range []string{dir, common} {
+		if record == p || strings.HasPrefix(record, p+"/") || strings.HasPrefix(realPath(record), realPath(p)+"/") {
+			return false
+		}
+	}
+	got, _ := readSmallAt(unix.AT_FDCWD, filepath.Join(record, "gitdir"))
+	return got == backlink+"\n"
 }
 
 // records returns the names of common's worktree records whose gitdir
