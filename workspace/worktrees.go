@@ -226,7 +226,7 @@ func (w *Worktrees) Remove(ctx context.Context, thread string) error {
 			ev = log.Warn().Str("problem", st.problem)
 		}
 		left = discard(ctx, common, root, name, st, repo)
-		if errors.Is(left, ErrInTheWay) || left != nil && !errors.Is(left, ErrLeftBehind) {
+		if left != nil && !errors.Is(left, ErrLeftBehind) {
 			return left
 		}
 		switch {
