@@ -47,6 +47,7 @@ bench: build
 	$(GO) test -run '^$$' -bench SessionUpdates -benchtime 200000x -count 3 -cpu 1 ./acp/
 	$(GO) test -run '^$$' -bench DeathNoticed -benchtime 500x ./pool/
 	$(GO) test -run '^$$' -bench ToolCallUpdate ./store/
+	$(GO) test -run '^$$' -bench Worktrees -benchtime 100x ./workspace/
 	$(GO) test -run '^$$' -bench TurnOverhead -benchtime 300x ./bench/
 	$(GO) test -run '^$$' -bench Recovery -benchtime 10x ./bench/
 	$(GO) test -run '^$$' -bench 'IdleThreadMemory|Scale' -benchtime 1x -timeout 30m ./bench/

@@ -313,6 +313,7 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	w := newWorld(t, setup{})
 	repo := newRepo(t, filepath.Join(w.Dir, "repo"))
 	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": repo, "agent.base": "main", "state.retention": "1h"})
+	w.forAgents(repo)
 	b := w.start()
 	dirs := map[string]string{}
 	var old, recent string
@@ -337,18 +338,7 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
 	b.stop()
 
-	// age has the state say thread was last used two hours ago.
-	age := func(thread string) {
-		st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.SetThreadProfile(thread, st.ThreadProfile(thread))
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	age(old)
+	w.age(old)
 
 	b = w.start()
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
@@ -361,7 +351,7 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	if lines := b.Log.Grep("worktree past retention removed", old); len(lines) != 1 {
 		t.Fatalf("%d log lines say the old worktree was removed", len(lines))
 	}
-	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/"+old).Output(); err != nil || !strings.Contains(string(out), "acp/"+old) {
+	if out, err := git("-C", repo, "branch", "--list", "acp/"+old).Output(); err != nil || !strings.Contains(string(out), "acp/"+old) {
 		t.Fatalf("the old thread's branch is gone (delete_branches is false): %q %v", out, err)
 	}
 
@@ -374,10 +364,10 @@ func TestProfiles_WorktreesPastRetentionAreRemoved(t *testing.T) {
 	w.awaitAnswers(third, 1)
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 2 })
 	b.stop()
-	age(third)
+	w.age(third)
 	b = w.start()
 	b.awaitMetric("acp_broker_store_worktrees", func(v float64) bool { return v == 1 })
-	if out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").Output(); err != nil || strings.Contains(string(out), "acp/"+third) || !strings.Contains(string(out), "acp/"+recent) {
+	if out, err := git("-C", repo, "branch", "--list", "acp/*").Output(); err != nil || strings.Contains(string(out), "acp/"+third) || !strings.Contains(string(out), "acp/"+recent) {
 		t.Fatalf("with delete_branches the branches are %q (%v), want the third thread's gone and the recent one's kept", out, err)
 	}
 }
@@ -414,6 +404,20 @@ func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
 	}
 	if got := w.newChoices(); len(got) != 1 || got["a"] == "" {
 		t.Errorf("/new offers %v after b was removed", got)
+	}
+}
+
+// age has the state say thread was last used two hours ago; the broker
+// must be stopped.
+func (w *world) age(thread string) {
+	w.t.Helper()
+	st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	st.SetThreadProfile(thread, st.ThreadProfile(thread))
+	if err := st.Close(); err != nil {
+		w.t.Fatal(err)
 	}
 }
 

@@ -21,10 +21,32 @@
 //     DeleteBranches is set, and a later Prepare for the thread checks it out
 //     again.
 //
-// Every git command runs in its own process group with stdin closed, a
-// minimal environment (nothing of the broker's GIT_* variables or secrets,
-// no terminal prompts) and a time bound; it is killed, with whatever it
-// started, as soon as its context ends. Git commands on one repository run
-// one at a time, since concurrent worktree and branch changes collide on
-// git's own lock files.
+// Agents write the repository's git directory (to commit) and their own
+// worktrees, so nothing there is trusted, and no git command of the
+// broker's runs anything of theirs:
+//
+//   - Every git command runs in its own process group with stdin closed,
+//     a time bound, and an environment chosen here: nothing of the
+//     broker's GIT_* variables or secrets, no system or user
+//     configuration, no HOME, no terminal prompts, no transport. Settings
+//     on its command line, which win over the repository's, turn off
+//     hooks, the file system monitor, submodules and automatic
+//     maintenance; every filter driver the repository's configuration
+//     defines (as git reads it for that very command: includes,
+//     conditional ones and a worktree's own configuration counted) is
+//     emptied, so no attribute can run one. It is killed, with whatever it
+//     started, as soon as its context ends.
+//   - git never finds a repository or a worktree itself: the git
+//     directory, the common directory and the worktree are named to it,
+//     and a worktree's .git is read by the broker, never followed by git.
+//   - With [Worktrees.Confine] set, each command also runs confined (in
+//     bubblewrap, as the agents' user), seeing only what it works on.
+//   - A worktree an agent broke (its .git replaced, deleted or pointing
+//     elsewhere, its directory replaced by a link) has no git run in it:
+//     it is removed without following links, with its record in the
+//     repository; what cannot be removed is moved aside and reported
+//     ([ErrLeftBehind]), never tried again.
+//
+// Git commands on one repository run one at a time, since concurrent
+// worktree and branch changes collide on git's own lock files.
 package workspace

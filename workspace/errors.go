@@ -16,6 +16,9 @@ var (
 	// ErrInTheWay: a thread's worktree directory exists but is not a
 	// worktree of the repository, so it is left alone.
 	ErrInTheWay = errors.New("directory in the way")
+	// ErrLeftBehind: a worktree could not be removed; what is left of it
+	// was moved out of the thread's way and is reported, not retried.
+	ErrLeftBehind = errors.New("worktree left behind")
 	// ErrTimeout: a git command ran longer than Worktrees.Timeout.
 	ErrTimeout = errors.New("git took too long")
 )

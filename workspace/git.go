@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,29 +28,105 @@ const (
 	// killGrace bounds how long a killed git command's output pipes are
 	// waited for (a descendant that left its process group may hold them).
 	killGrace = 2 * time.Second
+	// maxFilterDrivers bounds the filter drivers a repository's
+	// configuration may define for git to run at all: each is turned off
+	// by name in the command's environment.
+	maxFilterDrivers = 256
 )
 
-// inherited are the only variables git gets from the broker's environment:
-// enough to find itself and the user's git configuration, nothing that
-// points it at another repository (GIT_DIR, GIT_WORK_TREE, GIT_INDEX_FILE)
-// and none of the broker's secrets, which a hook would otherwise see.
-var inherited = []string{"PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "XDG_CONFIG_HOME"}
+// gitCmd is one git command the broker runs, and what it works on.
+type gitCmd struct {
+	// args follow git's own options: the command and its arguments.
+	args []string
+	// gitDir is the git directory it works on (--git-dir), common the
+	// repository's common directory (GIT_COMMON_DIR); both empty for a
+	// command on no repository. git never looks for them itself.
+	gitDir, common string
+	// workTree is the worktree it works in (--work-tree), or "".
+	workTree string
+	// filters are the filter drivers turned off for it: those of the
+	// repository's configuration, for a command that reads or writes the
+	// worktree's files.
+	filters []string
+	// readOnly and writable are what a confined git may read, and write.
+	readOnly, writable []string
+	// own are directories made for it to write in, given to the user a
+	// confined git runs as.
+	own []string
+}
 
-// gitEnv is the environment of a git command run in dir. Git does not look
-// for a repository above dir, so a directory that is not a repository is
-// not taken for a part of one that encloses it.
-func gitEnv(dir string) []string {
-	env := make([]string, 0, len(inherited)+3)
-	for _, k := range inherited {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
+// dir is where the command runs: its worktree, else its git directory.
+func (c gitCmd) dir() string {
+	switch {
+	case c.workTree != "":
+		return c.workTree
+	case c.gitDir != "":
+		return c.gitDir
 	}
-	return append(env,
-		"GIT_TERMINAL_PROMPT=0",
-		"GIT_CEILING_DIRECTORIES="+filepath.Dir(dir),
+	return "/"
+}
+
+// hardened are settings every git command gets from its command line,
+// where they win over every configuration file: agents write the
+// repository's configuration, its hooks and its worktrees, and nothing
+// of theirs may run in a git command of the broker's. No hooks, no file
+// system monitor, no network (a partial clone fetching what it lacks),
+// no submodules (each a repository of its own), nothing left running
+// after the command (automatic gc and maintenance), no relative worktree
+// links (the broker checks them as absolute paths).
+var hardened = [][2]string{
+	{"core.hooksPath", "/dev/null"},
+	{"core.fsmonitor", "false"},
+	{"core.untrackedCache", "false"},
+	{"protocol.allow", "never"},
+	{"credential.helper", ""},
+	{"submodule.recurse", "false"},
+	{"diff.ignoreSubmodules", "all"},
+	{"status.submoduleSummary", "false"},
+	{"gc.auto", "0"},
+	{"gc.autoDetach", "false"},
+	{"maintenance.auto", "false"},
+	{"worktree.useRelativePaths", "false"},
+}
+
+// gitEnv is the whole environment of git command c, chosen here: nothing
+// of the broker's but PATH (no GIT_* variable pointing git elsewhere,
+// none of its secrets), no configuration but the repository's (neither
+// the system's nor the user's: no HOME), no terminal prompts, no
+// transport at all, no optional locks (git status then writes nothing),
+// the hardened settings, and c's filter drivers turned off: every
+// command that runs through each is emptied and none is required.
+func gitEnv(c gitCmd) []string {
+	env := []string{
+		"HOME=/dev/null",
 		"LC_ALL=C",
-	)
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_ATTR_NOSYSTEM=1",
+		"GIT_ALLOW_PROTOCOL=", // a list of none: no transport, whatever the configuration allows
+		"GIT_OPTIONAL_LOCKS=0",
+		"GIT_NO_REPLACE_OBJECTS=1",
+	}
+	if path, ok := os.LookupEnv("PATH"); ok {
+		env = append(env, "PATH="+path)
+	}
+	if c.common != "" {
+		// Not what a commondir file in the git directory says.
+		env = append(env, "GIT_COMMON_DIR="+c.common)
+	}
+	settings := hardened
+	for _, d := range c.filters {
+		settings = append(settings[:len(settings):len(settings)],
+			[2]string{"filter." + d + ".clean", ""}, [2]string{"filter." + d + ".smudge", ""},
+			[2]string{"filter." + d + ".process", ""}, [2]string{"filter." + d + ".required", "false"})
+	}
+	env = append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(settings)))
+	for i, s := range settings {
+		n := strconv.Itoa(i)
+		env = append(env, "GIT_CONFIG_KEY_"+n+"="+s[0], "GIT_CONFIG_VALUE_"+n+"="+s[1])
+	}
+	return env
 }
 
 // gitError is a git command that ran and failed.
@@ -86,12 +162,12 @@ func cmdName(args []string) string {
 	return "git " + strings.Join(args[:min(n, len(args))], " ")
 }
 
-// run runs git with args in dir and returns its standard output. The
-// command runs in its own process group with stdin closed; the group is
-// killed when ctx ends or the timeout passes, and once more after the
-// command exits, so nothing it started outlives it.
-func (w *Worktrees) run(ctx context.Context, dir string, args ...string) (string, error) {
-	name := cmdName(args)
+// run runs git command c, confined if Confine is set, and returns its
+// standard output. The command runs in its own process group with stdin
+// closed; the group is killed when ctx ends or the timeout passes, and
+// once more after the command exits, so nothing it started outlives it.
+func (w *Worktrees) run(ctx context.Context, c gitCmd) (string, error) {
+	name := cmdName(c.args)
 	git := w.Git
 	if git == "" {
 		git = "git"
@@ -113,22 +189,46 @@ func (w *Worktrees) run(ctx context.Context, dir string, args ...string) (string
 		return "", fmt.Errorf("%s not run: %w", name, err)
 	}
 
+	argv := []string{path, "--no-pager"}
+	if c.gitDir != "" {
+		argv = append(argv, "--git-dir="+c.gitDir)
+	}
+	if c.workTree != "" {
+		argv = append(argv, "--work-tree="+c.workTree)
+	}
+	argv = append(argv, c.args...)
+	env, dir := gitEnv(c), c.dir()
+	var cred *syscall.Credential
+	if w.Confine != nil {
+		argv, cred = w.Confine(argv, env, dir, c.readOnly, c.writable)
+	}
+	if cred != nil {
+		for _, p := range c.own {
+			if err := os.Lchown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				return "", fmt.Errorf("%s not run: %w", name, err)
+			}
+		}
+	}
+
 	var stdout, stderr capped
 	stdout.max, stderr.max = stdoutMax, stderrMax
-	cmd := exec.CommandContext(ctx, path, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = gitEnv(dir)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = killGrace
-	err = cmd.Start()
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && pe.Op == "chdir" {
 			return "", fmt.Errorf("%s cannot run in %s: %w", name, dir, pe.Err)
 		}
-		return "", &wordedError{msg: fmt.Sprintf("git (%s) cannot be run: %v", path, unwrapPath(err)), kind: ErrGitNotFound, err: err}
+		what := "git (" + path + ")"
+		if argv[0] != path {
+			what = "git's confinement (" + argv[0] + ")"
+		}
+		return "", &wordedError{msg: fmt.Sprintf("%s cannot be run: %v", what, unwrapPath(err)), kind: ErrGitNotFound, err: err}
 	}
 	err = cmd.Wait()
 	_ = killGroup(cmd.Process.Pid)
@@ -146,6 +246,45 @@ func (w *Worktrees) run(ctx context.Context, dir string, args ...string) (string
 		return "", &gitError{cmd: name, code: ee.ExitCode(), stderr: gitSaid(stderr.String())}
 	}
 	return stdout.String(), nil
+}
+
+// filterDrivers returns the filter drivers the configuration c runs with
+// defines, as git reads it in c's repository and worktree (includes,
+// conditional ones too, and a worktree's own configuration), so that
+// they can be turned off for c. A configuration defining more than
+// maxFilterDrivers is refused.
+func (w *Worktrees) filterDrivers(ctx context.Context, c gitCmd) ([]string, error) {
+	list := c
+	list.args = []string{"config", "--list", "-z", "--name-only"}
+	list.readOnly = append(append([]string(nil), c.readOnly...), c.writable...)
+	list.writable, list.own, list.filters = nil, nil, nil
+	out, err := w.run(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var drivers []string
+	for _, key := range strings.Split(out, "\x00") {
+		rest, ok := strings.CutPrefix(key, "filter.")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '.')
+		if i <= 0 || seen[rest[:i]] {
+			continue
+		}
+		switch rest[i+1:] {
+		case "clean", "smudge", "process", "required":
+		default:
+			continue
+		}
+		if len(drivers) == maxFilterDrivers {
+			return nil, fmt.Errorf("%s: the repository's configuration defines more than %d filter drivers", cmdName(c.args), maxFilterDrivers)
+		}
+		seen[rest[:i]] = true
+		drivers = append(drivers, rest[:i])
+	}
+	return drivers, nil
 }
 
 // gitSaid is git's stderr on one line: its fatal: and error: lines if it
@@ -219,10 +358,7 @@ var repoLocks = struct {
 
 // lockRepo waits for the repository's lock, or for ctx to end.
 func lockRepo(ctx context.Context, repo string) (unlock func(), err error) {
-	key := repo
-	if real, err := filepath.EvalSymlinks(repo); err == nil {
-		key = real
-	}
+	key := realPath(repo)
 	repoLocks.mu.Lock()
 	ch := repoLocks.m[key]
 	if ch == nil {

@@ -128,6 +128,9 @@ func TestPrepare_WaitForTheRepositoryIsAbortable(t *testing.T) {
 	}
 }
 
+// git gets a closed stdin, a process group of its own, and an environment
+// of the broker's choosing: none of its GIT_* variables or secrets, no
+// HOME or XDG configuration, the hardened settings.
 func TestRun_GitGetsAClosedStdinAndACleanEnvironment(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "seen")
 	w := newWorktrees(t, newRepo(t))
@@ -135,7 +138,9 @@ func TestRun_GitGetsAClosedStdinAndACleanEnvironment(t *testing.T) {
 	t.Setenv("GIT_DIR", "/elsewhere/.git")
 	t.Setenv("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/tmp/evil'")
 	t.Setenv("BROKER_DISCORD_TOKEN", "secret-token")
-	if _, err := w.run(t.Context(), w.Repo, "status"); err != nil {
+	t.Setenv("HOME", "/home/broker-home")
+	t.Setenv("XDG_CONFIG_HOME", "/home/broker-xdg")
+	if _, err := w.run(t.Context(), gitCmd{args: []string{"status"}, gitDir: w.Repo}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -143,12 +148,13 @@ func TestRun_GitGetsAClosedStdinAndACleanEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := string(b)
-	for _, bad := range []string{"GIT_DIR=", "GIT_CONFIG_PARAMETERS=", "secret-token"} {
+	for _, bad := range []string{"GIT_DIR=", "GIT_CONFIG_PARAMETERS=", "secret-token", "broker-home", "broker-xdg"} {
 		if strings.Contains(seen, bad) {
 			t.Errorf("git's environment has %s:\n%s", bad, seen)
 		}
 	}
-	for _, want := range []string{"GIT_TERMINAL_PROMPT=0\n", "stdin=/dev/null\n"} {
+	for _, want := range []string{"GIT_TERMINAL_PROMPT=0\n", "stdin=/dev/null\n", "HOME=/dev/null\n", "GIT_CONFIG_NOSYSTEM=1\n",
+		"GIT_CONFIG_GLOBAL=/dev/null\n", "GIT_ALLOW_PROTOCOL=\n", "GIT_CONFIG_KEY_0=core.hooksPath\n", "GIT_CONFIG_VALUE_0=/dev/null\n"} {
 		if !strings.Contains(seen, want) {
 			t.Errorf("git's environment lacks %q:\n%s", want, seen)
 		}
@@ -170,7 +176,8 @@ func TestRun_GitGetsAClosedStdinAndACleanEnvironment(t *testing.T) {
 
 func TestRun_FailureSaysWhatGitSaid(t *testing.T) {
 	w := newWorktrees(t, newRepo(t))
-	_, err := w.run(t.Context(), w.Repo, "worktree", "remove", "--", filepath.Join(w.Dir, "none"))
+	common := filepath.Join(w.Repo, ".git")
+	_, err := w.run(t.Context(), gitCmd{args: []string{"worktree", "remove", "--", filepath.Join(w.Dir, "none")}, gitDir: common, common: common})
 	if err == nil || !strings.HasPrefix(err.Error(), "git worktree remove failed (exit status 128): fatal: ") {
 		t.Fatalf("run = %v; want git's own words", err)
 	}

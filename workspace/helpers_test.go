@@ -14,7 +14,7 @@ import (
 
 // newRepo makes a repository with one commit on main, in a directory of
 // its own (next to which the tests put the worktrees).
-func newRepo(t *testing.T) string {
+func newRepo(t testing.TB) string {
 	t.Helper()
 	repo := filepath.Join(t.TempDir(), "repo")
 	gitT(t, "", "init", "-q", "-b", "main", repo)
@@ -26,11 +26,13 @@ func newRepo(t *testing.T) string {
 	return repo
 }
 
-// gitT runs git for the test itself, with an identity to commit with and
-// none of the test process's GIT_* variables.
-func gitT(t *testing.T, dir string, args ...string) string {
+// gitT runs git for the test itself, with an identity to commit with,
+// none of the test process's GIT_* variables, and whatever user owns the
+// repository. What an agent planted that this runs marks nothing
+// (MARKS, see payload).
+func gitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	args = append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"}, args...)
+	args = append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false", "-c", "safe.directory=*"}, args...)
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
@@ -38,6 +40,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "MARKS="+os.DevNull)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)

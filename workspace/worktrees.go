@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -36,7 +37,20 @@ type Worktrees struct {
 	Timeout time.Duration
 	// Logger receives a line for each worktree made or removed.
 	Logger zerolog.Logger
+	// Confine, if set, confines every git command: agents can write the
+	// repository's git directory and their own worktrees, so whatever of
+	// theirs git might run despite the hardened invocation (see package
+	// doc) must not run as the broker. Directories Worktrees makes for a
+	// git command to write in are given to the user it returns.
+	Confine Confiner
 }
+
+// Confiner confines one git command of the broker's (see
+// Worktrees.Confine). argv is git's command line, its absolute path
+// first; env its whole environment; dir its working directory; readOnly
+// and writable the paths it must read, and write. It returns the command
+// line to run instead and the user to start it as (nil: the broker's).
+type Confiner func(argv, env []string, dir string, readOnly, writable []string) ([]string, *syscall.Credential)
 
 // Check reports whether the worktrees can be made: git runs, Repo is a git
 // repository and Base names a commit in it. Its errors wrap
@@ -47,13 +61,17 @@ func (w *Worktrees) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := w.run(ctx, os.TempDir(), "version"); err != nil {
+	if _, err := w.run(ctx, gitCmd{args: []string{"version"}}); err != nil {
+		if exitCode(err) >= 0 { // git, or its confinement, starts and fails
+			err = &wordedError{msg: "git cannot be run: " + err.Error(), kind: ErrGitNotFound, err: err}
+		}
 		return err
 	}
-	if err := w.checkRepo(ctx, repo); err != nil {
+	common, err := w.repository(ctx, repo)
+	if err != nil {
 		return err
 	}
-	_, err = w.resolveBase(ctx, repo)
+	_, err = w.resolveBase(ctx, repo, common)
 	return err
 }
 
@@ -62,8 +80,10 @@ func (w *Worktrees) Check(ctx context.Context) error {
 // id, escaped) from Base, checked out in a new worktree under Dir; a
 // branch kept from an earlier worktree is checked out again. Calling it
 // again, also from another Worktrees after a restart, returns the same
-// worktree as it is. A worktree whose making was cut short is made anew.
-// A directory in the way that is not a worktree of Repo is left alone and
+// worktree as it is. A worktree whose making was cut short, or that its
+// agent broke (its directory or its .git replaced, its record in the
+// repository gone), is removed without running git in it and made anew.
+// A directory in the way that was never a worktree is left alone and
 // reported (ErrInTheWay).
 func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch string, err error) {
 	name, err := escapeThread(thread)
@@ -82,43 +102,74 @@ func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch str
 		return "", "", err
 	}
 	defer unlock()
-	if err := w.checkRepo(ctx, repo); err != nil {
-		return "", "", err
-	}
-	wt, err := w.find(ctx, repo, dir)
+	common, err := w.repository(ctx, repo)
 	if err != nil {
 		return "", "", err
 	}
-	if wt != nil {
-		problem := wt.problem()
-		if problem == "" {
+	st, err := inspect(ctx, common, root, name)
+	if err != nil {
+		return "", "", err
+	}
+	if !st.none() {
+		if st.problem == "" {
 			log.Debug().Msg("worktree reused")
 			return dir, branch, nil
 		}
-		log.Warn().Str("problem", problem).Msg("unusable worktree removed to be made again")
-		if _, err := w.run(ctx, repo, "worktree", "remove", "--force", "--force", "--", dir); err != nil {
-			return "", "", err
+		if st.ours() {
+			log.Warn().Str("problem", st.problem).Msg("unusable worktree removed to be made again")
 		}
-	}
-	if err := clearWay(dir, repo); err != nil {
-		return "", "", err
+		if err := discard(ctx, common, root, name, st, repo); err != nil {
+			if _, lerr := os.Lstat(dir); !errors.Is(err, ErrLeftBehind) || !errors.Is(lerr, fs.ErrNotExist) {
+				return "", "", err
+			}
+			// Out of the thread's way: said once, and left.
+			log.Error().Err(err).Msg("what is left of the unusable worktree was moved aside")
+		}
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return "", "", fmt.Errorf("worktree directory: %w", err)
 	}
-	kept, err := w.branchExists(ctx, repo, branch)
+	// Made here, so that a confined git writes in it alone, not in root
+	// beside the other threads' worktrees.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("worktree directory: %w", err)
+	}
+	kept, err := w.branchExists(ctx, common, branch)
 	if err != nil {
 		return "", "", err
 	}
+	// The worktree is made locked and empty, then checked out: one cut
+	// short is found locked, and made anew.
+	add := []string{"worktree", "add", "--no-checkout", "--lock", "--reason", "initializing"}
 	if kept {
-		_, err = w.run(ctx, repo, "worktree", "add", "--", dir, branch)
+		add = append(add, "--", dir, branch)
 	} else {
-		var base string
-		if base, err = w.resolveBase(ctx, repo); err == nil {
-			_, err = w.run(ctx, repo, "worktree", "add", "-b", branch, "--", dir, base)
+		base, err := w.resolveBase(ctx, repo, common)
+		if err != nil {
+			return "", "", err
 		}
+		add = append(add, "-b", branch, "--", dir, base)
 	}
-	if err != nil {
+	if _, err := w.run(ctx, gitCmd{args: add, gitDir: common, common: common, writable: []string{common, dir}, own: []string{dir}}); err != nil {
+		return "", "", err
+	}
+	if st, err = inspect(ctx, common, root, name); err != nil {
+		return "", "", err
+	}
+	if !st.cutShort {
+		return "", "", fmt.Errorf("git worktree add made no worktree at %s as asked", dir)
+	}
+	admin := st.admin(common)
+	checkout := gitCmd{args: []string{"reset", "--hard", "--quiet", "--no-recurse-submodules"},
+		gitDir: admin, common: common, workTree: dir, writable: []string{common, dir}}
+	if checkout.filters, err = w.filterDrivers(ctx, checkout); err != nil {
+		return "", "", err
+	}
+	if _, err := w.run(ctx, checkout); err != nil {
+		return "", "", err
+	}
+	if _, err := w.run(ctx, gitCmd{args: []string{"worktree", "unlock", "--", dir}, gitDir: common, common: common,
+		readOnly: []string{dir}, writable: []string{common}}); err != nil {
 		return "", "", err
 	}
 	log.Info().Bool("kept_branch", kept).Msg("worktree made")
@@ -127,9 +178,13 @@ func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch str
 
 // Remove removes thread's worktree, discarding what the agent left in it
 // uncommitted (logged first, as git status shows it), and deletes its
-// branch if DeleteBranches is set. Stop the thread's agent first. Removing
-// a thread that has no worktree does nothing, so Remove is safe to call
-// twice.
+// branch if DeleteBranches is set. Stop the thread's agent first. A
+// worktree its agent broke is removed without running git in it (and
+// logged so). The directory is removed without following symbolic
+// links; what cannot be removed is moved out of the thread's way and
+// reported (ErrLeftBehind). A directory that was never a worktree is
+// left alone (ErrInTheWay). Removing a thread that has no worktree does
+// nothing, so Remove is safe to call twice.
 func (w *Worktrees) Remove(ctx context.Context, thread string) error {
 	name, err := escapeThread(thread)
 	if err != nil {
@@ -147,47 +202,72 @@ func (w *Worktrees) Remove(ctx context.Context, thread string) error {
 		return err
 	}
 	defer unlock()
-	if err := w.checkRepo(ctx, repo); err != nil {
-		return err
-	}
-	wt, err := w.find(ctx, repo, dir)
+	common, err := w.repository(ctx, repo)
 	if err != nil {
 		return err
 	}
-	if wt != nil {
+	st, err := inspect(ctx, common, root, name)
+	if err != nil {
+		return err
+	}
+	var left error
+	if !st.none() {
 		ev := log.Info()
-		if wt.problem() == "" {
-			status, err := w.run(ctx, dir, "status", "--porcelain", "--untracked-files=all")
+		switch {
+		case st.problem == "":
+			status, err := w.status(ctx, common, st.admin(common), dir)
 			switch {
 			case err != nil:
 				ev = log.Warn().AnErr("status_error", err)
 			case status != "":
 				ev = log.Warn().Int("changes", strings.Count(status, "\n")).Str("status", clip(status, 4<<10))
 			}
+		case st.ours():
+			ev = log.Warn().Str("problem", st.problem)
 		}
-		if _, err := w.run(ctx, repo, "worktree", "remove", "--force", "--force", "--", dir); err != nil {
-			return err
+		left = discard(ctx, common, root, name, st, repo)
+		if left != nil && !errors.Is(left, ErrLeftBehind) {
+			return left
 		}
-		ev.Msg("worktree removed")
-	} else if err := clearWay(dir, repo); err != nil {
-		return err
+		switch {
+		case left != nil:
+			ev.Msg("worktree moved aside, not all of it removed")
+		case st.problem != "" && st.ours():
+			ev.Msg("broken worktree removed without running git in it")
+		default:
+			ev.Msg("worktree removed")
+		}
 	}
-	if _, err := w.run(ctx, repo, "worktree", "prune"); err != nil {
-		return err
+	if _, err := w.run(ctx, gitCmd{args: []string{"worktree", "prune"}, gitDir: common, common: common, writable: []string{common}}); err != nil {
+		return errors.Join(left, err)
 	}
 	if !w.DeleteBranches {
-		return nil
+		return left
 	}
-	exists, err := w.branchExists(ctx, repo, branch)
+	exists, err := w.branchExists(ctx, common, branch)
 	if err != nil || !exists {
-		return err
+		return errors.Join(left, err)
 	}
-	out, err := w.run(ctx, repo, "branch", "-D", "--", branch)
+	out, err := w.run(ctx, gitCmd{args: []string{"branch", "-D", "--", branch}, gitDir: common, common: common, writable: []string{common}})
 	if err != nil {
-		return err
+		return errors.Join(left, err)
 	}
 	log.Info().Str("output", strings.TrimSpace(out)).Msg("branch deleted")
-	return nil
+	return left
+}
+
+// status is git status of the worktree dir, whose record is admin: what
+// its agent left uncommitted. Nothing is written, and nothing of the
+// agent's runs: the repository's filter drivers are off, submodules
+// ignored.
+func (w *Worktrees) status(ctx context.Context, common, admin, dir string) (string, error) {
+	c := gitCmd{args: []string{"status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all"},
+		gitDir: admin, common: common, workTree: dir, readOnly: []string{common, dir}}
+	var err error
+	if c.filters, err = w.filterDrivers(ctx, c); err != nil {
+		return "", err
+	}
+	return w.run(ctx, c)
 }
 
 // List returns the threads that have a worktree under Dir, sorted. It
@@ -234,39 +314,34 @@ func (w *Worktrees) paths() (repo, root string, err error) {
 	return repo, root, err
 }
 
-// checkRepo reports whether repo is a git repository itself (not a
-// directory inside one).
-func (w *Worktrees) checkRepo(ctx context.Context, repo string) error {
-	fi, err := os.Stat(repo)
-	if err != nil || !fi.IsDir() {
-		why := "does not exist"
-		if err == nil {
-			why = "is not a directory"
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			why = "cannot be read: " + unwrapPath(err).Error()
-		}
-		return &wordedError{msg: fmt.Sprintf("%s %s", repo, why), kind: ErrNotRepository, err: err}
+// repository returns Repo's git directory (see GitDir) once git has
+// said it is a repository.
+func (w *Worktrees) repository(ctx context.Context, repo string) (string, error) {
+	common, err := GitDir(repo)
+	if err != nil {
+		return "", err
 	}
-	if _, err := w.run(ctx, repo, "rev-parse", "--git-dir"); err != nil {
+	if _, err := w.run(ctx, gitCmd{args: []string{"rev-parse", "--git-dir"}, gitDir: common, common: common, readOnly: []string{common}}); err != nil {
 		if exitCode(err) < 0 {
-			return err
+			return "", err
 		}
 		msg := fmt.Sprintf("%s is not a git repository", repo)
 		if ge := (*gitError)(nil); errors.As(err, &ge) && !strings.Contains(ge.stderr, "not a git repository") {
 			msg += " that git can use (" + ge.stderr + ")"
 		}
-		return &wordedError{msg: msg, kind: ErrNotRepository, err: err}
+		return "", &wordedError{msg: msg, kind: ErrNotRepository, err: err}
 	}
-	return nil
+	return common, nil
 }
 
 // resolveBase returns the commit id Base names.
-func (w *Worktrees) resolveBase(ctx context.Context, repo string) (string, error) {
+func (w *Worktrees) resolveBase(ctx context.Context, repo, common string) (string, error) {
 	base := w.Base
 	if base == "" {
 		base = "HEAD"
 	}
-	out, err := w.run(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", base+"^{commit}")
+	out, err := w.run(ctx, gitCmd{args: []string{"rev-parse", "--verify", "--quiet", "--end-of-options", base + "^{commit}"},
+		gitDir: common, common: common, readOnly: []string{common}})
 	if err != nil {
 		if exitCode(err) < 0 {
 			return "", err
@@ -277,62 +352,13 @@ func (w *Worktrees) resolveBase(ctx context.Context, repo string) (string, error
 }
 
 // branchExists reports whether the local branch exists.
-func (w *Worktrees) branchExists(ctx context.Context, repo, branch string) (bool, error) {
-	_, err := w.run(ctx, repo, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/"+branch)
+func (w *Worktrees) branchExists(ctx context.Context, common, branch string) (bool, error) {
+	_, err := w.run(ctx, gitCmd{args: []string{"rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/" + branch},
+		gitDir: common, common: common, readOnly: []string{common}})
 	if exitCode(err) == 1 {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// worktree is one entry of git worktree list.
-type worktree struct {
-	path     string
-	locked   string // the reason, if locked
-	isLocked bool
-	prunable bool
-}
-
-// problem says why the worktree cannot be used, or "".
-func (wt *worktree) problem() string {
-	switch {
-	case wt.prunable:
-		return "git lists it as prunable"
-	case wt.isLocked && wt.locked == "initializing":
-		return "its making was cut short"
-	}
-	if _, err := os.Lstat(filepath.Join(wt.path, ".git")); err != nil {
-		return "its directory is gone"
-	}
-	return ""
-}
-
-// find returns the worktree of repo at dir, or nil.
-func (w *Worktrees) find(ctx context.Context, repo, dir string) (*worktree, error) {
-	out, err := w.run(ctx, repo, "worktree", "list", "--porcelain", "-z")
-	if err != nil {
-		return nil, err
-	}
-	want := realPath(dir)
-	var cur *worktree
-	for _, line := range strings.Split(out, "\x00") {
-		key, val, _ := strings.Cut(line, " ")
-		switch {
-		case key == "worktree":
-			cur = nil
-			if val == dir || realPath(val) == want {
-				cur = &worktree{path: dir}
-			}
-		case cur == nil:
-		case key == "locked":
-			cur.isLocked, cur.locked = true, val
-		case key == "prunable":
-			cur.prunable = true
-		case line == "" && cur != nil:
-			return cur, nil
-		}
-	}
-	return cur, nil
 }
 
 // clearWay makes sure nothing is at dir, removing an empty directory (one

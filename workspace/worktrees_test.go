@@ -153,67 +153,80 @@ func TestCheck_GitMissing(t *testing.T) {
 	}
 }
 
+// Remove logs what the agent left uncommitted and keeps its branch, which
+// a later Prepare checks out again; hardened and confined alike.
 func TestRemove_KeepsTheBranchByDefault(t *testing.T) {
-	repo := newRepo(t)
-	w := newWorktrees(t, repo)
-	var logs logBuffer
-	w.Logger = zerolog.New(&logs)
-	dir, branch, err := w.Prepare(t.Context(), "77")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "committed"), []byte("c"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitT(t, dir, "add", "committed")
-	gitT(t, dir, "commit", "-q", "-m", "agent's work")
-	if err := os.WriteFile(filepath.Join(dir, "left-over"), []byte("u"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	for _, m := range gitModes {
+		t.Run(m.name, func(t *testing.T) {
+			repo := newRepo(t)
+			w := newWorktrees(t, repo)
+			var logs logBuffer
+			w.Logger = zerolog.New(&logs)
+			owner := m.set(t, w)
+			dir, branch, err := w.Prepare(t.Context(), "77")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "committed"), []byte("c"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gitT(t, dir, "add", "committed")
+			gitT(t, dir, "commit", "-q", "-m", "agent's work")
+			if err := os.WriteFile(filepath.Join(dir, "left-over"), []byte("u"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			giveTo(t, owner, repo, dir)
 
-	if err := w.Remove(t.Context(), "77"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("worktree directory still there (stat: %v)", err)
-	}
-	if list := gitT(t, repo, "worktree", "list"); strings.Contains(list, dir) {
-		t.Fatalf("git still lists the worktree:\n%s", list)
-	}
-	gitT(t, repo, "rev-parse", "--verify", "refs/heads/"+branch)
-	if !strings.Contains(logs.String(), "?? left-over") {
-		t.Fatalf("the discarded file is not in the log:\n%s", logs.String())
-	}
-	if err := w.Remove(t.Context(), "77"); err != nil {
-		t.Fatalf("Remove again: %v", err)
-	}
+			if err := w.Remove(t.Context(), "77"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("worktree directory still there (stat: %v)", err)
+			}
+			if list := gitT(t, repo, "worktree", "list"); strings.Contains(list, dir) {
+				t.Fatalf("git still lists the worktree:\n%s", list)
+			}
+			gitT(t, repo, "rev-parse", "--verify", "refs/heads/"+branch)
+			if !strings.Contains(logs.String(), "?? left-over") {
+				t.Fatalf("the discarded file is not in the log:\n%s", logs.String())
+			}
+			if err := w.Remove(t.Context(), "77"); err != nil {
+				t.Fatalf("Remove again: %v", err)
+			}
 
-	// The thread comes back: its kept branch is checked out again.
-	again, _, err := w.Prepare(t.Context(), "77")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(again, "committed")); err != nil {
-		t.Fatalf("the kept branch's commit is not in the new worktree: %v", err)
+			// The thread comes back: its kept branch is checked out again.
+			again, _, err := w.Prepare(t.Context(), "77")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(again, "committed")); err != nil {
+				t.Fatalf("the kept branch's commit is not in the new worktree: %v", err)
+			}
+		})
 	}
 }
 
 func TestRemove_DeletesTheBranchWhenAsked(t *testing.T) {
-	repo := newRepo(t)
-	w := newWorktrees(t, repo)
-	w.DeleteBranches = true
-	_, branch, err := w.Prepare(t.Context(), "88")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Remove(t.Context(), "88"); err != nil {
-		t.Fatal(err)
-	}
-	if out := gitT(t, repo, "branch", "--list", branch); out != "" {
-		t.Fatalf("branch %s still there: %s", branch, out)
-	}
-	if err := w.Remove(t.Context(), "88"); err != nil {
-		t.Fatalf("Remove again: %v", err)
+	for _, m := range gitModes {
+		t.Run(m.name, func(t *testing.T) {
+			repo := newRepo(t)
+			w := newWorktrees(t, repo)
+			w.DeleteBranches = true
+			m.set(t, w)
+			_, branch, err := w.Prepare(t.Context(), "88")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Remove(t.Context(), "88"); err != nil {
+				t.Fatal(err)
+			}
+			if out := gitT(t, repo, "branch", "--list", branch); out != "" {
+				t.Fatalf("branch %s still there: %s", branch, out)
+			}
+			if err := w.Remove(t.Context(), "88"); err != nil {
+				t.Fatalf("Remove again: %v", err)
+			}
+		})
 	}
 }
 

@@ -194,7 +194,7 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.PerThreadDir = r.boolean(k) }},
 	{name: "workspace", def: "dir", doc: "`dir`, or `worktree`: each thread gets its own `git worktree` of `repo` on a branch named after the thread",
 		read: func(r *reader, k string, p *Profile) { p.Workspace = r.oneOf(k, "dir", "worktree") }},
-	{name: "repo", def: "", doc: "with `workspace = \"worktree\"`: the git repository",
+	{name: "repo", def: "", doc: "with `workspace = \"worktree\"`: the git repository, a clone of its own that its agents write (see Security model)",
 		read: func(r *reader, k string, p *Profile) { p.Repo = r.str(k) }},
 	{name: "base", def: "HEAD", doc: "with `workspace = \"worktree\"`: what new branches start from",
 		read: func(r *reader, k string, p *Profile) { p.Base = r.str(k) }},

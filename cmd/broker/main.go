@@ -76,7 +76,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
-	if _, err := buildProfiles(cfg, environ, nil, zerolog.Nop()); err != nil {
+	if _, err := buildProfiles(cfg, environ, nil, nil, zerolog.Nop()); err != nil {
 		fmt.Fprintln(stderr, "broker: config:", err)
 		return 2
 	}
@@ -84,7 +84,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	if err := checkWritable("state.dir", cfg.State.Dir); err != nil {
 		problems = append(problems, err)
 	}
-	problems = append(problems, checkProfiles(ctx, cfg)...)
+	problems = append(problems, checkProfiles(ctx, cfg, gitConfiner(cfg, *configPath))...)
 	problems = append(problems, checkSandbox(cfg, *configPath)...)
 	if err := sandboxFor(cfg, *configPath).Check(sandboxCheckTimeout, cfg.Agent.RunAs); err != nil {
 		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))

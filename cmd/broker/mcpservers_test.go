@@ -179,7 +179,7 @@ headers = { Authorization = "` + header + `" }
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents, err := buildProfiles(old, environ, nil, zerolog.Nop())
+	agents, err := buildProfiles(old, environ, nil, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

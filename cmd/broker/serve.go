@@ -25,6 +25,7 @@ import (
 	"acpbroker/policy"
 	"acpbroker/pool"
 	"acpbroker/store"
+	"acpbroker/workspace"
 
 	"github.com/rs/zerolog"
 )
@@ -48,6 +49,10 @@ type broker struct {
 	metrics  *metrics.Metrics
 	http     *metrics.Server
 	started  time.Time
+
+	// gitConfine confines the git commands on worktree profiles'
+	// repositories (nil: hardened only); it changes with a restart.
+	gitConfine workspace.Confiner
 }
 
 // open starts everything but the chat platform's serving: the store (with
@@ -79,7 +84,8 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 		}
 		pool.KillLeftovers(list, log)
 	}
-	agents, err := buildProfiles(cfg, environ, b.store.WorktreeMade, log)
+	b.gitConfine = gitConfiner(cfg, path)
+	agents, err := buildProfiles(cfg, environ, b.store.WorktreeMade, b.gitConfine, log)
 	if err != nil {
 		return b, fmt.Errorf("config: %w", err)
 	}
@@ -149,8 +155,9 @@ type builtProfiles struct {
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
 // workspace hook, which gives made (if not nil) each worktree it makes
-// or finds. secrets are the token and every profile's secret values.
-func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), log zerolog.Logger) (*builtProfiles, error) {
+// or finds, its git commands confined by confine. secrets are the token
+// and every profile's secret values.
+func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), confine workspace.Confiner, log zerolog.Logger) (*builtProfiles, error) {
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: []string{cfg.Discord.Token}}
 	var errs []error
@@ -191,7 +198,7 @@ func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), log
 		}
 		abs := *p
 		abs.Cwd = cwd
-		if wt := worktreesFor(&abs, log); wt != nil {
+		if wt := worktreesFor(&abs, confine, log); wt != nil {
 			pp.SandboxRW = append(pp.SandboxRW, gitDir(p.Repo))
 			repo, err := filepath.Abs(p.Repo)
 			if err != nil {
@@ -589,11 +596,11 @@ func (b *broker) prepareReload(ctx context.Context) reloadResult {
 	if err != nil {
 		return reloadResult{err: err}
 	}
-	agents, err := buildProfiles(cfg, b.environ, b.store.WorktreeMade, b.log)
+	agents, err := buildProfiles(cfg, b.environ, b.store.WorktreeMade, b.gitConfine, b.log)
 	if err != nil {
 		return reloadResult{err: fmt.Errorf("config: %w", err)}
 	}
-	problems := checkProfiles(ctx, cfg)
+	problems := checkProfiles(ctx, cfg, b.gitConfine)
 	problems = append(problems, checkSandbox(cfg, b.path)...)
 	if len(problems) > 0 {
 		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"acpbroker/store"
@@ -16,29 +17,49 @@ import (
 )
 
 // worktreesFor is the git worktrees of a profile with workspace =
-// "worktree" (nil otherwise): under its cwd, in "worktrees".
-func worktreesFor(p *Profile, log zerolog.Logger) *workspace.Worktrees {
+// "worktree" (nil otherwise): under its cwd, in "worktrees", their git
+// commands confined by confine.
+func worktreesFor(p *Profile, confine workspace.Confiner, log zerolog.Logger) *workspace.Worktrees {
 	if p.Workspace != "worktree" {
 		return nil
 	}
 	return &workspace.Worktrees{
 		Repo: p.Repo, Base: p.Base, DeleteBranches: p.DeleteBranches,
-		Dir:    filepath.Join(p.Cwd, "worktrees", p.Name),
-		Logger: log.With().Str("profile", p.Name).Logger(),
+		Dir:     filepath.Join(p.Cwd, "worktrees", p.Name),
+		Confine: confine,
+		Logger:  log.With().Str("profile", p.Name).Logger(),
 	}
 }
 
+// gitConfiner confines the broker's own git commands on the repositories
+// of worktree profiles, which their agents write: in bubblewrap, as an
+// agent is, when agents are sandboxed (see pool.Sandbox.ConfineGit), and
+// as agent.run_as_user when one is set. Otherwise (nil) git runs
+// hardened but as the broker.
+func gitConfiner(cfg *Config, configPath string) workspace.Confiner {
+	sb, runAs := sandboxFor(cfg, configPath), cfg.Agent.RunAs
+	switch {
+	case sb.Enabled():
+		return func(argv, env []string, dir string, readOnly, writable []string) ([]string, *syscall.Credential) {
+			return sb.ConfineGit(argv, env, dir, readOnly, writable), runAs
+		}
+	case runAs != nil:
+		return func(argv, _ []string, _ string, _, _ []string) ([]string, *syscall.Credential) { return argv, runAs }
+	}
+	return nil
+}
+
 // gitDir is where a repository keeps its objects and its worktrees'
-// records: repo/.git, or repo itself when it is bare.
+// records: repo/.git, or repo itself when it is bare (see
+// workspace.GitDir; a repository it refuses is reported by the check).
 func gitDir(repo string) string {
-	abs, err := filepath.Abs(repo)
-	if err != nil {
-		abs = repo
+	if dir, err := workspace.GitDir(repo); err == nil {
+		return dir
 	}
-	if st, err := os.Stat(filepath.Join(abs, ".git")); err == nil && st.IsDir() {
-		return filepath.Join(abs, ".git")
+	if abs, err := filepath.Abs(repo); err == nil {
+		return abs
 	}
-	return abs
+	return repo
 }
 
 // profileKey names a profile's key for errors: agents.NAME.key, or
@@ -52,8 +73,9 @@ func profileKeyName(c *Config, p *Profile, field string) string {
 
 // checkProfiles checks what LoadConfig cannot without touching the
 // machine: each profile's cwd can be written, and a worktree profile's
-// repository and base are what git says they must be.
-func checkProfiles(ctx context.Context, c *Config) []error {
+// repository and base are what git says they must be, git confined by
+// confine as it will be when serving.
+func checkProfiles(ctx context.Context, c *Config, confine workspace.Confiner) []error {
 	var problems []error
 	seen := map[string]bool{}
 	for _, name := range sortedKeys(c.Profiles) {
@@ -64,7 +86,7 @@ func checkProfiles(ctx context.Context, c *Config) []error {
 				problems = append(problems, err)
 			}
 		}
-		wt := worktreesFor(p, zerolog.Nop())
+		wt := worktreesFor(p, confine, zerolog.Nop())
 		if wt == nil {
 			continue
 		}
@@ -73,6 +95,9 @@ func checkProfiles(ctx context.Context, c *Config) []error {
 		cancel()
 		switch {
 		case err == nil:
+			if err := ownedByAgents(p.Repo, c.Agent.RunAs); err != nil {
+				problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "repo"), p.Repo, err))
+			}
 		case errors.Is(err, workspace.ErrBaseNotFound):
 			problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "base"), p.Base, err))
 		case errors.Is(err, workspace.ErrGitNotFound):
@@ -82,6 +107,25 @@ func checkProfiles(ctx context.Context, c *Config) []error {
 		}
 	}
 	return problems
+}
+
+// ownedByAgents says what to do when agents run as runAs and repo's git
+// directory is not theirs: they commit there, and the broker's git makes
+// their worktrees there, as that user.
+func ownedByAgents(repo string, runAs *syscall.Credential) error {
+	if runAs == nil {
+		return nil
+	}
+	dir := gitDir(repo)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != runAs.Uid {
+		return fmt.Errorf("its git directory %s belongs to uid %d, not to agent.run_as_user (uid %d), as whom its agents and the broker's git write it: chown -R %d:%d %s",
+			dir, st.Uid, runAs.Uid, runAs.Uid, runAs.Gid, dir)
+	}
+	return nil
 }
 
 // worktreeCheckTimeout bounds the git calls of one profile's check at
@@ -97,25 +141,34 @@ type worktreeBook interface {
 }
 
 // sweepWorktrees removes the worktrees of threads the store no longer
-// keeps (idle past state.retention), each removal bounded by perRemoval;
-// live reports threads whose agent runs, never touched. It goes by the
-// worktrees the book recorded as made, whatever their profile is called
-// now or whether it is still configured, and then by the worktree
-// directories of the profiles configured now (for worktrees made before
-// they were recorded). It returns how many were removed.
-func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book worktreeBook, live func(thread string) bool, perRemoval time.Duration, log zerolog.Logger) int {
+// keeps (idle past state.retention), each removal bounded by perRemoval
+// and its git commands confined by confine; live reports threads whose
+// agent runs, never touched. It goes by the worktrees the book recorded
+// as made, whatever their profile is called now or whether it is still
+// configured, and then by the worktree directories of the profiles
+// configured now (for worktrees made before they were recorded). A
+// worktree that cannot be removed, or a directory in its place that
+// never was one, is reported once and forgotten, never tried again. It
+// returns how many were removed.
+func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book worktreeBook, live func(thread string) bool, perRemoval time.Duration, confine workspace.Confiner, log zerolog.Logger) int {
 	removed := 0
+	// remove reports whether the thread's worktree is done with: removed,
+	// or reported and left.
 	remove := func(wt *workspace.Worktrees, thread string, log zerolog.Logger) bool {
 		rctx, cancel := context.WithTimeout(ctx, perRemoval)
 		err := wt.Remove(rctx, thread)
 		cancel()
-		if err != nil {
-			log.Warn().Err(err).Str("thread", thread).Msg("worktree past retention not removed")
-			return false
+		switch {
+		case err == nil:
+			removed++
+			log.Info().Str("thread", thread).Msg("worktree past retention removed")
+			return true
+		case errors.Is(err, workspace.ErrLeftBehind) || errors.Is(err, workspace.ErrInTheWay):
+			log.Error().Err(err).Str("thread", thread).Msg("worktree past retention left where it is; it will not be tried again")
+			return true
 		}
-		removed++
-		log.Info().Str("thread", thread).Msg("worktree past retention removed")
-		return true
+		log.Warn().Err(err).Str("thread", thread).Msg("worktree past retention not removed")
+		return false
 	}
 	for _, rec := range book.Worktrees() {
 		if ctx.Err() != nil {
@@ -125,7 +178,7 @@ func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book work
 			continue
 		}
 		rlog := log.With().Str("profile", rec.Profile).Str("dir", rec.Dir).Logger()
-		wt := &workspace.Worktrees{Repo: rec.Repo, Dir: rec.Root, DeleteBranches: rec.DeleteBranches, Logger: rlog}
+		wt := &workspace.Worktrees{Repo: rec.Repo, Dir: rec.Root, DeleteBranches: rec.DeleteBranches, Confine: confine, Logger: rlog}
 		if remove(wt, rec.Thread, rlog) {
 			book.WorktreeRemoved(rec.Dir)
 			continue
@@ -138,7 +191,7 @@ func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book work
 		}
 	}
 	for _, name := range sortedKeys(profiles) {
-		wt := worktreesFor(profiles[name], log)
+		wt := worktreesFor(profiles[name], confine, log)
 		if wt == nil {
 			continue
 		}
@@ -178,7 +231,7 @@ func (b *broker) sweepLoop(ctx context.Context) {
 	for {
 		b.store.Prune()
 		profiles := *b.profiles.Load()
-		sweepWorktrees(ctx, profiles, b.store, func(thread string) bool { return b.pool.Lookup(thread) != nil }, worktreeRemoveTimeout, b.log)
+		sweepWorktrees(ctx, profiles, b.store, func(thread string) bool { return b.pool.Lookup(thread) != nil }, worktreeRemoveTimeout, b.gitConfine, b.log)
 		select {
 		case <-ctx.Done():
 			return

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"acpbroker/internal/agenttest"
 	"bytes"
 	"context"
 	"os"
@@ -68,7 +69,7 @@ func (keptThreads) WorktreeRemoved(string)          {}
 // and leaves those it keeps and those whose agent runs.
 func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
 	p := &Profile{Name: "rev", Workspace: "worktree", Repo: gitRepo(t), Base: "main", Cwd: t.TempDir()}
-	wt := worktreesFor(p, zerolog.Nop())
+	wt := worktreesFor(p, nil, zerolog.Nop())
 	ctx := context.Background()
 	dirs := map[string]string{}
 	for _, thread := range []string{"kept", "running", "gone"} {
@@ -79,7 +80,7 @@ func TestSweepWorktrees_RemovesOnlyThreadsPastRetention(t *testing.T) {
 		dirs[thread] = dir
 	}
 	n := sweepWorktrees(ctx, map[string]*Profile{"rev": p}, keptThreads{"kept": true},
-		func(thread string) bool { return thread == "running" }, time.Minute, zerolog.Nop())
+		func(thread string) bool { return thread == "running" }, time.Minute, nil, zerolog.Nop())
 	if n != 1 {
 		t.Fatalf("removed %d worktrees, want 1", n)
 	}
@@ -98,6 +99,8 @@ func TestRun_AReloadIsCheckedWithGitAsStartIs(t *testing.T) {
 	repo, notRepo := gitRepo(t), t.TempDir()
 	profiles := "[agents]\ndefault = \"a\"\n[agents.a]\ndescription = \"first\"\n[agents.w]\nworkspace = \"worktree\"\nrepo = \"" + repo + "\"\n"
 	config := writeConfig(t, profiles)
+	agenttest.GiveToAgentUser(t, repo) // the broker's git runs as the agents' user
+	agenttest.Traversable(t, repo)
 	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
 	b.out.waitFor(t, "Type a message", 20*time.Second)
 	original, err := os.ReadFile(config)
@@ -148,7 +151,7 @@ func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, zerolog.Nop())
+	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +168,7 @@ func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
 	}
 
 	delete(cfg.Profiles, "rev") // the reload that removed it
-	n := sweepWorktrees(ctx, cfg.Profiles, st, func(string) bool { return false }, time.Minute, zerolog.Nop())
+	n := sweepWorktrees(ctx, cfg.Profiles, st, func(string) bool { return false }, time.Minute, nil, zerolog.Nop())
 	if _, err := os.Stat(dirs["gone"]); n != 1 || !os.IsNotExist(err) {
 		t.Fatalf("removed %d worktrees; the removed profile's is still there: %v", n, err)
 	}
@@ -178,5 +181,160 @@ func TestSweepWorktrees_ARemovedProfilesWorktreesAreSwept(t *testing.T) {
 	out, err := exec.Command("git", "-C", repo, "branch", "--list", "acp/*").CombinedOutput()
 	if err != nil || strings.Contains(string(out), "gone") || !strings.Contains(string(out), "kept") {
 		t.Fatalf("branches after the sweep (delete_branches = true as recorded): %q %v", out, err)
+	}
+}
+
+// The broker's git on a worktree profile's repository is confined as
+// that profile's agents are: in bubblewrap with agent.sandbox = "bwrap"
+// (no network there, whatever agent.sandbox_network says), as
+// agent.run_as_user when one is set; with neither, it is only hardened.
+func TestGitConfiner_ConfinesGitAsTheAgentsAre(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	argv := []string{git, "version"}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/dev/null"}
+	for _, tc := range []struct {
+		name, keys string
+		confined   bool
+		runAs      bool
+	}{
+		{"none", "sandbox = \"none\"", false, false},
+		{"bwrap", "sandbox = \"bwrap\"\nsandbox_network = true", true, false},
+		{"none as another user", "sandbox = \"none\"\nrun_as_user = \"nobody\"", false, true},
+		{"bwrap as another user", "sandbox = \"bwrap\"\nrun_as_user = \"nobody\"", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.runAs && os.Getuid() != 0 {
+				t.Skip("agent.run_as_user needs root")
+			}
+			cfg, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n"+tc.keys+"\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			confine := gitConfiner(cfg, "")
+			if !tc.confined && !tc.runAs {
+				if confine != nil {
+					t.Fatal("git is confined with agents unconfined and no user of theirs")
+				}
+				return
+			}
+			got, cred := confine(argv, env, "/", nil, nil)
+			if cred != cfg.Agent.RunAs {
+				t.Fatalf("git runs as %+v, want agent.run_as_user's %+v", cred, cfg.Agent.RunAs)
+			}
+			if !tc.confined {
+				if strings.Join(got, " ") != strings.Join(argv, " ") {
+					t.Fatalf("git's command line became %q", got)
+				}
+				return
+			}
+			line := strings.Join(got, " ")
+			for _, want := range []string{"bwrap ", " --unshare-user ", " --unshare-net ", " --cap-drop ALL ", " --clearenv ", " -- " + git + " version"} {
+				if !strings.Contains(line, want) {
+					t.Fatalf("git's confinement %q lacks %q", line, want)
+				}
+			}
+			cmd := exec.Command(got[0], got[1:]...)
+			cmd.Env = env
+			if cred != nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			}
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "git version ") {
+				t.Fatalf("git in its confinement: %v, %s", err, out)
+			}
+		})
+	}
+}
+
+// A worktree past retention that cannot be removed is reported once,
+// moved out of its thread's way, and forgotten: the next sweep does not
+// try it again.
+func TestSweepWorktrees_OneThatCannotBeRemovedIsReportedOnce(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to make a file no one can remove")
+	}
+	cfg, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\ncwd = \""+t.TempDir()+"\"\nworkspace = \"worktree\"\nrepo = \""+gitRepo(t)+"\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(store.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	agents, err := buildProfiles(cfg, nil, st.WorktreeMade, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := agents.profiles["default"].Workspace(context.Background(), "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := filepath.Join(dir, "stuck")
+	if err := os.WriteFile(stuck, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".removing-stuck-*", "stuck", "stuck"))
+		for _, f := range append(left, stuck) {
+			exec.Command("chattr", "-i", f).Run()
+		}
+	})
+
+	var logs bytes.Buffer
+	log := zerolog.New(&logs)
+	for sweep := 1; sweep <= 2; sweep++ {
+		if n := sweepWorktrees(context.Background(), cfg.Profiles, st, func(string) bool { return false }, time.Minute, nil, log); n != 0 {
+			t.Fatalf("sweep %d removed %d worktrees", sweep, n)
+		}
+		if got := strings.Count(logs.String(), "left where it is; it will not be tried again"); got != 1 {
+			t.Fatalf("after sweep %d, %d reports of the worktree left:\n%s", sweep, got, logs.String())
+		}
+		if n := st.Stats().Worktrees; n != 0 {
+			t.Fatalf("after sweep %d, %d worktrees still recorded", sweep, n)
+		}
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the thread's worktree directory is still in its way: %v", err)
+	}
+}
+
+// With agent.run_as_user, a worktree profile's repository must be that
+// user's: check-config says so, naming the key and the chown to run, and
+// accepts it once it is.
+func TestCheckConfig_AWorktreeRepositoryMustBeTheAgentsUsers(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("agent.run_as_user needs root")
+	}
+	repo := gitRepo(t)
+	for d := repo; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // reachable by the agents' user, as an operator's would be
+	}
+	config := filepath.Join(t.TempDir(), "b.toml")
+	text := "[agent]\ncommand = \"" + fakeAgent + "\"\ncwd = \"" + t.TempDir() + "\"\nrun_as_user = \"nobody\"\nworkspace = \"worktree\"\nrepo = \"" + repo + "\"\n[state]\ndir = \"" + t.TempDir() + "\"\n"
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func() (int, string) {
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"check-config", "--config", config}, []string{"BROKER_AGENT_SANDBOX=none", "PATH=" + os.Getenv("PATH")}, nil, &out, &out)
+		return code, out.String()
+	}
+	code, out := check()
+	if code != 2 || !strings.Contains(out, `agent.repo = "`+repo+`": its git directory `+filepath.Join(repo, ".git")+` belongs to uid 0, not to agent.run_as_user (uid `) ||
+		!strings.Contains(out, "chown -R ") {
+		t.Fatalf("check-config with the repository root's: status %d, %s", code, out)
+	}
+	nobody := exec.Command("chown", "-R", "nobody", repo)
+	if b, err := nobody.CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, b)
+	}
+	if code, out := check(); code != 0 {
+		t.Fatalf("check-config with the repository nobody's: status %d, %s", code, out)
 	}
 }

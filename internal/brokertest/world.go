@@ -114,11 +114,24 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 func (w *World) WriteConfig() (string, error) {
 	path := filepath.Join(w.Dir, "broker.toml")
 	conf := w.Conf
-	sandbox, _ := conf["agent.sandbox"].(string)
-	if _, set := conf["agent.run_as_user"]; !set && (sandbox == "" || sandbox == "bwrap") && agenttest.AgentUser() != "" && w.BrokerUser == nil {
-		conf = conf.With(Settings{"agent.run_as_user": agenttest.AgentUser()})
+	if _, set := conf["agent.run_as_user"]; !set && w.AgentUser() != "" {
+		conf = conf.With(Settings{"agent.run_as_user": w.AgentUser()})
 	}
 	return path, os.WriteFile(path, []byte(conf.TOML()+w.Raw), 0o600)
+}
+
+// AgentUser is the agent.run_as_user the World's brokers run with: the
+// configured one, else, for a broker run as root with sandboxed agents,
+// agenttest.AgentUser; "" when agents run as the broker's own user.
+func (w *World) AgentUser() string {
+	if name, set := w.Conf["agent.run_as_user"]; set {
+		s, _ := name.(string)
+		return s
+	}
+	if sandbox, _ := w.Conf["agent.sandbox"].(string); (sandbox == "" || sandbox == "bwrap") && w.BrokerUser == nil {
+		return agenttest.AgentUser()
+	}
+	return ""
 }
 
 // AgentPIDs lists the running processes of the fake agent binary (and

@@ -82,6 +82,8 @@
 //	                   fetches, unix:PATH asks a unix socket with a JSON
 //	                   line (and says the answer), environ:TEXT looks for
 //	                   TEXT in every /proc/*/environ it can read
+//	sh SCRIPT          runs the rest of the prompt, as typed, with sh -c in
+//	                   its directory; answers its output and "exit: ERR"
 //	mcp-servers        answers with the session's mcpServers as received
 //	                   (from session/new or session/load), raw JSON
 //	settings           answers "model=M mode=D fast=B", the session's

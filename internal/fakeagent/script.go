@@ -219,6 +219,14 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		out, err := cmd.CombinedOutput()
 		a.chunk(sid, fmt.Sprintf("%s\nexit: %v\n", out, err))
 		t.stop("end_turn")
+	case "sh":
+		// Runs the rest of the prompt, as typed, as one shell script in
+		// its working directory (a hostile agent's), and says what it
+		// printed and how it ended.
+		script := strings.TrimPrefix(strings.TrimLeft(full, " \t\r\n"), "sh")
+		out, err := exec.Command("sh", "-c", script).CombinedOutput()
+		a.chunk(sid, fmt.Sprintf("%s\nexit: %v\n", out, err))
+		t.stop("end_turn")
 	case "probe":
 		// A hostile agent: tries each of its arguments (r:PATH reads,
 		// w:PATH writes, get:URL fetches, environ:TEXT looks for TEXT in
