@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"acpbroker/cgroup"
+
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +32,9 @@ type TerminalCommand struct {
 	Env []string
 	// Credential, if set, is the user and group the process runs as.
 	Credential *syscall.Credential
+	// Group, if set, is the control group it runs in (its agent's), from
+	// before its program runs.
+	Group *cgroup.Group
 }
 
 // Terminal defaults and fixed bounds.
@@ -125,7 +130,11 @@ func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerol
 		// whole group is signalled, grandchildren included.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: cmd.Credential},
 	}
-	err = c.Start()
+	entered, err := cmd.Group.Prepare(c)
+	if err == nil {
+		err = c.Start()
+		entered()
+	}
 	w.Close()
 	if err != nil {
 		r.Close()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/cgroup"
 	"acpbroker/internal/redact"
 
 	"github.com/rs/zerolog"
@@ -61,6 +62,11 @@ type Config struct {
 	// RunAs, if set, is the user agents run as (the broker must be root);
 	// their working directories are given to that user.
 	RunAs *syscall.Credential
+	// Cgroups, if set, gives each agent a control group of its own with
+	// its profile's MemoryMax and PidsMax: the agent, what it starts and
+	// its terminals' commands run there; the group is removed once the
+	// agent has stopped, and whatever is left in it killed.
+	Cgroups *cgroup.Manager
 	// WaitNotice is how long a wait for a slot lasts before Acquire says
 	// so (default 1s).
 	WaitNotice time.Duration
@@ -98,6 +104,7 @@ type Agent struct {
 	// Dir is its working directory.
 	Dir string
 
+	group    *cgroup.Group // nil without Config.Cgroups
 	busy     bool
 	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
@@ -126,6 +133,7 @@ type Pool struct {
 	failed   uint64            // agents that failed to start
 	stopped  map[string]uint64 // agents stopped, by reason
 	killed   uint64            // agents stopped without a grace
+	oom      uint64            // agents that ran out of memory
 	retiring map[*Agent]bool   // agents being stopped
 	retired  acp.Stats         // counters of connections already closed
 
@@ -420,9 +428,17 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 		return nil, err
 	}
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
+	var group *cgroup.Group
+	if m := p.cfg.Cgroups; m != nil {
+		if group, err = m.New(thread, cgroup.Limits{MemoryMax: prof.MemoryMax, PidsMax: prof.PidsMax}, p.cfg.RunAs); err != nil {
+			return nil, fmt.Errorf("agent's control group: %w", err)
+		}
+	}
 	spec := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
+	spec.Group = group // around the sandbox: bubblewrap starts in the group
 	proc, err := p.cfg.Launch(spec)
 	if err != nil {
+		p.removeGroup(thread, group)
 		return nil, err
 	}
 	if r := p.cfg.Registry; r != nil {
@@ -434,13 +450,13 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
-	opts.Terminal = p.terminalCommand(prof, dir)
+	opts.Terminal = p.terminalCommand(prof, dir, group)
 	if opts.TerminalGrace <= 0 {
 		opts.TerminalGrace = p.cfg.ExitGrace
 	}
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir}
+	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir, group: group}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -484,10 +500,11 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 // terminalCommand is how the agent of prof working in dir starts a
 // terminal's command: with the agent's environment (the request's
 // variables over it, none of the broker's own), as the agent's user, in
-// the agent's sandbox. It is nil, and terminals are not offered, when
-// agents start through a launcher: the broker cannot put a command in
-// the same confinement.
-func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalCommand) acp.TerminalCommand {
+// the agent's sandbox and control group (group; nil: none), where it
+// counts toward the agent's limits. It is nil, and terminals are not
+// offered, when agents start through a launcher: the broker cannot put a
+// command in the same confinement.
+func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group) func(acp.TerminalCommand) acp.TerminalCommand {
 	sb := p.cfg.Sandbox
 	if len(sb.Launcher) > 0 {
 		return nil
@@ -499,6 +516,7 @@ func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalComma
 		if sb.Enabled() {
 			cmd = sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRO, prof.SandboxRW)
 		}
+		cmd.Group = group
 		return cmd
 	}
 }
@@ -582,11 +600,34 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.Dir, a.Profile.Name); stop != nil {
 		p.runStop(a, stop)
 	}
+	p.removeGroup(a.Thread, a.group)
+	exit, _ := errors.AsType[*ExitError](a.Proc.ExitErr())
 	st := a.Conn.Stats()
 	st.PendingRequests, st.PendingPermissions, st.PendingElicitations, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0, 0
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
+	if exit != nil && exit.OutOfMemory {
+		p.oom++
+	}
 	p.mu.Unlock()
+}
+
+// groupRemoveWait bounds the wait for a stopped agent's control group to
+// empty (its processes killed); the shutdown deadline cuts it shorter.
+const groupRemoveWait = 5 * time.Second
+
+// removeGroup kills what is left in thread's agent's control group, if it
+// has one, and removes it. One it cannot remove is left to the next
+// start's clean-up.
+func (p *Pool) removeGroup(thread string, g *cgroup.Group) {
+	if g == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.hurry, groupRemoveWait)
+	defer cancel()
+	if err := g.Remove(ctx); err != nil {
+		p.log.Warn().Err(err).Str("thread", thread).Str("cgroup", g.Name()).Msg("the agent's control group could not be removed")
+	}
 }
 
 // launcherStopWait bounds the launcher's stop command (a container
@@ -733,8 +774,11 @@ type Stats struct {
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
-	Stopped                      map[string]uint64
-	Conn                         acp.Stats
+	// OutOfMemory counts the agents that ended for running out of memory
+	// (killed for their control group's limit).
+	OutOfMemory uint64
+	Stopped     map[string]uint64
+	Conn        acp.Stats
 }
 
 // Config returns what the pool was made with. Its Profiles are the first
@@ -745,7 +789,7 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
-		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, Stopped: make(map[string]uint64, len(p.stopped))}
+		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
