@@ -775,8 +775,10 @@ type Stats struct {
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
 	// OutOfMemory counts the agents that ended for running out of memory
-	// (killed for their control group's limit).
+	// (killed for their control group's limit); Cgroups counts the
+	// agents' control groups made and not yet removed.
 	OutOfMemory uint64
+	Cgroups     int
 	Stopped     map[string]uint64
 	Conn        acp.Stats
 }
@@ -794,6 +796,9 @@ func (p *Pool) Stats() Stats {
 		s.Stopped[k] = v
 	}
 	p.profileStatsLocked(&s)
+	if m := p.cfg.Cgroups; m != nil {
+		s.Cgroups = m.Live()
+	}
 	conns := make([]*acp.Conn, 0, len(p.agents))
 	for _, a := range p.agents {
 		if a.busy {
