@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -220,4 +221,32 @@ func TestSandbox_AgentAsAnotherUserIsHeldToItsLimits(t *testing.T) {
 	}
 	p.Release(a, true)
 	awaitNoGroups(t, m)
+}
+
+// A command of the agent's killed for the group's memory limit is that
+// command's end, not the agent's: the agent answers that it was killed,
+// and once the pool kills it (SIGKILL, as for a turn ended from
+// outside), it is not counted as out of memory.
+func TestPool_ATerminalKilledForMemoryIsNotTheAgentsEnd(t *testing.T) {
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		t.Skip("no perl to eat memory with")
+	}
+	m := openCgroups(t)
+	p := newPool(t, pool.Config{Cgroups: m, Profiles: limited(t, cgroup.Limits{MemoryMax: 64 << 20})})
+	a := acquire(t, p, "t1")
+	if got := prompt(t, a, "terminal "+perl+" -e$x=1x3e8"); !strings.Contains(got, `"signal":"SIGKILL"`) {
+		t.Fatalf("a terminal touching 300 MB under a 64 MiB limit: %s", got)
+	}
+	if got := prompt(t, a, "stream 1"); !strings.Contains(got, "chunk 1") {
+		t.Fatalf("the agent did not answer after its terminal was killed: %q", got)
+	}
+	p.Discard("t1")
+	awaitNoGroups(t, m)
+	if exit := a.Proc.ExitErr(); exit == nil || strings.Contains(exit.Error(), "memory") {
+		t.Errorf("the agent the pool stopped ended with %v", exit)
+	}
+	if n := p.Stats().OutOfMemory; n != 0 {
+		t.Errorf("Stats().OutOfMemory = %d, want 0", n)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ type Process struct {
 
 	monitorOnce sync.Once
 	stopOnce    sync.Once
+	stopping    atomic.Bool // Stop or Kill began: an end from then on is ours
 	wg          sync.WaitGroup
 
 	mu    sync.Mutex
@@ -219,7 +221,7 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 	p.killGroup(syscall.SIGKILL)
 	p.group.Kill()
 	desc := describeExit(p.cmd.ProcessState, err, p.tail.String())
-	if desc.Code != 0 && p.group.OOMKills() > 0 {
+	if desc.Code != 0 && !p.stopping.Load() && p.group.OOMKills() > 0 {
 		desc.OutOfMemory, desc.MemoryMax = true, p.group.Limits().MemoryMax
 	}
 	p.mu.Lock()
@@ -255,9 +257,10 @@ type ExitError struct {
 	Signal  syscall.Signal   // the signal that killed it, or 0
 	Tail    string           // the end of its stderr, trimmed
 	WaitErr error            // why it could not be waited for, when State is nil
-	// OutOfMemory: it ended in failure after the kernel's OOM killer
-	// killed a process of its control group, for the group's limit of
-	// MemoryMax bytes (0: for the machine's lack of memory).
+	// OutOfMemory: it ended in failure, not stopped by the broker, after
+	// the kernel's OOM killer killed a process of its control group, for
+	// the group's limit of MemoryMax bytes (0: for the machine's lack of
+	// memory).
 	OutOfMemory bool
 	MemoryMax   int64
 }
@@ -306,6 +309,7 @@ func (p *Process) killGroup(sig syscall.Signal) {
 // the process has been reaped and its goroutines are gone. Safe to call
 // more than once and concurrently; Monitor must have been called.
 func (p *Process) Stop(grace time.Duration) {
+	p.stopping.Store(true)
 	p.stopOnce.Do(func() {
 		_ = p.stdin.Close()
 		if grace <= 0 {
@@ -328,6 +332,7 @@ func (p *Process) Stop(grace time.Duration) {
 // Kill sends SIGKILL to the group at once (also when a Stop is under way)
 // and waits until it is reaped.
 func (p *Process) Kill() {
+	p.stopping.Store(true)
 	p.killGroup(syscall.SIGKILL)
 	p.Stop(0)
 }
