@@ -102,7 +102,13 @@ func open(l layout, opts Options, need []string) (*Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := enable(own, ctrls, filepath.Join(own, opts.Name+".broker")); err != nil {
+		leaf := filepath.Join(own, opts.Name+".broker")
+		err = enable(own, ctrls, leaf)
+		if err != nil && len(ctrls) > len(need) {
+			ctrls = need // without cpu, which the kernel may refuse (realtime tasks)
+			err = enable(own, ctrls, leaf)
+		}
+		if err != nil {
 			return nil, err
 		}
 		base := filepath.Join(own, opts.Name)
