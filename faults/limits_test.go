@@ -14,6 +14,8 @@ import (
 
 	"acpbroker/cgroup"
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/brokertest"
+	"acpbroker/internal/fakediscord"
 )
 
 // cgroupsStarted is what the broker logs once its agents run in control
@@ -290,4 +292,74 @@ func TestLimits_WithoutControlGroupsItIsSaidAndAgentsStillRun(t *testing.T) {
 	if !warned {
 		t.Errorf("the broker did not warn at start that agents run without limits:\n%s", errOut)
 	}
+}
+
+// escape is a script an agent runs that starts a process out of its
+// process group and session (as a daemon does), which writes its pid to
+// escaped.pid; the process-group kills of the stop escalation miss it.
+const escape = `setsid -f sh -c 'echo $$ > escaped.pid; exec sleep 600' </dev/null >/dev/null 2>&1
+while [ ! -s escaped.pid ]; do sleep 0.05; done
+echo escaped
+`
+
+// escapee has the agent of a new thread start a process out of its
+// process group, and returns the thread and that process's pid.
+func (w *world) escapee(u fakediscord.User) (thread string, pid int) {
+	w.t.Helper()
+	thread = w.mention(u, "stream 1")
+	w.awaitAnswers(thread, 1)
+	dir := filepath.Join(w.Work, thread)
+	if err := os.WriteFile(filepath.Join(dir, "escape.sh"), []byte(escape), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	w.Discord.Post(thread, u, "run sh escape.sh")
+	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.Text, "escaped") {
+		w.t.Fatalf("the agent's escape said %q", got.Text)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "escaped.pid"))
+	pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid == 0 || !agenttest.Running(pid) {
+		w.t.Fatalf("the escaped process (%q) is not running", b)
+	}
+	return thread, pid
+}
+
+// What an agent started out of its process group is killed with the
+// agent's control group: when the agent is reset, and, for a broker
+// killed with SIGKILL, when the next broker starts on the same state and
+// removes the groups the killed one left. (Unsandboxed, so that the
+// agent outlives the killed broker and the pids are the host's.)
+func TestLimits_WhatEscapesTheProcessGroupDiesWithTheControlGroup(t *testing.T) {
+	needCgroups(t)
+	w := newWorld(t, setup{conf: settings{"agent.sandbox": "none"}})
+	b := w.start()
+	thread, pid := w.escapee(alice)
+	w.slash(thread, alice, "reset")
+	if !agenttest.WaitGone(pid, 10*time.Second) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("process %d, out of its agent's process group, outlived the agent's reset", pid)
+	}
+	b.awaitGroups(0)
+
+	_, pid = w.escapee(bob)
+	left := b.awaitGroups(1)
+	next := &broker{Broker: brokertest.MustGet(t, patience, func(ctx context.Context) (*brokertest.Broker, error) {
+		return w.Restart(ctx, b.Broker, true)
+	}), t: t}
+	if !agenttest.WaitGone(pid, 10*time.Second) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("process %d, left by a killed broker's agent, outlived the next broker's start", pid)
+	}
+	for _, groups := range left {
+		for _, g := range groups {
+			if _, err := os.Stat(g); !os.IsNotExist(err) {
+				t.Errorf("the killed broker's group %s is still there", g)
+			}
+			if len(next.Log.Grep("removed a leftover agent control group", filepath.Base(g))) == 0 {
+				t.Errorf("the next broker did not say it removed %s", filepath.Base(g))
+			}
+		}
+	}
+	next.awaitGroups(0)
+	next.stop()
 }
