@@ -82,7 +82,10 @@ func (g *Group) Prepare(cmd *exec.Cmd) (done func(), err error) {
 	for _, d := range g.dirs {
 		args = append(args, filepath.Join(d.dir, "cgroup.procs"))
 	}
-	args = append(append(args, "--", cmd.Path), cmd.Args[1:]...)
+	args = append(args, "--", cmd.Path)
+	if len(cmd.Args) > 1 {
+		args = append(args, cmd.Args[1:]...)
+	}
 	cmd.Path, cmd.Args = shell, args
 	return func() {}, nil
 }

@@ -174,15 +174,23 @@ func unescape(s string) string {
 }
 
 // check says whether the broker can make its agents' groups in l, without
-// changing anything: the directories writable, and on v2 the controllers
+// changing anything: the directories writable (on v1, a controller it
+// can do without, cpu, is left out if not), and on v2 the controllers
 // delegated and, unless already enabled for children, the broker alone in
 // its cgroup (it moves itself into a leaf to enable them).
-func (l layout) check() error {
+func (l *layout) check() error {
+	var usable []hierarchy
 	for _, h := range l.own {
-		if err := unix.Access(h.dir, unix.W_OK); err != nil {
+		err := unix.Access(h.dir, unix.W_OK)
+		switch {
+		case err == nil:
+			usable = append(usable, h)
+		case slices.Contains(optional, h.controller):
+		default:
 			return fmt.Errorf("%w: %s is not writable by the broker (uid %d): %v%s", ErrUnavailable, h.dir, os.Geteuid(), err, l.delegateHint())
 		}
 	}
+	l.own = usable
 	if !l.v2 {
 		return nil
 	}
