@@ -87,6 +87,11 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		cmd.Env = []string{}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
+	entered, err := spec.Group.Prepare(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer entered()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -99,13 +104,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	entered, err := spec.Group.Prepare(cmd)
-	if err != nil {
-		return nil, err
-	}
-	err = cmd.Start()
-	entered()
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Command, err)
 	}
 	p := &Process{
