@@ -176,8 +176,9 @@ func unescape(s string) string {
 // check says whether the broker can make its agents' groups in l, without
 // changing anything: the directories writable (on v1, a controller it
 // can do without, cpu, is left out if not), and on v2 the controllers
-// delegated and, unless already enabled for children, the broker alone in
-// its cgroup (it moves itself into a leaf to enable them).
+// delegated. (That no other process shares its v2 cgroup, which enabling
+// the controllers needs, only Open finds out: check-config may well run
+// from a shell, in a cgroup the service will not have.)
 func (l *layout) check() error {
 	var usable []hierarchy
 	for _, h := range l.own {
@@ -211,23 +212,6 @@ func (l *layout) check() error {
 	for _, f := range []string{"cgroup.procs", "cgroup.subtree_control"} {
 		if err := unix.Access(filepath.Join(dir, f), unix.W_OK); err != nil {
 			return fmt.Errorf("%w: %s is not writable by the broker (uid %d): %v%s", ErrUnavailable, filepath.Join(dir, f), os.Geteuid(), err, l.delegateHint())
-		}
-	}
-	enabled, err := readWords(filepath.Join(dir, "cgroup.subtree_control"))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	if l.path == "/" || !slices.ContainsFunc(required, func(c string) bool { return !slices.Contains(enabled, c) }) {
-		return nil
-	}
-	procs, err := readWords(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	for _, p := range procs {
-		if p != self {
-			return fmt.Errorf("%w: cgroup v2: %s holds other processes than the broker (%s), so no controllers can be enabled for groups under it: run the broker in a cgroup of its own (under systemd, its unit with Delegate=yes)", ErrUnavailable, dir, p)
 		}
 	}
 	return nil
