@@ -613,8 +613,12 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 }
 
 // groupRemoveWait bounds the wait for a stopped agent's control group to
-// empty (its processes killed); the shutdown deadline cuts it shorter.
-const groupRemoveWait = 5 * time.Second
+// empty (its processes killed); past the shutdown deadline it is
+// hurriedRemoveWait, time enough for processes just killed to die.
+const (
+	groupRemoveWait   = 5 * time.Second
+	hurriedRemoveWait = 500 * time.Millisecond
+)
 
 // removeGroup kills what is left in thread's agent's control group, if it
 // has one, and removes it. One it cannot remove is left to the next
@@ -624,8 +628,14 @@ func (p *Pool) removeGroup(thread string, g *cgroup.Group) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(p.hurry, groupRemoveWait)
-	defer cancel()
-	if err := g.Remove(ctx); err != nil {
+	err := g.Remove(ctx)
+	cancel()
+	if err != nil && p.hurry.Err() != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), hurriedRemoveWait)
+		err = g.Remove(ctx)
+		cancel()
+	}
+	if err != nil {
 		p.log.Warn().Err(err).Str("thread", thread).Str("cgroup", g.Name()).Msg("the agent's control group could not be removed")
 	}
 }

@@ -451,6 +451,9 @@ func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, first time.Time, 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		b.pool.Shutdown(ctx)
+		if b.cgroups != nil {
+			b.cgroups.Close()
+		}
 		forceExit()
 		return
 	}
