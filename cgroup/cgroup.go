@@ -7,6 +7,8 @@ package cgroup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -130,6 +132,48 @@ func open(l layout, opts Options, need []string) (*Manager, error) {
 	}
 	m.removeLeftovers()
 	return m, nil
+}
+
+// NameFor is the Name of a broker's agents' directory: one per state
+// directory (stateDir), since a broker takes what it finds there for the
+// leftovers of an earlier one with the same state.
+func NameFor(stateDir string) string {
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	sum := sha256.Sum256([]byte(stateDir))
+	return "acp-broker-" + hex.EncodeToString(sum[:6])
+}
+
+// Sweep removes what brokers of that name left and no broker will start
+// again to remove: the groups (killing what runs there) and the
+// directories made for them. It enables nothing and moves nothing; for
+// test harnesses, whose brokers may be killed.
+func Sweep(name string, log zerolog.Logger) error {
+	l, err := locateSelf()
+	if err != nil {
+		return nil // nothing could have been made
+	}
+	m := &Manager{v2: l.v2, log: log}
+	var errs []error
+	for _, h := range l.own {
+		base := filepath.Join(h.dir, name)
+		if _, err := os.Stat(base); err == nil {
+			m.base = append(m.base, hierarchy{controller: h.controller, dir: base})
+		}
+		if l.v2 {
+			if err := unix.Rmdir(filepath.Join(h.dir, name+".broker")); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.removeLeftovers()
+	for _, h := range m.base {
+		if err := unix.Rmdir(h.dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("%s: %w", h.dir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // controllers are need and the optional ones dir has, or an error naming

@@ -380,3 +380,48 @@ func TestGroup_V2PlacesKillsAndRemoves(t *testing.T) {
 		t.Errorf("the group is still there: %v", err)
 	}
 }
+
+// Sweep takes away what a killed broker left, base directory and all,
+// killing what still runs there, when no broker of that name will start
+// again.
+func TestSweep_RemovesWhatAKilledBrokerLeft(t *testing.T) {
+	m := openHere(t)
+	g, err := m.New("left", Limits{PidsMax: 8}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", "60")
+	done, err := g.Prepare(sleeper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sleeper.Start()
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			sleeper.Process.Kill()
+			sleeper.Wait()
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(g.Procs()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := Sweep(testName(t), zerolog.New(zerolog.NewTestWriter(t))); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range m.Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s outlived the sweep: %v", d, err)
+		}
+	}
+	err = sleeper.Wait()
+	waited = true
+	if err == nil || !sleeper.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+		t.Errorf("the process in the left group ended with %v, not killed", err)
+	}
+}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -538,7 +536,7 @@ func openCgroups(cfg *Config, log zerolog.Logger) *cgroup.Manager {
 		log.Info().Msg("agents started through a launcher get no resource limits from the broker (memory_max, pids_max): the container's or pod's own apply")
 		return nil
 	}
-	m, err := cgroup.Open(cgroup.Options{Name: cgroupName(cfg.State.Dir), Logger: log})
+	m, err := cgroup.Open(cgroup.Options{Name: cgroup.NameFor(cfg.State.Dir), Logger: log})
 	if err != nil {
 		ev := log.Info()
 		if limitsSet(cfg) {
@@ -549,17 +547,6 @@ func openCgroups(cfg *Config, log zerolog.Logger) *cgroup.Manager {
 	}
 	log.Info().Str("cgroups", m.String()).Strs("dirs", m.Dirs()).Msg("each agent runs in a control group of its own")
 	return m
-}
-
-// cgroupName is the directory, under the broker's own cgroup, of its
-// agents' groups: one per state.dir, since a broker takes what it finds
-// there for leftovers of an earlier one with the same state.
-func cgroupName(stateDir string) string {
-	if abs, err := filepath.Abs(stateDir); err == nil {
-		stateDir = abs
-	}
-	sum := sha256.Sum256([]byte(stateDir))
-	return "acp-broker-" + hex.EncodeToString(sum[:6])
 }
 
 // limitsSet reports whether some profile limits its agents.
