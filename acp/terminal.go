@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"acpbroker/cgroup"
+
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +36,9 @@ type TerminalCommand struct {
 	// up. The Conn closes them once the process has started, or has
 	// failed to.
 	ExtraFiles []*os.File
+	// Group, if set, is the control group it runs in (its agent's), from
+	// before its program runs.
+	Group *cgroup.Group
 }
 
 // Terminal defaults and fixed bounds.
@@ -135,7 +140,11 @@ func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerol
 		// whole group is signalled, grandchildren included.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: cmd.Credential},
 	}
-	err = c.Start()
+	entered, err := cmd.Group.Prepare(c)
+	if err == nil {
+		err = c.Start()
+		entered()
+	}
 	w.Close()
 	if err != nil {
 		r.Close()

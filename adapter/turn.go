@@ -382,12 +382,16 @@ func (t *turn) deathCause(err error) error {
 }
 
 // agentExited is the cause of a turn whose agent died, once its exit is
-// known: it reads "agent exited with status 3: <stderr>" or "agent
-// exited: killed by signal killed", and is both ErrAgentExited and the
-// agent's *pool.ExitError, for callers that want its status or stderr.
+// known: it reads "agent exited with status 3: <stderr>", "agent
+// exited: killed by signal killed" or "the agent ran out of memory
+// (limit 4 GiB)", and is both ErrAgentExited and the agent's
+// *pool.ExitError, for callers that want its status or stderr.
 type agentExited struct{ exit *pool.ExitError }
 
 func (e agentExited) Error() string {
+	if e.exit.OutOfMemory {
+		return e.exit.Error()
+	}
 	how := ": " + e.exit.How()
 	if e.exit.Signal == 0 && e.exit.Code >= 0 {
 		how = fmt.Sprintf(" with status %d", e.exit.Code)

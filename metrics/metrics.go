@@ -102,6 +102,8 @@ var (
 	dSpawnFailures    = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
 	dStops            = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
 	dKills            = desc("agent_kills_total", "Agent process groups killed without a grace.")
+	dOutOfMemory      = desc("agent_oom_kills_total", "Agent processes that ran out of memory: killed by the kernel for their memory limit (memory_max).")
+	dCgroups          = desc("agent_cgroups", "Agents' control groups made and not yet removed.")
 	dPendingRequests  = desc("acp_pending_requests", "JSON-RPC requests to agents awaiting an answer.")
 	dPendingPerms     = desc("acp_pending_permission_requests", "Agent permission requests not yet answered.")
 	dStale            = desc("acp_stale_responses_total", "Agent responses dropped because no live request had their id.")
@@ -146,7 +148,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
-		dSpawns, dSpawnFailures, dStops, dKills, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
+		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dRetitling} {
 		ch <- d
@@ -187,6 +189,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dStops, n, reason)
 	}
 	counter(dKills, p.Killed)
+	counter(dOutOfMemory, p.OutOfMemory)
+	gauge(dCgroups, float64(p.Cgroups))
 	gauge(dPendingRequests, float64(p.Conn.PendingRequests))
 	gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
 	gauge(dPendingElicits, float64(p.Conn.PendingElicitations))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/cgroup"
 	"acpbroker/internal/redact"
 
 	"github.com/rs/zerolog"
@@ -63,6 +64,11 @@ type Config struct {
 	// bubblewrap itself runs as that user: what agents are shown must be
 	// reachable by it.
 	RunAs *syscall.Credential
+	// Cgroups, if set, gives each agent a control group of its own with
+	// its profile's MemoryMax and PidsMax: the agent, what it starts and
+	// its terminals' commands run there; the group is removed once the
+	// agent has stopped, and whatever is left in it killed.
+	Cgroups *cgroup.Manager
 	// WaitNotice is how long a wait for a slot lasts before Acquire says
 	// so (default 1s).
 	WaitNotice time.Duration
@@ -100,6 +106,7 @@ type Agent struct {
 	// Dir is its working directory.
 	Dir string
 
+	group    *cgroup.Group // nil without Config.Cgroups
 	busy     bool
 	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
@@ -128,6 +135,7 @@ type Pool struct {
 	failed   uint64            // agents that failed to start
 	stopped  map[string]uint64 // agents stopped, by reason
 	killed   uint64            // agents stopped without a grace
+	oom      uint64            // agents that ran out of memory
 	retiring map[*Agent]bool   // agents being stopped
 	retired  acp.Stats         // counters of connections already closed
 
@@ -422,13 +430,22 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 		return nil, err
 	}
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
+	var group *cgroup.Group
+	if m := p.cfg.Cgroups; m != nil {
+		if group, err = m.New(thread, cgroup.Limits{MemoryMax: prof.MemoryMax, PidsMax: prof.PidsMax}, p.cfg.RunAs); err != nil {
+			return nil, fmt.Errorf("agent's control group: %w", err)
+		}
+	}
 	spec, err := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
 	if err != nil {
+		p.removeGroup(thread, group)
 		return nil, fmt.Errorf("agent failed to start: %w", err)
 	}
+	spec.Group = group // around the sandbox: bubblewrap starts in the group
 	proc, err := p.cfg.Launch(spec)
 	closeFiles(spec.ExtraFiles) // the process has its own copies
 	if err != nil {
+		p.removeGroup(thread, group)
 		return nil, err
 	}
 	if r := p.cfg.Registry; r != nil {
@@ -440,13 +457,13 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
-	opts.Terminal = p.terminalCommand(prof, dir)
+	opts.Terminal = p.terminalCommand(prof, dir, group)
 	if opts.TerminalGrace <= 0 {
 		opts.TerminalGrace = p.cfg.ExitGrace
 	}
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir}
+	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir, group: group}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -490,10 +507,12 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 // terminalCommand is how the agent of prof working in dir starts a
 // terminal's command: with the agent's environment (the request's
 // variables over it, none of the broker's own; in the sandbox, set
-// inside it only), as the agent's user, in the agent's sandbox. It is
-// nil, and terminals are not offered, when agents start through a
-// launcher: the broker cannot put a command in the same confinement.
-func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalCommand) (acp.TerminalCommand, error) {
+// inside it only), as the agent's user, in the agent's sandbox and
+// control group (group; nil: none), where it counts toward the agent's
+// limits. It is nil, and terminals are not offered, when agents start
+// through a launcher: the broker cannot put a command in the same
+// confinement.
+func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group) func(acp.TerminalCommand) (acp.TerminalCommand, error) {
 	sb := p.cfg.Sandbox
 	if len(sb.Launcher) > 0 {
 		return nil
@@ -502,6 +521,7 @@ func (p *Pool) terminalCommand(prof *Profile, dir string) func(acp.TerminalComma
 	return func(cmd acp.TerminalCommand) (acp.TerminalCommand, error) {
 		cmd.Env = mergeEnv(prof.Env, cmd.Env)
 		cmd.Credential = p.cfg.RunAs
+		cmd.Group = group
 		if sb.Enabled() {
 			return sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRO, prof.SandboxRW)
 		}
@@ -588,11 +608,44 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.Dir, a.Profile.Name); stop != nil {
 		p.runStop(a, stop)
 	}
+	p.removeGroup(a.Thread, a.group)
+	exit, _ := errors.AsType[*ExitError](a.Proc.ExitErr())
 	st := a.Conn.Stats()
 	st.PendingRequests, st.PendingPermissions, st.PendingElicitations, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0, 0
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
+	if exit != nil && exit.OutOfMemory {
+		p.oom++
+	}
 	p.mu.Unlock()
+}
+
+// groupRemoveWait bounds the wait for a stopped agent's control group to
+// empty (its processes killed); past the shutdown deadline it is
+// hurriedRemoveWait, time enough for processes just killed to die.
+const (
+	groupRemoveWait   = 5 * time.Second
+	hurriedRemoveWait = 500 * time.Millisecond
+)
+
+// removeGroup kills what is left in thread's agent's control group, if it
+// has one, and removes it. One it cannot remove is left to the next
+// start's clean-up.
+func (p *Pool) removeGroup(thread string, g *cgroup.Group) {
+	if g == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.hurry, groupRemoveWait)
+	err := g.Remove(ctx)
+	cancel()
+	if err != nil && p.hurry.Err() != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), hurriedRemoveWait)
+		err = g.Remove(ctx)
+		cancel()
+	}
+	if err != nil {
+		p.log.Warn().Err(err).Str("thread", thread).Str("cgroup", g.Name()).Msg("the agent's control group could not be removed")
+	}
 }
 
 // launcherStopWait bounds the launcher's stop command (a container
@@ -739,8 +792,13 @@ type Stats struct {
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
-	Stopped                      map[string]uint64
-	Conn                         acp.Stats
+	// OutOfMemory counts the agents that ended for running out of memory
+	// (killed for their control group's limit); Cgroups counts the
+	// agents' control groups made and not yet removed.
+	OutOfMemory uint64
+	Cgroups     int
+	Stopped     map[string]uint64
+	Conn        acp.Stats
 }
 
 // Config returns what the pool was made with. Its Profiles are the first
@@ -751,11 +809,14 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
-		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, Stopped: make(map[string]uint64, len(p.stopped))}
+		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
 	p.profileStatsLocked(&s)
+	if m := p.cfg.Cgroups; m != nil {
+		s.Cgroups = m.Live()
+	}
 	conns := make([]*acp.Conn, 0, len(p.agents))
 	for _, a := range p.agents {
 		if a.busy {

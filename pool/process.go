@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"acpbroker/cgroup"
 	"acpbroker/internal/redact"
 	"bufio"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +41,11 @@ type ProcessSpec struct {
 	// up. Whoever made the spec closes them once the process has
 	// started, or has failed to.
 	ExtraFiles []*os.File
+	// Group, if set, is the control group the process runs in: it is
+	// there before its program runs; what is left in the group is killed
+	// once the process has exited; and ExitErr says when the group ran
+	// out of memory. The caller removes the group.
+	Group *cgroup.Group
 }
 
 // Process is a running agent in its own process group. Its exit is noticed
@@ -52,6 +59,7 @@ type Process struct {
 	log    zerolog.Logger
 	redact *redact.Redactor
 	cmd    *exec.Cmd
+	group  *cgroup.Group // nil: none
 	tail   *tail
 	exited chan struct{} // closed when the leader has exited (not yet reaped)
 	reaped chan struct{} // closed after Wait and the final group kill
@@ -59,6 +67,7 @@ type Process struct {
 
 	monitorOnce sync.Once
 	stopOnce    sync.Once
+	stopping    atomic.Bool // Stop or Kill began: an end from then on is ours
 	wg          sync.WaitGroup
 
 	mu    sync.Mutex
@@ -83,6 +92,11 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 	}
 	cmd.ExtraFiles = spec.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential}
+	entered, err := spec.Group.Prepare(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer entered()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -104,6 +118,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		stdout: stdout,
 		log:    spec.Logger.With().Int("pid", cmd.Process.Pid).Logger(),
 		cmd:    cmd,
+		group:  spec.Group,
 		tail:   &tail{max: spec.StderrTail},
 		redact: spec.Redact,
 		exited: make(chan struct{}),
@@ -208,7 +223,11 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 	}
 	err := p.cmd.Wait()
 	p.killGroup(syscall.SIGKILL)
+	p.group.Kill()
 	desc := describeExit(p.cmd.ProcessState, err, p.tail.String())
+	if desc.Code != 0 && !p.stopping.Load() && p.group.OOMKills() > 0 {
+		desc.OutOfMemory, desc.MemoryMax = true, p.group.Limits().MemoryMax
+	}
 	p.mu.Lock()
 	p.state = p.cmd.ProcessState
 	p.err = desc
@@ -220,7 +239,7 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 // its text reaches people; the whole tail is in the log.
 const exitTailLines = 5
 
-func describeExit(st *os.ProcessState, waitErr error, tail string) error {
+func describeExit(st *os.ProcessState, waitErr error, tail string) *ExitError {
 	lines := strings.Split(strings.TrimSpace(tail), "\n")
 	lines = lines[max(len(lines)-exitTailLines, 0):]
 	e := &ExitError{State: st, Code: -1, Tail: strings.TrimSpace(strings.Join(lines, "\n")), WaitErr: waitErr}
@@ -242,12 +261,22 @@ type ExitError struct {
 	Signal  syscall.Signal   // the signal that killed it, or 0
 	Tail    string           // the end of its stderr, trimmed
 	WaitErr error            // why it could not be waited for, when State is nil
+	// OutOfMemory: it ended in failure, not stopped by the broker, after
+	// the kernel's OOM killer killed a process of its control group, for
+	// the group's limit of MemoryMax bytes (0: for the machine's lack of
+	// memory).
+	OutOfMemory bool
+	MemoryMax   int64
 }
 
 // How says how the process ended, without the stderr: "exited with
-// status 3", "killed by signal killed".
+// status 3", "killed by signal killed", "ran out of memory (limit 4 GiB)".
 func (e *ExitError) How() string {
 	switch {
+	case e.OutOfMemory && e.MemoryMax > 0:
+		return fmt.Sprintf("ran out of memory (limit %s)", cgroup.FormatBytes(e.MemoryMax))
+	case e.OutOfMemory:
+		return "ran out of memory (the machine's)"
 	case e.State == nil:
 		return fmt.Sprintf("could not be waited for: %v", e.WaitErr)
 	case e.Signal != 0:
@@ -259,8 +288,13 @@ func (e *ExitError) How() string {
 	}
 }
 
-// Error is "agent exited with status 3: <stderr tail>".
+// Error is "agent exited with status 3: <stderr tail>", or "the agent
+// ran out of memory (limit 4 GiB)": the kernel's kill, which its stderr
+// does not explain.
 func (e *ExitError) Error() string {
+	if e.OutOfMemory {
+		return "the agent " + e.How()
+	}
 	if e.Tail == "" {
 		return "agent " + e.How()
 	}
@@ -279,6 +313,7 @@ func (p *Process) killGroup(sig syscall.Signal) {
 // the process has been reaped and its goroutines are gone. Safe to call
 // more than once and concurrently; Monitor must have been called.
 func (p *Process) Stop(grace time.Duration) {
+	p.stopping.Store(true)
 	p.stopOnce.Do(func() {
 		_ = p.stdin.Close()
 		if grace <= 0 {
@@ -301,6 +336,7 @@ func (p *Process) Stop(grace time.Duration) {
 // Kill sends SIGKILL to the group at once (also when a Stop is under way)
 // and waits until it is reaped.
 func (p *Process) Kill() {
+	p.stopping.Store(true)
 	p.killGroup(syscall.SIGKILL)
 	p.Stop(0)
 }

@@ -53,6 +53,10 @@ type Profile struct {
 	// MaxSessions bounds this profile's agents, live, starting and
 	// stopping, within the pool's MaxSessions (0: only the pool's bound).
 	MaxSessions int
+	// MemoryMax and PidsMax are what the kernel holds each of its agents
+	// to, with Config.Cgroups: bytes of memory, and processes and threads,
+	// of the agent and everything it starts together (0: no limit).
+	MemoryMax, PidsMax int64
 	// Permissions are the rules its agents' permission requests are
 	// decided by before anyone is asked (see package policy); nil leaves
 	// them to the engine. An agent keeps the rules of the Profile it

@@ -143,6 +143,11 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 			s.log.Debug().Err(err).Msg("audit socket: reply not sent")
 		}
 	}
+	// The request is read before any refusal, a peer's too: a connection
+	// closed on a request not yet read makes the asker's write fail, and
+	// the refusal never reach it. The peer is who connected, whatever it
+	// writes.
+	line, readErr := bufio.NewReader(io.LimitReader(conn, auditMaxRequest)).ReadBytes('\n')
 	cred, err := peerCred(conn)
 	if err != nil || (int(cred.Uid) != s.uid && cred.Uid != 0) {
 		uid := -1
@@ -158,12 +163,8 @@ func (s *auditServer) serve(conn *net.UnixConn) {
 		reply(auditReply{Error: "refused: the audit trail is not served into a sandbox"})
 		return
 	}
-	// The request is read before a refusal, even for want of a slot: a
-	// connection closed on a request not yet read makes the asker's write
-	// fail, and the refusal never reach it.
-	line, err := bufio.NewReader(io.LimitReader(conn, auditMaxRequest)).ReadBytes('\n')
 	var req auditRequest
-	if err != nil || json.Unmarshal(line, &req) != nil {
+	if readErr != nil || json.Unmarshal(line, &req) != nil {
 		reply(auditReply{Error: "the request is not one JSON line"})
 		return
 	}

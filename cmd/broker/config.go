@@ -1,6 +1,7 @@
 package main
 
 import (
+	"acpbroker/cgroup"
 	"acpbroker/policy"
 	"bytes"
 	"errors"
@@ -113,6 +114,9 @@ type Profile struct {
 	StartTimeout       time.Duration
 	MaxSessions        int
 	RestartAfterCancel bool
+	// MemoryMax (bytes) and PidsMax bound each of its agents, in a
+	// control group of its own (0: no limit).
+	MemoryMax, PidsMax int64
 	// MCPServers are given to every session of the profile's agents;
 	// stdio commands are absolute.
 	MCPServers []acp.MCPServer
@@ -574,6 +578,49 @@ func (r *reader) integer(key string, lo, hi int) int {
 		r.fail(key, "= %d is out of range [%d, %d]", n, lo, hi)
 	}
 	r.record(key, n)
+	return n
+}
+
+// integerOrZero is integer with 0, for none, allowed below lo.
+func (r *reader) integerOrZero(key string, lo, hi int) int {
+	n, err := cast.ToIntE(r.v.Get(key))
+	if err != nil {
+		r.fail(key, "must be a whole number: %v", err)
+		return 0
+	}
+	if n != 0 && (n < lo || n > hi) {
+		r.fail(key, "= %d is out of range [%d, %d] (0: no limit)", n, lo, hi)
+	}
+	r.record(key, n)
+	return n
+}
+
+// sizeUnits are the units a size may have: powers of 1024, as systemd's
+// MemoryMax= reads K, M, G and T.
+var sizeUnits = map[string]int64{"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20,
+	"G": 1 << 30, "GiB": 1 << 30, "T": 1 << 40, "TiB": 1 << 40}
+
+// size reads a number of bytes: a whole number, or one with a unit
+// ("512MiB", "4GiB", "4G"). 0 is none; other sizes must be in [lo, hi].
+func (r *reader) size(key string, lo, hi int64) int64 {
+	raw := r.v.Get(key)
+	s := strings.TrimSpace(fmt.Sprint(raw))
+	r.record(key, s)
+	i := strings.IndexFunc(s, func(c rune) bool { return (c < '0' || c > '9') && c != '.' })
+	if i < 0 {
+		i = len(s)
+	}
+	num, unit := s[:i], strings.TrimSpace(s[i:])
+	mult, okUnit := sizeUnits[unit]
+	v, err := strconv.ParseFloat(num, 64)
+	if !okUnit || err != nil || v < 0 {
+		r.fail(key, "= %q is not a size like \"4GiB\", \"512MiB\" or a number of bytes (0: no limit)", s)
+		return 0
+	}
+	n := int64(v * float64(mult))
+	if n != 0 && (n < lo || n > hi) {
+		r.fail(key, "= %s is out of range [%s, %s] (0: no limit)", s, cgroup.FormatBytes(lo), cgroup.FormatBytes(hi))
+	}
 	return n
 }
 

@@ -94,6 +94,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.base":                  {"main", func(c *Config) any { return c.Profiles["default"].Base }, "main"},
 		"agent.delete_branches":       {"true", func(c *Config) any { return c.Profiles["default"].DeleteBranches }, true},
 		"agent.max_sessions":          {"2", func(c *Config) any { return c.Profiles["default"].MaxSessions }, 2},
+		"agent.memory_max":            {"512MiB", func(c *Config) any { return c.Profiles["default"].MemoryMax }, int64(512 << 20)},
+		"agent.pids_max":              {"0", func(c *Config) any { return c.Profiles["default"].PidsMax }, int64(0)},
 		"agents.default":              {"default", func(c *Config) any { return c.DefaultProfile }, "default"},
 	}
 	var missing []string
@@ -206,5 +208,41 @@ func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
 	code := run(context.Background(), []string{"check-config", "--config", "../../config.example.toml"}, env, nil, &out, &out)
 	if code != 0 {
 		t.Fatalf("check-config of the example: %d\n%s", code, out.String())
+	}
+}
+
+// memory_max is a number of bytes, or one with a unit of powers of 1024;
+// 0 is no limit; anything else, or a limit too small for an agent to
+// start, is refused with the key named.
+func TestLoadConfig_MemoryMaxReadsSizes(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int64
+		err   string
+	}{
+		{`"4GiB"`, 4 << 30, ""},
+		{`"4G"`, 4 << 30, ""},
+		{`"1.5GiB"`, 3 << 29, ""},
+		{`"512 MiB"`, 512 << 20, ""},
+		{`268435456`, 256 << 20, ""},
+		{`0`, 0, ""},
+		{`"4GB"`, 0, `agent.memory_max = "4GB" is not a size like "4GiB"`},
+		{`"lots"`, 0, `agent.memory_max = "lots" is not a size`},
+		{`"-1GiB"`, 0, `agent.memory_max = "-1GiB" is not a size`},
+		{`"1MiB"`, 0, "agent.memory_max = 1MiB is out of range [16 MiB, 1 PiB] (0: no limit)"},
+	} {
+		c, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\nmemory_max = "+tc.value+"\n")
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("memory_max = %s: %v", tc.value, err)
+		case tc.err == "" && c.Profiles["default"].MemoryMax != tc.want:
+			t.Errorf("memory_max = %s reads %d, want %d", tc.value, c.Profiles["default"].MemoryMax, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("memory_max = %s: error %v, want %q", tc.value, err, tc.err)
+		}
+	}
+	_, err := loadText(t, "[agents.a]\ncommand = \""+fakeAgent+"\"\npids_max = 3\n")
+	if err == nil || !strings.Contains(err.Error(), "agents.a.pids_max = 3 is out of range [16, 4194304] (0: no limit)") {
+		t.Errorf("pids_max = 3: %v", err)
 	}
 }

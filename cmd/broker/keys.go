@@ -210,6 +210,10 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.SandboxRW = r.absPaths(k) }},
 	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound; above it, `check-config` and the log warn)",
 		read: func(r *reader, k string, p *Profile) { p.MaxSessions = r.integer(k, 0, 10000) }},
+	{name: "memory_max", def: "4GiB", doc: "most memory each of its agents may use, with all it starts (its terminals' commands too): bytes, or with a unit (`512MiB`, `4GiB`); past it the kernel kills the agent and the thread is told so (`0`: no limit; see Resource limits)",
+		read: func(r *reader, k string, p *Profile) { p.MemoryMax = r.size(k, 16<<20, 1<<50) }},
+	{name: "pids_max", def: 4096, doc: "most processes and threads each of its agents may have at once, with all it starts: a fork bomb stops there (`0`: no limit)",
+		read: func(r *reader, k string, p *Profile) { p.PidsMax = int64(r.integerOrZero(k, 16, 1<<22)) }},
 	{name: "restart_after_cancel", def: false, doc: "replace the agent process after every cancelled turn, even one it answered; the next prompt resumes the session (claude-agent-acp 0.23.1 needs it)",
 		read: func(r *reader, k string, p *Profile) { p.RestartAfterCancel = r.boolean(k) }},
 }

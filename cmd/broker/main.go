@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 
+	"acpbroker/cgroup"
+
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -96,6 +98,11 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	if cmd == "check-config" {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintln(stderr, "broker: warning:", w)
+		}
+		if cfg.Agent.Sandbox != "launcher" && limitsSet(cfg) {
+			if _, err := cgroup.Probe(); err != nil {
+				fmt.Fprintf(stderr, "broker: warning: memory_max and pids_max: %v; agents run without resource limits\n", err)
+			}
 		}
 		fmt.Fprintln(stdout, "configuration is valid")
 		return 0

@@ -9,7 +9,8 @@ import (
 )
 
 // The systemd unit parses (systemd-analyze verify), is Type=notify with a
-// watchdog, and its hardening leaves the state directory writable.
+// watchdog, and its hardening leaves the state directory writable and
+// the unit's control group the broker's to divide among its agents.
 func TestPackaging_UnitFileVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -22,10 +23,14 @@ func TestPackaging_UnitFileVerifies(t *testing.T) {
 	unit := string(b)
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "User=acp-broker", "StateDirectory=acp-broker",
 		"NoNewPrivileges=yes", "ProtectSystem=strict", "ReadWritePaths=/var/lib/acp-broker", "PrivateTmp=yes",
-		"EnvironmentFile=", "ExecReload=/bin/kill -HUP $MAINPID"} {
+		"EnvironmentFile=", "ExecReload=/bin/kill -HUP $MAINPID", "Delegate=yes"} {
 		if !strings.Contains(unit, want+"") {
 			t.Errorf("unit lacks %s", want)
 		}
+	}
+	// Agents' control groups are made under the unit's.
+	if strings.Contains(unit, "\nProtectControlGroups=yes") {
+		t.Error("the unit makes the cgroup file system read-only, where agents' control groups are made")
 	}
 	// verify wants the ExecStart program to exist.
 	dir := t.TempDir()

@@ -17,6 +17,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/cgroup"
 	"acpbroker/chat"
 	"acpbroker/chat/console"
 	"acpbroker/chat/discord"
@@ -43,6 +44,7 @@ type broker struct {
 	store    *store.Store
 	audit    *auditServer // nil if its socket could not be made
 	pool     *pool.Pool
+	cgroups  *cgroup.Manager // nil: agents run without resource limits
 	engine   *adapter.Engine
 	platform chat.Platform
 	discord  *discord.Client // the platform, when it is Discord
@@ -90,9 +92,11 @@ func open(cfg *Config, path string, environ []string, log zerolog.Logger, level 
 		return b, fmt.Errorf("config: %w", err)
 	}
 	b.redact = redact.New(agents.secrets...)
+	b.cgroups = openCgroups(cfg, log)
 	b.pool = pool.New(pool.Config{
 		Sandbox:        sandboxFor(cfg, path),
 		RunAs:          cfg.Agent.RunAs,
+		Cgroups:        b.cgroups,
 		Redact:         b.redact,
 		Profiles:       agents.profiles,
 		DefaultProfile: cfg.DefaultProfile,
@@ -192,6 +196,8 @@ func buildProfiles(cfg *Config, environ []string, made func(store.Worktree), con
 			StartTimeout:       p.StartTimeout,
 			RestartAfterCancel: p.RestartAfterCancel,
 			MaxSessions:        p.MaxSessions,
+			MemoryMax:          p.MemoryMax,
+			PidsMax:            p.PidsMax,
 			SandboxRO:          slices.Clone(p.SandboxRO),
 			SandboxRW:          slices.Clone(p.SandboxRW),
 			Permissions:        nonNil(p.Permissions),
@@ -450,6 +456,9 @@ func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, first time.Time, 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		b.pool.Shutdown(ctx)
+		if b.cgroups != nil {
+			b.cgroups.Close()
+		}
 		forceExit()
 		return
 	}
@@ -503,6 +512,9 @@ func (b *broker) stop(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if b.cgroups != nil {
+		b.cgroups.Close()
+	}
 	if b.audit != nil {
 		b.audit.Close()
 	}
@@ -521,6 +533,38 @@ func lastWordsShare(total time.Duration) time.Duration {
 // openEndedWait is what a shutdown without a deadline gives the last posts
 // and the metrics server's requests (quick scrapes).
 const openEndedWait = time.Second
+
+// openCgroups readies the control groups agents run in, under the
+// broker's own; where it cannot, it says so and agents run without
+// resource limits. Agents started through a launcher get none: their
+// limits are the container's or the pod's.
+func openCgroups(cfg *Config, log zerolog.Logger) *cgroup.Manager {
+	if cfg.Agent.Sandbox == "launcher" {
+		log.Info().Msg("agents started through a launcher get no resource limits from the broker (memory_max, pids_max): the container's or pod's own apply")
+		return nil
+	}
+	m, err := cgroup.Open(cgroup.Options{Name: cgroup.NameFor(cfg.State.Dir), Logger: log})
+	if err != nil {
+		ev := log.Info()
+		if limitsSet(cfg) {
+			ev = log.Warn()
+		}
+		ev.Err(err).Msg("agents run without resource limits (memory_max, pids_max)")
+		return nil
+	}
+	log.Info().Str("cgroups", m.String()).Strs("dirs", m.Dirs()).Msg("each agent runs in a control group of its own")
+	return m
+}
+
+// limitsSet reports whether some profile limits its agents.
+func limitsSet(cfg *Config) bool {
+	for _, p := range cfg.Profiles {
+		if p.MemoryMax > 0 || p.PidsMax > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // sandboxCheckTimeout bounds the trial run of the sandbox at start.
 const sandboxCheckTimeout = 10 * time.Second

@@ -148,6 +148,8 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 		"sandbox_ro":           {"", "[" + q(filepath.Join(dir, "ro")) + "]", []string{filepath.Join(dir, "ro")}, func(b *broker) any { return profile(b).SandboxRO }},
 		"sandbox_rw":           {"", "[" + q(filepath.Join(dir, "rw")) + "]", true, func(b *broker) any { return slices.Contains(profile(b).SandboxRW, filepath.Join(dir, "rw")) }},
 		"max_sessions":         {"", `2`, 2, func(b *broker) any { return profile(b).MaxSessions }},
+		"memory_max":           {"", `"96MiB"`, 96 << 20, func(b *broker) any { return profile(b).MemoryMax }},
+		"pids_max":             {"", `77`, 77, func(b *broker) any { return profile(b).PidsMax }},
 		"restart_after_cancel": {"", `true`, true, func(b *broker) any { return profile(b).RestartAfterCancel }},
 	}
 	elsewhere := maps.Clone(startElsewhere)

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/cgroup"
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/fakediscord"
+
+	"github.com/rs/zerolog"
 )
 
 // GuildID and Token are the guild a World's channel is in and the bot
@@ -95,6 +98,15 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 	}
 	w.Channel = srv.AddChannel(GuildID, "", "agents")
 	w.Discord = Discord{Srv: srv, Channel: w.Channel}
+	// Runs once every broker of the World has stopped: what a broker
+	// killed with SIGKILL left in the cgroup file system goes too.
+	tb.Cleanup(func() {
+		if dir, ok := w.Conf["state.dir"].(string); ok {
+			if err := cgroup.Sweep(cgroup.NameFor(dir), zerolog.Nop()); err != nil {
+				tb.Errorf("agents' control groups left behind: %v", err)
+			}
+		}
+	})
 	w.Conf = Settings{
 		"log.format":               "json",
 		"log.level":                "info",

@@ -151,6 +151,8 @@ type agent struct {
 	// closed when the client withdraws the request.
 	held        map[string]chan struct{}
 	holdOptions time.Duration
+	// hog is the memory alloc keeps.
+	hog [][]byte
 }
 
 // Bounds of what the agent remembers of the client's requests.

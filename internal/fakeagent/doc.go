@@ -52,6 +52,11 @@
 //	tool-progress D N  a tool call updated every D, N times, then done
 //	silent D           says nothing for D (honours cancel), then answers
 //	spawn-child        starts a child that ignores SIGTERM, waits for cancel
+//	alloc [N]          touches N MiB (256) of memory, a MiB at a time, keeps
+//	                   it and answers "allocated N MiB" (a runaway build)
+//	fork-bomb [N]      answers at once, then starts sleep(1) processes as
+//	                   fast as it can, trying again whenever fork fails,
+//	                   until N (1000) have started; never reaps them
 //	terminal CMD...    runs CMD in a client terminal (shown in a tool call),
 //	                   waits for it to exit, releases it, and answers
 //	                   "exit: STATUS", "truncated: BOOL" and the output

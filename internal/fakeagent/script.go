@@ -307,6 +307,10 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		t.stop("end_turn")
 	case "spawn-child":
 		a.spawnChild(t)
+	case "alloc":
+		a.alloc(t, atoi(arg(0, "256")))
+	case "fork-bomb":
+		a.forkBomb(t, atoi(arg(0, "1000")))
 	case "terminal":
 		a.terminal(t, arg(0, "true"), args[min(1, len(args)):], nil)
 	case "terminal-env":
@@ -491,6 +495,54 @@ func (a *agent) spawnChild(t *turn) {
 	if t.waitCancel() {
 		t.stop("cancelled")
 	}
+}
+
+// alloc is a runaway agent: it touches mib MiB of memory, a MiB at a
+// time, keeps it, and says so; past a memory limit the kernel kills it
+// on the way.
+func (a *agent) alloc(t *turn, mib int) {
+	if a.opts.Executable == "" {
+		a.chunk(t.sid, "alloc needs a real process")
+		t.stop("end_turn")
+		return
+	}
+	a.chunk(t.sid, fmt.Sprintf("allocating %d MiB\n", mib))
+	for range mib {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		a.mu.Lock()
+		a.hog = append(a.hog, b)
+		a.mu.Unlock()
+	}
+	a.chunk(t.sid, fmt.Sprintf("allocated %d MiB", mib))
+	t.stop("end_turn")
+}
+
+// forkBomb is a runaway agent: it answers at once, and from then on
+// starts processes (sleep 600) as fast as it can, trying again at once
+// whenever fork fails, until n of them have started or the agent stops.
+// It never waits for them: only killing the agent's group, or its
+// control group, ends them.
+func (a *agent) forkBomb(t *turn, n int) {
+	sleep, err := exec.LookPath("sleep")
+	if a.opts.Executable == "" || err != nil {
+		a.chunk(t.sid, "fork-bomb needs a real process and sleep(1)")
+		t.stop("end_turn")
+		return
+	}
+	a.chunk(t.sid, fmt.Sprintf("fork bomb started: %d processes", n))
+	t.stop("end_turn")
+	a.wg.Go(func() {
+		for started := 0; started < n && a.ctx.Err() == nil; {
+			c := exec.Command(sleep, "600")
+			if c.Start() == nil {
+				started++
+				c.Process.Release()
+			}
+		}
+	})
 }
 
 // createTerminal asks the client for a terminal running command with
