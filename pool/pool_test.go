@@ -550,6 +550,34 @@ func TestPool_ShutdownDeadlineKillsWhatIsStillStopping(t *testing.T) {
 	}
 }
 
+// StopBy puts every stop on the shutdown's clock: an agent given back
+// after it, with a 10s exit grace, ignoring EOF and SIGTERM, still gets
+// both steps (stdin closed, then SIGTERM), each cut to half of what is
+// left, and is gone by the time StopBy named, not after 20s.
+func TestPool_StopByFitsBothStepsOfEveryStopBeforeIt(t *testing.T) {
+	var logs agenttest.Buffer
+	p := newPool(t, pool.Config{Args: []string{"--ignore-term", "--no-exit-on-eof"}, ExitGrace: 10 * time.Second, Logger: zerolog.New(&logs)})
+	a := acquire(t, p, "t")
+	const by = 2 * time.Second
+	start := time.Now()
+	p.StopBy(start.Add(by))
+	p.StopBy(start.Add(time.Minute)) // a later one does not move it
+	p.Release(a, true)
+	if !agenttest.WaitGone(a.Proc.PID(), 20*time.Second) {
+		t.Fatal("the agent outlived its stop")
+	}
+	took := time.Since(start)
+	if took < by*3/4 || took > by+3*time.Second {
+		t.Errorf("the stop took %s, want about %s: both steps, each half of what was left", took.Round(time.Millisecond), by)
+	}
+	if !strings.Contains(logs.String(), "sending SIGTERM to its group") || !strings.Contains(logs.String(), "sending SIGKILL to its group") {
+		t.Errorf("the stop skipped a step:\n%s", logs.String())
+	}
+	if s := p.Stats(); s.Killed != 0 {
+		t.Errorf("%d agents stopped without a grace, want none", s.Killed)
+	}
+}
+
 // Killing an agent on purpose is not reported as an agent that ignored
 // SIGTERM.
 func TestProcess_KillLogsNoFalseWarning(t *testing.T) {
