@@ -144,8 +144,11 @@ type Client struct {
 	cfg    Config
 	engine chat.Engine
 	log    zerolog.Logger
-	s      *discordgo.Session
-	born   time.Time // when this process's Client was made
+	// ignored logs what strangers do that is ignored, sampled: see
+	// ignoredCancelBurst.
+	ignored zerolog.Logger
+	s       *discordgo.Session
+	born    time.Time // when this process's Client was made
 
 	// ctx bounds every REST call and wait; it ends when Close gives up.
 	ctx    context.Context
@@ -225,6 +228,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		lanes:     map[string]*lane{},
 		titles:    map[string]*retitling{},
 	}
+	c.ignored = c.log.Sample(&zerolog.BurstSampler{Burst: ignoredCancelBurst, Period: time.Second})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.decor, c.dropDecor = context.WithCancel(c.ctx)
 	c.recall()
@@ -448,6 +452,7 @@ type Stats struct {
 	Conversations      int
 	RefusedUsers       uint64
 	RefusedChannels    uint64 // messages in threads of channels no longer allowed
+	IgnoredCancels     uint64 // 🛑 reactions of users who may not cancel the thread's turn
 	RefusedAttachments uint64
 	LostAnswers        uint64 // answers whose final view could not be shown
 	Retitling          int    // threads renamed within RetitleInterval

@@ -303,7 +303,7 @@ func (b *broker) chatStats() metrics.ChatStats {
 	s := b.discord.Stats()
 	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
 		OpenPermissions: s.OpenPermissions, OpenQuestions: s.OpenQuestions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
-		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, Retitling: s.Retitling}
+		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, IgnoredCancels: s.IgnoredCancels, Retitling: s.Retitling}
 }
 
 // engineAnswers fails if the engine's lock is wedged.
