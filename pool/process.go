@@ -35,6 +35,10 @@ type ProcessSpec struct {
 	Redact *redact.Redactor
 	// Credential, if set, is the user and group the process runs as.
 	Credential *syscall.Credential
+	// Leftovers, if set, ends what the process may have left outside its
+	// group (a sandbox's init); it runs once the process is reaped and
+	// its group killed.
+	Leftovers func()
 }
 
 // Process is a running agent in its own process group. Its exit is noticed
@@ -49,6 +53,7 @@ type Process struct {
 	redact *redact.Redactor
 	cmd    *exec.Cmd
 	tail   *tail
+	left   func()        // the spec's Leftovers, or nil
 	exited chan struct{} // closed when the leader has exited (not yet reaped)
 	reaped chan struct{} // closed after Wait and the final group kill
 	stderr chan struct{} // closed when stderr has been drained
@@ -101,6 +106,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		cmd:    cmd,
 		tail:   &tail{max: spec.StderrTail},
 		redact: spec.Redact,
+		left:   spec.Leftovers,
 		exited: make(chan struct{}),
 		reaped: make(chan struct{}),
 		stderr: make(chan struct{}),
@@ -203,6 +209,9 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 	}
 	err := p.cmd.Wait()
 	p.killGroup(syscall.SIGKILL)
+	if p.left != nil {
+		p.left()
+	}
 	desc := describeExit(p.cmd.ProcessState, err, p.tail.String())
 	p.mu.Lock()
 	p.state = p.cmd.ProcessState

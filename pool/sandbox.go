@@ -2,6 +2,7 @@ package pool
 
 import (
 	"acpbroker/acp"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sandbox confines agents. With Bwrap set, each agent runs under
@@ -82,9 +87,13 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readOn
 	if !s.Enabled() {
 		return spec
 	}
-	args := append(s.confine(spec.Command, spec.Dir, spec.Env, programs, readOnly, readWrite), "--chdir", spec.Dir, "--", spec.Command)
+	args := append(s.confine(spec.Command, spec.Dir, spec.Env, programs, readOnly, readWrite), "--chdir", spec.Dir)
+	mark := newSandboxMark()
+	args = append(mark.args(), append(args, "--", spec.Command)...)
 	spec.Args = append(args, spec.Args...)
 	spec.Command = s.Bwrap
+	spec.Env = mark.env(spec.Env)
+	spec.Leftovers = mark.kill
 	return spec
 }
 
@@ -134,10 +143,66 @@ func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir string, prog
 	if found, err := exec.LookPath(bwrap); err == nil {
 		bwrap = found // the broker's PATH, as for the agent itself
 	}
-	args := append(s.confine(program, dir, cmd.Env, programs, readOnly, readWrite), "--chdir", cmd.Dir, "--", cmd.Path)
+	args := append(s.confine(program, dir, cmd.Env, programs, readOnly, readWrite), "--chdir", cmd.Dir)
+	mark := newSandboxMark()
+	args = append(mark.args(), append(args, "--", cmd.Path)...)
 	cmd.Args = append(args, cmd.Args...)
 	cmd.Path = bwrap
+	cmd.Env = mark.env(cmd.Env)
+	cmd.Leftovers = mark.kill
 	return cmd
+}
+
+// sandboxMarkVar is a variable bubblewrap's own processes carry, and the
+// program they confine does not (--unsetenv): it finds a sandbox its
+// bubblewrap left behind. Killed while it sets up (within milliseconds of
+// its start: a terminal released at once), bubblewrap can die before its
+// init in the sandbox has put --die-with-parent in force; that init is in
+// a session of its own, out of reach of the group's signals, and would
+// keep the sandbox running for good.
+const sandboxMarkVar = "ACP_BROKER_SANDBOX"
+
+// sandboxMark tells one sandbox's bubblewrap processes from all others:
+// the broker's pid and a count.
+type sandboxMark string
+
+var sandboxCount atomic.Uint64
+
+func newSandboxMark() sandboxMark {
+	return sandboxMark(fmt.Sprintf("%d.%d", os.Getpid(), sandboxCount.Add(1)))
+}
+
+// args keep the mark from the confined program.
+func (m sandboxMark) args() []string { return []string{"--unsetenv", sandboxMarkVar} }
+
+// env is bubblewrap's environment: env with the mark.
+func (m sandboxMark) env(env []string) []string {
+	return append(slices.Clone(env), sandboxMarkVar+"="+string(m))
+}
+
+// kill sends SIGKILL to every process that carries the mark: once its
+// bubblewrap is gone, only a sandbox's init left behind does, and its
+// death ends everything in the sandbox (its PID namespace). It looks at
+// every process's environment in /proc; it does not wait.
+func (m sandboxMark) kill() {
+	needle := []byte(sandboxMarkVar + "=" + string(m) + "\x00")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if bytes.HasPrefix(env, needle) || bytes.Contains(env, append([]byte{0}, needle...)) {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
 }
 
 // base is what every sandboxed process gets, before its own paths.
