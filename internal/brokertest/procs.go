@@ -18,6 +18,9 @@ import (
 type Proc struct {
 	PID     int
 	Cmdline string // its arguments, space-separated
+	// Start is when it started, in clock ticks since boot: with PID, it
+	// tells the process from a later one given the same pid.
+	Start uint64
 	// PIDNS is its PID namespace ("pid:[4026532…]"); Sandboxed is set
 	// when that is not the host's (the tests').
 	PIDNS     string
@@ -70,7 +73,11 @@ func (w *World) AgentProcs() []Proc {
 			continue
 		}
 		cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		out = append(out, Proc{PID: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), PIDNS: ns, Sandboxed: sandboxed})
+		start, ok := startTicks(pid)
+		if !ok {
+			continue
+		}
+		out = append(out, Proc{PID: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), Start: start, PIDNS: ns, Sandboxed: sandboxed})
 	}
 	return out
 }
@@ -94,4 +101,48 @@ func (w *World) LeftoverProcs(within time.Duration) []Proc {
 		}
 		<-tick.C
 	}
+}
+
+// Running reports whether the process still runs: its pid is a live
+// process that started when it did.
+func (p Proc) Running() bool {
+	start, ok := startTicks(p.PID)
+	return ok && start == p.Start && agenttest.Running(p.PID)
+}
+
+// WaitGone waits up to within for the process to stop running and
+// reports whether it did.
+func (p Proc) WaitGone(within time.Duration) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for p.Running() {
+		select {
+		case <-deadline.C:
+			return !p.Running()
+		case <-tick.C:
+		}
+	}
+	return true
+}
+
+// startTicks is field 22 of /proc/<pid>/stat: when the process started.
+func startTicks(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	// After the command: state is field 3, start time field 22.
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
 }
