@@ -39,6 +39,10 @@ type TerminalCommand struct {
 	// Group, if set, is the control group it runs in (its agent's), from
 	// before its program runs.
 	Group *cgroup.Group
+	// Leftovers, if set, ends what the command may have left outside its
+	// group (a sandbox's init); it runs once the command is reaped and its
+	// group killed.
+	Leftovers func()
 }
 
 // Terminal defaults and fixed bounds.
@@ -95,6 +99,7 @@ type terminal struct {
 	pid         int
 	log         zerolog.Logger
 	cmd         *exec.Cmd
+	leftovers   func() // the command's Leftovers, or nil
 	out         *outputBuffer
 
 	exited chan struct{} // closed once reaped, its group killed, its output read
@@ -151,7 +156,7 @@ func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerol
 		return nil, fmt.Errorf("%w: %s: %v", errTerminalStart, cmd.Path, err)
 	}
 	t := &terminal{
-		id: id, session: session, pid: c.Process.Pid, cmd: c,
+		id: id, session: session, pid: c.Process.Pid, cmd: c, leftovers: cmd.Leftovers,
 		log:    log.With().Str("terminal", id).Int("pid", c.Process.Pid).Logger(),
 		out:    &outputBuffer{limit: limit},
 		exited: make(chan struct{}),
@@ -181,6 +186,9 @@ func (t *terminal) reap(r *os.File, read <-chan struct{}) {
 	defer close(t.exited)
 	_ = t.cmd.Wait()
 	t.signal(syscall.SIGKILL)
+	if t.leftovers != nil {
+		t.leftovers()
+	}
 	timer := time.NewTimer(terminalDrainGrace)
 	defer timer.Stop()
 	select {

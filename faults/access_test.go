@@ -14,7 +14,8 @@ import (
 // bob's mention gets 🚫 and nothing else (no thread, no reply); in
 // alice's thread his message gets 🚫 and is not a prompt, his /cancel and
 // his click on her permission buttons get a private refusal, and his 🛑
-// does nothing; alice is served throughout.
+// does nothing but count (no word in the thread); alice is served
+// throughout.
 func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 	w := newWorld(t, setup{conf: settings{"discord.allowed_users": []string{alice.ID}}})
 	b := w.start()
@@ -77,7 +78,13 @@ func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 			t.Errorf("bob's message %s shows the bot's reactions %v, want only 🚫", id, got)
 		}
 	}
+	for _, m := range w.Srv.Messages(thread) {
+		if m.Author.ID == w.Srv.Bot().ID && strings.Contains(m.Content, "🛑") {
+			t.Errorf("the bot answered bob's 🛑: %q", m.Content)
+		}
+	}
 	b.awaitMetric("acp_broker_discord_refused_messages_total", func(v float64) bool { return v == 2 })
+	b.awaitMetric("acp_broker_discord_ignored_cancel_reactions_total", func(v float64) bool { return v == 1 })
 }
 
 // A SIGHUP that takes a channel out of discord.allowed_channels stops the

@@ -12,10 +12,22 @@ import (
 // that goes silent (whether or not it honours session/cancel) ends its
 // turn with "timed out after 2s" within about 2s plus the cancel grace,
 // what it had written stays on screen, and the next message in the thread
-// is answered.
+// is answered. Sandboxed or not, the agent killed for ignoring the cancel
+// leaves none of its processes on the host.
 func TestHang_SilentAgentTimesOutAndTheThreadGoesOn(t *testing.T) {
+	for _, sandbox := range []string{"bwrap", "none"} {
+		t.Run(sandbox, func(t *testing.T) {
+			if sandbox == "bwrap" {
+				needBwrap(t)
+			}
+			silentAgentTimesOut(t, sandbox)
+		})
+	}
+}
+
+func silentAgentTimesOut(t *testing.T, sandbox string) {
 	const timeout, grace = 2 * time.Second, 500 * time.Millisecond
-	w := newWorld(t, setup{conf: settings{"turn.timeout": "2s", "turn.cancel_grace": "500ms"}})
+	w := newWorld(t, setup{conf: settings{"turn.timeout": "2s", "turn.cancel_grace": "500ms", "agent.sandbox": sandbox}})
 	w.start()
 
 	// An agent that answers the cancel once the ceiling passes: the turn
@@ -43,9 +55,11 @@ func TestHang_SilentAgentTimesOutAndTheThreadGoesOn(t *testing.T) {
 	before := len(w.Discord.BotMessages(thread))
 	hung := w.Discord.Post(thread, alice, "ignore-cancel")
 	working = w.awaitNewBotText(thread, "working…", before)
+	procs := w.agentProcs(1) // the thread's agent is the World's only one
 	got = w.awaitAnswers(thread, 3)[2]
 	checkTimedOut(t, w, thread, working.ID, got, sent, timeout, grace)
 	w.awaitReaction(thread, hung, "❌")
+	goneFromHost(t, "the agent killed at the ceiling", procs)
 
 	// The killed agent took its session along, and the thread is told.
 	w.Discord.Post(thread, alice, "stream 3")

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -70,11 +71,44 @@ func newWorld(t *testing.T, s setup) *world {
 	// Registered after the fake's Close and before any broker's stop:
 	// it runs once every broker has stopped, before the fake closes.
 	t.Cleanup(func() {
-		for _, pid := range w.LeftoverAgents(5 * time.Second) {
-			t.Errorf("agent process %d is still running after the broker stopped", pid)
+		for _, p := range w.LeftoverProcs(5 * time.Second) {
+			t.Errorf("process %d (%s) of an agent is still running after the broker stopped", p.PID, p.Cmdline)
 		}
 	})
 	return w
+}
+
+// agentProcs waits until the host shows at least n processes of the
+// World's agents (see brokertest.World.AgentProcs) and returns them.
+func (w *world) agentProcs(n int) []brokertest.Proc {
+	w.t.Helper()
+	return brokertest.MustGet(w.t, patience, func(ctx context.Context) ([]brokertest.Proc, error) {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			procs := w.AgentProcs()
+			if len(procs) >= n {
+				return procs, nil
+			}
+			select {
+			case <-ctx.Done():
+				return procs, fmt.Errorf("%d processes of agents on the host, want %d: %w", len(procs), n, context.Cause(ctx))
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+// goneFromHost checks that every one of procs, seen on the host before
+// what of them, is gone within 10s: the host has no process of it left,
+// sandboxed or not.
+func goneFromHost(t *testing.T, what string, procs []brokertest.Proc) {
+	t.Helper()
+	for _, p := range procs {
+		if !p.WaitGone(10 * time.Second) {
+			t.Errorf("process %d (%s) of %s is still running", p.PID, p.Cmdline, what)
+		}
+	}
 }
 
 // writeConfig writes the world's configuration and returns its path.

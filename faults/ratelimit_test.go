@@ -18,11 +18,14 @@ import (
 func TestRateLimit_StormLosesNothing(t *testing.T) {
 	w := newWorld(t, setup{})
 	b := w.start()
-	id := w.Srv.SendMessage(w.Channel, alice, w.Srv.Bot().Mention()+" stream 20 100ms")
-	w.Srv.Await("the thread", func() bool { ch, ok := w.Srv.Channel(id); return ok && ch.IsThread() })
-	thread := id
-	w.Srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteCreateMessage, thread), 4, 300*time.Millisecond)
-	w.Srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteEditMessage, thread), 10, 300*time.Millisecond)
+	// In place before the thread's first post: the thread is the only
+	// channel but the parent the bot writes in.
+	inAThread := func(route string) fakediscord.Match {
+		return func(r fakediscord.Request) bool { return r.Route == route && r.Major != w.Channel }
+	}
+	w.Srv.Inject429(inAThread(fakediscord.RouteCreateMessage), 4, 300*time.Millisecond)
+	w.Srv.Inject429(inAThread(fakediscord.RouteEditMessage), 10, 300*time.Millisecond)
+	thread := w.mention(alice, "stream 20 100ms")
 	w.awaitBotText(thread, "chunk 1")
 	w.Srv.InjectGlobal429(fakediscord.AnyRequest(), 1, 500*time.Millisecond)
 

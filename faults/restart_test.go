@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,17 +175,28 @@ func TestRestart_AnOutcomeShownButNotNotedIsNotReportedTwice(t *testing.T) {
 	first := w.start()
 	thread := w.mention(alice, "hello")
 	w.awaitAnswers(thread, 1)
-	var posted atomic.Pointer[string]
 	// Taking the ⚙️ off the second prompt is done by Discord but its
-	// answer never comes back: the ✅ is never put on.
+	// answer never comes back: the ✅ is never put on. The stall is in
+	// place before the prompt is sent (the broker may take the ⚙️ off
+	// before Post returns), and knows it by the emoji and the thread:
+	// the first prompt's reactions are in the channel. The broker is
+	// killed once the call is held, not before it was made.
+	held := make(chan struct{})
 	w.Srv.InjectStall(func(r fakediscord.Request) bool {
-		id := posted.Load()
-		return r.Route == fakediscord.RouteDeleteOwnReaction && r.Major == thread && id != nil && strings.Contains(r.Path, *id)
+		if r.Route == fakediscord.RouteDeleteOwnReaction && r.Major == thread && strings.Contains(r.Path, "/reactions/⚙️/") {
+			close(held) // once: the fault is used up
+			return true
+		}
+		return false
 	}, 1, time.Minute)
 	second := w.Discord.Post(thread, alice, "stream 2")
-	posted.Store(&second)
 	w.awaitAnswers(thread, 2)
 	first.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
+	select {
+	case <-held:
+	case <-time.After(patience):
+		t.Fatal("the broker never took the ⚙️ off the second prompt")
+	}
 	if got := w.Discord.BotReactions(thread, second); slices.Contains(got, "✅") {
 		t.Fatalf("the ✅ came although its call was held: %v", got)
 	}

@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -10,22 +11,49 @@ import (
 	"time"
 
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/brokertest"
 )
 
 // A command an agent runs through the broker's terminal shows its output
 // live in the thread, and /cancel ends it: the shell, which ignores
-// nothing, and its sleeping grandchild are gone, no terminal stays open,
-// and the agent, which answered the cancel, serves the next message.
+// nothing, and its sleeping grandchild are gone from the host, sandboxed
+// or not, no terminal stays open, and the agent, which answered the
+// cancel, serves the next message.
 func TestTerminal_SlashCancelKillsTheCommandAndItsGrandchild(t *testing.T) {
-	// Unsandboxed, so the pids the agent reports are the host's.
-	w := newWorld(t, setup{conf: settings{"agent.sandbox": "none"}})
+	for _, sandbox := range []string{"bwrap", "none"} {
+		t.Run(sandbox, func(t *testing.T) {
+			if sandbox == "bwrap" {
+				needBwrap(t)
+			}
+			slashCancelKillsTheCommand(t, sandbox)
+		})
+	}
+}
+
+func slashCancelKillsTheCommand(t *testing.T, sandbox string) {
+	w := newWorld(t, setup{conf: settings{"agent.sandbox": sandbox}})
 	b := w.start()
 	thread := w.mention(alice, "terminal-long")
 	var grandchild, shell int
 	said := w.awaitBotText(thread, "grandchild:").Content
 	fmt.Sscanf(said[strings.Index(said, "grandchild:"):], "grandchild:%d shell:%d", &grandchild, &shell)
-	if !agenttest.Running(grandchild) || !agenttest.Running(shell) {
-		t.Fatalf("terminal processes %d and %d not running", grandchild, shell)
+	// The command's processes, seen from the host (sandboxed, the pids
+	// the shell says are its sandbox's): the shell, its grandchild, and
+	// bubblewrap around them.
+	var command []brokertest.Proc
+	for _, p := range w.agentProcs(3) {
+		if strings.Contains(p.Cmdline, "sleep 300") {
+			command = append(command, p)
+		}
+	}
+	pids := func() (out []int) {
+		for _, p := range command {
+			out = append(out, p.PID)
+		}
+		return out
+	}()
+	if len(command) < 2 || sandbox == "none" && (!slices.Contains(pids, grandchild) || !slices.Contains(pids, shell)) {
+		t.Fatalf("the terminal's shell %d and grandchild %d are not among the processes on the host: %+v", shell, grandchild, command)
 	}
 	// The tool call shows the terminal's last lines as they come.
 	if m := w.awaitBotText(thread, "tick\ntick"); !strings.Contains(m.Content, "`sh -c ") || !strings.Contains(m.Content, "```\n") {
@@ -42,11 +70,7 @@ func TestTerminal_SlashCancelKillsTheCommandAndItsGrandchild(t *testing.T) {
 	if !strings.HasPrefix(got.Footer, "-# ⏹️ cancelled by Alice") {
 		t.Fatalf("the turn ended with %q", got.Footer)
 	}
-	for what, pid := range map[string]int{"shell": shell, "grandchild": grandchild} {
-		if !agenttest.WaitGone(pid, 10*time.Second) {
-			t.Errorf("the terminal's %s (pid %d) outlived the cancelled turn", what, pid)
-		}
-	}
+	goneFromHost(t, "the cancelled turn's terminal", command)
 	b.awaitMetric("acp_broker_terminals_open", func(v float64) bool { return v == 0 })
 
 	w.Discord.Post(thread, alice, "terminal echo after")

@@ -29,6 +29,7 @@ type ChatStats struct {
 	OpenQuestions                             int
 	RefusedUsers, RefusedAttachments          uint64
 	RefusedChannels, LostAnswers              uint64
+	IgnoredCancels                            uint64
 	Retitling                                 int
 }
 
@@ -135,6 +136,7 @@ var (
 	dRefusedUsers     = desc("discord_refused_messages_total", "Messages refused because their author is not allowed.")
 	dRefusedChannels  = desc("discord_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed.")
 	dLostAnswers      = desc("discord_lost_answers_total", "Answers whose final view could not be shown in full.")
+	dIgnoredCancels   = desc("discord_ignored_cancel_reactions_total", "🛑 reactions ignored because their author may not cancel the thread's turn.")
 	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
 	dRetitling        = desc("discord_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept.")
 )
@@ -150,7 +152,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
-		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dRetitling} {
+		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat} {
@@ -235,6 +237,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dRefusedUsers, s.RefusedUsers)
 		counter(dRefusedChannels, s.RefusedChannels)
 		counter(dLostAnswers, s.LostAnswers)
+		counter(dIgnoredCancels, s.IgnoredCancels)
 		counter(dRefusedAttachmts, s.RefusedAttachments)
 		gauge(dRetitling, float64(s.Retitling))
 	}

@@ -126,6 +126,7 @@ type Pool struct {
 	stopping int               // slots held by agents being stopped
 	uses     map[string]use    // slots held, by profile; none holding none
 	hurried  bool              // Shutdown's deadline has passed
+	stopBy   time.Time         // set by StopBy: every stop fits before it
 	hurry    context.Context   // ends when hurried is set
 	hurryNow context.CancelFunc
 	queue    []*waiter     // Acquire calls waiting for a slot, in order
@@ -365,9 +366,7 @@ func (p *Pool) evictLocked(a *Agent, reason, why string) {
 // the pool owns; its slot stays taken until the process is gone. p.mu
 // must be held.
 func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
-	if p.hurried {
-		grace = 0 // past the shutdown deadline: no more graces
-	}
+	grace = p.stopGraceLocked(grace)
 	p.retiring[a] = true // seen by Shutdown's deadline from now on
 	p.stopping++
 	p.countLocked(a.Profile.Name, -1, 0, 1)
@@ -839,6 +838,34 @@ func (p *Pool) Lookup(thread string) *Agent {
 	return p.agents[thread]
 }
 
+// stopGraceLocked is grace for a stop starting now: none past the
+// shutdown's deadline, and once StopBy has set one, at most half the
+// time left before it, so that both steps fit. p.mu must be held.
+func (p *Pool) stopGraceLocked(grace time.Duration) time.Duration {
+	if p.hurried {
+		return 0 // past the shutdown deadline: no more graces
+	}
+	if !p.stopBy.IsZero() {
+		grace = min(grace, time.Until(p.stopBy)/2)
+	}
+	return grace
+}
+
+// StopBy makes every stop that starts from now on fit before by: each of
+// its two steps (after stdin is closed, after SIGTERM) waits at most half
+// the time left until then, and a stop that starts at or after by kills
+// at once. A shutdown sets it first, so that the agents its turns give
+// back are stopped on the same clock as the idle ones; Shutdown with a
+// ctx that ends at by then kills whatever is left. An earlier by than
+// one already set wins.
+func (p *Pool) StopBy(by time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopBy.IsZero() || by.Before(p.stopBy) {
+		p.stopBy = by
+	}
+}
+
 // Close is Shutdown without a deadline.
 func (p *Pool) Close() { p.Shutdown(context.Background()) }
 
@@ -856,7 +883,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 		for _, a := range p.agents {
 			delete(p.agents, a.Thread)
 			p.countLocked(a.Profile.Name, -1, 0, 0)
-			grace := p.cfg.ExitGrace
+			grace := p.stopGraceLocked(p.cfg.ExitGrace)
 			if a.busy {
 				grace = 0
 			}

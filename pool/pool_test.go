@@ -550,6 +550,34 @@ func TestPool_ShutdownDeadlineKillsWhatIsStillStopping(t *testing.T) {
 	}
 }
 
+// StopBy puts every stop on the shutdown's clock: an agent given back
+// after it, with a 10s exit grace, ignoring EOF and SIGTERM, still gets
+// both steps (stdin closed, then SIGTERM), each cut to half of what is
+// left, and is gone by the time StopBy named, not after 20s.
+func TestPool_StopByFitsBothStepsOfEveryStopBeforeIt(t *testing.T) {
+	var logs agenttest.Buffer
+	p := newPool(t, pool.Config{Args: []string{"--ignore-term", "--no-exit-on-eof"}, ExitGrace: 10 * time.Second, Logger: zerolog.New(&logs)})
+	a := acquire(t, p, "t")
+	const by = 2 * time.Second
+	start := time.Now()
+	p.StopBy(start.Add(by))
+	p.StopBy(start.Add(time.Minute)) // a later one does not move it
+	p.Release(a, true)
+	if !agenttest.WaitGone(a.Proc.PID(), 20*time.Second) {
+		t.Fatal("the agent outlived its stop")
+	}
+	took := time.Since(start)
+	if took < by*3/4 || took > by+3*time.Second {
+		t.Errorf("the stop took %s, want about %s: both steps, each half of what was left", took.Round(time.Millisecond), by)
+	}
+	if !strings.Contains(logs.String(), "sending SIGTERM to its group") || !strings.Contains(logs.String(), "sending SIGKILL to its group") {
+		t.Errorf("the stop skipped a step:\n%s", logs.String())
+	}
+	if s := p.Stats(); s.Killed != 0 {
+		t.Errorf("%d agents stopped without a grace, want none", s.Killed)
+	}
+}
+
 // Killing an agent on purpose is not reported as an agent that ignored
 // SIGTERM.
 func TestProcess_KillLogsNoFalseWarning(t *testing.T) {
@@ -748,4 +776,62 @@ func TestSandbox_AgentHasAPrivateWritableHome(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(kept, "settings")); err != nil {
 		t.Fatal("a ReadWrite path inside HOME did not keep the agent's file")
 	}
+}
+
+// A sandboxed terminal released as soon as it is made leaves nothing
+// running. Bubblewrap killed while it sets up can die before its init in
+// the sandbox has put --die-with-parent in force, and that init is in a
+// session of its own, out of reach of the group's signals: the broker
+// finds it by the mark only bubblewrap's own processes carry, and ends
+// it, and with it the sandbox. The agent never sees the mark.
+func TestSandbox_ATerminalReleasedAtOnceLeavesNothingRunning(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	home := t.TempDir()
+	p := newPool(t, pool.Config{Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Sandbox: pool.Sandbox{Bwrap: "bwrap"}})
+	a := acquire(t, p, "t")
+	defer p.Release(a, false)
+	if env := prompt(t, a, "env"); strings.Contains(env, "ACP_BROKER_SANDBOX") {
+		t.Fatalf("the agent sees the sandbox's mark:\n%s", env)
+	}
+	// Each round makes eight terminals and releases them: the last ones
+	// are killed within milliseconds of their start.
+	for range 10 {
+		if got := prompt(t, a, "terminals 8"); !strings.Contains(got, "opened 8 of 8") {
+			t.Fatalf("terminals 8 answered %q", got)
+		}
+	}
+	var left []int
+	for _, pid := range processesWith("HOME=" + home) {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.HasSuffix(string(cmd), "sleep\x0030\x00") && !agenttest.WaitGone(pid, 2*time.Second) {
+			left = append(left, pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("released terminals' processes %v are still running", left)
+	}
+}
+
+// processesWith lists the running processes whose environment holds
+// the entry kv.
+func processesWith(kv string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		for _, v := range strings.Split(string(env), "\x00") {
+			if v == kv && agenttest.Running(pid) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
 }

@@ -46,6 +46,10 @@ type ProcessSpec struct {
 	// once the process has exited; and ExitErr says when the group ran
 	// out of memory. The caller removes the group.
 	Group *cgroup.Group
+	// Leftovers, if set, ends what the process may have left outside its
+	// group (a sandbox's init); it runs once the process is reaped and
+	// its group killed.
+	Leftovers func()
 }
 
 // Process is a running agent in its own process group. Its exit is noticed
@@ -61,6 +65,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	group  *cgroup.Group // nil: none
 	tail   *tail
+	left   func()        // the spec's Leftovers, or nil
 	exited chan struct{} // closed when the leader has exited (not yet reaped)
 	reaped chan struct{} // closed after Wait and the final group kill
 	stderr chan struct{} // closed when stderr has been drained
@@ -121,6 +126,7 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 		group:  spec.Group,
 		tail:   &tail{max: spec.StderrTail},
 		redact: spec.Redact,
+		left:   spec.Leftovers,
 		exited: make(chan struct{}),
 		reaped: make(chan struct{}),
 		stderr: make(chan struct{}),
@@ -224,6 +230,9 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 	err := p.cmd.Wait()
 	p.killGroup(syscall.SIGKILL)
 	p.group.Kill()
+	if p.left != nil {
+		p.left()
+	}
 	desc := describeExit(p.cmd.ProcessState, err, p.tail.String())
 	if desc.Code != 0 && !p.stopping.Load() && p.group.OOMKills() > 0 {
 		desc.OutOfMemory, desc.MemoryMax = true, p.group.Limits().MemoryMax

@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -123,7 +125,9 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readOn
 	spec.ExtraFiles = append(slices.Clone(spec.ExtraFiles), f)
 	spec.Args = append([]string{"--args", fmt.Sprint(fd), "--", spec.Command}, spec.Args...)
 	spec.Command = s.Bwrap
-	spec.Env = bwrapEnv
+	mark := newSandboxMark()
+	spec.Env = mark.env(bwrapEnv)
+	spec.Leftovers = mark.kill
 	return spec, nil
 }
 
@@ -283,8 +287,59 @@ func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir string, prog
 	cmd.ExtraFiles = append(slices.Clone(cmd.ExtraFiles), f)
 	cmd.Args = append([]string{"--args", fmt.Sprint(fd), "--", cmd.Path}, cmd.Args...)
 	cmd.Path = bwrap
-	cmd.Env = bwrapEnv
+	mark := newSandboxMark()
+	cmd.Env = mark.env(bwrapEnv)
+	cmd.Leftovers = mark.kill
 	return cmd, nil
+}
+
+// sandboxMarkVar is a variable bubblewrap's own processes carry, and the
+// program they confine does not (its environment is set inside): it finds a sandbox its
+// bubblewrap left behind. Killed while it sets up (within milliseconds of
+// its start: a terminal released at once), bubblewrap can die before its
+// init in the sandbox has put --die-with-parent in force; that init is in
+// a session of its own, out of reach of the group's signals, and would
+// keep the sandbox running for good.
+const sandboxMarkVar = "ACP_BROKER_SANDBOX"
+
+// sandboxMark tells one sandbox's bubblewrap processes from all others:
+// the broker's pid and a count.
+type sandboxMark string
+
+var sandboxCount atomic.Uint64
+
+func newSandboxMark() sandboxMark {
+	return sandboxMark(fmt.Sprintf("%d.%d", os.Getpid(), sandboxCount.Add(1)))
+}
+
+// env is bubblewrap's environment: env with the mark.
+func (m sandboxMark) env(env []string) []string {
+	return append(slices.Clone(env), sandboxMarkVar+"="+string(m))
+}
+
+// kill sends SIGKILL to every process that carries the mark: once its
+// bubblewrap is gone, only a sandbox's init left behind does, and its
+// death ends everything in the sandbox (its PID namespace). It looks at
+// every process's environment in /proc; it does not wait.
+func (m sandboxMark) kill() {
+	needle := []byte(sandboxMarkVar + "=" + string(m) + "\x00")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if bytes.HasPrefix(env, needle) || bytes.Contains(env, append([]byte{0}, needle...)) {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
 }
 
 // base is what every sandboxed process gets, before its own paths: its

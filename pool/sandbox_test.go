@@ -40,7 +40,8 @@ func TestSandbox_ATerminalsEnvironmentReachesOnlyItsCommand(t *testing.T) {
 }
 
 // The agent's environment (its API keys) is set inside the sandbox:
-// bubblewrap's own environment is empty and its command line, which
+// bubblewrap's own environment holds only the mark that finds what it
+// leaves behind, and its command line, which
 // every user may read, does not hold them.
 func TestSandbox_TheAgentsEnvironmentIsSetInsideOnly(t *testing.T) {
 	needBwrap(t)
@@ -48,8 +49,12 @@ func TestSandbox_TheAgentsEnvironmentIsSetInsideOnly(t *testing.T) {
 	p := newPool(t, pool.Config{Env: []string{"PATH=/usr/bin:/bin", "API_KEY=" + key}, Sandbox: pool.Sandbox{Bwrap: "bwrap"}})
 	a := acquire(t, p, "t")
 	defer p.Release(a, false)
-	if got := prompt(t, a, "env"); !strings.Contains(got, "API_KEY="+key) {
+	got := prompt(t, a, "env")
+	if !strings.Contains(got, "API_KEY="+key) {
 		t.Fatalf("the agent's environment lacks its key:\n%s", got)
+	}
+	if strings.Contains(got, "ACP_BROKER_SANDBOX") {
+		t.Errorf("the agent sees the sandbox's mark:\n%s", got)
 	}
 	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", a.Proc.PID()))
 	if err != nil {
@@ -59,8 +64,10 @@ func TestSandbox_TheAgentsEnvironmentIsSetInsideOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(environ) != 0 {
-		t.Errorf("bubblewrap's own environment is %q, want none", environ)
+	for _, kv := range strings.Split(strings.TrimSuffix(string(environ), "\x00"), "\x00") {
+		if kv != "" && !strings.HasPrefix(kv, "ACP_BROKER_SANDBOX=") {
+			t.Errorf("bubblewrap's own environment holds %q, want only the sandbox's mark", kv)
+		}
 	}
 	if strings.Contains(string(cmdline), key) {
 		t.Errorf("bubblewrap's command line shows the agent's key: %q", cmdline)

@@ -9,6 +9,7 @@ import (
 
 	"acpbroker/adapter"
 	"acpbroker/chat/discord"
+	"acpbroker/internal/agenttest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/store"
 )
@@ -76,7 +77,8 @@ func TestAccess_AForgottenThreadOfARemovedChannelIsRefusedInWords(t *testing.T) 
 
 // /cancel, /reset and 🛑 follow the rule of permission answers: the
 // thread's starter, an approver, or a member of an approver role; anyone
-// else is told politely and nothing happens.
+// else is told privately when they use a command, and their 🛑 is
+// ignored, and nothing happens.
 func TestAccess_OnlyTheStarterOrAnApproverMayCancelOrReset(t *testing.T) {
 	h := newHarness(t, setup{})
 	a := accessFor(h)
@@ -91,9 +93,7 @@ func TestAccess_OnlyTheStarterOrAnApproverMayCancelOrReset(t *testing.T) {
 		t.Fatalf("bob's /reset answered %+v", r)
 	}
 	h.srv.AddReaction(h.channel, thread, bob.ID, "🛑")
-	h.srv.Await("bob told his 🛑 was not taken", func() bool {
-		return strings.Contains(joined(h.botMessages(thread)), "🛑 from Bob was not taken: <@"+alice.ID+"> or an approver can cancel")
-	})
+	h.until("bob's 🛑 ignored", func() bool { return h.client.Stats().IgnoredCancels == 1 })
 	if !h.engine.Status(thread).Busy {
 		t.Fatal("bob's /reset or 🛑 ended alice's turn")
 	}
@@ -109,6 +109,61 @@ func TestAccess_OnlyTheStarterOrAnApproverMayCancelOrReset(t *testing.T) {
 		}
 		return false
 	})
+	if said := joined(h.botMessages(thread)); strings.Contains(said, "🛑") {
+		t.Fatalf("the thread answered bob's 🛑:\n%s", said)
+	}
+}
+
+// A 🛑 from someone who may not act on the thread (not its starter, not
+// an approver, or on no list at all) is ignored without a word: nothing
+// is posted, however often it comes, so strangers cannot spend the
+// thread's messages; each is counted, and logged at most
+// ignoredCancelBurst (5) lines a second. The starter's 🛑 still cancels.
+func TestAccess_AStopFromSomeoneWhoMayNotActIsIgnoredWithoutAWord(t *testing.T) {
+	var logs agenttest.Buffer
+	h := newHarness(t, setup{discordLog: &logs})
+	h.client.SetAccess(accessFor(h, alice.ID, bob.ID)) // carol is on no list
+	thread := h.mention(alice, "hang")
+	h.waitWorking(thread)
+	inThread := h.botMessages(thread)[0].ID // the answer, working
+	before := len(h.srv.Messages(thread))
+
+	const rounds = 15
+	start := time.Now()
+	for range rounds {
+		for _, u := range []fakediscord.User{bob, carol} {
+			h.srv.AddReaction(h.channel, thread, u.ID, "🛑")
+			h.srv.AddReaction(thread, inThread, u.ID, "🛑")
+			h.srv.RemoveReaction(h.channel, thread, u.ID, "🛑")
+			h.srv.RemoveReaction(thread, inThread, u.ID, "🛑")
+		}
+	}
+	const ignored = rounds * 2 * 2
+	h.until("every stranger's 🛑 counted", func() bool { return h.client.Stats().IgnoredCancels == ignored })
+	took := time.Since(start)
+	if !h.engine.Status(thread).Busy {
+		t.Fatal("a stranger's 🛑 ended alice's turn")
+	}
+	lines := strings.Count(logs.String(), "🛑 ignored")
+	if most := 5 * (int(took/time.Second) + 1); lines < 1 || lines > most || lines >= ignored {
+		t.Errorf("%d ignored 🛑 logged for %d in %s, want at least one and at most %d", lines, ignored, took.Round(time.Millisecond), most)
+	}
+
+	h.srv.AddReaction(thread, inThread, alice.ID, "🛑")
+	h.answer(thread, "⏹️ cancelled by Alice")
+	for _, m := range h.srv.Messages(thread)[before:] {
+		if m.Author.ID == h.srv.Bot().ID && (strings.Contains(m.Content, "🛑") || strings.Contains(m.Content, "was not taken")) {
+			t.Errorf("the bot answered a 🛑 in the thread: %q", m.Content)
+		}
+	}
+	for _, m := range h.srv.Messages(h.channel) {
+		if m.Author.ID == h.srv.Bot().ID && strings.Contains(m.Content, "🛑") {
+			t.Errorf("the bot answered a 🛑 in the channel: %q", m.Content)
+		}
+	}
+	if n := h.client.Stats().IgnoredCancels; n != ignored {
+		t.Errorf("ignored 🛑 = %d, want %d: the starter's was counted", n, ignored)
+	}
 }
 
 // A thread adopted again while Discord fails to say who started it keeps

@@ -144,12 +144,20 @@ type Client struct {
 	cfg    Config
 	engine chat.Engine
 	log    zerolog.Logger
-	s      *discordgo.Session
-	born   time.Time // when this process's Client was made
+	// ignored logs what strangers do that is ignored, sampled: see
+	// ignoredCancelBurst.
+	ignored zerolog.Logger
+	s       *discordgo.Session
+	born    time.Time // when this process's Client was made
 
 	// ctx bounds every REST call and wait; it ends when Close gives up.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// decor bounds the status reactions, which a channel takes one per
+	// 250ms: Close gives up on them once the messages are out, and the
+	// next start settles what they did not show.
+	decor     context.Context
+	dropDecor context.CancelFunc
 
 	botID atomic.Pointer[string]
 	ready chan struct{} // closed at the first READY
@@ -172,7 +180,11 @@ type Client struct {
 	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
 	stats     Stats
 
-	wg sync.WaitGroup
+	wg        sync.WaitGroup // every goroutine but the status reactions'
+	reactions sync.WaitGroup // the turns' status reactions
+	gateway   sync.WaitGroup // the gateway's close
+	closeOnce sync.Once
+	closeErr  error // the gateway's close's, once gateway is done
 }
 
 var _ chat.Platform = (*Client)(nil)
@@ -216,7 +228,9 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		lanes:     map[string]*lane{},
 		titles:    map[string]*retitling{},
 	}
+	c.ignored = c.log.Sample(&zerolog.BurstSampler{Burst: ignoredCancelBurst, Period: time.Second})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.decor, c.dropDecor = context.WithCancel(c.ctx)
 	c.recall()
 	empty := ""
 	c.botID.Store(&empty)
@@ -231,8 +245,11 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 
 // Run connects to the gateway, registers the slash commands and serves
 // messages until ctx ends. It returns once no new prompt will be
-// submitted; the connection stays open for Close.
+// submitted, and the gateway connection is then being closed (nothing
+// more is received: messages, reactions, commands and clicks go
+// unanswered); REST calls go on until Close.
 func (c *Client) Run(ctx context.Context) error {
+	defer c.closeGateway()
 	if err := c.connect(ctx); err != nil {
 		return fmt.Errorf("discord: connect: %w", err)
 	}
@@ -250,6 +267,26 @@ func (c *Client) Run(ctx context.Context) error {
 	c.accepting = false
 	c.mu.Unlock()
 	return nil
+}
+
+// closeGateway starts closing the gateway connection, once, on a
+// goroutine Close waits for: discordgo sends the close frame and then
+// waits a second for Discord to close the socket, a second that a
+// shutdown spends on its turns and agents meanwhile.
+func (c *Client) closeGateway() {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		c.gateway.Go(func() {
+			// A heartbeat due while discordgo closes can start a
+			// reconnect that outlives Close; forbid reconnecting first.
+			c.s.Lock()
+			c.s.ShouldReconnectOnError = false
+			c.s.Unlock()
+			c.closeErr = c.s.Close()
+		})
+	})
 }
 
 // Waits between tries to connect: doubling from the first to the last,
@@ -305,22 +342,24 @@ func connectRefused(err error) bool {
 func (c *Client) Ready() <-chan struct{} { return c.ready }
 
 // Close waits up to grace for the answers of ended turns to be posted,
-// then abandons what is left and disconnects. Call it after the engine has
-// ended every turn. It returns when every goroutine of the Client is gone.
+// then abandons what is left and disconnects; status reactions still
+// waiting for their channel then are left for the next start, which
+// settles them from what the thread shows. Call it after the engine has
+// ended every turn. It returns when every goroutine of the Client is
+// gone and the gateway connection is closed.
 func (c *Client) Close(grace time.Duration) error {
 	c.mu.Lock()
 	c.accepting = false
-	c.mu.Unlock()
-	c.mu.Lock()
 	c.waiting = true // no goroutine starts from here on: see spawnLate
 	c.mu.Unlock()
+	c.closeGateway() // if Run did not
 	done := make(chan struct{})
 	go func() {
 		c.wg.Wait()
 		close(done)
 	}()
-	// Closing the gateway takes its own time after the posts: leave it
-	// that, so that Close as a whole stays within grace.
+	// Closing the gateway may take its own time after the posts: leave
+	// it that, so that Close as a whole stays within grace.
 	t := time.NewTimer(max(grace-gatewayCloseTime, grace/2))
 	defer t.Stop()
 	select {
@@ -328,20 +367,20 @@ func (c *Client) Close(grace time.Duration) error {
 	case <-t.C:
 		c.log.Warn().Dur("grace", grace).Msg("messages still being posted at shutdown; giving up on them")
 	}
+	c.mu.Lock()
+	queued := len(c.lanes)
+	c.mu.Unlock()
+	if queued > 0 {
+		c.log.Info().Int("channels", queued).Msg("status reactions still queued at shutdown; the next start settles them")
+	}
+	c.dropDecor()
 	c.cancel()
 	<-done
+	c.reactions.Wait()
 	c.stopRetitles()
-	c.mu.Lock()
-	c.closing = true
-	c.mu.Unlock()
-	// A heartbeat due while discordgo closes can start a reconnect that
-	// outlives Close; forbid reconnecting first.
-	c.s.Lock()
-	c.s.ShouldReconnectOnError = false
-	c.s.Unlock()
-	err := c.s.Close()
+	c.gateway.Wait()
 	c.s.Client.CloseIdleConnections()
-	return err
+	return c.closeErr
 }
 
 // heartbeatStale is how old the last answered gateway heartbeat may be
@@ -350,6 +389,8 @@ const heartbeatStale = 2 * time.Minute
 
 // gatewayCloseTime is what closing the gateway takes: discordgo sends the
 // close frame and then waits a second for Discord to close the socket.
+// Run starts it as soon as its ctx ends; Close may still have to wait
+// for it.
 const gatewayCloseTime = 1200 * time.Millisecond
 
 // spawnLate runs f on a goroutine the Client owns, unless Close is
@@ -411,6 +452,7 @@ type Stats struct {
 	Conversations      int
 	RefusedUsers       uint64
 	RefusedChannels    uint64 // messages in threads of channels no longer allowed
+	IgnoredCancels     uint64 // 🛑 reactions of users who may not cancel the thread's turn
 	RefusedAttachments uint64
 	LostAnswers        uint64 // answers whose final view could not be shown
 	Retitling          int    // threads renamed within RetitleInterval

@@ -207,8 +207,12 @@ func (c *Client) onCommand(i *discordgo.Interaction) {
 	}
 }
 
-// onReaction cancels a thread's turn when an allowed user reacts 🛑 to a
-// message in it, or to the message the thread was started from.
+// onReaction cancels a thread's turn when a user who may act on the
+// thread (see Access.mayAct) reacts 🛑 to a message in it, or to the
+// message the thread was started from. Anyone
+// else's 🛑 is ignored: counted and logged (at most ignoredCancelBurst
+// lines a second), never answered in the thread, whose messages are
+// bounded and not for strangers to spend.
 func (c *Client) onReaction(_ *discordgo.Session, r *discordgo.MessageReactionAdd) {
 	if r.Emoji.Name != emojiCancel || r.UserID == c.me() {
 		return
@@ -234,22 +238,25 @@ func (c *Client) onReaction(_ *discordgo.Session, r *discordgo.MessageReactionAd
 			}
 		}
 	}
-	if !c.acl().mayAct(conv.parent, c.starterOf(conv), r.UserID, roles) {
-		c.log.Info().Str("thread", conv.thread).Str("user", r.UserID).Msg("🛑 ignored: not the thread's starter or an approver")
-		if c.acl().channel(conv.parent) {
-			text := fmt.Sprintf("🛑 from %s was not taken: %s can cancel this thread's turn.", name, whoMayAct(c.starterOf(conv)))
-			c.spawn(func() {
-				if _, err := c.send(c.ctx, conv.thread, &discordgo.MessageSend{Content: text, AllowedMentions: noMentions}); err != nil {
-					c.log.Debug().Err(err).Msg("refusal of a 🛑 not posted")
-				}
-			})
-		}
+	access := c.acl()
+	if !access.channel(conv.parent) {
+		return // its turns were cancelled when the channel was taken off
+	}
+	if !access.mayAct(conv.parent, c.starterOf(conv), r.UserID, roles) {
+		c.mu.Lock()
+		c.stats.IgnoredCancels++
+		c.mu.Unlock()
+		c.ignored.Info().Str("thread", conv.thread).Str("user", r.UserID).Msg("🛑 ignored: not allowed to cancel this thread's turn")
 		return
 	}
 	if c.engine.Cancel(conv.thread, adapter.CancelledBy(name)) {
 		c.log.Info().Str("thread", conv.thread).Str("user", r.UserID).Msg("turn cancelled by reaction")
 	}
 }
+
+// ignoredCancelBurst is how many ignored 🛑 reactions a second reach the
+// log: anyone who can see a thread can react, as often as they like.
+const ignoredCancelBurst = 5
 
 func (c *Client) conversation(channel string) *conversation {
 	c.mu.Lock()

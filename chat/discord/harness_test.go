@@ -2,6 +2,7 @@ package discord_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,9 @@ type setup struct {
 	discord discord.Config
 	engine  adapter.Config
 	pool    pool.Config
+	// discordLog, if set, receives the Discord client's log from info
+	// level up (else it goes to the test's log from warn up).
+	discordLog io.Writer
 }
 
 func newHarness(t *testing.T, s setup) *harness {
@@ -105,6 +109,9 @@ func newHarness(t *testing.T, s setup) *harness {
 	s.discord.Token = token
 	s.discord.APIURL = srv.APIURL()
 	s.discord.Logger = log
+	if s.discordLog != nil {
+		s.discord.Logger = zerolog.New(s.discordLog).Level(zerolog.InfoLevel)
+	}
 	if s.discord.Access.AllowedChannels == nil && !s.discord.Access.AllowAllChannels {
 		s.discord.Access.AllowedChannels = []string{h.channel}
 	}
@@ -226,4 +233,22 @@ func (h *harness) threadOf(text string) string {
 		return id != "" && ok && ch.IsThread()
 	})
 	return id
+}
+
+// until waits, up to the harness's wait, for cond about the Client (not
+// the fake Discord, whose changes Await follows) to hold, looking every
+// 10ms.
+func (h *harness) until(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.NewTimer(h.wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			h.t.Fatalf("waiting for %s: not within %s", what, h.wait)
+		case <-tick.C:
+		}
+	}
 }

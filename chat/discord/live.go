@@ -77,7 +77,7 @@ func newTurnSink(c *Client, conv *conversation, m *discordgo.Message) *turnSink 
 	s.tr.ShowThoughts = c.acl().ShowThoughts
 	s.tr.Limits = c.attachLimits()
 	c.spawn(s.run)
-	c.spawn(s.reactions)
+	c.reactions.Go(s.reactions)
 	return s
 }
 
@@ -557,7 +557,7 @@ func (s *turnSink) reactions() {
 				// The final reaction is the one left for good: a failure
 				// is tried again, a little later each time.
 				failures++
-				if !s.c.sleep(s.c.ctx, posterBackoff<<(failures-1)) {
+				if !s.c.sleep(s.c.decor, posterBackoff<<(failures-1)) {
 					return
 				}
 				continue
@@ -571,7 +571,7 @@ func (s *turnSink) reactions() {
 		}
 		select {
 		case <-s.react:
-		case <-s.c.ctx.Done():
+		case <-s.c.decor.Done():
 			return
 		}
 	}

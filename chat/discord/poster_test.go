@@ -22,6 +22,17 @@ func inThread(thread string) func(fakediscord.Request) bool {
 	}
 }
 
+// inAThread is inThread for any channel but parent: a fault armed with it
+// before the message that opens the thread is sent is in place before
+// the broker can post there (the thread's id is the message's, known
+// only once it is sent, when the broker may already be answering).
+func inAThread(parent string) func(fakediscord.Request) bool {
+	return func(r fakediscord.Request) bool {
+		return (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) &&
+			r.Major != parent && !strings.HasPrefix(r.ContentType, "multipart/")
+	}
+}
+
 func chunks(n int) string {
 	var b strings.Builder
 	for i := 1; i <= n; i++ {
@@ -36,11 +47,9 @@ func TestPoster_FailuresSpreadOverALongAnswerLoseNothing(t *testing.T) {
 	// Discord's 5 message calls per 5s in a channel make this answer
 	// take its time.
 	h := newHarness(t, setup{fake: fakediscord.Options{WaitTimeout: time.Minute}})
-	thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" stream 60 100ms")
-	h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
 	var mu sync.Mutex
 	calls, failed := 0, 0
-	match := inThread(thread)
+	match := inAThread(h.channel)
 	h.srv.InjectError(func(r fakediscord.Request) bool {
 		if !match(r) {
 			return false
@@ -54,6 +63,7 @@ func TestPoster_FailuresSpreadOverALongAnswerLoseNothing(t *testing.T) {
 		}
 		return false
 	}, 1000, 500)
+	thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" stream 60 100ms")
 	msgs := h.answer(thread, "✅ done")
 	if !strings.HasPrefix(joined(msgs), chunks(60)) {
 		t.Fatalf("answer = %q", joined(msgs))
@@ -93,9 +103,8 @@ func TestPoster_DeletedAnswerMessageContinuesInANewOne(t *testing.T) {
 func TestPoster_FinalViewThatCannotBePostedIsSaidAndCounted(t *testing.T) {
 	t.Run("attached", func(t *testing.T) {
 		h := newHarness(t, setup{})
+		h.srv.InjectError(inAThread(h.channel), 1000, 500)
 		thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" hello")
-		h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
-		h.srv.InjectError(inThread(thread), 1000, 500)
 		var note fakediscord.Message
 		h.srv.Await("the answer attached", func() bool {
 			for _, m := range h.botMessages(thread) {
@@ -115,11 +124,10 @@ func TestPoster_FinalViewThatCannotBePostedIsSaidAndCounted(t *testing.T) {
 	})
 	t.Run("marked", func(t *testing.T) {
 		h := newHarness(t, setup{})
-		thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" hello")
-		h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
 		h.srv.InjectError(func(r fakediscord.Request) bool {
-			return (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) && r.Major == thread
+			return (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) && r.Major != h.channel
 		}, 1000, 500)
+		thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" hello")
 		h.srv.Await("⚠️ on the user's message", func() bool {
 			return h.srv.HasReaction(h.channel, thread, h.srv.Bot().ID, "⚠️")
 		})

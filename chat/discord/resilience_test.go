@@ -16,10 +16,14 @@ import (
 // waits out its retry_after, and the whole answer arrives.
 func TestResilience_429StormLosesNothing(t *testing.T) {
 	h := newHarness(t, setup{})
+	// In place before the thread's first post: the thread is the only
+	// channel but the parent the bot writes in.
+	inAThread := func(route string) fakediscord.Match {
+		return func(r fakediscord.Request) bool { return r.Route == route && r.Major != h.channel }
+	}
+	h.srv.Inject429(inAThread(fakediscord.RouteCreateMessage), 3, 300*time.Millisecond)
+	h.srv.Inject429(inAThread(fakediscord.RouteEditMessage), 8, 300*time.Millisecond)
 	thread := h.srv.SendMessage(h.channel, alice, h.srv.Bot().Mention()+" stream 12 100ms")
-	h.srv.Await("thread", func() bool { ch, ok := h.srv.Channel(thread); return ok && ch.IsThread() })
-	h.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteCreateMessage, thread), 3, 300*time.Millisecond)
-	h.srv.Inject429(fakediscord.OnRouteIn(fakediscord.RouteEditMessage, thread), 8, 300*time.Millisecond)
 	msgs := h.answer(thread, "✅ done")
 	var want strings.Builder
 	for i := 1; i <= 12; i++ {

@@ -130,11 +130,11 @@ func (c *Client) enterLane(channel string) (*lane, bool) {
 	c.mu.Unlock()
 	select {
 	case l.turn <- struct{}{}:
-	case <-c.ctx.Done():
+	case <-c.decor.Done():
 		c.leaveLane(channel, l, false)
 		return nil, false
 	}
-	if wait := reactionGap - time.Since(l.last); wait > 0 && !c.sleep(c.ctx, wait) {
+	if wait := reactionGap - time.Since(l.last); wait > 0 && !c.sleep(c.decor, wait) {
 		c.leaveLane(channel, l, true)
 		return nil, false
 	}
@@ -158,10 +158,10 @@ func (c *Client) leaveLane(channel string, l *lane, held bool) {
 func (c *Client) reaction(add bool, channel, message, emoji string) error {
 	l, ok := c.enterLane(channel)
 	if !ok {
-		return context.Cause(c.ctx)
+		return context.Cause(c.decor)
 	}
 	defer c.leaveLane(channel, l, true)
-	err := c.do(c.ctx, 5, func(opts ...discordgo.RequestOption) error {
+	err := c.do(c.decor, 5, func(opts ...discordgo.RequestOption) error {
 		if add {
 			return c.s.MessageReactionAdd(channel, message, emoji, opts...)
 		}

@@ -53,7 +53,7 @@ var keys = []key{
 	{name: "chat.platform", def: "console", doc: "`console` or `discord` (`--platform` overrides)",
 		read: func(r *reader, k string, c *Config) { c.Chat.Platform = r.oneOf(k, "console", "discord") }},
 
-	{name: "agent.exit_grace", def: "2s", doc: "each step of stopping an idle agent: after closing stdin, after SIGTERM",
+	{name: "agent.exit_grace", def: "2s", doc: "each step of stopping an agent: after closing stdin, after SIGTERM; at shutdown also the wait for a cancelled turn's answer (see Stopping)",
 		read: func(r *reader, k string, c *Config) { c.Agent.ExitGrace = r.dur(k, 10*time.Millisecond, time.Minute) }},
 	{name: "agent.max_line_bytes", def: 32 << 20, doc: "longest line read from an agent, at least 32 MiB (longer ones are skipped and counted)",
 		read: func(r *reader, k string, c *Config) { c.Agent.MaxLineBytes = r.integer(k, 32<<20, 1<<30) }},
@@ -87,7 +87,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) {
 			c.Turn.LivenessInterval = r.dur(k, 10*time.Millisecond, time.Hour)
 		}},
-	{name: "turn.cancel_grace", def: "10s", live: true, doc: "after `session/cancel`, how long to wait for the agent's answer before killing it",
+	{name: "turn.cancel_grace", def: "10s", live: true, doc: "after `session/cancel`, how long to wait for the agent's answer before stopping it (at shutdown at most `agent.exit_grace`)",
 		read: func(r *reader, k string, c *Config) {
 			c.Turn.CancelGrace = r.dur(k, 10*time.Millisecond, 10*time.Minute)
 		}},
@@ -122,7 +122,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) {
 			c.Watchdog.Interval = r.dur(k, 100*time.Millisecond, 10*time.Minute)
 		}},
-	{name: "shutdown.grace", def: "15s", live: true, doc: "bound on the whole shutdown",
+	{name: "shutdown.grace", def: "15s", live: true, doc: "bound on the whole shutdown, however many agents hang (see Stopping)",
 		read: func(r *reader, k string, c *Config) { c.Shutdown.Grace = r.dur(k, time.Second, 10*time.Minute) }},
 	{name: "http.listen", def: "127.0.0.1:9464", doc: "metrics and health endpoints (`\"\"`: off)", read: readListen},
 

@@ -316,7 +316,7 @@ func (b *broker) chatStats() metrics.ChatStats {
 	s := b.discord.Stats()
 	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
 		OpenPermissions: s.OpenPermissions, OpenQuestions: s.OpenQuestions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
-		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, Retitling: s.Retitling}
+		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, IgnoredCancels: s.IgnoredCancels, Retitling: s.Retitling}
 }
 
 // engineAnswers fails if the engine's lock is wedged.
@@ -464,40 +464,37 @@ func (b *broker) forceOnSecondSignal(signals <-chan os.Signal, first time.Time, 
 	}
 }
 
-// stop shuts down within ctx's deadline: no new prompts (Run has
-// returned); every busy thread told and every turn ended in parallel,
-// their cancel graces cut short so that the last words keep a share of
-// the time; then the platform posting those words and the agents being
-// stopped (killed when the deadline passes) side by side; then the store
-// closed. Nothing after the deadline waits longer than a small constant.
+// stop shuts down within ctx's deadline, on one clock for every agent
+// (see planStop): no new prompts (Run has returned, and the platform is
+// closing its connection); every busy thread told, and every turn ended
+// in parallel, each agent given until answerBy to answer its cancel;
+// then the agents stopped, those left killed at goneBy, while the last
+// words are posted; then the platform closed, and the store. Nothing
+// waits past the deadline longer than a small constant.
 func (b *broker) stop(ctx context.Context) {
 	if err := b.notify.notify("STOPPING=1"); err != nil {
 		b.log.Warn().Err(err).Msg("systemd notification failed")
 	}
 	deadline, bounded := ctx.Deadline()
+	turns, agents := ctx, ctx
+	if bounded && b.engine != nil && b.pool != nil {
+		plan := planStop(time.Now(), deadline, b.engine.Config().CancelGrace, b.pool.Config().ExitGrace)
+		b.log.Info().Time("answer_by", plan.answerBy).Time("gone_by", plan.goneBy).Msg("stopping every agent")
+		b.pool.StopBy(plan.goneBy)
+		var cancelTurns, cancelAgents context.CancelFunc
+		turns, cancelTurns = context.WithDeadline(ctx, plan.answerBy)
+		defer cancelTurns()
+		agents, cancelAgents = context.WithDeadline(ctx, plan.goneBy)
+		defer cancelAgents()
+	}
 	if b.engine != nil {
-		turns := ctx
-		if bounded {
-			var cancel context.CancelFunc
-			turns, cancel = context.WithDeadline(ctx, deadline.Add(-lastWordsShare(time.Until(deadline))))
-			defer cancel()
-		}
 		b.engine.Shutdown(turns)
 	}
+	// The last words are on their way while the agents stop: the
+	// platform is closed after, and waits only for what is left.
 	var wg sync.WaitGroup
-	if b.platform != nil {
-		wg.Go(func() {
-			grace := openEndedWait
-			if bounded {
-				grace = max(time.Until(deadline), 0)
-			}
-			if err := b.platform.Close(grace); err != nil {
-				b.log.Warn().Err(err).Msg("chat connection did not close cleanly")
-			}
-		})
-	}
 	if b.pool != nil {
-		wg.Go(func() { b.pool.Shutdown(ctx) })
+		wg.Go(func() { b.pool.Shutdown(agents) })
 	}
 	if b.http != nil {
 		wg.Go(func() {
@@ -512,6 +509,15 @@ func (b *broker) stop(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if b.platform != nil {
+		grace := openEndedWait
+		if bounded {
+			grace = max(time.Until(deadline), 0)
+		}
+		if err := b.platform.Close(grace); err != nil {
+			b.log.Warn().Err(err).Msg("chat connection did not close cleanly")
+		}
+	}
 	if b.cgroups != nil {
 		b.cgroups.Close()
 	}
@@ -523,9 +529,34 @@ func (b *broker) stop(ctx context.Context) {
 	}
 }
 
-// lastWordsShare is the part of the shutdown time kept from the turns'
-// cancel graces for posting how each turn ended and closing the chat
-// connection: a quarter, at least 2s and at most 5s, never all of it.
+// stopPlan is when a shutdown gives up waiting on its agents: every
+// agent on the same clock, so that the shutdown takes what one agent is
+// allowed, however many there are and whatever they do.
+type stopPlan struct {
+	// answerBy ends the wait for the agents' answers to the cancel of
+	// their turns; the turns end then at the latest.
+	answerBy time.Time
+	// goneBy ends the agents' stop: stdin closed, then SIGTERM, each
+	// with half of what is left; every agent still there is killed then.
+	goneBy time.Time
+}
+
+// planStop plans a shutdown from now to deadline: the last words' share
+// of it is kept for posting how each turn ended, and the rest is split
+// in three steps of at most agent.exit_grace each (exitGrace): the wait
+// for the answer to the cancel (at most turn.cancel_grace, cancelGrace,
+// too), the wait after stdin is closed, the wait after SIGTERM. At the
+// defaults (15s, 10s, 2s) every agent is gone within 6s.
+func planStop(now, deadline time.Time, cancelGrace, exitGrace time.Duration) stopPlan {
+	total := deadline.Sub(now)
+	step := max(min(exitGrace, (total-lastWordsShare(total))/3), 0)
+	answer := min(cancelGrace, step)
+	return stopPlan{answerBy: now.Add(answer), goneBy: now.Add(answer + 2*step)}
+}
+
+// lastWordsShare is the part of the shutdown time kept from the agents'
+// steps for posting how each turn ended and closing the chat connection:
+// a quarter, at least 2s and at most 5s, never all of it.
 func lastWordsShare(total time.Duration) time.Duration {
 	return min(max(total/4, 2*time.Second), 5*time.Second, total/2)
 }

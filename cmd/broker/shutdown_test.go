@@ -165,3 +165,33 @@ func TestShutdown_DuplicateDeliveryIsNotASecondSignal(t *testing.T) {
 		t.Fatal("a second signal did not force the exit")
 	}
 }
+
+// A shutdown gives every agent the same three steps, each at most
+// agent.exit_grace: the wait for its turn's answer to the cancel (at most
+// turn.cancel_grace too), the wait after stdin is closed, the wait after
+// SIGTERM; all three fit in shutdown.grace less the last words' share.
+func TestShutdown_PlanGivesEveryAgentThreeStepsOfTheExitGrace(t *testing.T) {
+	now := time.Unix(1_000_000_000, 0)
+	third := (2*time.Second - time.Second) / 3 // of a 2s grace, less its 1s of last words
+	for _, tc := range []struct {
+		name                 string
+		grace, cancel, exit  time.Duration
+		wantAnswer, wantGone time.Duration
+	}{
+		{"the defaults", 15 * time.Second, 10 * time.Second, 2 * time.Second, 2 * time.Second, 6 * time.Second},
+		{"a cancel grace shorter than a step", 15 * time.Second, 500 * time.Millisecond, 2 * time.Second, 500 * time.Millisecond, 4500 * time.Millisecond},
+		{"exit graces that do not fit", 15 * time.Second, 30 * time.Second, 30 * time.Second, 3750 * time.Millisecond, 11250 * time.Millisecond},
+		{"a short shutdown", 2 * time.Second, 10 * time.Second, 2 * time.Second, third, 3 * third},
+		{"no time left", 0, 10 * time.Second, 2 * time.Second, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planStop(now, now.Add(tc.grace), tc.cancel, tc.exit)
+			if got := plan.answerBy.Sub(now); got != tc.wantAnswer {
+				t.Errorf("answers are waited for %s, want %s", got, tc.wantAnswer)
+			}
+			if got := plan.goneBy.Sub(now); got != tc.wantGone {
+				t.Errorf("agents are gone after %s, want %s", got, tc.wantGone)
+			}
+		})
+	}
+}

@@ -69,8 +69,10 @@ type World struct {
 
 	logTail int
 
-	mu     sync.Mutex
-	starts int
+	mu         sync.Mutex
+	starts     int
+	brokerPIDs []int           // of every broker started, for AgentProcs to leave out
+	sandboxes  map[string]bool // PID namespaces of the agents' sandboxes AgentProcs saw
 }
 
 // NewWorld makes a World. The default configuration logs JSON at info
@@ -217,6 +219,9 @@ func (w *World) Start(ctx context.Context) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.mu.Lock()
+	w.brokerPIDs = append(w.brokerPIDs, b.PID())
+	w.mu.Unlock()
 	w.TB.Cleanup(func() {
 		b.Stop(30 * time.Second)
 		if w.TB.Failed() && w.logTail > 0 {
