@@ -13,16 +13,8 @@ import (
 	"acpbroker/internal/fakediscord"
 )
 
-// inThread matches the thread's message calls (sends and edits) made
-// without a file.
-func inThread(thread string) func(fakediscord.Request) bool {
-	return func(r fakediscord.Request) bool {
-		return (r.Route == fakediscord.RouteCreateMessage || r.Route == fakediscord.RouteEditMessage) &&
-			r.Major == thread && !strings.HasPrefix(r.ContentType, "multipart/")
-	}
-}
-
-// inAThread is inThread for any channel but parent: a fault armed with it
+// inAThread matches the message calls (sends and edits, without a file)
+// in any channel but parent: a fault armed with it
 // before the message that opens the thread is sent is in place before
 // the broker can post there (the thread's id is the message's, known
 // only once it is sent, when the broker may already be answering).
