@@ -176,7 +176,8 @@ type Update struct {
 	// answer, i.e. a change the agent made on its own.
 	Switched []Switch `json:"-"`
 
-	// Raw is the update as received.
+	// Raw is the update as received, but for chunks and tool calls,
+	// whose fields hold all that is used of them.
 	Raw json.RawMessage `json:"-"`
 }
 
@@ -218,7 +219,13 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	*u = Update(p.plain)
-	u.Raw = append(json.RawMessage(nil), b...)
+	switch u.Kind {
+	case UpdateMessageChunk, UpdateThoughtChunk, UpdateUserMessageChunk, UpdateToolCall, UpdateToolCallUpdate:
+		// The bulk of what an agent sends: its fields say all that is
+		// used, and a second copy would double what a turn's queue holds.
+	default:
+		u.Raw = append(json.RawMessage(nil), b...)
+	}
 	if u.Kind == UpdateUsage {
 		var usage Usage
 		if err := json.Unmarshal(b, &usage); err != nil {
@@ -244,8 +251,8 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the update as received, or rebuilds it for updates
-// made in code.
+// MarshalJSON writes the update as received when Raw holds it, else
+// rebuilds it from its fields.
 func (u Update) MarshalJSON() ([]byte, error) {
 	if len(u.Raw) > 0 {
 		return u.Raw, nil
