@@ -100,12 +100,20 @@ type Conn struct {
 	pending  map[jsonrpc2.ID]*Call
 	subs     map[string]*Subscription
 	sessions map[string]*session
-	early    map[string][]Update
-	perms    map[uint64]*permission
-	permSeq  uint64
-	serving  int // agent requests being served
-	init     *InitializeResult
-	terms    map[string]*terminal // open terminals, by id
+	// early holds the updates for sessions not yet known, while a
+	// session/new or session/load is in flight (creating counts them):
+	// agents may send a session's first updates before its id. At most
+	// maxEarlySessions ids, maxEarlyUpdates updates each and
+	// maxEarlyBytes in all (earlyBytes); the rest is dropped and counted.
+	// It is emptied when no session is being created.
+	early      map[string]*earlyQueue
+	earlyBytes int
+	creating   int
+	perms      map[uint64]*permission
+	permSeq    uint64
+	serving    int // agent requests being served
+	init       *InitializeResult
+	terms      map[string]*terminal // open terminals, by id
 	// waits are the terminal/wait_for_exit requests being served, by the
 	// agent's request id, for $/cancel_request.
 	waits    map[jsonrpc2.ID]context.CancelCauseFunc
@@ -122,6 +130,7 @@ const (
 	outboxSize         = 64
 	maxEarlySessions   = 8
 	maxEarlyUpdates    = 64
+	maxEarlyBytes      = 1 << 20
 )
 
 // NewConn starts a connection reading agent output from r and writing agent
@@ -166,7 +175,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		pending:  map[jsonrpc2.ID]*Call{},
 		subs:     map[string]*Subscription{},
 		sessions: map[string]*session{},
-		early:    map[string][]Update{},
+		early:    map[string]*earlyQueue{},
 		perms:    map[uint64]*permission{},
 		terms:    map[string]*terminal{},
 		waits:    map[jsonrpc2.ID]context.CancelCauseFunc{},
@@ -217,6 +226,8 @@ func (c *Conn) Close() error {
 		for _, s := range c.sessions {
 			s.close()
 		}
+		clear(c.early)
+		c.earlyBytes = 0
 		c.mu.Unlock()
 		c.closeTerminals()
 	})

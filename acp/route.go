@@ -210,12 +210,14 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 		}
 	}
 	if sub == nil && !known {
-		// Agents may send updates before the session/new answer: keep a few.
-		if q, ok := c.early[n.SessionID]; (ok || len(c.early) < maxEarlySessions) && len(q) < maxEarlyUpdates {
-			c.early[n.SessionID] = append(q, n.Update)
-			c.mu.Unlock()
-			return
+		why := c.keepEarlyLocked(n.SessionID, n.Update, change, len(params))
+		c.mu.Unlock()
+		if why != "" {
+			c.stats.earlyDropped.Add(1)
+			c.noisy.Warn().Str("session", excerpt(n.SessionID, 80)).Str("kind", excerpt(n.Update.Kind, 80)).Int("bytes", len(params)).
+				Str("why", why).Msg("update for a session not known; dropped")
 		}
+		return
 	}
 	c.mu.Unlock()
 	if sub == nil && state && known {

@@ -82,6 +82,7 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 		return "", nil, err
 	}
 	params := NewSessionParams{Cwd: abs, MCPServers: orEmpty(servers)}
+	defer c.creatingSession()()
 	var res struct {
 		SessionID string       `json:"sessionId"`
 		Setup     sessionSetup `json:"-"`
@@ -115,6 +116,7 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 		return nil, err
 	}
 	params := LoadSessionParams{SessionID: sessionID, Cwd: abs, MCPServers: orEmpty(servers)}
+	defer c.creatingSession()()
 	var res sessionSetup
 	err = c.Call(ctx, MethodSessionLoad, params, &res)
 	if isAuthRequired(err) {
@@ -124,7 +126,7 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 	}
 	if err != nil {
 		c.mu.Lock()
-		delete(c.early, sessionID)
+		c.takeEarlyLocked(sessionID)
 		c.mu.Unlock()
 		return nil, fmt.Errorf("session/load: %w", err)
 	}
@@ -145,18 +147,14 @@ func (c *Conn) registerSetup(sessionID, cwd string, setup sessionSetup) []Update
 		old.close()
 	}
 	c.sessions[sessionID] = s
-	early := c.early[sessionID]
-	delete(c.early, sessionID)
-	changes := make([]stateChange, 0, len(early)+1)
-	for _, u := range early {
-		if isStateKind(u.Kind) {
-			changes = append(changes, stateUpdate(u))
-		}
+	var early []Update
+	if q := c.takeEarlyLocked(sessionID); q != nil {
+		// Its updates came before the answer: the state they set first.
+		s.state, early = q.state, q.updates
 	}
-	for _, ch := range append(changes, setup.change()) {
-		s.state.apply(ch)
-		c.stats.unknownOptions.Add(uint64(ch.skipped))
-	}
+	ch := setup.change()
+	s.state.apply(ch)
+	c.stats.unknownOptions.Add(uint64(ch.skipped))
 	return early
 }
 

@@ -1,0 +1,86 @@
+package acp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// roundTrip returns once the Conn has read everything the peer sent
+// before it.
+func roundTrip(t *testing.T, c *Conn, p *peer) {
+	t.Helper()
+	call, err := c.Start(context.Background(), "ping", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.nextMethod("ping")["id"]))
+	waitDone(t, call)
+}
+
+// While a session is being created, updates for sessions not yet known
+// are kept for it within bounds of count and bytes; the rest are dropped
+// and counted. The session gets its own, its state from them first; the
+// others are dropped once no session is being created, and nothing stays.
+func TestNewSession_EarlyUpdatesAreBoundedAndDoNotOutliveIt(t *testing.T) {
+	c, p := newPair(t, Options{})
+	var early []Update
+	done := asyncResult(func() error {
+		var err error
+		_, early, err = c.NewSession(context.Background(), ".", nil)
+		return err
+	})
+	req := p.nextMethod("session/new")
+	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"current_mode_update","currentModeId":"plan"}}}`)
+	p.send(update("S1", "before the answer"))
+	// A flood for sessions that will never exist: many small updates
+	// for one, then 12 more ids with 40 updates of 8 KiB each.
+	const small, ids, each = 100, 12, 40
+	for i := range small {
+		p.send(update("chatty", fmt.Sprint(i)))
+	}
+	chunk := strings.Repeat("z", 8<<10)
+	for i := range each {
+		for id := range ids {
+			p.send(update(fmt.Sprintf("made-up-%d", id), fmt.Sprint(i, chunk)))
+		}
+	}
+	roundTrip(t, c, p)
+	s := c.Stats()
+	if s.EarlyBytes > maxEarlyBytes || s.EarlyBytes < maxEarlyBytes-(10<<10) {
+		t.Fatalf("%d bytes kept while the session is created; want just under %d", s.EarlyBytes, maxEarlyBytes)
+	}
+	sent := 2 + small + ids*each
+	if s.EarlyUpdates+int(s.EarlyDropped) != sent {
+		t.Fatalf("kept %d updates and dropped %d of %d", s.EarlyUpdates, s.EarlyDropped, sent)
+	}
+	c.mu.Lock()
+	sessions, chatty := len(c.early), len(c.early["chatty"].updates)
+	c.mu.Unlock()
+	if sessions != maxEarlySessions || chatty != maxEarlyUpdates {
+		t.Fatalf("updates kept for %d sessions, %d for one; want %d and %d", sessions, chatty, maxEarlySessions, maxEarlyUpdates)
+	}
+
+	p.reply(req, `{"sessionId":"S1"}`)
+	if err := waitErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if len(early) != 2 || early[1].Content.Text != "before the answer" {
+		t.Fatalf("the session's early updates: %+v", early)
+	}
+	if st, _ := c.SessionState("S1"); st.CurrentMode() != "plan" {
+		t.Fatalf("the mode set before the answer is %q", st.CurrentMode())
+	}
+	s = c.Stats()
+	if s.EarlyUpdates != 0 || s.EarlyBytes != 0 || s.EarlyDropped != uint64(sent-2) {
+		t.Fatalf("after session/new: %d updates and %d bytes kept, %d dropped; want 0, 0 and %d", s.EarlyUpdates, s.EarlyBytes, s.EarlyDropped, sent-2)
+	}
+	// With no session being created, an update for an unknown session is
+	// not kept at all.
+	p.send(update("made-up-0", "later"))
+	roundTrip(t, c, p)
+	if s := c.Stats(); s.EarlyUpdates != 0 || s.EarlyDropped != uint64(sent-1) {
+		t.Fatalf("an update for an unknown session later: %d kept, %d dropped", s.EarlyUpdates, s.EarlyDropped)
+	}
+}
