@@ -350,7 +350,7 @@ func (c *Conn) notice(b []byte, what string) {
 	}
 	unsent := func(err error) {
 		c.stats.unsentAnswers.Add(1)
-		c.log.Debug().Err(err).Msg(what + " not sent")
+		c.noisy.Debug().Err(err).Msg(what + " not sent")
 	}
 	if c.notices.Add(1) > maxWaitingNotices {
 		c.notices.Add(-1)

@@ -29,6 +29,9 @@ var (
 	ErrUnknownSession = errors.New("unknown session")
 	// ErrBusy: the session already has a subscriber (a turn in progress).
 	ErrBusy = errors.New("session already has a turn in progress")
+	// ErrUnreadableAnswer: the agent's answer to a call could not be read
+	// (not JSON the broker can decode, or longer than a line may be).
+	ErrUnreadableAnswer = errors.New("the agent's answer could not be read")
 )
 
 // pathEscapes is os.Root's refusal of a path that leads out of its root,
@@ -111,6 +114,6 @@ var (
 	errTerminalStart    = errors.New("terminal command could not start")
 	errTooManyTerminals = errors.New("too many terminals")
 	errBatch            = errors.New("batch requests are not supported: send one message per line")
-	errInvalidID        = errors.New("the request's id is not a string, number or null")
+	errInvalidID        = errors.New("the request's id is not a string or a whole number from 0")
 	errInvalidReqt      = errors.New("invalid request")
 )

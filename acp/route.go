@@ -330,31 +330,36 @@ func hasOption(r *PermissionRequest, id string) bool {
 // decide (no turn to ask): as a notice, so that an agent flooding such
 // requests while reading nothing holds no goroutine per request.
 func (c *Conn) reply(req *jsonrpc2.Request, result any) {
-	c.answerNow(&req.ID, result, nil, "answer to "+req.Method)
+	id, _ := json.Marshal(req.ID)
+	c.answerNow(id, result, nil, "answer to "+req.Method)
 }
 
 // replyErr answers an agent request with an error, as a notice.
 func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
-	c.answerNow(&req.ID, nil, err, "error answer to "+req.Method)
+	id, _ := json.Marshal(req.ID)
+	c.answerNow(id, nil, err, "error answer to "+req.Method)
 }
 
-// answerNow sends the answer to the agent's request id (null when nil):
-// result, or err when it is not nil, as a notice.
-func (c *Conn) answerNow(id *jsonrpc2.ID, result any, err error, what string) {
-	msg := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      *jsonrpc2.ID    `json:"id"`
-		Result  any             `json:"result,omitempty"`
-		Error   *jsonrpc2.Error `json:"error,omitempty"`
-	}{JSONRPC: "2.0", ID: id, Result: result}
-	if err != nil {
-		msg.Result, msg.Error = nil, wireError(err)
+// answerNow sends the answer to the agent's request id, as the agent
+// wrote it (null when nil): result, or err when it is not nil, as a
+// notice.
+func (c *Conn) answerNow(id json.RawMessage, result any, err error, what string) {
+	if id == nil {
+		id = json.RawMessage("null")
 	}
-	b, merr := json.Marshal(msg)
-	if merr != nil {
-		msg.Result, msg.Error = nil, wireError(merr)
-		b, _ = json.Marshal(msg)
+	b := make([]byte, 0, 64+len(id))
+	b = append(append(append(b, `{"jsonrpc":"2.0","id":`...), id...), ',')
+	if err == nil {
+		r, merr := json.Marshal(result)
+		if merr == nil {
+			b = append(append(append(b, `"result":`...), r...), '}')
+			c.notice(b, what)
+			return
+		}
+		err = merr
 	}
+	e, _ := json.Marshal(wireError(err))
+	b = append(append(append(b, `"error":`...), e...), '}')
 	c.notice(b, what)
 }
 
