@@ -36,6 +36,11 @@ type Options struct {
 	// 16 MiB).
 	MaxReadBytes  int
 	MaxWriteBytes int
+	// FileTimeout bounds one fs request, its wait for its turn to read
+	// included (default 10s); MaxScanBytes how much of a file a read
+	// looks through for the first line it asks for (default 256 MiB).
+	FileTimeout  time.Duration
+	MaxScanBytes int64
 	// MaxAgentRequests bounds the agent's requests being served at once
 	// (permission, fs, terminal); past it a request is refused at once
 	// (default 64).
@@ -62,6 +67,8 @@ const (
 	DefaultMaxReadBytes     = 8 << 20
 	DefaultMaxWriteBytes    = 16 << 20
 	DefaultMaxAgentRequests = 64
+	DefaultFileTimeout      = 10 * time.Second
+	DefaultMaxScanBytes     = 256 << 20
 )
 
 // Conn is the client side of one agent's stdio. It owns the goroutines it
@@ -88,6 +95,7 @@ type Conn struct {
 	params json.RawMessage
 
 	outbox   chan []byte
+	scans    chan struct{} // the agent's file read being served (scanSlot)
 	notices  atomic.Int32  // answers nobody waits on, waiting for room in outbox
 	stop     chan struct{} // closed by Close
 	readDone chan struct{} // closed when the agent's output ends
@@ -148,6 +156,12 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	if opts.MaxWriteBytes <= 0 {
 		opts.MaxWriteBytes = DefaultMaxWriteBytes
 	}
+	if opts.FileTimeout <= 0 {
+		opts.FileTimeout = DefaultFileTimeout
+	}
+	if opts.MaxScanBytes <= 0 {
+		opts.MaxScanBytes = DefaultMaxScanBytes
+	}
 	if opts.MaxAgentRequests <= 0 {
 		opts.MaxAgentRequests = DefaultMaxAgentRequests
 	}
@@ -170,6 +184,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		out:      w,
 		in:       r,
 		outbox:   make(chan []byte, outboxSize),
+		scans:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		pending:  map[jsonrpc2.ID]*Call{},

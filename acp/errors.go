@@ -88,7 +88,7 @@ func wireError(err error) *jsonrpc2.Error {
 	code := int64(CodeInternalError)
 	switch {
 	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams),
-		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge), errors.Is(err, errUnknownTerminal),
+		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge), errors.Is(err, errTooFar), errors.Is(err, errUnknownTerminal),
 		errors.Is(err, errTerminalStart):
 		code = CodeInvalidParams
 	case errors.Is(err, errBatch), errors.Is(err, errInvalidID), errors.Is(err, errInvalidReqt):
@@ -108,6 +108,8 @@ var (
 	errNoMethod   = errors.New("method not found")
 	errNotRegular = errors.New("not a regular file")
 	errTooLarge   = errors.New("too large")
+	errTooFar     = errors.New("too far into the file")
+	errTooSlow    = errors.New("took too long")
 	errTooMany    = errors.New("too many requests in flight")
 
 	errUnknownTerminal  = errors.New("unknown terminal")
