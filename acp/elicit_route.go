@@ -39,6 +39,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	var p ElicitationRequest
 	err := decodeParams(req, &p)
 	if err == nil {
+		p.ToolCallID = boundID(p.ToolCallID)
 		err = p.validate()
 	}
 	if err != nil {

@@ -265,6 +265,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 		c.release()
 		return
 	}
+	p.ToolCall.ToolCallID = boundID(p.ToolCall.ToolCallID)
 	c.mu.Lock()
 	sub := c.subs[p.SessionID]
 	if sub == nil || c.readErr != nil {

@@ -1,6 +1,26 @@
 package acp
 
-import "encoding/json"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"acpbroker/internal/clip"
+)
+
+// maxIDBytes bounds an id an agent gives a tool call, as the broker keeps
+// it: a longer one is kept as its start and a digest of the whole, which
+// tells it apart from any other.
+const maxIDBytes = 256
+
+// boundID is id within maxIDBytes.
+func boundID(id string) string {
+	if len(id) <= maxIDBytes {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return clip.Cut(id, maxIDBytes-33) + "#" + hex.EncodeToString(sum[:16])
+}
 
 // ProtocolVersion is the ACP protocol version this client speaks.
 const ProtocolVersion = 1
@@ -219,6 +239,7 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	*u = Update(p.plain)
+	u.ToolCallID = boundID(u.ToolCallID)
 	switch u.Kind {
 	case UpdateMessageChunk, UpdateThoughtChunk, UpdateUserMessageChunk, UpdateToolCall, UpdateToolCallUpdate:
 		// The bulk of what an agent sends: its fields say all that is

@@ -118,3 +118,16 @@ func (t *Text) String() string {
 func (t *Text) Reset() {
 	t.head, t.tail, t.total = t.head[:0], t.tail[:0], 0
 }
+
+// Cut is s cut to at most n bytes, at a character, with "…" when it was
+// longer.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n = max(n-len("…"), 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -81,3 +81,22 @@ func BenchmarkText_WriteString(b *testing.B) {
 		c.WriteString(s)
 	}
 }
+
+func TestCut_CutsBetweenCharactersWithinTheBound(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"a bit longer", 10, "a bit l…"},
+		{"ééééé", 8, "éé…"},
+		{"ééééé", 7, "éé…"},
+		{"abc", 2, "…"},
+	} {
+		if got := Cut(tc.s, tc.n); got != tc.want || (len(tc.s) > tc.n && len(got) > max(tc.n, len("…"))) {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
