@@ -131,3 +131,22 @@ func Cut(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Prefix is the first n bytes written, at most, cut at a character; at
+// most the head's worth.
+func (t *Text) Prefix(n int) string {
+	h := t.head[:min(max(n, 0), len(t.head))]
+	return string(h[:runeEnd(h)])
+}
+
+// Head is the first n bytes of s at most, cut at a character.
+func Head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n = max(n, 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
