@@ -340,14 +340,16 @@ func extension(mimeType string) string {
 	return "bin"
 }
 
-// Bytes is a size for people: 512 B, 12.3 KB, 8.0 MiB.
+// Bytes is a size for people: 512 B, 12.3 KiB, 8.0 MiB, 1.2 GiB.
 func Bytes(n int64) string {
 	switch {
 	case n < 1<<10:
 		return fmt.Sprintf("%d B", n)
 	case n < 1<<20:
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	default:
+	case n < 1<<30:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	}
 }
