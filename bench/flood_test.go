@@ -19,7 +19,7 @@ const floodLimit = 256 << 20
 // sends far more than a turn keeps, the broker a real process against
 // the fake Discord: 1 GiB of answer in 64 KiB chunks; 64 updates of 1 MiB
 // for each of 8 sessions that do not exist, during a turn, and 16 such
-// sessions with 256 each; and the same 8 × 64 before the session/new
+// sessions with 128 each; and the same 8 × 64 before the session/new
 // answer. Each turn must end with a visible note (for the answer, that
 // its middle is left out), and the thread's next prompt must be
 // answered. Run with -benchtime 1x.
@@ -30,7 +30,7 @@ func BenchmarkFlood(b *testing.B) {
 	}{
 		{"answer=1GiB", "flood-answer 1024 64", "the answer is 1.0 GiB: its start and its end are attached as answer.md.", nil},
 		{"unknown=8x64x1MiB", "flood-unknown 64 1024 8", "flooded", nil},
-		{"unknown=16x256x1MiB", "flood-unknown 256 1024 16", "flooded", nil},
+		{"unknown=16x128x1MiB", "flood-unknown 128 1024 16", "flooded", nil},
 		{"early=8x64x1MiB", "hello", "You said: hello", []string{"--early-flood", "64:1024:8"}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
