@@ -45,8 +45,10 @@ var errLineTooLong = errors.New("acp: line exceeds the size cap")
 // cap is consumed and reported as errLineTooLong, so the next call starts on a
 // fresh line.
 func (s *lineStream) readLine() ([]byte, error) {
-	if cap(s.buf) > 64<<10 {
-		s.buf = nil // an idle agent does not keep a big line's memory
+	if cap(s.buf) > 64<<10 && s.r.Buffered() == 0 {
+		// An idle agent does not keep a big line's memory; one whose
+		// next line is here already reuses it.
+		s.buf = nil
 	}
 	s.buf = s.buf[:0]
 	tooLong := false
@@ -112,13 +114,26 @@ func (s *lineStream) ReadObject(v any) error {
 }
 
 // envelope is a JSON-RPC message decoded once: enough to route it. The
-// id is kept as the agent wrote it, to be answered with.
+// id is kept as the agent wrote it, to be answered with. Params and
+// Result are where they lie in the line, not copied: whatever keeps them
+// past the line copies them.
 type envelope struct {
 	Method string          `json:"method"`
 	ID     json.RawMessage `json:"id"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
+	Params rawRef          `json:"params"`
+	Result rawRef          `json:"result"`
 	Error  *jsonrpc2.Error `json:"error"`
+}
+
+// rawRef is a JSON value as it lies in what is being decoded, not
+// copied (json.RawMessage copies): valid while that is. For the values
+// that are the bulk of a message, a copy less.
+type rawRef []byte
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *rawRef) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
 }
 
 // requestHead is a request as jsonrpc2 is given it: without its params,
@@ -156,7 +171,7 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 	}
 	switch {
 	case e.Method == MethodSessionUpdate && e.ID == nil:
-		c.routeUpdate(e.Params)
+		c.routeUpdate(json.RawMessage(e.Params)) // decoded before the next line is read
 		return false
 	case e.Method != "":
 		// A method makes it a request or notification, whatever its id.
@@ -177,7 +192,9 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 			}
 			return false
 		}
-		c.params = e.Params
+		if e.Params != nil {
+			c.params = append(json.RawMessage(nil), e.Params...)
+		}
 		return true
 	case e.ID != nil && (e.Result != nil || e.Error != nil):
 		id, err := parseID(e.ID)
@@ -186,7 +203,11 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 			c.noisy.Warn().Str("req", excerptBytes(e.ID, 40)).Msg("dropped a response with an id the broker never uses")
 			return false
 		}
-		c.deliver(id, e.Result, e.Error)
+		var result json.RawMessage
+		if e.Result != nil {
+			result = append(json.RawMessage(nil), e.Result...)
+		}
+		c.deliver(id, result, e.Error)
 		return false
 	default:
 		c.junk(line, "neither request nor response")

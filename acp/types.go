@@ -224,7 +224,7 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 	type plain Update
 	var p struct {
 		plain
-		Content json.RawMessage `json:"content"`
+		Content rawRef `json:"content"` // decoded below, while b is
 	}
 	err := json.Unmarshal(b, &p)
 	if err != nil || !knownUpdates[p.Kind] {

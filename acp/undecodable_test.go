@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -141,5 +142,23 @@ func TestTopScan_FindsTheMembersInAnyPieces(t *testing.T) {
 		if s := scanMessage([]byte(bad)); s.bad == "" {
 			t.Errorf("%s scanned as well-formed", bad)
 		}
+	}
+}
+
+// A big line's buffer serves the next line when that one is there
+// already, and is let go once nothing more waits: an idle agent does not
+// keep a big line's memory.
+func TestStream_ABigLineBufferIsKeptOnlyWhileLinesWait(t *testing.T) {
+	big := strings.Repeat("b", 1<<20)
+	s := &lineStream{r: bufio.NewReaderSize(strings.NewReader(big+"\n"+"small\n"), 4<<10), max: 2 << 20}
+	if line, err := s.readLine(); err != nil || len(line) != len(big) {
+		t.Fatalf("first line: %d bytes, %v", len(line), err)
+	}
+	held := cap(s.buf)
+	if line, err := s.readLine(); err != nil || string(line) != "small" || cap(s.buf) != held {
+		t.Fatalf("second line %q, %v: buffer of %d bytes, was %d", line, err, cap(s.buf), held)
+	}
+	if _, err := s.readLine(); err == nil || cap(s.buf) > 64<<10 {
+		t.Fatalf("at the end (%v) the buffer holds %d bytes", err, cap(s.buf))
 	}
 }
