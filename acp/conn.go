@@ -24,8 +24,11 @@ type Options struct {
 	// MaxLineBytes caps one incoming message line (default 32 MiB).
 	MaxLineBytes int
 	// UpdateQueue is the capacity of each subscription's update queue
-	// (default 1024).
-	UpdateQueue int
+	// (default 1024); UpdateQueueBytes bounds the JSON of the updates in
+	// it (default 64 MiB). Past either, an update is dropped and the
+	// subscription overflows.
+	UpdateQueue      int
+	UpdateQueueBytes int
 	// ClientInfo is sent in initialize.
 	ClientInfo Implementation
 	// AuthMethod is the method id used when the agent says authentication
@@ -68,6 +71,7 @@ const (
 	DefaultMaxWriteBytes    = 16 << 20
 	DefaultMaxAgentRequests = 64
 	DefaultFileTimeout      = 10 * time.Second
+	DefaultUpdateQueueBytes = 64 << 20
 	DefaultMaxScanBytes     = 256 << 20
 )
 
@@ -149,6 +153,9 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	}
 	if opts.UpdateQueue <= 0 {
 		opts.UpdateQueue = defaultUpdateQueue
+	}
+	if opts.UpdateQueueBytes <= 0 {
+		opts.UpdateQueueBytes = DefaultUpdateQueueBytes
 	}
 	if opts.MaxReadBytes <= 0 {
 		opts.MaxReadBytes = DefaultMaxReadBytes

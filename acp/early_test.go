@@ -84,3 +84,43 @@ func TestNewSession_EarlyUpdatesAreBoundedAndDoNotOutliveIt(t *testing.T) {
 		t.Fatalf("an update for an unknown session later: %d kept, %d dropped", s.EarlyUpdates, s.EarlyDropped)
 	}
 }
+
+// A turn's queue holds at most Options.UpdateQueueBytes of updates: past
+// it an update is dropped and the subscription overflows, as past its
+// count; what the turn takes (Took) makes room again, down to nothing.
+func TestRoute_TheQueueIsBoundedInBytes(t *testing.T) {
+	c, p := newPair(t, Options{UpdateQueueBytes: 1 << 20})
+	sub, err := c.Subscribe("s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	big := strings.Repeat("b", 300<<10)
+	for range 3 {
+		p.send(update("s", big))
+	}
+	roundTrip(t, c, p)
+	select {
+	case <-sub.Overflowed():
+		t.Fatal("overflowed within the bound")
+	default:
+	}
+	for range 3 {
+		sub.Took(<-sub.Updates())
+	}
+	if n := sub.queued.Load(); n != 0 {
+		t.Fatalf("%d bytes counted in an empty queue", n)
+	}
+	for range 4 {
+		p.send(update("s", big))
+	}
+	roundTrip(t, c, p)
+	select {
+	case <-sub.Overflowed():
+	default:
+		t.Fatal("4 × 300 KiB in a queue of 1 MiB did not overflow")
+	}
+	if s := c.Stats(); s.DroppedUpdates != 1 || len(sub.updates) != 3 {
+		t.Fatalf("%d dropped, %d queued; want 1 and 3", s.DroppedUpdates, len(sub.updates))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -32,13 +33,18 @@ type Subscription struct {
 	conn         *Conn
 	approver     Approver
 	updates      chan Update
+	queued       atomic.Int64 // bytes of the updates in updates
 	overflow     chan struct{}
 	overflowOnce sync.Once
 }
 
-// Updates yields the session's updates in the order the agent sent them.
-// The channel is never closed; stop reading after Close.
+// Updates yields the session's updates in the order the agent sent them;
+// pass each one taken to Took. The channel is never closed; stop reading
+// after Close.
 func (s *Subscription) Updates() <-chan Update { return s.updates }
+
+// Took counts u, taken from Updates, out of the bytes the queue holds.
+func (s *Subscription) Took(u Update) { s.queued.Add(-int64(u.queued)) }
 
 // Overflowed is closed if an update had to be dropped because the queue was
 // full: the turn's rendering is no longer complete.
@@ -228,13 +234,18 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 		c.log.Debug().Str("session", n.SessionID).Str("kind", n.Update.Kind).Msg("update with no turn listening; dropped")
 		return
 	}
-	select {
-	case sub.updates <- n.Update:
-	default:
-		c.stats.droppedUpdates.Add(1)
-		sub.overflowOnce.Do(func() { close(sub.overflow) })
-		c.log.Error().Str("session", n.SessionID).Msg("turn's update queue is full; update dropped")
+	n.Update.queued = len(params)
+	if sub.queued.Add(int64(n.Update.queued)) <= int64(c.opts.UpdateQueueBytes) {
+		select {
+		case sub.updates <- n.Update:
+			return
+		default:
+		}
 	}
+	sub.queued.Add(-int64(n.Update.queued))
+	c.stats.droppedUpdates.Add(1)
+	sub.overflowOnce.Do(func() { close(sub.overflow) })
+	c.noisy.Error().Str("session", n.SessionID).Int("updates", len(sub.updates)).Int64("bytes", sub.queued.Load()).Msg("turn's update queue is full; update dropped")
 }
 
 // admit counts an agent request in, unless MaxAgentRequests are being

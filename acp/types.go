@@ -199,6 +199,9 @@ type Update struct {
 	// Raw is the update as received, but for chunks and tool calls,
 	// whose fields hold all that is used of them.
 	Raw json.RawMessage `json:"-"`
+
+	// queued is the length of its JSON while in a Subscription's queue.
+	queued int
 }
 
 // Switch is a change of the model or the mode the agent made itself.

@@ -499,6 +499,7 @@ func (t *turn) drain() {
 }
 
 func (t *turn) forward(u acp.Update) {
+	t.sub.Took(u)
 	now := time.Now()
 	t.mu.Lock()
 	t.progress = now
