@@ -45,9 +45,11 @@ type Options struct {
 	FileTimeout  time.Duration
 	MaxScanBytes int64
 	// MaxAgentRequests bounds the agent's requests being served at once
-	// (permission, fs, terminal); past it a request is refused at once
-	// (default 64).
-	MaxAgentRequests int
+	// (permission, fs, terminal), and MaxAgentRequestBytes the bytes of
+	// their params; past either a request is refused at once (default 64,
+	// and 64 MiB).
+	MaxAgentRequests     int
+	MaxAgentRequestBytes int
 	// Terminal, if set, makes the Conn offer terminals
 	// (clientCapabilities.terminal): it turns the command a
 	// terminal/create asks for into the process started, giving it the
@@ -67,12 +69,13 @@ type Options struct {
 
 // Defaults of the Options bounds.
 const (
-	DefaultMaxReadBytes     = 8 << 20
-	DefaultMaxWriteBytes    = 16 << 20
-	DefaultMaxAgentRequests = 64
-	DefaultFileTimeout      = 10 * time.Second
-	DefaultUpdateQueueBytes = 64 << 20
-	DefaultMaxScanBytes     = 256 << 20
+	DefaultMaxReadBytes         = 8 << 20
+	DefaultMaxWriteBytes        = 16 << 20
+	DefaultMaxAgentRequests     = 64
+	DefaultMaxAgentRequestBytes = 64 << 20
+	DefaultFileTimeout          = 10 * time.Second
+	DefaultUpdateQueueBytes     = 64 << 20
+	DefaultMaxScanBytes         = 256 << 20
 )
 
 // Conn is the client side of one agent's stdio. It owns the goroutines it
@@ -118,14 +121,15 @@ type Conn struct {
 	// maxEarlySessions ids, maxEarlyUpdates updates each and
 	// maxEarlyBytes in all (earlyBytes); the rest is dropped and counted.
 	// It is emptied when no session is being created.
-	early      map[string]*earlyQueue
-	earlyBytes int
-	creating   int
-	perms      map[uint64]*permission
-	permSeq    uint64
-	serving    int // agent requests being served
-	init       *InitializeResult
-	terms      map[string]*terminal // open terminals, by id
+	early        map[string]*earlyQueue
+	earlyBytes   int
+	creating     int
+	perms        map[uint64]*permission
+	permSeq      uint64
+	serving      int // agent requests being served
+	servingBytes int // the bytes of their params
+	init         *InitializeResult
+	terms        map[string]*terminal // open terminals, by id
 	// waits are the terminal/wait_for_exit requests being served, by the
 	// agent's request id, for $/cancel_request.
 	waits    map[jsonrpc2.ID]context.CancelCauseFunc
@@ -171,6 +175,9 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	}
 	if opts.MaxAgentRequests <= 0 {
 		opts.MaxAgentRequests = DefaultMaxAgentRequests
+	}
+	if opts.MaxAgentRequestBytes <= 0 {
+		opts.MaxAgentRequestBytes = DefaultMaxAgentRequestBytes
 	}
 	if opts.MaxTerminals <= 0 {
 		opts.MaxTerminals = DefaultMaxTerminals

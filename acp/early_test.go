@@ -124,3 +124,47 @@ func TestRoute_TheQueueIsBoundedInBytes(t *testing.T) {
 		t.Fatalf("%d dropped, %d queued; want 1 and 3", s.DroppedUpdates, len(sub.updates))
 	}
 }
+
+// The agent's requests being served hold at most MaxAgentRequestBytes of
+// params: a request past it is refused at once, and what is counted
+// returns to nothing once they are answered.
+func TestConn_RequestsInFlightAreBoundedInBytes(t *testing.T) {
+	c, p := newPair(t, Options{MaxAgentRequestBytes: 10 << 20})
+	release := make(chan struct{})
+	sub, err := c.Subscribe("s", ApproverFunc(func(ctx context.Context, r *PermissionRequest) PermissionOutcome {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return PermissionOutcome{OptionID: "a"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	title := strings.Repeat("t", 4<<20)
+	for i := range 5 {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","title":%q},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}`, i, title))
+	}
+	for range 3 {
+		if m := p.next(); !strings.Contains(string(m["error"]), "of at most 10485760 bytes in all") {
+			t.Fatalf("a request past the bytes in flight got %s %s", m["result"], m["error"])
+		}
+	}
+	if st := c.Stats(); st.AgentRequests != 2 || st.RefusedRequests != 3 {
+		t.Fatalf("%d served, %d refused; want 2 and 3", st.AgentRequests, st.RefusedRequests)
+	}
+	close(release)
+	for range 2 {
+		if m := p.next(); !strings.Contains(string(m["result"]), `"optionId":"a"`) {
+			t.Fatalf("an admitted request got %s %s", m["result"], m["error"])
+		}
+	}
+	waitServed(t, c, 0)
+	c.mu.Lock()
+	held := c.servingBytes
+	c.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("%d bytes counted in flight after every answer", held)
+	}
+}

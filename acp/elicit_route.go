@@ -46,7 +46,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 		c.stats.badMessages.Add(1)
 		c.noisy.Warn().Err(err).Str("req", req.ID.String()).Msg("elicitation refused")
 		c.replyErr(req, err)
-		c.release()
+		c.release(req)
 		return
 	}
 	c.mu.Lock()
@@ -59,7 +59,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 		c.mu.Unlock()
 		c.noisy.Warn().Str("session", p.SessionID).Str("mode", p.Mode).Msg("question with no turn to ask; answered cancel")
 		c.reply(req, ElicitationResult{Action: ActionCancel})
-		c.release()
+		c.release(req)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -73,7 +73,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	c.mu.Unlock()
 
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		defer c.releasePermission(key)
 		// As for permissions: an ended wait is answered at once, while
 		// the Elicitor tidies up on its own.
@@ -92,7 +92,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	})
 	if !started {
 		c.releasePermission(key)
-		c.release()
+		c.release(req)
 	}
 }
 

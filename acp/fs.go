@@ -39,7 +39,7 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 		cancel(nil)
 	}
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		ctx, stop := context.WithTimeoutCause(ctx, c.opts.FileTimeout, fmt.Errorf(
 			"%w: a file request is given %s, waiting for other reads included; it was stopped (ask for fewer lines, or try again)",
 			errTooSlow, c.opts.FileTimeout))
@@ -74,7 +74,7 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 	})
 	if !started {
 		done()
-		c.release()
+		c.release(req)
 	}
 }
 

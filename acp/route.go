@@ -161,10 +161,10 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.stats.badMessages.Add(1)
 			return
 		}
-		if !c.admit() {
+		if !c.admit(req) {
 			c.stats.refused.Add(1)
-			c.noisy.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Msg("agent request refused: too many in flight")
-			c.replyErr(req, fmt.Errorf("%w (at most %d)", errTooMany, c.opts.MaxAgentRequests))
+			c.noisy.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Int("bytes", paramsLen(req)).Msg("agent request refused: too many in flight")
+			c.replyErr(req, fmt.Errorf("%w (at most %d, of at most %d bytes in all)", errTooMany, c.opts.MaxAgentRequests, c.opts.MaxAgentRequestBytes))
 			return
 		}
 		switch req.Method {
@@ -250,20 +250,34 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 
 // admit counts an agent request in, unless MaxAgentRequests are being
 // served already; release counts it out once it is answered.
-func (c *Conn) admit() bool {
+// (The bytes of their params count too, at most MaxAgentRequestBytes in
+// all: a request waiting on a person holds what it was sent.)
+func (c *Conn) admit(req *jsonrpc2.Request) bool {
+	n := paramsLen(req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.serving >= c.opts.MaxAgentRequests {
+	if c.serving >= c.opts.MaxAgentRequests || c.servingBytes+n > c.opts.MaxAgentRequestBytes {
 		return false
 	}
 	c.serving++
+	c.servingBytes += n
 	return true
 }
 
-func (c *Conn) release() {
+func (c *Conn) release(req *jsonrpc2.Request) {
+	n := paramsLen(req)
 	c.mu.Lock()
 	c.serving--
+	c.servingBytes -= n
 	c.mu.Unlock()
+}
+
+// paramsLen is the length of a request's params.
+func paramsLen(req *jsonrpc2.Request) int {
+	if req.Params == nil {
+		return 0
+	}
+	return len(*req.Params)
 }
 
 // servePermission relays an admitted permission request to the session's
@@ -273,7 +287,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
 		c.stats.badMessages.Add(1)
 		c.replyErr(req, fmt.Errorf("%w: session/request_permission", errBadParams))
-		c.release()
+		c.release(req)
 		return
 	}
 	p.ToolCall.ToolCallID = boundID(p.ToolCall.ToolCallID)
@@ -283,7 +297,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 		c.mu.Unlock()
 		c.noisy.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
 		c.reply(req, PermissionOutcome{})
-		c.release()
+		c.release(req)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -293,7 +307,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	c.mu.Unlock()
 
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		defer c.releasePermission(key)
 		// A cancelled request is answered at once: the approver may still
 		// be tidying up (a message to edit) and returns on its own.
@@ -315,7 +329,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	})
 	if !started {
 		c.releasePermission(key)
-		c.release()
+		c.release(req)
 	}
 }
 

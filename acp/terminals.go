@@ -35,7 +35,7 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 		cancel(nil)
 	}
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		result, err := c.terminalRequest(ctx, req)
 		done()
 		if err != nil {
@@ -50,7 +50,7 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 	})
 	if !started {
 		done()
-		c.release()
+		c.release(req)
 	}
 }
 
