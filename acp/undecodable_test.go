@@ -162,3 +162,19 @@ func TestStream_ABigLineBufferIsKeptOnlyWhileLinesWait(t *testing.T) {
 		t.Fatalf("at the end (%v) the buffer holds %d bytes", err, cap(s.buf))
 	}
 }
+
+// An agent's error answer keeps a few KiB of its message: it goes to the
+// thread, the log and the state store.
+func TestCall_AnErrorMessageIsCut(t *testing.T) {
+	c, p := newPair(t, Options{})
+	call, err := c.Start(context.Background(), "session/prompt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"%s"}}`, p.next()["id"], strings.Repeat("e", 8<<20)))
+	waitDone(t, call)
+	rpcErr, ok := errors.AsType[*RPCError](call.Result(nil))
+	if !ok || len(rpcErr.Message) > maxErrorMessage || !strings.HasPrefix(rpcErr.Message, "eee") {
+		t.Fatalf("error answer: %v", call.Result(nil))
+	}
+}
