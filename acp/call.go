@@ -152,7 +152,7 @@ func (c *Conn) deliver(id jsonrpc2.ID, result json.RawMessage, rpcErr *jsonrpc2.
 	c.mu.Unlock()
 	if call == nil {
 		c.stats.staleResponses.Add(1)
-		c.noisy.Warn().Str("req", id.String()).Msg("dropped a response with no live request (late or unknown id)")
+		c.noisy.Warn().Str("req", logged(id.String())).Msg("dropped a response with no live request (late or unknown id)")
 		return
 	}
 	if rpcErr != nil {

@@ -92,3 +92,10 @@ func excerpt(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// maxLogged bounds a string the agent chose (an id, a method, a path in
+// an error) as the log shows it.
+const maxLogged = 256
+
+// logged is s as the log shows it: cut to maxLogged bytes.
+func logged(s string) string { return excerpt(s, maxLogged) }

@@ -63,7 +63,7 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 		}
 		done()
 		if err != nil {
-			c.noisy.Warn().Err(err).Str("method", req.Method).Msg("file request refused")
+			c.noisy.Warn().Str("error", logged(err.Error())).Str("method", logged(req.Method)).Msg("file request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
 		} else {
 			err = c.rpc.Reply(context.Background(), req.ID, result)

@@ -126,10 +126,10 @@ func (c *Conn) CancelSession(sessionID string) {
 		Params  cancelParams `json:"params"`
 	}{"2.0", MethodSessionCancel, cancelParams{SessionID: sessionID}})
 	if err := c.enqueue(ctx, b); err != nil {
-		c.log.Debug().Err(err).Str("session", sessionID).Msg("session/cancel not sent")
+		c.log.Debug().Err(err).Str("session", logged(sessionID)).Msg("session/cancel not sent")
 		return
 	}
-	c.log.Debug().Str("session", sessionID).Msg("session/cancel sent")
+	c.log.Debug().Str("session", logged(sessionID)).Msg("session/cancel sent")
 }
 
 // permission is an open request of the agent's that waits on a person: a
@@ -163,7 +163,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		}
 		if !c.admit(req) {
 			c.stats.refused.Add(1)
-			c.noisy.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Int("bytes", paramsLen(req)).Msg("agent request refused: too many in flight")
+			c.noisy.Warn().Str("method", logged(req.Method)).Int("max", c.opts.MaxAgentRequests).Int("bytes", paramsLen(req)).Msg("agent request refused: too many in flight")
 			c.replyErr(req, fmt.Errorf("%w (at most %d, of at most %d bytes in all)", errTooMany, c.opts.MaxAgentRequests, c.opts.MaxAgentRequestBytes))
 			return
 		}
@@ -181,7 +181,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		c.notified(req)
 	default:
 		if req.Notif {
-			c.log.Debug().Str("method", req.Method).Msg("ignored agent notification")
+			c.log.Debug().Str("method", logged(req.Method)).Msg("ignored agent notification")
 			return
 		}
 		c.replyErr(req, fmt.Errorf("%w: %s", errNoMethod, req.Method))
@@ -231,7 +231,7 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	}
 	if sub == nil {
 		c.stats.lateUpdates.Add(1)
-		c.log.Debug().Str("session", n.SessionID).Str("kind", n.Update.Kind).Msg("update with no turn listening; dropped")
+		c.log.Debug().Str("session", logged(n.SessionID)).Str("kind", logged(n.Update.Kind)).Msg("update with no turn listening; dropped")
 		return
 	}
 	n.Update.queued = len(params)
@@ -245,7 +245,7 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	sub.queued.Add(-int64(n.Update.queued))
 	c.stats.droppedUpdates.Add(1)
 	sub.overflowOnce.Do(func() { close(sub.overflow) })
-	c.noisy.Error().Str("session", n.SessionID).Int("updates", len(sub.updates)).Int64("bytes", sub.queued.Load()).Msg("turn's update queue is full; update dropped")
+	c.noisy.Error().Str("session", logged(n.SessionID)).Int("updates", len(sub.updates)).Int64("bytes", sub.queued.Load()).Msg("turn's update queue is full; update dropped")
 }
 
 // admit counts an agent request in, unless MaxAgentRequests are being
@@ -295,7 +295,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	sub := c.subs[p.SessionID]
 	if sub == nil || c.readErr != nil {
 		c.mu.Unlock()
-		c.noisy.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
+		c.noisy.Warn().Str("session", logged(p.SessionID)).Msg("permission request with no turn listening; answered cancelled")
 		c.reply(req, PermissionOutcome{})
 		c.release(req)
 		return
@@ -319,10 +319,10 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 			out = PermissionOutcome{}
 		}
 		if !out.Cancelled() && !hasOption(&p, out.OptionID) {
-			c.log.Error().Str("session", p.SessionID).Str("option", out.OptionID).Msg("approver chose an option the agent did not offer; answering cancelled")
+			c.log.Error().Str("session", logged(p.SessionID)).Str("option", logged(out.OptionID)).Msg("approver chose an option the agent did not offer; answering cancelled")
 			out = PermissionOutcome{}
 		}
-		c.log.Debug().Str("session", p.SessionID).Str("req", req.ID.String()).Str("option", out.OptionID).Msg("permission answered")
+		c.log.Debug().Str("session", logged(p.SessionID)).Str("req", logged(req.ID.String())).Str("option", logged(out.OptionID)).Msg("permission answered")
 		if err := c.rpc.Reply(context.Background(), req.ID, out); err != nil {
 			c.log.Debug().Err(err).Msg("permission answer not sent")
 		}

@@ -300,7 +300,7 @@ func (c *Conn) unreadableAnswer(raw []byte, why string) {
 		c.noisy.Warn().Str("req", excerptBytes(raw, 40)).Str("why", why).Msg("dropped an unreadable response with no live request")
 		return
 	}
-	c.noisy.Warn().Str("req", id.String()).Str("method", call.Method).Str("why", why).Msg("the agent's answer could not be read; the call fails")
+	c.noisy.Warn().Str("req", logged(id.String())).Str("method", call.Method).Str("why", why).Msg("the agent's answer could not be read; the call fails")
 	call.finish(nil, fmt.Errorf("%s: %w: %s", call.Method, ErrUnreadableAnswer, why))
 }
 
@@ -330,7 +330,7 @@ func (c *Conn) batch(line []byte) {
 // counts it: -32600, or -32602 for params at fault.
 func (c *Conn) answerInvalid(id json.RawMessage, err error) {
 	c.stats.invalid.Add(1)
-	c.noisy.Warn().Err(err).Msg("invalid request from the agent; answered with an error")
+	c.noisy.Warn().Str("error", logged(err.Error())).Msg("invalid request from the agent; answered with an error")
 	c.answerNow(id, nil, err, "answer to an invalid request")
 }
 

@@ -39,7 +39,7 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 		result, err := c.terminalRequest(ctx, req)
 		done()
 		if err != nil {
-			c.noisy.Warn().Err(err).Str("method", req.Method).Msg("terminal request refused")
+			c.noisy.Warn().Str("error", logged(err.Error())).Str("method", logged(req.Method)).Msg("terminal request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
 		} else {
 			err = c.rpc.Reply(context.Background(), req.ID, result)
@@ -169,7 +169,7 @@ func (c *Conn) createTerminal(p *createTerminalParams) (*terminal, error) {
 	c.termSeq++
 	id := fmt.Sprintf("term-%d", c.termSeq)
 	c.mu.Unlock()
-	t, err := startTerminal(id, p.SessionID, cmd, limit, c.log.With().Str("session", p.SessionID).Logger())
+	t, err := startTerminal(id, p.SessionID, cmd, limit, c.log.With().Str("session", logged(p.SessionID)).Logger())
 	if err != nil {
 		return nil, err
 	}

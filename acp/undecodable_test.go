@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // nested is n arrays one in another.
@@ -176,5 +179,31 @@ func TestCall_AnErrorMessageIsCut(t *testing.T) {
 	rpcErr, ok := errors.AsType[*RPCError](call.Result(nil))
 	if !ok || len(rpcErr.Message) > maxErrorMessage || !strings.HasPrefix(rpcErr.Message, "eee") {
 		t.Fatalf("error answer: %v", call.Result(nil))
+	}
+}
+
+// What the agent chose (a session id, a method, a path) reaches the log
+// cut to maxLogged bytes: a line of the log stays short however long
+// they are.
+func TestConn_TheLogCutsWhatTheAgentChose(t *testing.T) {
+	var log lockedBuffer
+	agentOutR, agentOutW := io.Pipe()
+	c := NewConn(agentOutR, nopWriteCloser{io.Discard}, Options{Logger: zerolog.New(&log)})
+	long := strings.Repeat("L", 1<<20)
+	c.register("s", t.TempDir())
+	fmt.Fprintf(agentOutW, `{"jsonrpc":"2.0","id":1,"method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t"},"options":[]}}`+"\n", long)
+	fmt.Fprintf(agentOutW, `{"jsonrpc":"2.0","id":2,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/%s"}}`+"\n", long)
+	fmt.Fprintf(agentOutW, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":%q}}}`+"\n", long)
+	agentOutW.Close()
+	<-c.Done()
+	c.Close()
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("logged %q", log.String())
+	}
+	for _, l := range lines {
+		if len(l) > 4*maxLogged {
+			t.Fatalf("a log line of %d bytes: %.200s…", len(l), l)
+		}
 	}
 }
