@@ -168,3 +168,14 @@ func TestConn_RequestsInFlightAreBoundedInBytes(t *testing.T) {
 		t.Fatalf("%d bytes counted in flight after every answer", held)
 	}
 }
+
+// A session id longer than maxSessionIDBytes fails session/new: it would
+// be logged with every line of a turn and kept in the state store.
+func TestNewSession_ALongSessionIDIsRefused(t *testing.T) {
+	c, p := newPair(t, Options{})
+	done := asyncResult(func() error { _, _, err := c.NewSession(context.Background(), ".", nil); return err })
+	p.reply(p.nextMethod("session/new"), fmt.Sprintf(`{"sessionId":%q}`, strings.Repeat("s", maxSessionIDBytes+1)))
+	if err := waitErr(t, done); err == nil || !strings.Contains(err.Error(), "more than 1024") {
+		t.Fatalf("a session id of %d bytes: %v", maxSessionIDBytes+1, err)
+	}
+}

@@ -10,6 +10,10 @@ import (
 	"strings"
 )
 
+// maxSessionIDBytes bounds the session id an agent may give: longer ones
+// fail session/new.
+const maxSessionIDBytes = 1 << 10
+
 // session is what the Conn knows of a session it created or loaded.
 type session struct {
 	cwd     string
@@ -103,6 +107,11 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 	}
 	if res.SessionID == "" {
 		return "", nil, fmt.Errorf("session/new: %w: empty sessionId", errBadParams)
+	}
+	if len(res.SessionID) > maxSessionIDBytes {
+		// It is logged with every line of a turn and kept in the state
+		// store, to resume the session.
+		return "", nil, fmt.Errorf("session/new: %w: a sessionId of %d bytes, more than %d", errBadParams, len(res.SessionID), maxSessionIDBytes)
 	}
 	return res.SessionID, c.registerSetup(res.SessionID, abs, res.Setup), nil
 }
