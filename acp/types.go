@@ -255,6 +255,9 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &usage); err != nil {
 			return err
 		}
+		if usage.Cost != nil {
+			usage.Cost.Currency = clip.Cut(usage.Cost.Currency, 16) // kept with the thread
+		}
 		u.Usage = &usage
 	}
 	if len(p.Content) == 0 {
