@@ -51,6 +51,7 @@ bench: build
 	$(GO) test -run '^$$' -bench TurnOverhead -benchtime 300x ./bench/
 	$(GO) test -run '^$$' -bench Recovery -benchtime 10x ./bench/
 	$(GO) test -run '^$$' -bench 'IdleThreadMemory|Scale' -benchtime 1x -timeout 30m ./bench/
+	$(GO) test -run '^$$' -bench Flood -benchtime 1x -timeout 30m ./bench/
 	$(GO) test -count=1 -run 'TestLeak_|TestStore_SizeBounded' -v ./adapter/ ./store/ | grep -E 'abandoned turns|file size'
 
 # Each fuzz target for FUZZTIME (a duration, or a count such as 1000000x).

@@ -169,8 +169,9 @@ func waitServed(t *testing.T, c *Conn, n int) {
 }
 
 // Nothing from the agent waits unanswered: a batch gets -32600 for each
-// request in it (or one with a null id), and a request whose id cannot be
-// read gets -32600 with a null id.
+// request in it (or one with a null id), a request whose id cannot be
+// read gets -32600 with a null id, and one whose id is a number the
+// broker does not use gets -32600 with that id as written.
 func TestRoute_BatchesAndUnreadableIdsAreAnswered(t *testing.T) {
 	c, p := newPair(t, Options{})
 	for _, tc := range []struct{ line, id string }{
@@ -178,7 +179,8 @@ func TestRoute_BatchesAndUnreadableIdsAreAnswered(t *testing.T) {
 		{`[1,2,3]`, `null`},
 		{`{"jsonrpc":"2.0","id":{"a":1},"method":"session/request_permission","params":{}}`, `null`},
 		{`{"jsonrpc":"2.0","id":true,"method":"fs/read_text_file"}`, `null`},
-		{`{"jsonrpc":"2.0","id":1.5,"method":"fs/read_text_file"}`, `null`},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"fs/read_text_file"}`, `1.5`},
+		{`{"jsonrpc":"2.0","id":-0.5e3,"method":"fs/read_text_file"}`, `-0.5e3`},
 	} {
 		p.send(tc.line)
 		m := p.next()
@@ -186,8 +188,8 @@ func TestRoute_BatchesAndUnreadableIdsAreAnswered(t *testing.T) {
 			t.Fatalf("%s: answered id %s %s, want -32600 with id %s", tc.line, m["id"], m["error"], tc.id)
 		}
 	}
-	if n := c.Stats().InvalidRequests; n != 5 {
-		t.Fatalf("invalid requests counted = %d, want 5", n)
+	if n := c.Stats().InvalidRequests; n != 6 {
+		t.Fatalf("invalid requests counted = %d, want 6", n)
 	}
 }
 

@@ -6,8 +6,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"acpbroker/internal/clip"
+
 	"github.com/sourcegraph/jsonrpc2"
 )
+
+// maxErrorMessage bounds the message kept of an agent's error answer.
+const maxErrorMessage = 4 << 10
 
 // Call is one request the broker sent. Its response is delivered only to
 // this Call, matched by request id; once the Call is abandoned, a response
@@ -147,11 +152,14 @@ func (c *Conn) deliver(id jsonrpc2.ID, result json.RawMessage, rpcErr *jsonrpc2.
 	c.mu.Unlock()
 	if call == nil {
 		c.stats.staleResponses.Add(1)
-		c.noisy.Warn().Str("req", id.String()).Msg("dropped a response with no live request (late or unknown id)")
+		c.noisy.Warn().Str("req", logged(id.String())).Msg("dropped a response with no live request (late or unknown id)")
 		return
 	}
 	if rpcErr != nil {
-		call.finish(nil, &RPCError{Code: rpcErr.Code, Message: c.opts.Redact.String(rpcErr.Message), Method: call.Method})
+		// The message goes to the thread, the log and the state store: a
+		// few KiB of it.
+		msg := clip.Cut(c.opts.Redact.String(rpcErr.Message), maxErrorMessage)
+		call.finish(nil, &RPCError{Code: rpcErr.Code, Message: msg, Method: call.Method})
 		return
 	}
 	call.finish(result, nil)

@@ -440,7 +440,7 @@ func (c *Conn) changingLocked(sessionID string) bool {
 func (c *Conn) applyState(sessionID string, ch stateChange) {
 	if ch.skipped > 0 {
 		c.stats.unknownOptions.Add(uint64(ch.skipped))
-		c.log.Debug().Str("session", sessionID).Int("skipped", ch.skipped).Msg("configuration options of unknown type skipped")
+		c.log.Debug().Str("session", logged(sessionID)).Int("skipped", ch.skipped).Msg("configuration options of unknown type skipped")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -24,8 +24,11 @@ type Options struct {
 	// MaxLineBytes caps one incoming message line (default 32 MiB).
 	MaxLineBytes int
 	// UpdateQueue is the capacity of each subscription's update queue
-	// (default 1024).
-	UpdateQueue int
+	// (default 1024); UpdateQueueBytes bounds the JSON of the updates in
+	// it (default 64 MiB). Past either, an update is dropped and the
+	// subscription overflows.
+	UpdateQueue      int
+	UpdateQueueBytes int
 	// ClientInfo is sent in initialize.
 	ClientInfo Implementation
 	// AuthMethod is the method id used when the agent says authentication
@@ -36,10 +39,17 @@ type Options struct {
 	// 16 MiB).
 	MaxReadBytes  int
 	MaxWriteBytes int
+	// FileTimeout bounds one fs request, its wait for its turn to read
+	// included (default 10s); MaxScanBytes how much of a file a read
+	// looks through for the first line it asks for (default 256 MiB).
+	FileTimeout  time.Duration
+	MaxScanBytes int64
 	// MaxAgentRequests bounds the agent's requests being served at once
-	// (permission, fs, terminal); past it a request is refused at once
-	// (default 64).
-	MaxAgentRequests int
+	// (permission, fs, terminal), and MaxAgentRequestBytes the bytes of
+	// their params; past either a request is refused at once (default 64,
+	// and 64 MiB).
+	MaxAgentRequests     int
+	MaxAgentRequestBytes int
 	// Terminal, if set, makes the Conn offer terminals
 	// (clientCapabilities.terminal): it turns the command a
 	// terminal/create asks for into the process started, giving it the
@@ -60,9 +70,13 @@ type Options struct {
 
 // Defaults of the Options bounds.
 const (
-	DefaultMaxReadBytes     = 8 << 20
-	DefaultMaxWriteBytes    = 16 << 20
-	DefaultMaxAgentRequests = 64
+	DefaultMaxReadBytes         = 8 << 20
+	DefaultMaxWriteBytes        = 16 << 20
+	DefaultMaxAgentRequests     = 64
+	DefaultMaxAgentRequestBytes = 64 << 20
+	DefaultFileTimeout          = 10 * time.Second
+	DefaultUpdateQueueBytes     = 64 << 20
+	DefaultMaxScanBytes         = 256 << 20
 )
 
 // Conn is the client side of one agent's stdio. It owns the goroutines it
@@ -89,6 +103,7 @@ type Conn struct {
 	params json.RawMessage
 
 	outbox   chan []byte
+	scans    chan struct{} // the agent's file read being served (scanSlot)
 	notices  atomic.Int32  // answers nobody waits on, waiting for room in outbox
 	stop     chan struct{} // closed by Close
 	readDone chan struct{} // closed when the agent's output ends
@@ -101,12 +116,21 @@ type Conn struct {
 	pending  map[jsonrpc2.ID]*Call
 	subs     map[string]*Subscription
 	sessions map[string]*session
-	early    map[string][]Update
-	perms    map[uint64]*permission
-	permSeq  uint64
-	serving  int // agent requests being served
-	init     *InitializeResult
-	terms    map[string]*terminal // open terminals, by id
+	// early holds the updates for sessions not yet known, while a
+	// session/new or session/load is in flight (creating counts them):
+	// agents may send a session's first updates before its id. At most
+	// maxEarlySessions ids, maxEarlyUpdates updates each and
+	// maxEarlyBytes in all (earlyBytes); the rest is dropped and counted.
+	// It is emptied when no session is being created.
+	early        map[string]*earlyQueue
+	earlyBytes   int
+	creating     int
+	perms        map[uint64]*permission
+	permSeq      uint64
+	serving      int // agent requests being served
+	servingBytes int // the bytes of their params
+	init         *InitializeResult
+	terms        map[string]*terminal // open terminals, by id
 	// waits are the terminal/wait_for_exit requests being served, by the
 	// agent's request id, for $/cancel_request.
 	waits    map[jsonrpc2.ID]context.CancelCauseFunc
@@ -123,6 +147,7 @@ const (
 	outboxSize         = 64
 	maxEarlySessions   = 8
 	maxEarlyUpdates    = 64
+	maxEarlyBytes      = 1 << 20
 )
 
 // NewConn starts a connection reading agent output from r and writing agent
@@ -134,14 +159,26 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	if opts.UpdateQueue <= 0 {
 		opts.UpdateQueue = defaultUpdateQueue
 	}
+	if opts.UpdateQueueBytes <= 0 {
+		opts.UpdateQueueBytes = DefaultUpdateQueueBytes
+	}
 	if opts.MaxReadBytes <= 0 {
 		opts.MaxReadBytes = DefaultMaxReadBytes
 	}
 	if opts.MaxWriteBytes <= 0 {
 		opts.MaxWriteBytes = DefaultMaxWriteBytes
 	}
+	if opts.FileTimeout <= 0 {
+		opts.FileTimeout = DefaultFileTimeout
+	}
+	if opts.MaxScanBytes <= 0 {
+		opts.MaxScanBytes = DefaultMaxScanBytes
+	}
 	if opts.MaxAgentRequests <= 0 {
 		opts.MaxAgentRequests = DefaultMaxAgentRequests
+	}
+	if opts.MaxAgentRequestBytes <= 0 {
+		opts.MaxAgentRequestBytes = DefaultMaxAgentRequestBytes
 	}
 	if opts.MaxTerminals <= 0 {
 		opts.MaxTerminals = DefaultMaxTerminals
@@ -162,12 +199,13 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		out:      w,
 		in:       r,
 		outbox:   make(chan []byte, outboxSize),
+		scans:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		pending:  map[jsonrpc2.ID]*Call{},
 		subs:     map[string]*Subscription{},
 		sessions: map[string]*session{},
-		early:    map[string][]Update{},
+		early:    map[string]*earlyQueue{},
 		perms:    map[uint64]*permission{},
 		terms:    map[string]*terminal{},
 		waits:    map[jsonrpc2.ID]context.CancelCauseFunc{},
@@ -218,6 +256,8 @@ func (c *Conn) Close() error {
 		for _, s := range c.sessions {
 			s.close()
 		}
+		clear(c.early)
+		c.earlyBytes = 0
 		c.mu.Unlock()
 		c.closeTerminals()
 	})
@@ -340,7 +380,7 @@ func (c *Conn) notice(b []byte, what string) {
 	}
 	unsent := func(err error) {
 		c.stats.unsentAnswers.Add(1)
-		c.log.Debug().Err(err).Msg(what + " not sent")
+		c.noisy.Debug().Err(err).Msg(what + " not sent")
 	}
 	if c.notices.Add(1) > maxWaitingNotices {
 		c.notices.Add(-1)

@@ -315,13 +315,13 @@ func TestRoute_UpdatesArriveInOrderBeforeTheAnswer(t *testing.T) {
 	call, _ = c.Start(context.Background(), "ping", nil)
 	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.next()["id"]))
 	waitDone(t, call)
-	// "s" is a known session with no turn: late. "other" is not known yet:
-	// kept for its session/new answer, not counted.
-	if s := c.Stats(); s.LateUpdates != 1 {
-		t.Fatalf("late updates = %d, want 1", s.LateUpdates)
+	// "s" is a known session with no turn: late. "other" is not known, and
+	// no session is being created: dropped, and counted apart.
+	if s := c.Stats(); s.LateUpdates != 1 || s.EarlyDropped != 1 || s.EarlyUpdates != 0 {
+		t.Fatalf("late updates = %d, early dropped = %d, early kept = %d; want 1, 1, 0", s.LateUpdates, s.EarlyDropped, s.EarlyUpdates)
 	}
-	if got := c.register("other", t.TempDir()); len(got) != 1 || got[0].Content.Text != "early" {
-		t.Fatalf("early updates for a new session = %+v", got)
+	if got := c.register("other", t.TempDir()); len(got) != 0 {
+		t.Fatalf("early updates for a session registered later = %+v", got)
 	}
 }
 

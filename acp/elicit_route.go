@@ -39,13 +39,14 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	var p ElicitationRequest
 	err := decodeParams(req, &p)
 	if err == nil {
+		p.ToolCallID = boundID(p.ToolCallID)
 		err = p.validate()
 	}
 	if err != nil {
 		c.stats.badMessages.Add(1)
-		c.noisy.Warn().Err(err).Str("req", req.ID.String()).Msg("elicitation refused")
+		c.noisy.Warn().Str("error", logged(err.Error())).Str("req", logged(req.ID.String())).Msg("elicitation refused")
 		c.replyErr(req, err)
-		c.release()
+		c.release(req)
 		return
 	}
 	c.mu.Lock()
@@ -56,9 +57,9 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	}
 	if p.SessionID == "" || asker == nil || c.readErr != nil {
 		c.mu.Unlock()
-		c.noisy.Warn().Str("session", p.SessionID).Str("mode", p.Mode).Msg("question with no turn to ask; answered cancel")
+		c.noisy.Warn().Str("session", logged(p.SessionID)).Str("mode", logged(p.Mode)).Msg("question with no turn to ask; answered cancel")
 		c.reply(req, ElicitationResult{Action: ActionCancel})
-		c.release()
+		c.release(req)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -72,7 +73,7 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 	c.mu.Unlock()
 
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		defer c.releasePermission(key)
 		// As for permissions: an ended wait is answered at once, while
 		// the Elicitor tidies up on its own.
@@ -84,14 +85,14 @@ func (c *Conn) serveElicitation(req *jsonrpc2.Request) {
 			out = ElicitationResult{Action: ActionCancel}
 		}
 		out = c.checkAnswer(&p, out)
-		c.log.Debug().Str("session", p.SessionID).Str("req", req.ID.String()).Str("action", out.Action).Msg("question answered")
+		c.log.Debug().Str("session", logged(p.SessionID)).Str("req", logged(req.ID.String())).Str("action", logged(out.Action)).Msg("question answered")
 		if err := c.rpc.Reply(context.Background(), req.ID, out); err != nil {
 			c.log.Debug().Err(err).Msg("question answer not sent")
 		}
 	})
 	if !started {
 		c.releasePermission(key)
-		c.release()
+		c.release(req)
 	}
 }
 
@@ -106,12 +107,12 @@ func (c *Conn) checkAnswer(p *ElicitationRequest, out ElicitationResult) Elicita
 			return ElicitationResult{Action: ActionAccept}
 		}
 		if err := p.Check(out.Content); err != nil {
-			c.log.Error().Err(err).Str("session", p.SessionID).Msg("the chat layer gave an answer that does not fit the form; answering cancel")
+			c.log.Error().Err(err).Str("session", logged(p.SessionID)).Msg("the chat layer gave an answer that does not fit the form; answering cancel")
 			return ElicitationResult{Action: ActionCancel}
 		}
 		return out
 	}
-	c.log.Error().Str("action", out.Action).Msg("the chat layer gave no valid action; answering cancel")
+	c.log.Error().Str("action", logged(out.Action)).Msg("the chat layer gave no valid action; answering cancel")
 	return ElicitationResult{Action: ActionCancel}
 }
 
@@ -121,7 +122,7 @@ func (c *Conn) withdrawn(ctx context.Context, req *jsonrpc2.Request) bool {
 	if !errors.Is(context.Cause(ctx), ErrRequestCancelled) {
 		return false
 	}
-	c.log.Debug().Str("req", req.ID.String()).Str("method", req.Method).Msg("request withdrawn by the agent; answered -32800")
+	c.log.Debug().Str("req", logged(req.ID.String())).Str("method", logged(req.Method)).Msg("request withdrawn by the agent; answered -32800")
 	if err := c.rpc.ReplyWithError(context.Background(), req.ID, wireError(ErrRequestCancelled)); err != nil {
 		c.log.Debug().Err(err).Msg("answer to a withdrawn request not sent")
 	}
@@ -185,7 +186,7 @@ func (c *Conn) notified(req *jsonrpc2.Request) {
 	}
 	c.mu.Unlock()
 	if len(cancels) == 0 {
-		c.log.Debug().Str("method", req.Method).Msg("nothing open to end; ignored")
+		c.log.Debug().Str("method", logged(req.Method)).Msg("nothing open to end; ignored")
 	}
 	for _, cancel := range cancels {
 		cancel(cause)

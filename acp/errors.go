@@ -29,6 +29,9 @@ var (
 	ErrUnknownSession = errors.New("unknown session")
 	// ErrBusy: the session already has a subscriber (a turn in progress).
 	ErrBusy = errors.New("session already has a turn in progress")
+	// ErrUnreadableAnswer: the agent's answer to a call could not be read
+	// (not JSON the broker can decode, or longer than a line may be).
+	ErrUnreadableAnswer = errors.New("the agent's answer could not be read")
 )
 
 // pathEscapes is os.Root's refusal of a path that leads out of its root,
@@ -85,7 +88,7 @@ func wireError(err error) *jsonrpc2.Error {
 	code := int64(CodeInternalError)
 	switch {
 	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams),
-		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge), errors.Is(err, errUnknownTerminal),
+		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge), errors.Is(err, errTooFar), errors.Is(err, errUnknownTerminal),
 		errors.Is(err, errTerminalStart):
 		code = CodeInvalidParams
 	case errors.Is(err, errBatch), errors.Is(err, errInvalidID), errors.Is(err, errInvalidReqt):
@@ -105,12 +108,14 @@ var (
 	errNoMethod   = errors.New("method not found")
 	errNotRegular = errors.New("not a regular file")
 	errTooLarge   = errors.New("too large")
+	errTooFar     = errors.New("too far into the file")
+	errTooSlow    = errors.New("took too long")
 	errTooMany    = errors.New("too many requests in flight")
 
 	errUnknownTerminal  = errors.New("unknown terminal")
 	errTerminalStart    = errors.New("terminal command could not start")
 	errTooManyTerminals = errors.New("too many terminals")
 	errBatch            = errors.New("batch requests are not supported: send one message per line")
-	errInvalidID        = errors.New("the request's id is not a string, number or null")
+	errInvalidID        = errors.New("the request's id is not a string or a whole number from 0")
 	errInvalidReqt      = errors.New("invalid request")
 )

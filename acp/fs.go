@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -17,12 +18,32 @@ import (
 
 // serveFS answers fs/read_text_file and fs/write_text_file on a goroutine
 // the Conn owns. Paths are confined to the session's working directory:
-// ".." and symlinks that lead outside it are refused.
+// ".." and symlinks that lead outside it are refused. Each request is
+// given Options.FileTimeout, waits included, and may be withdrawn by the
+// agent ($/cancel_request, answered -32800); a read looks through at most
+// Options.MaxScanBytes of the file for its first line, and waits its turn
+// (see scanSlot).
 //
 // The request has been admitted; it is released once answered.
 func (c *Conn) serveFS(req *jsonrpc2.Request) {
+	// Known from here, on the read loop, so that a withdrawal read after
+	// it always finds it.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c.mu.Lock()
+	c.waits[req.ID] = cancel
+	c.mu.Unlock()
+	done := func() {
+		c.mu.Lock()
+		delete(c.waits, req.ID)
+		c.mu.Unlock()
+		cancel(nil)
+	}
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
+		ctx, stop := context.WithTimeoutCause(ctx, c.opts.FileTimeout, fmt.Errorf(
+			"%w: a file request is given %s, waiting for other reads included; it was stopped (ask for fewer lines, or try again)",
+			errTooSlow, c.opts.FileTimeout))
+		defer stop()
 		var (
 			result any
 			err    error
@@ -31,17 +52,18 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 		case MethodReadTextFile:
 			var p readTextFileParams
 			if err = decodeParams(req, &p); err == nil {
-				result, err = c.readTextFile(&p)
+				result, err = c.readTextFile(ctx, &p)
 			}
 		case MethodWriteTextFile:
 			var p writeTextFileParams
 			if err = decodeParams(req, &p); err == nil {
-				err = c.writeTextFile(&p)
+				err = c.writeTextFile(ctx, &p)
 				result = struct{}{}
 			}
 		}
+		done()
 		if err != nil {
-			c.noisy.Warn().Err(err).Str("method", req.Method).Msg("file request refused")
+			c.noisy.Warn().Str("error", logged(err.Error())).Str("method", logged(req.Method)).Msg("file request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
 		} else {
 			err = c.rpc.Reply(context.Background(), req.ID, result)
@@ -51,8 +73,40 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 		}
 	})
 	if !started {
-		c.release()
+		done()
+		c.release(req)
 	}
+}
+
+// fileScans bounds the file reads the whole broker runs at once, so that
+// agents asking for many cannot keep every core busy: with two cores or
+// more, one is left to everything else.
+var fileScans = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+
+// scanSlot waits for the Conn's turn to read a file (one read of each
+// agent at a time, so that one agent's flood does not hold up the
+// others), then for one of the broker's (fileScans). The wait ends with
+// ctx or the Conn; the function returned gives the slots back.
+func (c *Conn) scanSlot(ctx context.Context) (release func(), err error) {
+	var held []chan struct{}
+	release = func() {
+		for _, s := range held {
+			<-s
+		}
+	}
+	for _, slots := range []chan struct{}{c.scans, fileScans} {
+		select {
+		case slots <- struct{}{}:
+			held = append(held, slots)
+		case <-ctx.Done():
+			release()
+			return nil, context.Cause(ctx)
+		case <-c.stop:
+			release()
+			return nil, ErrClosed
+		}
+	}
+	return release, nil
 }
 
 func decodeParams(req *jsonrpc2.Request, v any) error {
@@ -78,7 +132,7 @@ func (c *Conn) sessionFor(id string) (*session, error) {
 	return s, nil
 }
 
-func (c *Conn) readTextFile(p *readTextFileParams) (any, error) {
+func (c *Conn) readTextFile(ctx context.Context, p *readTextFileParams) (any, error) {
 	s, err := c.sessionFor(p.SessionID)
 	if err != nil {
 		return nil, err
@@ -87,19 +141,24 @@ func (c *Conn) readTextFile(p *readTextFileParams) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := c.scanSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	f, err := openRegular(s.root, rel, os.O_RDONLY)
 	if err != nil {
 		return nil, rootErr(err, p.Path)
 	}
 	defer f.Close()
-	content, err := readLines(f, p.Line, p.Limit, c.opts.MaxReadBytes, c.stop)
+	content, err := readLines(ctx, f, p.Line, p.Limit, c.opts.MaxReadBytes, c.opts.MaxScanBytes, c.stop)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Path, err)
 	}
 	return map[string]string{"content": content}, nil
 }
 
-func (c *Conn) writeTextFile(p *writeTextFileParams) error {
+func (c *Conn) writeTextFile(ctx context.Context, p *writeTextFileParams) error {
 	if len(p.Content) > c.opts.MaxWriteBytes {
 		return fmt.Errorf("%w: %d bytes to write, more than the %d allowed", errTooLarge, len(p.Content), c.opts.MaxWriteBytes)
 	}
@@ -121,6 +180,9 @@ func (c *Conn) writeTextFile(p *writeTextFileParams) error {
 		return rootErr(err, p.Path)
 	}
 	defer f.Close()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
@@ -171,8 +233,10 @@ func fileKind(m os.FileMode) string {
 
 // readLines reads limit lines from the 1-based line (all when limit is
 // nil) without holding more than max bytes: what is skipped is not kept,
-// and an answer that would pass max is refused. It stops when stop closes.
-func readLines(r io.Reader, line, limit *int, max int, stop <-chan struct{}) (string, error) {
+// and an answer that would pass max is refused. It looks through at most
+// maxScan bytes for the first line asked for, and stops when ctx ends or
+// stop closes.
+func readLines(ctx context.Context, r io.Reader, line, limit *int, max int, maxScan int64, stop <-chan struct{}) (string, error) {
 	first := 1
 	if line != nil && *line > 1 {
 		first = *line
@@ -183,10 +247,13 @@ func readLines(r io.Reader, line, limit *int, max int, stop <-chan struct{}) (st
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var out strings.Builder
+	var skipped int64
 	for n := 1; want != 0; {
 		select {
 		case <-stop:
 			return "", ErrClosed
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
 		default:
 		}
 		frag, err := br.ReadSlice('\n')
@@ -195,6 +262,8 @@ func readLines(r io.Reader, line, limit *int, max int, stop <-chan struct{}) (st
 				return "", fmt.Errorf("%w: the text asked for is more than %d bytes; ask for fewer lines", errTooLarge, max)
 			}
 			out.Write(frag)
+		} else if skipped += int64(len(frag)); skipped > maxScan {
+			return "", fmt.Errorf("%w: line %d is not within the first %d bytes of the file, as far as a read looks for the line it starts at; ask for an earlier line, or read the file another way", errTooFar, first, maxScan)
 		}
 		switch {
 		case err == nil:

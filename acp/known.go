@@ -21,7 +21,7 @@ var (
 func (c *Conn) countUnknown(u *Update) {
 	if !knownUpdates[u.Kind] {
 		c.stats.unknownUpdates.Add(1)
-		c.log.Debug().Str("kind", u.Kind).Msg("update of an unknown kind; ignored")
+		c.log.Debug().Str("kind", logged(u.Kind)).Msg("update of an unknown kind; ignored")
 		return
 	}
 	n := 0
@@ -35,6 +35,6 @@ func (c *Conn) countUnknown(u *Update) {
 	}
 	if n > 0 {
 		c.stats.unknownContent.Add(uint64(n))
-		c.log.Debug().Str("kind", u.Kind).Int("items", n).Msg("content of an unknown type; ignored")
+		c.log.Debug().Str("kind", logged(u.Kind)).Int("items", n).Msg("content of an unknown type; ignored")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -32,13 +33,18 @@ type Subscription struct {
 	conn         *Conn
 	approver     Approver
 	updates      chan Update
+	queued       atomic.Int64 // bytes of the updates in updates
 	overflow     chan struct{}
 	overflowOnce sync.Once
 }
 
-// Updates yields the session's updates in the order the agent sent them.
-// The channel is never closed; stop reading after Close.
+// Updates yields the session's updates in the order the agent sent them;
+// pass each one taken to Took. The channel is never closed; stop reading
+// after Close.
 func (s *Subscription) Updates() <-chan Update { return s.updates }
+
+// Took counts u, taken from Updates, out of the bytes the queue holds.
+func (s *Subscription) Took(u Update) { s.queued.Add(-int64(u.queued)) }
 
 // Overflowed is closed if an update had to be dropped because the queue was
 // full: the turn's rendering is no longer complete.
@@ -120,10 +126,10 @@ func (c *Conn) CancelSession(sessionID string) {
 		Params  cancelParams `json:"params"`
 	}{"2.0", MethodSessionCancel, cancelParams{SessionID: sessionID}})
 	if err := c.enqueue(ctx, b); err != nil {
-		c.log.Debug().Err(err).Str("session", sessionID).Msg("session/cancel not sent")
+		c.log.Debug().Err(err).Str("session", logged(sessionID)).Msg("session/cancel not sent")
 		return
 	}
-	c.log.Debug().Str("session", sessionID).Msg("session/cancel sent")
+	c.log.Debug().Str("session", logged(sessionID)).Msg("session/cancel sent")
 }
 
 // permission is an open request of the agent's that waits on a person: a
@@ -155,10 +161,10 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.stats.badMessages.Add(1)
 			return
 		}
-		if !c.admit() {
+		if !c.admit(req) {
 			c.stats.refused.Add(1)
-			c.noisy.Warn().Str("method", req.Method).Int("max", c.opts.MaxAgentRequests).Msg("agent request refused: too many in flight")
-			c.replyErr(req, fmt.Errorf("%w (at most %d)", errTooMany, c.opts.MaxAgentRequests))
+			c.noisy.Warn().Str("method", logged(req.Method)).Int("max", c.opts.MaxAgentRequests).Int("bytes", paramsLen(req)).Msg("agent request refused: too many in flight")
+			c.replyErr(req, fmt.Errorf("%w (at most %d, of at most %d bytes in all)", errTooMany, c.opts.MaxAgentRequests, c.opts.MaxAgentRequestBytes))
 			return
 		}
 		switch req.Method {
@@ -175,7 +181,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 		c.notified(req)
 	default:
 		if req.Notif {
-			c.log.Debug().Str("method", req.Method).Msg("ignored agent notification")
+			c.log.Debug().Str("method", logged(req.Method)).Msg("ignored agent notification")
 			return
 		}
 		c.replyErr(req, fmt.Errorf("%w: %s", errNoMethod, req.Method))
@@ -210,12 +216,14 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 		}
 	}
 	if sub == nil && !known {
-		// Agents may send updates before the session/new answer: keep a few.
-		if q, ok := c.early[n.SessionID]; (ok || len(c.early) < maxEarlySessions) && len(q) < maxEarlyUpdates {
-			c.early[n.SessionID] = append(q, n.Update)
-			c.mu.Unlock()
-			return
+		why := c.keepEarlyLocked(n.SessionID, n.Update, change, len(params))
+		c.mu.Unlock()
+		if why != "" {
+			c.stats.earlyDropped.Add(1)
+			c.noisy.Warn().Str("session", excerpt(n.SessionID, 80)).Str("kind", excerpt(n.Update.Kind, 80)).Int("bytes", len(params)).
+				Str("why", why).Msg("update for a session not known; dropped")
 		}
+		return
 	}
 	c.mu.Unlock()
 	if sub == nil && state && known {
@@ -223,34 +231,53 @@ func (c *Conn) routeUpdate(params json.RawMessage) {
 	}
 	if sub == nil {
 		c.stats.lateUpdates.Add(1)
-		c.log.Debug().Str("session", n.SessionID).Str("kind", n.Update.Kind).Msg("update with no turn listening; dropped")
+		c.log.Debug().Str("session", logged(n.SessionID)).Str("kind", logged(n.Update.Kind)).Msg("update with no turn listening; dropped")
 		return
 	}
-	select {
-	case sub.updates <- n.Update:
-	default:
-		c.stats.droppedUpdates.Add(1)
-		sub.overflowOnce.Do(func() { close(sub.overflow) })
-		c.log.Error().Str("session", n.SessionID).Msg("turn's update queue is full; update dropped")
+	n.Update.queued = len(params)
+	if sub.queued.Add(int64(n.Update.queued)) <= int64(c.opts.UpdateQueueBytes) {
+		select {
+		case sub.updates <- n.Update:
+			return
+		default:
+		}
 	}
+	sub.queued.Add(-int64(n.Update.queued))
+	c.stats.droppedUpdates.Add(1)
+	sub.overflowOnce.Do(func() { close(sub.overflow) })
+	c.noisy.Error().Str("session", logged(n.SessionID)).Int("updates", len(sub.updates)).Int64("bytes", sub.queued.Load()).Msg("turn's update queue is full; update dropped")
 }
 
 // admit counts an agent request in, unless MaxAgentRequests are being
 // served already; release counts it out once it is answered.
-func (c *Conn) admit() bool {
+// (The bytes of their params count too, at most MaxAgentRequestBytes in
+// all: a request waiting on a person holds what it was sent.)
+func (c *Conn) admit(req *jsonrpc2.Request) bool {
+	n := paramsLen(req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.serving >= c.opts.MaxAgentRequests {
+	if c.serving >= c.opts.MaxAgentRequests || c.servingBytes+n > c.opts.MaxAgentRequestBytes {
 		return false
 	}
 	c.serving++
+	c.servingBytes += n
 	return true
 }
 
-func (c *Conn) release() {
+func (c *Conn) release(req *jsonrpc2.Request) {
+	n := paramsLen(req)
 	c.mu.Lock()
 	c.serving--
+	c.servingBytes -= n
 	c.mu.Unlock()
+}
+
+// paramsLen is the length of a request's params.
+func paramsLen(req *jsonrpc2.Request) int {
+	if req.Params == nil {
+		return 0
+	}
+	return len(*req.Params)
 }
 
 // servePermission relays an admitted permission request to the session's
@@ -260,16 +287,17 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
 		c.stats.badMessages.Add(1)
 		c.replyErr(req, fmt.Errorf("%w: session/request_permission", errBadParams))
-		c.release()
+		c.release(req)
 		return
 	}
+	p.ToolCall.ToolCallID = boundID(p.ToolCall.ToolCallID)
 	c.mu.Lock()
 	sub := c.subs[p.SessionID]
 	if sub == nil || c.readErr != nil {
 		c.mu.Unlock()
-		c.noisy.Warn().Str("session", p.SessionID).Msg("permission request with no turn listening; answered cancelled")
+		c.noisy.Warn().Str("session", logged(p.SessionID)).Msg("permission request with no turn listening; answered cancelled")
 		c.reply(req, PermissionOutcome{})
-		c.release()
+		c.release(req)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -279,7 +307,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	c.mu.Unlock()
 
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		defer c.releasePermission(key)
 		// A cancelled request is answered at once: the approver may still
 		// be tidying up (a message to edit) and returns on its own.
@@ -291,17 +319,17 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 			out = PermissionOutcome{}
 		}
 		if !out.Cancelled() && !hasOption(&p, out.OptionID) {
-			c.log.Error().Str("session", p.SessionID).Str("option", out.OptionID).Msg("approver chose an option the agent did not offer; answering cancelled")
+			c.log.Error().Str("session", logged(p.SessionID)).Str("option", logged(out.OptionID)).Msg("approver chose an option the agent did not offer; answering cancelled")
 			out = PermissionOutcome{}
 		}
-		c.log.Debug().Str("session", p.SessionID).Str("req", req.ID.String()).Str("option", out.OptionID).Msg("permission answered")
+		c.log.Debug().Str("session", logged(p.SessionID)).Str("req", logged(req.ID.String())).Str("option", logged(out.OptionID)).Msg("permission answered")
 		if err := c.rpc.Reply(context.Background(), req.ID, out); err != nil {
 			c.log.Debug().Err(err).Msg("permission answer not sent")
 		}
 	})
 	if !started {
 		c.releasePermission(key)
-		c.release()
+		c.release(req)
 	}
 }
 
@@ -328,31 +356,36 @@ func hasOption(r *PermissionRequest, id string) bool {
 // decide (no turn to ask): as a notice, so that an agent flooding such
 // requests while reading nothing holds no goroutine per request.
 func (c *Conn) reply(req *jsonrpc2.Request, result any) {
-	c.answerNow(&req.ID, result, nil, "answer to "+req.Method)
+	id, _ := json.Marshal(req.ID)
+	c.answerNow(id, result, nil, "answer to "+req.Method)
 }
 
 // replyErr answers an agent request with an error, as a notice.
 func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
-	c.answerNow(&req.ID, nil, err, "error answer to "+req.Method)
+	id, _ := json.Marshal(req.ID)
+	c.answerNow(id, nil, err, "error answer to "+req.Method)
 }
 
-// answerNow sends the answer to the agent's request id (null when nil):
-// result, or err when it is not nil, as a notice.
-func (c *Conn) answerNow(id *jsonrpc2.ID, result any, err error, what string) {
-	msg := struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      *jsonrpc2.ID    `json:"id"`
-		Result  any             `json:"result,omitempty"`
-		Error   *jsonrpc2.Error `json:"error,omitempty"`
-	}{JSONRPC: "2.0", ID: id, Result: result}
-	if err != nil {
-		msg.Result, msg.Error = nil, wireError(err)
+// answerNow sends the answer to the agent's request id, as the agent
+// wrote it (null when nil): result, or err when it is not nil, as a
+// notice.
+func (c *Conn) answerNow(id json.RawMessage, result any, err error, what string) {
+	if id == nil {
+		id = json.RawMessage("null")
 	}
-	b, merr := json.Marshal(msg)
-	if merr != nil {
-		msg.Result, msg.Error = nil, wireError(merr)
-		b, _ = json.Marshal(msg)
+	b := make([]byte, 0, 64+len(id))
+	b = append(append(append(b, `{"jsonrpc":"2.0","id":`...), id...), ',')
+	if err == nil {
+		r, merr := json.Marshal(result)
+		if merr == nil {
+			b = append(append(append(b, `"result":`...), r...), '}')
+			c.notice(b, what)
+			return
+		}
+		err = merr
 	}
+	e, _ := json.Marshal(wireError(err))
+	b = append(append(append(b, `"error":`...), e...), '}')
 	c.notice(b, what)
 }
 

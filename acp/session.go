@@ -10,6 +10,10 @@ import (
 	"strings"
 )
 
+// maxSessionIDBytes bounds the session id an agent may give: longer ones
+// fail session/new.
+const maxSessionIDBytes = 1 << 10
+
 // session is what the Conn knows of a session it created or loaded.
 type session struct {
 	cwd     string
@@ -82,6 +86,7 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 		return "", nil, err
 	}
 	params := NewSessionParams{Cwd: abs, MCPServers: orEmpty(servers)}
+	defer c.creatingSession()()
 	var res struct {
 		SessionID string       `json:"sessionId"`
 		Setup     sessionSetup `json:"-"`
@@ -103,6 +108,11 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 	if res.SessionID == "" {
 		return "", nil, fmt.Errorf("session/new: %w: empty sessionId", errBadParams)
 	}
+	if len(res.SessionID) > maxSessionIDBytes {
+		// It is logged with every line of a turn and kept in the state
+		// store, to resume the session.
+		return "", nil, fmt.Errorf("session/new: %w: a sessionId of %d bytes, more than %d", errBadParams, len(res.SessionID), maxSessionIDBytes)
+	}
 	return res.SessionID, c.registerSetup(res.SessionID, abs, res.Setup), nil
 }
 
@@ -115,6 +125,7 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 		return nil, err
 	}
 	params := LoadSessionParams{SessionID: sessionID, Cwd: abs, MCPServers: orEmpty(servers)}
+	defer c.creatingSession()()
 	var res sessionSetup
 	err = c.Call(ctx, MethodSessionLoad, params, &res)
 	if isAuthRequired(err) {
@@ -124,7 +135,7 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 	}
 	if err != nil {
 		c.mu.Lock()
-		delete(c.early, sessionID)
+		c.takeEarlyLocked(sessionID)
 		c.mu.Unlock()
 		return nil, fmt.Errorf("session/load: %w", err)
 	}
@@ -145,18 +156,14 @@ func (c *Conn) registerSetup(sessionID, cwd string, setup sessionSetup) []Update
 		old.close()
 	}
 	c.sessions[sessionID] = s
-	early := c.early[sessionID]
-	delete(c.early, sessionID)
-	changes := make([]stateChange, 0, len(early)+1)
-	for _, u := range early {
-		if isStateKind(u.Kind) {
-			changes = append(changes, stateUpdate(u))
-		}
+	var early []Update
+	if q := c.takeEarlyLocked(sessionID); q != nil {
+		// Its updates came before the answer: the state they set first.
+		s.state, early = q.state, q.updates
 	}
-	for _, ch := range append(changes, setup.change()) {
-		s.state.apply(ch)
-		c.stats.unknownOptions.Add(uint64(ch.skipped))
-	}
+	ch := setup.change()
+	s.state.apply(ch)
+	c.stats.unknownOptions.Add(uint64(ch.skipped))
 	return early
 }
 

@@ -7,6 +7,7 @@ type stats struct {
 	junkLines      atomic.Uint64
 	oversizeLines  atomic.Uint64
 	lateUpdates    atomic.Uint64
+	earlyDropped   atomic.Uint64
 	droppedUpdates atomic.Uint64
 	badMessages    atomic.Uint64
 	refused        atomic.Uint64
@@ -38,6 +39,13 @@ type Stats struct {
 	OversizeLines uint64
 	// LateUpdates counts session updates that arrived with no turn listening.
 	LateUpdates uint64
+	// EarlyDropped counts updates for sessions not known dropped: none
+	// was being created, or they were past the bounds of what is kept
+	// until one is.
+	EarlyDropped uint64
+	// EarlyUpdates and EarlyBytes are the updates for sessions not known
+	// yet kept now, and the bytes of their JSON.
+	EarlyUpdates, EarlyBytes int
 	// DroppedUpdates counts updates dropped because a turn's queue was full.
 	DroppedUpdates uint64
 	// BadMessages counts well-formed JSON-RPC messages with unusable params.
@@ -74,6 +82,9 @@ func (s Stats) Add(o Stats) Stats {
 		JunkLines:           s.JunkLines + o.JunkLines,
 		OversizeLines:       s.OversizeLines + o.OversizeLines,
 		LateUpdates:         s.LateUpdates + o.LateUpdates,
+		EarlyDropped:        s.EarlyDropped + o.EarlyDropped,
+		EarlyUpdates:        s.EarlyUpdates + o.EarlyUpdates,
+		EarlyBytes:          s.EarlyBytes + o.EarlyBytes,
 		DroppedUpdates:      s.DroppedUpdates + o.DroppedUpdates,
 		BadMessages:         s.BadMessages + o.BadMessages,
 		AgentRequests:       s.AgentRequests + o.AgentRequests,
@@ -91,7 +102,11 @@ func (s Stats) Add(o Stats) Stats {
 // Stats returns a snapshot of the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{PendingRequests: len(c.pending), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms)}
+	s := Stats{PendingRequests: len(c.pending), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms),
+		EarlyBytes: c.earlyBytes}
+	for _, q := range c.early {
+		s.EarlyUpdates += len(q.updates)
+	}
 	for _, p := range c.perms {
 		if p.method == MethodElicitationCreate {
 			s.PendingElicitations++
@@ -104,6 +119,7 @@ func (c *Conn) Stats() Stats {
 	s.JunkLines = c.stats.junkLines.Load()
 	s.OversizeLines = c.stats.oversizeLines.Load()
 	s.LateUpdates = c.stats.lateUpdates.Load()
+	s.EarlyDropped = c.stats.earlyDropped.Load()
 	s.DroppedUpdates = c.stats.droppedUpdates.Load()
 	s.BadMessages = c.stats.badMessages.Load()
 	s.RefusedRequests = c.stats.refused.Load()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -28,6 +29,10 @@ type lineStream struct {
 	buf     []byte
 	conn    *Conn
 	closeFn func() error
+	// over scans the line being skipped for being too long, and long
+	// counts its bytes, so that it can be answered.
+	over topScan
+	long int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -40,20 +45,28 @@ var errLineTooLong = errors.New("acp: line exceeds the size cap")
 // cap is consumed and reported as errLineTooLong, so the next call starts on a
 // fresh line.
 func (s *lineStream) readLine() ([]byte, error) {
-	if cap(s.buf) > 64<<10 {
-		s.buf = nil // an idle agent does not keep a big line's memory
+	if cap(s.buf) > 64<<10 && s.r.Buffered() == 0 {
+		// An idle agent does not keep a big line's memory; one whose
+		// next line is here already reuses it.
+		s.buf = nil
 	}
 	s.buf = s.buf[:0]
 	tooLong := false
 	for {
 		frag, err := s.r.ReadSlice('\n')
-		if !tooLong {
-			if len(s.buf)+len(frag) > s.max+1 { // +1: the newline does not count
-				tooLong = true
-				s.buf = s.buf[:0]
-			} else {
-				s.buf = append(s.buf, frag...)
-			}
+		switch {
+		case tooLong:
+			s.over.feed(frag)
+			s.long += int64(len(frag))
+		case len(s.buf)+len(frag) > s.max+1: // +1: the newline does not count
+			tooLong = true
+			s.over = topScan{}
+			s.over.feed(bytes.TrimLeft(s.buf, " \t\r"))
+			s.over.feed(frag)
+			s.long = int64(len(s.buf) + len(frag))
+			s.buf = s.buf[:0]
+		default:
+			s.buf = append(s.buf, frag...)
 		}
 		switch {
 		case err == nil:
@@ -81,7 +94,9 @@ func (s *lineStream) ReadObject(v any) error {
 		line, err := s.readLine()
 		if errors.Is(err, errLineTooLong) {
 			s.conn.stats.oversizeLines.Add(1)
-			s.conn.log.Warn().Int("cap", s.max).Msg("agent wrote a line over the size cap; skipped")
+			s.conn.noisy.Warn().Int("cap", s.max).Int64("len", s.long).Msg("agent wrote a line over the size cap; skipped")
+			s.over.finish()
+			s.conn.answerScanned(&s.over, fmt.Sprintf("the message is longer than the %d bytes a line may have", s.max), false)
 			continue
 		}
 		if err != nil {
@@ -98,71 +113,211 @@ func (s *lineStream) ReadObject(v any) error {
 	}
 }
 
-// envelope is a JSON-RPC message decoded once: enough to route it.
+// envelope is a JSON-RPC message decoded once: enough to route it. The
+// id is kept as the agent wrote it, to be answered with. Params and
+// Result are where they lie in the line, not copied: whatever keeps them
+// past the line copies them.
 type envelope struct {
 	Method string          `json:"method"`
-	ID     *jsonrpc2.ID    `json:"id"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
+	ID     json.RawMessage `json:"id"`
+	Params rawRef          `json:"params"`
+	Result rawRef          `json:"result"`
 	Error  *jsonrpc2.Error `json:"error"`
+}
+
+// rawRef is a JSON value as it lies in what is being decoded, not
+// copied (json.RawMessage copies): valid while that is. For the values
+// that are the bulk of a message, a copy less.
+type rawRef []byte
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (r *rawRef) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
+}
+
+// requestHead is a request as jsonrpc2 is given it: without its params,
+// which its handler takes as the agent wrote them (Conn.params), so that
+// jsonrpc2 never decodes them into a tree of interfaces, nor re-encodes
+// them.
+type requestHead struct {
+	JSONRPC string       `json:"jsonrpc"`
+	ID      *jsonrpc2.ID `json:"id,omitempty"`
+	Method  string       `json:"method"`
 }
 
 // dispatch classifies one line, decoding it once. Responses and
 // session/update notifications (the hot path) are routed here; it reports
 // true when v holds a request or another notification for jsonrpc2.
 func (s *lineStream) dispatch(line []byte, v any) bool {
-	var e envelope
+	c := s.conn
 	if line[0] == '[' {
-		s.conn.batch(line)
+		c.batch(line)
 		return false
 	}
-	if line[0] != '{' || json.Unmarshal(line, &e) != nil {
-		if !s.conn.invalidRequest(line) {
-			s.conn.junk(line, "not a JSON-RPC message")
+	var e envelope
+	if line[0] != '{' {
+		c.junk(line, "not a JSON-RPC message")
+		return false
+	}
+	if err := json.Unmarshal(line, &e); err != nil {
+		if !c.undecodable(line, err) {
+			c.junk(line, "not a JSON-RPC message: "+err.Error())
 		}
 		return false
+	}
+	if string(e.ID) == "null" {
+		e.ID = nil // no id: a notification
 	}
 	switch {
 	case e.Method == MethodSessionUpdate && e.ID == nil:
-		s.conn.routeUpdate(e.Params)
+		c.routeUpdate(json.RawMessage(e.Params)) // decoded before the next line is read
 		return false
 	case e.Method != "":
 		// A method makes it a request or notification, whatever its id.
-		if err := json.Unmarshal(line, v); err != nil {
-			s.conn.junk(line, err.Error())
+		h := requestHead{JSONRPC: "2.0", Method: e.Method}
+		if e.ID != nil {
+			id, err := parseID(e.ID)
+			if err != nil {
+				c.answerUnusableID(e.ID)
+				return false
+			}
+			h.ID = &id
+		}
+		head, _ := json.Marshal(h)
+		if err := json.Unmarshal(head, v); err != nil {
+			c.junk(line, err.Error())
 			if e.ID != nil {
-				s.conn.answerInvalid(e.ID, fmt.Errorf("%w: %v", errInvalidReqt, err))
+				c.answerInvalid(e.ID, fmt.Errorf("%w: %v", errInvalidReqt, err))
 			}
 			return false
 		}
-		// jsonrpc2 re-encodes params (sorting keys, escaping <, > and &);
-		// its handler, which runs next on this goroutine, takes the
-		// agent's own bytes from here.
-		s.conn.params = e.Params
+		if e.Params != nil {
+			c.params = append(json.RawMessage(nil), e.Params...)
+		}
 		return true
 	case e.ID != nil && (e.Result != nil || e.Error != nil):
-		s.conn.deliver(*e.ID, e.Result, e.Error)
+		id, err := parseID(e.ID)
+		if err != nil {
+			c.stats.staleResponses.Add(1)
+			c.noisy.Warn().Str("req", excerptBytes(e.ID, 40)).Msg("dropped a response with an id the broker never uses")
+			return false
+		}
+		var result json.RawMessage
+		if e.Result != nil {
+			result = append(json.RawMessage(nil), e.Result...)
+		}
+		c.deliver(id, result, e.Error)
 		return false
 	default:
-		s.conn.junk(line, "neither request nor response")
+		c.junk(line, "neither request nor response")
 		return false
 	}
 }
 
+// parseID reads an id the broker can answer through jsonrpc2: a string,
+// or a whole number from 0 that fits in an int64.
+func parseID(raw json.RawMessage) (jsonrpc2.ID, error) {
+	var id jsonrpc2.ID
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return id, err
+	}
+	if !id.IsString && id.Num > math.MaxInt64 {
+		return id, errors.New("id out of range")
+	}
+	return id, nil
+}
+
+// answerUnusableID answers a request whose id is not a string or a
+// whole number from 0: with the id as written when it is a number (1.5,
+// -1), else with a null id, as JSON-RPC has it for an id that cannot be
+// read.
+func (c *Conn) answerUnusableID(raw json.RawMessage) {
+	why := fmt.Errorf("%w: %s", errInvalidID, excerptBytes(raw, 40))
+	if readableID(raw, false) {
+		c.answerInvalid(raw, why)
+		return
+	}
+	c.answerInvalid(nil, why)
+}
+
+// undecodable answers what can be answered of a line that is not a
+// JSON-RPC message encoding/json can decode (err says why): a request
+// whose id can be read is answered -32602 when its params are at fault
+// (nested too deep, cut short), else -32600, with its id as written; a
+// response whose id can be read fails the call it answers, which would
+// otherwise wait for ever. It reports whether the line was either.
+func (c *Conn) undecodable(line []byte, err error) bool {
+	sc := scanMessage(line)
+	why := err.Error()
+	paramsAtFault := false
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		paramsAtFault = sc.inParams(se.Offset - 1)
+	}
+	return c.answerScanned(sc, why, paramsAtFault)
+}
+
+// answerScanned answers a message known by its scan alone; why says what
+// is wrong with it, paramsAtFault whether its params are.
+func (c *Conn) answerScanned(sc *topScan, why string, paramsAtFault bool) bool {
+	readable := sc.hasID && readableID(sc.id, sc.idLong)
+	switch {
+	case sc.hasMethod && sc.hasID && string(sc.id) != "null" && !sc.idLong && !readable:
+		c.answerInvalid(nil, fmt.Errorf("%w: %s", errInvalidID, excerptBytes(sc.id, 40)))
+	case sc.hasMethod && readable:
+		c.stats.badMessages.Add(1)
+		var m string
+		switch {
+		case sc.methodLong || json.Unmarshal(sc.method, &m) != nil:
+			c.answerInvalid(sc.id, fmt.Errorf("%w: its method is not a string (%s)", errInvalidReqt, why))
+		case paramsAtFault:
+			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", errBadParams, excerpt(m, 80), why))
+		default:
+			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", errInvalidReqt, excerpt(m, 80), why))
+		}
+	case !sc.hasMethod && readable && (sc.hasResult || sc.hasError):
+		c.unreadableAnswer(sc.id, why)
+	default:
+		return false
+	}
+	return true
+}
+
+// unreadableAnswer fails the call an answer the broker cannot read was
+// for, if one waits: with the answer lost, it would wait for ever.
+func (c *Conn) unreadableAnswer(raw []byte, why string) {
+	c.stats.badMessages.Add(1)
+	id, err := parseID(raw)
+	c.mu.Lock()
+	call := c.pending[id]
+	if err != nil {
+		call = nil
+	}
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if call == nil {
+		c.stats.staleResponses.Add(1)
+		c.noisy.Warn().Str("req", excerptBytes(raw, 40)).Str("why", why).Msg("dropped an unreadable response with no live request")
+		return
+	}
+	c.noisy.Warn().Str("req", logged(id.String())).Str("method", call.Method).Str("why", why).Msg("the agent's answer could not be read; the call fails")
+	call.finish(nil, fmt.Errorf("%s: %w: %s", call.Method, ErrUnreadableAnswer, why))
+}
+
 // batch answers a JSON-RPC batch, which ACP does not use: each request in
-// it with a usable id gets -32600, and a batch with none gets one -32600
-// with a null id. Nothing in it is served.
+// it with a readable id gets -32600 (with its id as written), and a batch
+// with none gets one -32600 with a null id. Nothing in it is served.
 func (c *Conn) batch(line []byte) {
-	var elems []json.RawMessage
-	if json.Unmarshal(line, &elems) != nil {
+	elems, ok := arrayElements(line)
+	if !ok {
 		c.junk(line, "not a JSON-RPC message")
 		return
 	}
 	answered := false
 	for _, el := range elems {
-		var e envelope
-		if json.Unmarshal(el, &e) == nil && e.Method != "" && e.ID != nil {
-			c.answerInvalid(e.ID, errBatch)
+		sc := scanMessage(el)
+		if sc.hasMethod && readableID(sc.id, sc.idLong) {
+			c.answerInvalid(sc.id, errBatch)
 			answered = true
 		}
 	}
@@ -171,27 +326,11 @@ func (c *Conn) batch(line []byte) {
 	}
 }
 
-// invalidRequest answers a request whose id cannot be read (an object, an
-// array, a boolean) with -32600 and a null id, as JSON-RPC has it: the
-// agent is told instead of waiting for ever. It reports whether line was
-// such a request.
-func (c *Conn) invalidRequest(line []byte) bool {
-	var m struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(line, &m) != nil || m.Method == "" || len(m.ID) == 0 || string(m.ID) == "null" {
-		return false
-	}
-	c.answerInvalid(nil, fmt.Errorf("%w: %s", errInvalidID, excerptBytes(m.ID, 40)))
-	return true
-}
-
-// answerInvalid sends a -32600 error for id (null when nil) as a notice,
-// and counts it.
-func (c *Conn) answerInvalid(id *jsonrpc2.ID, err error) {
+// answerInvalid sends an error for id (null when nil) as a notice, and
+// counts it: -32600, or -32602 for params at fault.
+func (c *Conn) answerInvalid(id json.RawMessage, err error) {
 	c.stats.invalid.Add(1)
-	c.noisy.Warn().Err(err).Msg("invalid request from the agent; answered -32600")
+	c.noisy.Warn().Str("error", logged(err.Error())).Msg("invalid request from the agent; answered with an error")
 	c.answerNow(id, nil, err, "answer to an invalid request")
 }
 

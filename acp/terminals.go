@@ -35,11 +35,11 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 		cancel(nil)
 	}
 	started := c.spawn(func() {
-		defer c.release()
+		defer c.release(req)
 		result, err := c.terminalRequest(ctx, req)
 		done()
 		if err != nil {
-			c.noisy.Warn().Err(err).Str("method", req.Method).Msg("terminal request refused")
+			c.noisy.Warn().Str("error", logged(err.Error())).Str("method", logged(req.Method)).Msg("terminal request refused")
 			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
 		} else {
 			err = c.rpc.Reply(context.Background(), req.ID, result)
@@ -50,7 +50,7 @@ func (c *Conn) serveTerminal(req *jsonrpc2.Request) {
 	})
 	if !started {
 		done()
-		c.release()
+		c.release(req)
 	}
 }
 
@@ -174,7 +174,7 @@ func (c *Conn) createTerminal(p *createTerminalParams) (*terminal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errTerminalStart, p.Command, err)
 	}
-	t, err := startTerminal(id, p.SessionID, cmd, limit, c.log.With().Str("session", p.SessionID).Logger())
+	t, err := startTerminal(id, p.SessionID, cmd, limit, c.log.With().Str("session", logged(p.SessionID)).Logger())
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,26 @@
 package acp
 
-import "encoding/json"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"acpbroker/internal/clip"
+)
+
+// maxIDBytes bounds an id an agent gives a tool call, as the broker keeps
+// it: a longer one is kept as its start and a digest of the whole, which
+// tells it apart from any other.
+const maxIDBytes = 256
+
+// boundID is id within maxIDBytes.
+func boundID(id string) string {
+	if len(id) <= maxIDBytes {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return clip.Cut(id, maxIDBytes-33) + "#" + hex.EncodeToString(sum[:16])
+}
 
 // ProtocolVersion is the ACP protocol version this client speaks.
 const ProtocolVersion = 1
@@ -176,8 +196,12 @@ type Update struct {
 	// answer, i.e. a change the agent made on its own.
 	Switched []Switch `json:"-"`
 
-	// Raw is the update as received.
+	// Raw is the update as received, but for chunks and tool calls,
+	// whose fields hold all that is used of them.
 	Raw json.RawMessage `json:"-"`
+
+	// queued is the length of its JSON while in a Subscription's queue.
+	queued int
 }
 
 // Switch is a change of the model or the mode the agent made itself.
@@ -203,7 +227,7 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 	type plain Update
 	var p struct {
 		plain
-		Content json.RawMessage `json:"content"`
+		Content rawRef `json:"content"` // decoded below, while b is
 	}
 	err := json.Unmarshal(b, &p)
 	if err != nil || !knownUpdates[p.Kind] {
@@ -218,11 +242,21 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	*u = Update(p.plain)
-	u.Raw = append(json.RawMessage(nil), b...)
+	u.ToolCallID = boundID(u.ToolCallID)
+	switch u.Kind {
+	case UpdateMessageChunk, UpdateThoughtChunk, UpdateUserMessageChunk, UpdateToolCall, UpdateToolCallUpdate:
+		// The bulk of what an agent sends: its fields say all that is
+		// used, and a second copy would double what a turn's queue holds.
+	default:
+		u.Raw = append(json.RawMessage(nil), b...)
+	}
 	if u.Kind == UpdateUsage {
 		var usage Usage
 		if err := json.Unmarshal(b, &usage); err != nil {
 			return err
+		}
+		if usage.Cost != nil {
+			usage.Cost.Currency = clip.Cut(usage.Cost.Currency, 16) // kept with the thread
 		}
 		u.Usage = &usage
 	}
@@ -244,8 +278,8 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the update as received, or rebuilds it for updates
-// made in code.
+// MarshalJSON writes the update as received when Raw holds it, else
+// rebuilds it from its fields.
 func (u Update) MarshalJSON() ([]byte, error) {
 	if len(u.Raw) > 0 {
 		return u.Raw, nil

@@ -98,10 +98,19 @@ type Outcome struct {
 	StopReason string
 	// Err is the failure cause, nil when the agent answered.
 	Err error
-	// Text is the answer text (message chunks concatenated).
+	// Text is the answer text (message chunks concatenated); past 2 MiB,
+	// its first and last MiB with a line between them saying how much is
+	// left out. TextBytes is the length of the whole.
 	Text      string
-	ToolCalls []ToolCall
-	Plan      []acp.PlanEntry
+	TextBytes int64
+	// ToolCalls are the turn's first 256 tool calls, MoreToolCalls the
+	// number of those after; Plan is the last plan's first 64 entries,
+	// MorePlan the number of the rest. Titles and entries are cut to 512
+	// bytes.
+	ToolCalls     []ToolCall
+	MoreToolCalls int
+	Plan          []acp.PlanEntry
+	MorePlan      int
 	// Usage is the agent's last usage_update of the turn, TurnUsage the
 	// turn's token totals from its answer; nil when it did not say.
 	Usage     *acp.Usage

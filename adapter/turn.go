@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/internal/clip"
 	"acpbroker/policy"
 	"acpbroker/pool"
 
@@ -32,11 +32,15 @@ type turn struct {
 	agent *pool.Agent
 	sub   *acp.Subscription
 	call  *acp.Call
-	text  strings.Builder
+	text  clip.Text // the answer: its start and its end
 	tools []ToolCall
-	plan  []acp.PlanEntry
-	terms []shownTerminal // terminals the turn's tool calls show
-	usage *acp.Usage
+	// moreTools counts the tool calls past the first maxToolCalls, which
+	// are not kept.
+	moreTools int
+	plan      []acp.PlanEntry
+	morePlan  int             // plan entries past maxPlanEntries, in the last plan
+	terms     []shownTerminal // terminals the turn's tool calls show
+	usage     *acp.Usage
 
 	// read by the watchdog
 	mu          sync.Mutex
@@ -66,6 +70,18 @@ const (
 	terminalRefresh   = time.Second
 )
 
+// Bounds of what a turn keeps of what its agent sends, whatever it sends:
+// the answer's first and last answerKeep bytes (Outcome.Text says how
+// much is left out between them), the first maxToolCalls tool calls and
+// maxPlanEntries entries of a plan, each title and entry cut to
+// maxTitleBytes. What goes to the Journal is bounded so too.
+const (
+	answerKeep     = 1 << 20
+	maxToolCalls   = 256
+	maxPlanEntries = 64
+	maxTitleBytes  = 512
+)
+
 type toolProgress struct {
 	title   string
 	kind    string
@@ -73,7 +89,8 @@ type toolProgress struct {
 }
 
 func (e *Engine) newTurn(threadID string, p *Prompt) *turn {
-	t := &turn{e: e, thread: threadID, p: p, cfg: e.cfg, log: e.log.With().Str("thread", threadID).Logger()}
+	t := &turn{e: e, thread: threadID, p: p, cfg: e.cfg, log: e.log.With().Str("thread", threadID).Logger(),
+		text: clip.New(answerKeep, answerKeep)}
 	if j := e.cfg.Journal; j != nil {
 		t.id = j.TurnQueued(threadID, p.Ref, p.Title, p.Author)
 	}
@@ -90,9 +107,9 @@ func (t *turn) end(cause error) {
 // run takes the turn from acquiring an agent to its Outcome.
 func (t *turn) run(ctx context.Context) {
 	out := t.attempt(ctx)
-	out.Text = t.text.String()
-	out.ToolCalls = t.tools
-	out.Plan = t.plan
+	out.Text, out.TextBytes = t.text.String(), t.text.Len()
+	out.ToolCalls, out.MoreToolCalls = t.tools, t.moreTools
+	out.Plan, out.MorePlan = t.plan, t.morePlan
 	out.Usage = t.usage
 	t.finish(out)
 }
@@ -486,6 +503,7 @@ func (t *turn) drain() {
 }
 
 func (t *turn) forward(u acp.Update) {
+	t.sub.Took(u)
 	now := time.Now()
 	t.mu.Lock()
 	t.progress = now
@@ -507,7 +525,7 @@ func (t *turn) forward(u acp.Update) {
 			defer t.showTerminals()
 		}
 	case acp.UpdatePlan:
-		t.plan = u.Entries
+		t.plan, t.morePlan = boundPlan(u.Entries)
 	case acp.UpdateUsage:
 		if u.Usage != nil {
 			t.usage = u.Usage
@@ -523,18 +541,26 @@ func (t *turn) forward(u acp.Update) {
 func (t *turn) trackTool(u acp.Update, now time.Time) (newTerminal bool) {
 	i := slices.IndexFunc(t.tools, func(tc ToolCall) bool { return tc.ID == u.ToolCallID })
 	if i < 0 {
-		t.tools = append(t.tools, ToolCall{ID: u.ToolCallID, Kind: u.ToolKind, Status: "pending"})
+		if len(t.tools) == maxToolCalls {
+			// Not kept, nor journaled, nor watched: counted once, when
+			// the agent makes it.
+			if u.Kind == acp.UpdateToolCall {
+				t.moreTools++
+			}
+			return false
+		}
+		t.tools = append(t.tools, ToolCall{ID: u.ToolCallID, Kind: clip.Cut(u.ToolKind, maxTitleBytes), Status: "pending"})
 		i = len(t.tools) - 1
 	}
 	tc := &t.tools[i]
 	if u.ToolKind != "" {
-		tc.Kind = u.ToolKind
+		tc.Kind = clip.Cut(u.ToolKind, maxTitleBytes)
 	}
 	if u.Title != nil {
-		tc.Title = *u.Title
+		tc.Title = clip.Cut(*u.Title, maxTitleBytes)
 	}
 	if u.Status != "" {
-		tc.Status = u.Status
+		tc.Status = clip.Cut(u.Status, maxTitleBytes)
 	}
 	for _, c := range u.ToolOutput {
 		if c.Type == "terminal" && c.TerminalID != "" && t.watchTerminal(tc.ID, c.TerminalID) {
@@ -554,11 +580,26 @@ func (t *turn) trackTool(u acp.Update, now time.Time) (newTerminal bool) {
 	if j := t.cfg.Journal; j != nil {
 		title := ""
 		if u.Title != nil {
-			title = *u.Title
+			title = tc.Title
 		}
-		j.ToolCall(t.id, tc.ID, title, u.Status)
+		status := ""
+		if u.Status != "" {
+			status = tc.Status
+		}
+		j.ToolCall(t.id, tc.ID, title, status)
 	}
 	return newTerminal
+}
+
+// boundPlan is a plan within maxPlanEntries entries of maxTitleBytes, and
+// how many entries it leaves out.
+func boundPlan(entries []acp.PlanEntry) ([]acp.PlanEntry, int) {
+	more := max(len(entries)-maxPlanEntries, 0)
+	out := make([]acp.PlanEntry, 0, len(entries)-more)
+	for _, e := range entries[:len(entries)-more] {
+		out = append(out, acp.PlanEntry{Content: clip.Cut(e.Content, maxTitleBytes), Priority: clip.Cut(e.Priority, 32), Status: clip.Cut(e.Status, 32)})
+	}
+	return out, more
 }
 
 // watchTerminal starts watching a terminal the tool call holds, unless
@@ -705,7 +746,7 @@ func (t *turn) decision(req *acp.PermissionRequest) Decision {
 	t.mu.Lock()
 	profile := t.profileName
 	t.mu.Unlock()
-	d := Decision{Thread: t.thread, Profile: profile, Turn: t.id, ToolCallID: tc.ToolCallID, Tool: tc.Title, ToolKind: tc.Kind}
+	d := Decision{Thread: t.thread, Profile: profile, Turn: t.id, ToolCallID: tc.ToolCallID, Tool: clip.Cut(tc.Title, maxTitleBytes), ToolKind: clip.Cut(tc.Kind, maxTitleBytes)}
 	if d.Tool == "" || d.ToolKind == "" {
 		t.mu.Lock()
 		seen := t.open[tc.ToolCallID]

@@ -7,11 +7,15 @@ import (
 	"unicode/utf8"
 
 	"acpbroker/acp"
+	"acpbroker/internal/clip"
 )
 
 // Transcript accumulates one turn's updates into chat text: tool calls as
 // status lines, the plan as a checklist, thoughts optionally, and the
-// answer. It is not safe for concurrent use.
+// answer. What it keeps is bounded whatever the agent sends (see the
+// bounds below): past a bound it keeps the start and the end, or the
+// first ones, and says how much it leaves out; rendering costs no more
+// than what is kept. It is not safe for concurrent use.
 type Transcript struct {
 	ShowThoughts bool
 	// Dir is the session's directory: files the agent names there may be
@@ -19,48 +23,90 @@ type Transcript struct {
 	Dir    string
 	Limits AttachLimits
 
-	answer   strings.Builder
-	thoughts strings.Builder
-	tools    []toolLine
-	plan     []acp.PlanEntry
-	notices  []string
-	switches []string // changes of model and mode the agent made itself
-	files    []*Attachment
-	held     int64 // bytes of files the agent sent
-	seq      int   // numbers names of files the agent sent unnamed
+	ready     bool // the bounded texts below are set up
+	answer    clip.Text
+	lineEnded bool // the answer so far is empty or ends with a newline
+	thoughts  clip.Text
+	tools     []toolLine
+	moreTools int // tool calls past maxToolLines, not shown
+	plan      []acp.PlanEntry
+	morePlan  int // entries of the plan past maxPlanLines
+	notices   notices
+	switches  []string // changes of model and mode the agent made itself
+	files     []*Attachment
+	held      int64 // bytes of files the agent sent
+	seq       int   // numbers names of files the agent sent unnamed
 }
+
+// Bounds of what a Transcript keeps: the first and last answerKeep bytes
+// of the answer, and of the thoughts thoughtsKeep; the first maxToolLines
+// tool calls and maxPlanLines entries of the plan; the first and the
+// last maxNotices/2 notices; titles, plan entries and notices cut to
+// maxLineBytes; a diff shown inline at most maxInlineDiff characters when
+// AttachLimits say no less.
+const (
+	answerKeep    = 1 << 20
+	thoughtsKeep  = 64 << 10
+	maxToolLines  = 256
+	maxPlanLines  = 64
+	maxNotices    = 32
+	maxLineBytes  = 1 << 10
+	maxInlineDiff = 16 << 10
+)
 
 type toolLine struct {
 	id, title, status string
 	// terminal is the end of the output of a terminal the tool call
 	// holds, as last seen.
 	terminal string
-	content  []acp.ToolCallContent
-	shown    []shownItem
+	// content tells the tool call's content from a new one, without
+	// keeping it: its length and a digest.
+	content ContentSum
+	shown   []shownItem
+}
+
+// setup makes the bounded texts, once: the zero Transcript is ready to use.
+func (t *Transcript) setup() {
+	if !t.ready {
+		t.answer, t.thoughts, t.lineEnded, t.ready = clip.New(answerKeep, answerKeep), clip.New(thoughtsKeep, thoughtsKeep), true, true
+	}
+}
+
+// writeAnswer adds text to the answer.
+func (t *Transcript) writeAnswer(text string) {
+	if text == "" {
+		return
+	}
+	t.answer.WriteString(text)
+	t.lineEnded = strings.HasSuffix(text, "\n")
 }
 
 // Add folds one update into the transcript. It reports whether the visible
 // text changed.
 func (t *Transcript) Add(u acp.Update) bool {
+	t.setup()
 	switch u.Kind {
 	case acp.UpdateMessageChunk:
 		if u.Content != nil && u.Content.Type == "text" {
-			t.answer.WriteString(u.Content.Text)
+			t.writeAnswer(u.Content.Text)
 			return u.Content.Text != ""
 		}
 		if u.Content != nil {
 			return t.message(u.Content)
 		}
 	case acp.UpdateThoughtChunk:
-		if u.Content != nil && u.Content.Type == "text" {
+		if u.Content != nil && u.Content.Type == "text" && t.ShowThoughts {
 			t.thoughts.WriteString(u.Content.Text)
-			return t.ShowThoughts
+			return true
 		}
 	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
-		t.tool(u)
-		return true
+		return t.tool(u)
 	case acp.UpdatePlan:
-		t.plan = u.Entries
+		n := min(len(u.Entries), maxPlanLines)
+		t.plan, t.morePlan = make([]acp.PlanEntry, n), len(u.Entries)-n
+		for i, e := range u.Entries[:n] {
+			t.plan[i] = acp.PlanEntry{Content: clip.Cut(e.Content, maxLineBytes), Status: clip.Cut(e.Status, 32)}
+		}
 		return true
 	case acp.UpdateConfigOptions, acp.UpdateCurrentMode:
 		for _, s := range u.Switched {
@@ -84,40 +130,117 @@ func SwitchText(s acp.Switch) string {
 }
 
 // Notice adds a line such as an automatic permission answer.
-func (t *Transcript) Notice(s string) { t.notices = append(t.notices, s) }
+func (t *Transcript) Notice(s string) { t.notices.add(clip.Cut(s, maxLineBytes)) }
 
-// Answer is the answer text so far.
-func (t *Transcript) Answer() string { return t.answer.String() }
+// Answer is the answer text so far: past its bound, its start and its
+// end with a line saying how much is left out between them.
+func (t *Transcript) Answer() string {
+	t.setup()
+	var b strings.Builder
+	t.writeKept(&b, &t.answer, "of the answer")
+	return b.String()
+}
 
-func (t *Transcript) tool(u acp.Update) {
+// AnswerLen is the length of the whole answer so far, in bytes, and
+// whether some of it is left out of what is kept.
+func (t *Transcript) AnswerLen() (int64, bool) {
+	return t.answer.Len(), t.answer.Clipped()
+}
+
+// tool folds a tool call's update in, and reports whether what is shown
+// changed.
+func (t *Transcript) tool(u acp.Update) bool {
 	for i := range t.tools {
 		if t.tools[i].id == u.ToolCallID {
+			l := &t.tools[i]
 			if u.Terminal != nil {
-				t.tools[i].terminal = TerminalTail(u.Terminal.Output, TerminalLines)
+				l.terminal = TerminalTail(u.Terminal.Output, TerminalLines)
 			}
 			if u.Title != nil && *u.Title != "" {
-				t.tools[i].title = *u.Title
+				l.title = clip.Cut(*u.Title, maxLineBytes)
 			}
 			if u.Status != "" {
-				t.tools[i].status = u.Status
+				l.status = clip.Cut(u.Status, 32)
 			}
 			if u.ToolOutput != nil {
-				t.toolContent(&t.tools[i], u.ToolOutput)
+				t.toolContent(l, u.ToolOutput)
 			}
-			return
+			return true
 		}
 	}
 	if u.Terminal != nil {
-		return // a terminal of a tool call not shown
+		return false // a terminal of a tool call not shown
 	}
-	l := toolLine{id: u.ToolCallID, status: u.Status, title: u.ToolCallID}
+	if len(t.tools) == maxToolLines {
+		// Counted once, when the agent makes it; its updates are let go.
+		if u.Kind == acp.UpdateToolCall {
+			t.moreTools++
+			return true
+		}
+		return false
+	}
+	l := toolLine{id: u.ToolCallID, status: clip.Cut(u.Status, 32), title: clip.Cut(u.ToolCallID, maxLineBytes)}
 	if u.Title != nil && *u.Title != "" {
-		l.title = *u.Title
+		l.title = clip.Cut(*u.Title, maxLineBytes)
 	}
 	if u.ToolOutput != nil {
 		t.toolContent(&l, u.ToolOutput)
 	}
 	t.tools = append(t.tools, l)
+	return true
+}
+
+// writeKept writes what c keeps to b: whole, or its start and its end
+// with a line between them saying how much of what is left out. A code
+// block open at the cut is closed before the line, and one the end is
+// inside is opened again after it.
+func (t *Transcript) writeKept(b *strings.Builder, c *clip.Text, of string) {
+	head, omitted, tail := c.Parts()
+	b.WriteString(head)
+	if omitted == 0 {
+		return
+	}
+	if !strings.HasSuffix(head, "\n") {
+		b.WriteString("\n")
+	}
+	if fences(head)%2 == 1 {
+		b.WriteString("```\n")
+	}
+	fmt.Fprintf(b, "-# … %s %s left out here …\n", Bytes(omitted), of)
+	if fences(tail)%2 == 1 {
+		b.WriteString("```\n")
+	}
+	b.WriteString(tail)
+}
+
+// fences counts the lines of s that open or close a code block.
+func fences(s string) int {
+	n := 0
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			n++
+		}
+	}
+	return n
+}
+
+// notices keeps the first and the last maxNotices/2 of a turn's notices,
+// and counts those between.
+type notices struct {
+	first, last []string
+	omitted     int
+}
+
+func (n *notices) add(s string) {
+	switch {
+	case len(n.first) < maxNotices/2:
+		n.first = append(n.first, s)
+	case len(n.last) < maxNotices/2:
+		n.last = append(n.last, s)
+	default:
+		n.omitted++
+		n.last = append(n.last[1:], s)
+	}
 }
 
 // ToolStatusWord maps an ACP tool status to the word shown.
@@ -137,9 +260,49 @@ var toolIcon = map[string]string{"running": "⏳", "done": "✅", "failed": "❌
 // Render returns the transcript as Markdown: thoughts (quoted, if shown),
 // tool lines, plan, notices, then the answer.
 func (t *Transcript) Render() string {
+	b := t.renderTop()
+	t.writeKept(b, &t.answer, "of the answer")
+	return b.String()
+}
+
+// RenderHead returns at most about limit bytes of what Render returns
+// (more when what comes before the answer is longer), without rendering
+// the rest, and whether Render's is longer: what a view that shows only
+// the start needs, at a cost that does not grow with the answer.
+func (t *Transcript) RenderHead(limit int) (string, bool) {
+	b := t.renderTop()
+	if need := limit - b.Len(); need < 0 {
+		s := b.String()
+		return s[:runeStart(s, limit)], true
+	} else if need < answerKeep && t.answer.Len() > int64(need) {
+		b.WriteString(t.answer.Prefix(need))
+		return b.String(), true
+	}
+	t.writeKept(b, &t.answer, "of the answer")
+	if b.Len() > limit {
+		s := b.String()
+		return s[:runeStart(s, limit)], true
+	}
+	return b.String(), false
+}
+
+// runeStart is the largest offset at most n that starts a character of s.
+func runeStart(s string, n int) int {
+	n = min(n, len(s))
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// renderTop writes what comes before the answer.
+func (t *Transcript) renderTop() *strings.Builder {
+	t.setup()
 	var b strings.Builder
 	if t.ShowThoughts && t.thoughts.Len() > 0 {
-		for _, line := range strings.Split(strings.TrimSpace(t.thoughts.String()), "\n") {
+		var th strings.Builder
+		t.writeKept(&th, &t.thoughts, "of the thoughts")
+		for _, line := range strings.Split(strings.TrimSpace(th.String()), "\n") {
 			b.WriteString("> 💭 " + line + "\n")
 		}
 	}
@@ -153,6 +316,9 @@ func (t *Transcript) Render() string {
 			b.WriteString("```\n" + l.terminal + "\n```\n")
 		}
 	}
+	if t.moreTools > 0 {
+		fmt.Fprintf(&b, "-# … and %d more tool calls, not shown\n", t.moreTools)
+	}
 	if len(t.plan) > 0 {
 		b.WriteString("**Plan**\n")
 		for _, e := range t.plan {
@@ -165,18 +331,26 @@ func (t *Transcript) Render() string {
 			}
 			fmt.Fprintf(&b, "%s %s\n", box, oneLine(e.Content, 200))
 		}
+		if t.morePlan > 0 {
+			fmt.Fprintf(&b, "-# … and %d more steps\n", t.morePlan)
+		}
 	}
 	for _, s := range t.switches {
 		b.WriteString("⚙️ " + s + "\n")
 	}
-	for _, n := range t.notices {
+	for _, n := range t.notices.first {
+		b.WriteString("ℹ️ " + n + "\n")
+	}
+	if t.notices.omitted > 0 {
+		fmt.Fprintf(&b, "-# … %d more notices …\n", t.notices.omitted)
+	}
+	for _, n := range t.notices.last {
 		b.WriteString("ℹ️ " + n + "\n")
 	}
 	if b.Len() > 0 && t.answer.Len() > 0 {
 		b.WriteString("\n")
 	}
-	b.WriteString(t.answer.String())
-	return b.String()
+	return &b
 }
 
 // TerminalLines is how many of a terminal's last lines a tool call shows.

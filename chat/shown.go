@@ -1,12 +1,14 @@
 package chat
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path"
 	"path/filepath"
-	"reflect"
+	"slices"
 	"strings"
 
 	"acpbroker/acp"
@@ -64,22 +66,42 @@ func (t *Transcript) message(b *acp.ContentBlock) bool {
 	if line == "" {
 		return false
 	}
-	if s := t.answer.String(); s != "" && !strings.HasSuffix(s, "\n") {
-		t.answer.WriteString("\n")
+	if !t.lineEnded {
+		t.writeAnswer("\n")
 	}
-	t.answer.WriteString(line + "\n")
+	t.writeAnswer(line + "\n")
 	return true
+}
+
+// ContentSum tells a tool call's content list from another without
+// keeping it: equal sums, equal content.
+type ContentSum struct {
+	n   int
+	sum [sha256.Size]byte
+}
+
+// SumContent is content's ContentSum.
+func SumContent(content []acp.ToolCallContent) ContentSum {
+	h := sha256.New()
+	for _, c := range content {
+		_ = json.NewEncoder(h).Encode(c)
+	}
+	var s ContentSum
+	s.n = len(content)
+	h.Sum(s.sum[:0])
+	return s
 }
 
 // toolContent replaces what a tool call shows with its new content list.
 func (t *Transcript) toolContent(l *toolLine, content []acp.ToolCallContent) {
-	if reflect.DeepEqual(l.content, content) {
+	sum := SumContent(content)
+	if l.content == sum {
 		return // the same content sent again
 	}
 	for _, it := range l.shown {
 		t.release(it.att)
 	}
-	l.content, l.shown = content, nil
+	l.content, l.shown = sum, nil
 	for _, c := range content {
 		var it shownItem
 		switch c.Type {
@@ -177,8 +199,18 @@ func (t *Transcript) diff(c acp.ToolCallContent) (string, *Attachment) {
 		return "`" + oneLine(name, 200) + "`: no change", nil
 	}
 	counts := fmt.Sprintf("+%d −%d", d.Added, d.Removed)
-	if t.Limits.InlineDiff <= 0 || runeLen(d.Text) <= t.Limits.InlineDiff {
+	inline := t.Limits.InlineDiff
+	if inline <= 0 {
+		inline = maxInlineDiff
+	}
+	if runeLen(d.Text) <= inline {
 		return "```diff\n" + strings.ReplaceAll(d.Text, "```", "`\u200b``") + "```", nil
+	}
+	if t.Limits.InlineDiff <= 0 {
+		// Nothing is attached: the start of the diff is shown.
+		cut := strings.LastIndexByte(d.Text[:runeOffset(d.Text, inline)], '\n') + 1
+		return "```diff\n" + strings.ReplaceAll(d.Text[:cut], "```", "`\u200b``") + "```\n" +
+			fmt.Sprintf("-# … the diff of `%s` goes on (%s lines, %s in all)", oneLine(name, 200), counts, Bytes(int64(len(d.Text)))), nil
 	}
 	text := d.Text
 	if max := t.Limits.FileBytes; max > 0 && int64(len(text)) > max {
@@ -212,13 +244,15 @@ func (t *Transcript) take(a *Attachment, size int64) string {
 	return ""
 }
 
-// release gives back what a replaced attachment held.
+// release gives back what a replaced attachment held: its bytes, and its
+// place among the files.
 func (t *Transcript) release(a *Attachment) {
 	if a == nil || a.dropped {
 		return
 	}
-	a.dropped = true
+	a.dropped, a.Data = true, nil
 	t.held -= a.size
+	t.files = slices.DeleteFunc(t.files, func(f *Attachment) bool { return f == a })
 }
 
 // local maps what the agent named (a path, or a file: URI) to a path
@@ -306,14 +340,16 @@ func extension(mimeType string) string {
 	return "bin"
 }
 
-// Bytes is a size for people: 512 B, 12.3 KB, 8.0 MiB.
+// Bytes is a size for people: 512 B, 12.3 KiB, 8.0 MiB, 1.2 GiB.
 func Bytes(n int64) string {
 	switch {
 	case n < 1<<10:
 		return fmt.Sprintf("%d B", n)
 	case n < 1<<20:
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	default:
+	case n < 1<<30:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	default:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	}
 }

@@ -51,11 +51,12 @@ func TestJunk_LineOverTheCapIsSkippedAndCounted(t *testing.T) {
 }
 
 // A 12 MiB line on the agent's stdout (one answer chunk that long) is
-// read and shown: the turn completes, the whole answer reaches the user
-// (past discord.max_answer_messages it is attached, here in two parts
-// since one message carries at most 10 MiB), and the agent's next words
-// arrive too.
-func TestJunk_TwelveMiBLineIsDelivered(t *testing.T) {
+// read and shown as the start and the end of the answer: the turn
+// completes, the thread gets its first and its last MiB (past
+// discord.max_answer_messages, attached as answer.md) with a line saying
+// how much is left out between them, and the agent's next words arrive
+// too.
+func TestJunk_TwelveMiBLineIsShownByItsStartAndEnd(t *testing.T) {
 	const size = 12 << 20
 	w := newWorld(t, setup{})
 	w.start()
@@ -64,8 +65,6 @@ func TestJunk_TwelveMiBLineIsDelivered(t *testing.T) {
 	if !strings.HasPrefix(got.Footer, "-# ✅ done") {
 		t.Fatalf("the big turn ended with %q", got.Footer)
 	}
-	// 12 MiB is more than one message may carry (10 MiB): the answer
-	// comes in parts, in order, one per message.
 	var file []byte
 	var names []string
 	for _, m := range got.Msgs {
@@ -74,17 +73,20 @@ func TestJunk_TwelveMiBLineIsDelivered(t *testing.T) {
 			file = append(file, a.Data...)
 		}
 	}
-	if !slices.Equal(names, []string{"answer-1.md", "answer-2.md"}) {
-		t.Fatalf("an answer of %d messages has the attachments %v, want answer-1.md and answer-2.md", len(got.Msgs), names)
+	if !slices.Equal(names, []string{"answer.md"}) {
+		t.Fatalf("an answer of %d messages has the attachments %v, want answer.md", len(got.Msgs), names)
 	}
-	if n := strings.Count(string(file), "x"); n != size {
-		t.Errorf("the attachments hold %d of the %d characters", n, size)
+	if n := strings.Count(string(file), "x"); n < 2<<20-16 || n > 2<<20 {
+		t.Errorf("the attachment holds %d of the %d characters, want the first and the last MiB", n, size)
+	}
+	if !strings.Contains(string(file), "10.0 MiB of the answer left out here") {
+		t.Errorf("the attachment does not say what is left out")
 	}
 	if end := strings.TrimSpace(string(file)); !strings.HasSuffix(end, "after big") {
-		t.Errorf("the attachments do not end with the agent's last words: …%q", end[max(0, len(end)-40):])
+		t.Errorf("the attachment does not end with the agent's last words: …%q", end[max(0, len(end)-40):])
 	}
-	if last := got.Msgs[len(got.Msgs)-1]; !strings.Contains(last.Content, "attached in 2 parts; this is answer-2.md") {
-		t.Errorf("the last message does not point at the attachments: %q", last.Content)
+	if last := got.Msgs[len(got.Msgs)-1]; !strings.Contains(last.Content, "the answer is 12.0 MiB: its start and its end are attached as answer.md.") {
+		t.Errorf("the last message does not say what is attached: %q", last.Content)
 	}
 	w.Discord.Post(thread, alice, "and now?")
 	got = w.awaitAnswers(thread, 2)[1]

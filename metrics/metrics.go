@@ -111,6 +111,7 @@ var (
 	dJunk             = desc("acp_junk_lines_total", "Agent output lines skipped because they were not JSON-RPC.")
 	dOversize         = desc("acp_oversize_lines_total", "Agent output lines skipped for exceeding the size cap.")
 	dLateUpdates      = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
+	dEarlyDropped     = desc("acp_early_updates_dropped_total", "Session updates for sessions not known dropped: none was being created, or past the bounds of what is kept until one is.")
 	dDroppedUpdates   = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
 	dBadMessages      = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
 	dAgentRequests    = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
@@ -150,7 +151,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
-		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates,
+		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates, dEarlyDropped,
 		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
 		ch <- d
@@ -203,6 +204,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dJunk, p.Conn.JunkLines)
 	counter(dOversize, p.Conn.OversizeLines)
 	counter(dLateUpdates, p.Conn.LateUpdates)
+	counter(dEarlyDropped, p.Conn.EarlyDropped)
 	counter(dDroppedUpdates, p.Conn.DroppedUpdates)
 	counter(dBadMessages, p.Conn.BadMessages)
 	gauge(dAgentRequests, float64(p.Conn.AgentRequests))

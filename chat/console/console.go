@@ -19,6 +19,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/chat"
+	"acpbroker/internal/clip"
 )
 
 // Thread is the id of the console's one conversation.
@@ -236,16 +237,42 @@ func (c *Console) printf(format string, args ...any) {
 	fmt.Fprintf(c.Out, format, args...)
 }
 
-// sink prints one turn as it streams.
+// sink prints one turn as it streams, within bounds whatever the agent
+// sends: the answer's first answerKeep bytes as they come and, past
+// them, its last answerKeep when the turn ends, with how much is left
+// out between; the first thoughtsKeep bytes of thoughts; the first
+// maxTools tool calls and maxNotices notices; each title, plan entry and
+// notice cut to maxLineBytes, a plan to its first maxPlan entries.
 type sink struct {
 	c         *Console
 	inAnswer  bool
 	lineEnded bool   // the answer printed so far ends with a newline
 	dir       string // the agent's working directory
-	toolsSeen map[string]string
-	termSeen  map[string]string                // a tool call's terminal's last line printed
-	shown     map[string][]acp.ToolCallContent // what each tool call shows
+	printed   int64  // bytes of the answer printed
+	rest      clip.Text
+	thoughts  int // bytes of thoughts printed
+	notices   int // notices printed
+	toolsSeen map[string]*toolSeen
+	moreTools int // tool calls past maxTools
 }
+
+// toolSeen is what the sink remembers of a tool call it printed.
+type toolSeen struct {
+	title    string
+	terminal string          // its terminal's last line printed
+	shown    chat.ContentSum // what it shows
+}
+
+// The sink's bounds.
+const (
+	answerKeep   = 1 << 20
+	thoughtsKeep = 64 << 10
+	maxTools     = 256
+	maxNotices   = 64
+	maxPlan      = 64
+	maxLineBytes = 1 << 10
+	maxDiffBytes = 64 << 10
+)
 
 func (s *sink) Status(st adapter.Status) {
 	if st.Phase == adapter.PhaseWorking {
@@ -259,57 +286,74 @@ func (s *sink) Update(u acp.Update) {
 	switch u.Kind {
 	case acp.UpdateMessageChunk:
 		if u.Content != nil && u.Content.Type == "text" {
-			if !s.inAnswer {
-				s.c.printf("agent> ")
-				s.inAnswer = true
-			}
-			s.c.printf("%s", u.Content.Text)
-			if u.Content.Text != "" {
-				s.lineEnded = strings.HasSuffix(u.Content.Text, "\n")
-			}
+			s.answer(u.Content.Text)
 		} else if u.Content != nil {
 			s.block(u.Content)
 		}
 	case acp.UpdateThoughtChunk:
-		if s.c.ShowThoughts && u.Content != nil {
-			s.c.printf("[thinking] %s\n", u.Content.Text)
+		if s.c.ShowThoughts && u.Content != nil && s.thoughts < thoughtsKeep {
+			text := clip.Cut(u.Content.Text, thoughtsKeep-s.thoughts)
+			s.thoughts += len(u.Content.Text)
+			s.c.printf("[thinking] %s\n", text)
+			if s.thoughts >= thoughtsKeep {
+				s.c.printf("[more thinking, not shown]\n")
+			}
 		}
 	case acp.UpdateToolCall, acp.UpdateToolCallUpdate:
+		if s.toolsSeen == nil {
+			s.toolsSeen = map[string]*toolSeen{}
+		}
+		seen := s.toolsSeen[u.ToolCallID]
+		if seen == nil {
+			if u.Terminal != nil {
+				return
+			}
+			if len(s.toolsSeen) == maxTools {
+				if u.Kind == acp.UpdateToolCall {
+					if s.moreTools++; s.moreTools == 1 {
+						s.breakLine()
+						s.c.printf("[more than %d tool calls: the rest are not shown]\n", maxTools)
+					}
+				}
+				return
+			}
+			seen = &toolSeen{}
+			s.toolsSeen[u.ToolCallID] = seen
+		}
 		if u.Terminal != nil {
-			s.terminal(u)
+			s.terminal(seen, u)
 			return
 		}
-		if s.toolsSeen == nil {
-			s.toolsSeen = map[string]string{}
-		}
-		title := s.toolsSeen[u.ToolCallID]
 		if u.Title != nil && *u.Title != "" {
-			title = *u.Title
+			seen.title = clip.Cut(*u.Title, maxLineBytes)
 		}
-		s.toolsSeen[u.ToolCallID] = title
+		title := seen.title
 		if title == "" {
-			title = u.ToolCallID
+			title = clip.Cut(u.ToolCallID, maxLineBytes)
 		}
 		if u.Kind == acp.UpdateToolCall || u.Status != "" {
 			s.breakLine()
 			s.c.printf("[tool] %s: %s\n", title, chat.ToolStatusWord(u.Status))
 		}
 		if u.ToolOutput != nil {
-			s.toolContent(u.ToolCallID, u.ToolOutput)
+			s.toolContent(seen, u.ToolOutput)
 		}
 	case acp.UpdatePlan:
 		s.breakLine()
-		for _, e := range u.Entries {
+		for _, e := range u.Entries[:min(len(u.Entries), maxPlan)] {
 			mark := " "
 			if e.Status == "completed" {
 				mark = "x"
 			}
-			s.c.printf("[plan] [%s] %s\n", mark, e.Content)
+			s.c.printf("[plan] [%s] %s\n", mark, clip.Cut(e.Content, maxLineBytes))
+		}
+		if more := len(u.Entries) - maxPlan; more > 0 {
+			s.c.printf("[plan] … and %d more steps\n", more)
 		}
 	case acp.UpdateSessionInfo:
 		if u.Title != nil && *u.Title != "" {
 			s.breakLine()
-			s.c.printf("[title] %s\n", *u.Title)
+			s.c.printf("[title] %s\n", clip.Cut(*u.Title, maxLineBytes))
 		}
 	case acp.UpdateConfigOptions, acp.UpdateCurrentMode:
 		for _, sw := range u.Switched {
@@ -319,20 +363,63 @@ func (s *sink) Update(u acp.Update) {
 	}
 }
 
+// answer prints the answer's text as it comes, up to answerKeep bytes;
+// past them it keeps the end, printed when the turn ends.
+func (s *sink) answer(text string) {
+	if text == "" {
+		return
+	}
+	if room := answerKeep - s.printed; room > 0 {
+		now := clip.Head(text, int(min(room, int64(len(text)))))
+		if !s.inAnswer {
+			s.c.printf("agent> ")
+			s.inAnswer = true
+		}
+		s.c.printf("%s", now)
+		s.printed += int64(len(now))
+		s.lineEnded = strings.HasSuffix(now, "\n")
+		if text = text[len(now):]; text == "" {
+			return
+		}
+		s.printed = answerKeep // a character cut short goes with the rest
+	}
+	if s.rest.Len() == 0 {
+		s.breakLine()
+		s.c.printf("[the answer goes on; its end is printed when the turn ends]\n")
+		s.rest = clip.New(0, answerKeep)
+	}
+	s.rest.WriteString(text)
+}
+
+// answerEnd prints what was kept of the answer past what was printed.
+func (s *sink) answerEnd() {
+	if s.rest.Len() == 0 {
+		return
+	}
+	// It keeps no head: what it has is all the rest, or its end.
+	whole, omitted, tail := s.rest.Parts()
+	s.breakLine()
+	if omitted > 0 {
+		s.c.printf("[… %s of the answer left out …]\n", chat.Bytes(omitted))
+	} else {
+		tail = whole
+	}
+	s.c.printf("agent> %s", tail)
+	s.inAnswer, s.lineEnded = true, strings.HasSuffix(tail, "\n")
+	s.rest.Reset()
+}
+
 // terminal prints a terminal's last line when it changes: the console is
 // a scrolling log, so one line at a time keeps it small.
-func (s *sink) terminal(u acp.Update) {
+func (s *sink) terminal(seen *toolSeen, u acp.Update) {
 	last := chat.TerminalTail(u.Terminal.Output, 1)
 	if u.Terminal.Exit != nil {
 		last += " [" + u.Terminal.Exit.String() + "]"
 	}
-	if s.termSeen == nil {
-		s.termSeen = map[string]string{}
-	}
-	if last == "" || s.termSeen[u.ToolCallID] == last {
+	if last == "" || seen.terminal == last {
 		return
 	}
-	s.termSeen[u.ToolCallID] = last
+	seen.terminal = last
 	s.breakLine()
 	s.c.printf("[terminal] %s\n", last)
 }
@@ -347,7 +434,13 @@ func (s *sink) breakLine() {
 }
 
 func (s *sink) Notice(text string) {
-	s.c.printf("\n[%s]\n", text)
+	s.notices++
+	switch {
+	case s.notices < maxNotices:
+		s.c.printf("\n[%s]\n", clip.Cut(text, maxLineBytes))
+	case s.notices == maxNotices:
+		s.c.printf("\n[more notices: not shown]\n")
+	}
 }
 
 // Ask prints the options and waits for the next input line; the answer
@@ -403,6 +496,7 @@ func (s *sink) Done(o adapter.Outcome) {
 	if o.Shown != nil {
 		defer o.Shown("") // printed
 	}
+	s.answerEnd()
 	s.breakLine()
 	usage := ""
 	if u := chat.UsageText(o.Usage, o.TurnUsage); u != "" {

@@ -130,3 +130,30 @@ func TestConsole_TerminalOutputIsPrinted(t *testing.T) {
 		t.Fatalf("the first line was not printed as it came: %q", out)
 	}
 }
+
+// However much an agent writes in a turn, the console prints the
+// answer's first MiB as it comes and its last MiB when the turn ends,
+// with how much is left out between; tool calls past the first 256 are
+// not printed; the next prompt is answered.
+func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
+	tm := newTerm(t)
+	start := len(tm.out.String())
+	out := tm.say("flood-answer 24 64", "[done in ")
+	if len(out) > 2<<20+4<<10 {
+		t.Fatalf("printed %d bytes for a 24 MiB answer", len(out))
+	}
+	for _, want := range []string{"agent> BEGIN\n", "[the answer goes on; its end is printed when the turn ends]",
+		"[… 22.0 MiB of the answer left out …]\nagent> ", "\nEND\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output does not have %q: %d bytes, …%q", want, len(out), out[max(0, len(out)-300):])
+		}
+	}
+	out = tm.say("flood-tools 400", "[done in ")
+	if n := strings.Count(out, "[tool] "); n != 2*256 || !strings.Contains(out, "[more than 256 tool calls: the rest are not shown]") {
+		t.Errorf("%d tool lines printed for 400 tool calls", n)
+	}
+	tm.say("hello", "You said: hello")
+	if total := len(tm.out.String()) - start; total > 4<<20 {
+		t.Errorf("printed %d bytes in all", total)
+	}
+}

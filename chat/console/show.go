@@ -4,11 +4,11 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"strings"
 
 	"acpbroker/acp"
 	"acpbroker/chat"
+	"acpbroker/internal/clip"
 )
 
 // maxDiffLines bounds a diff printed at the terminal.
@@ -21,13 +21,13 @@ func (s *sink) block(b *acp.ContentBlock) {
 	case "image", "audio":
 		s.breakLine()
 		if b.Data == "" {
-			s.c.printf("[%s] %s\n", b.Type, b.URI)
+			s.c.printf("[%s] %s\n", b.Type, clip.Cut(b.URI, maxLineBytes))
 			return
 		}
 		s.c.printf("[%s, %d bytes]\n", b.Type, decodedLen(b.Data))
 	case "resource_link":
 		s.breakLine()
-		s.c.printf("[file] %s\n", b.URI)
+		s.c.printf("[file] %s\n", clip.Cut(b.URI, maxLineBytes))
 	case "resource":
 		if r := b.Resource; r != nil {
 			s.breakLine()
@@ -35,21 +35,19 @@ func (s *sink) block(b *acp.ContentBlock) {
 			if r.Blob != "" {
 				n = decodedLen(r.Blob)
 			}
-			s.c.printf("[file] %s (%d bytes)\n", r.URI, n)
+			s.c.printf("[file] %s (%d bytes)\n", clip.Cut(r.URI, maxLineBytes), n)
 		}
 	}
 }
 
 // toolContent prints what a tool call shows, once per change: diffs as
 // diff blocks, files as their paths.
-func (s *sink) toolContent(id string, content []acp.ToolCallContent) {
-	if s.shown == nil {
-		s.shown = map[string][]acp.ToolCallContent{}
-	}
-	if reflect.DeepEqual(s.shown[id], content) {
+func (s *sink) toolContent(seen *toolSeen, content []acp.ToolCallContent) {
+	sum := chat.SumContent(content)
+	if seen.shown == sum {
 		return
 	}
-	s.shown[id] = content
+	seen.shown = sum
 	for _, c := range content {
 		switch c.Type {
 		case "diff":
@@ -68,7 +66,12 @@ func (s *sink) toolContent(id string, content []acp.ToolCallContent) {
 				more = fmt.Sprintf("… %d more lines\n", len(lines)-maxDiffLines)
 				lines = lines[:maxDiffLines]
 			}
-			s.c.printf("```diff\n%s\n%s```\n", strings.TrimSuffix(strings.Join(lines, ""), "\n"), more)
+			text := strings.TrimSuffix(strings.Join(lines, ""), "\n")
+			if len(text) > maxDiffBytes {
+				text = clip.Head(text, maxDiffBytes)
+				more = fmt.Sprintf("… more, %s of diff in all\n", chat.Bytes(int64(len(d.Text))))
+			}
+			s.c.printf("```diff\n%s\n%s```\n", text, more)
 		case "content":
 			if c.Content != nil {
 				s.block(c.Content)

@@ -33,13 +33,18 @@ type turnSink struct {
 	react chan struct{}      // the reaction changed
 	start time.Time
 
-	mu       sync.Mutex
-	tr       chat.Transcript
-	status   string // a line under the answer while the turn runs
-	working  bool
-	reaction string
-	outcome  *adapter.Outcome
-	refusal  string
+	mu sync.Mutex
+	tr chat.Transcript
+	// version counts the changes to what the view shows; cached is the
+	// view made at cachedAt, reused until the next change.
+	version, cachedAt uint64
+	cached            *view
+	said              bool   // the agent has said something to show
+	status            string // a line under the answer while the turn runs
+	working           bool
+	reaction          string
+	outcome           *adapter.Outcome
+	refusal           string
 	// The final view and the final reaction each went out: the thread
 	// shows the outcome once both have.
 	viewShown, reactionShown bool
@@ -104,6 +109,7 @@ func (s *turnSink) Status(st adapter.Status) {
 	case adapter.PhaseCancelling:
 		s.status = "-# ⏹️ " + st.Text
 	}
+	s.version++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -115,6 +121,10 @@ func (s *turnSink) Update(u acp.Update) {
 	}
 	s.mu.Lock()
 	changed := s.tr.Add(u)
+	if changed {
+		s.version++
+		s.said = true
+	}
 	s.mu.Unlock()
 	if changed {
 		s.poke()
@@ -125,6 +135,8 @@ func (s *turnSink) Update(u acp.Update) {
 func (s *turnSink) Notice(text string) {
 	s.mu.Lock()
 	s.tr.Notice(text)
+	s.version++
+	s.said = true
 	s.mu.Unlock()
 	s.poke()
 }
@@ -142,6 +154,7 @@ func (s *turnSink) Done(o adapter.Outcome) {
 	default:
 		s.reaction = emojiFailed
 	}
+	s.version++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -151,6 +164,7 @@ func (s *turnSink) refused(err error) {
 	s.mu.Lock()
 	s.refusal = "⚠️ " + err.Error()
 	s.reaction = emojiFailed
+	s.version++
 	s.mu.Unlock()
 	s.poke()
 }
@@ -164,16 +178,36 @@ type view struct {
 	files   map[int][]attachment // by piece: the full answer, or the agent's files
 }
 
+// view is what the thread should show now: made again only when it
+// changed. While the turn runs only the start of the answer is rendered,
+// as much as the messages hold, so a long answer costs each edit no more
+// than a short one; the final view renders all that is kept of it.
 func (s *turnSink) view() view {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cached != nil && s.cachedAt == s.version {
+		return *s.cached
+	}
+	v := s.makeView()
+	s.cached, s.cachedAt = &v, s.version
+	return v
+}
+
+func (s *turnSink) makeView() view {
 	v := view{working: s.working}
 	if s.refusal != "" {
 		v.final = true
 		v.pieces = []string{s.refusal}
 		return v
 	}
-	body := s.tr.Render()
+	max := s.c.cfg.MaxMessages
+	var body string
+	if s.outcome != nil {
+		body = s.tr.Render()
+	} else {
+		// One piece more than is shown tells that the answer goes on.
+		body, _ = s.tr.RenderHead((max + 1) * pieceLimit * utf8.UTFMax)
+	}
 	v.body = strings.TrimSpace(body) != ""
 	footer := s.status
 	if s.outcome != nil {
@@ -196,27 +230,35 @@ func (s *turnSink) view() view {
 	if text != "" {
 		v.pieces = chat.Split(text, pieceLimit)
 	}
-	max := s.c.cfg.MaxMessages
 	if withFiles && max > 1 {
 		max--
 	}
 	if len(v.pieces) > max {
 		v.pieces = v.pieces[:max-1]
+		total, clipped := s.tr.AnswerLen()
 		if !v.final {
-			v.pieces = append(v.pieces, "-# … the answer continues; it will be attached in full when the turn ends.")
+			if clipped {
+				v.pieces = append(v.pieces, fmt.Sprintf("-# … the answer continues (%s so far); its start and its end will be attached when the turn ends.", chat.Bytes(total)))
+			} else {
+				v.pieces = append(v.pieces, "-# … the answer continues; it will be attached in full when the turn ends.")
+			}
 			return v
 		}
-		// The whole answer goes as a file; one too big for a message
-		// goes in parts, one per message, the footer on the last.
-		chars := utf8.RuneCountInString(body)
+		// The whole answer (what is kept of it) goes as a file; one too
+		// big for a message goes in parts, one per message, the footer on
+		// the last.
+		what := fmt.Sprintf("the full answer (%d characters) is", utf8.RuneCountInString(body))
+		if clipped {
+			what = fmt.Sprintf("the answer is %s: its start and its end are", chat.Bytes(total))
+		}
 		parts := cutParts(body, s.c.cfg.MaxFileBytes)
 		v.files = make(map[int][]attachment, len(parts)+1)
 		for k, part := range parts {
 			a := attachment{name: "answer.md", ctype: "text/markdown", data: part}
-			note := fmt.Sprintf("-# … the full answer (%d characters) is attached as answer.md.", chars)
+			note := fmt.Sprintf("-# … %s attached as answer.md.", what)
 			if len(parts) > 1 {
 				a.name = fmt.Sprintf("answer-%d.md", k+1)
-				note = fmt.Sprintf("-# … the full answer (%d characters) is attached in %d parts; this is %s.", chars, len(parts), a.name)
+				note = fmt.Sprintf("-# … %s attached in %d parts; this is %s.", what, len(parts), a.name)
 			}
 			if k == len(parts)-1 && !withFiles {
 				note += "\n" + footer
@@ -316,7 +358,7 @@ func (s *turnSink) run() {
 			if wait := calls.wait(time.Now(), c.cfg.EditInterval, urgent); wait > 0 {
 				// Woken early by news (the turn may have ended, and the
 				// final view need not keep the pace), it looks again.
-				if !s.pause(wait) {
+				if !s.pause(wait, shown) {
 					return
 				}
 				continue
@@ -352,7 +394,7 @@ func (s *turnSink) run() {
 			}
 			// Streaming goes on however long Discord fails; each failure
 			// waits a little longer, up to posterBackoffMax.
-			if !s.pause(min(posterBackoff<<min(failures-1, 6), posterBackoffMax)) {
+			if !s.pause(min(posterBackoff<<min(failures-1, 6), posterBackoffMax), shown) {
 				return
 			}
 			continue
@@ -456,21 +498,33 @@ func (s *turnSink) attach() {
 	files, notes := loadAttachments(dir, atts, int64(s.c.cfg.MaxFileBytes))
 	s.mu.Lock()
 	s.files, s.fileNotes = files, notes
+	s.version++
 	s.mu.Unlock()
 }
 
-// pause waits d or until the view changes; false when the Client is
-// giving up.
-func (s *turnSink) pause(d time.Duration) bool {
+// pause waits d, or less if the view changes in a way that may not wait:
+// the turn ended, or the agent said its first words while nothing of
+// theirs is shown; false when the Client is giving up. Other changes
+// wait, so that an agent streaming fast costs a view per pause, not per
+// update.
+func (s *turnSink) pause(d time.Duration, shown bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.wake:
-	case <-s.c.ctx.Done():
-		return false
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-s.wake:
+			s.mu.Lock()
+			urgent := s.outcome != nil || s.refusal != "" || (s.said && !shown)
+			s.mu.Unlock()
+			if urgent {
+				return true
+			}
+		case <-s.c.ctx.Done():
+			return false
+		}
 	}
-	return true
 }
 
 // idle waits for news, renewing the typing indicator while the agent

@@ -47,6 +47,9 @@ type Options struct {
 	// Models are the models offered, by value (nil: fake-small,
 	// fake-large and fake-huge), the first the default.
 	Models []string
+	// EarlyFlood, if set, makes session/new first send Lines updates of
+	// Bytes each for each of IDs sessions that never exist.
+	EarlyFlood struct{ Lines, Bytes, IDs int }
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -368,6 +371,9 @@ func (a *agent) newSession(m message) {
 	}
 	// Real agents send updates before the session/new answer.
 	a.commands(sid)
+	if f := a.opts.EarlyFlood; f.Lines > 0 {
+		a.unknownSessions(f.Lines, f.Bytes, f.IDs)
+	}
 	a.reply(m.ID, a.setup(sid, map[string]any{"sessionId": sid}))
 }
 

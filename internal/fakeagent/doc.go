@@ -114,5 +114,24 @@
 //	title TEXT         a session_info_update titling the session TEXT
 //	unknown-update     between two chunks, an update of an unknown kind and
 //	                   a chunk with a content block of an unknown type
+//	flood-answer N [K] N MiB of answer in chunks of K KiB (64), lines of
+//	                   a's, the first starting "BEGIN", the last ending
+//	                   "END"; honours cancel. flood-thoughts: the same as
+//	                   thoughts, then answers "thought a lot"
+//	flood-tools N [K]  N tool calls, each with a title of K KiB (1) and a
+//	                   diff of as much, completed; answers "made N tool
+//	                   calls"
+//	flood-plan N [K]   a plan of N entries of K KiB (1), sent ten times;
+//	                   answers "planned N steps"
+//	flood-unknown L K I
+//	                   L updates of K KiB for each of I sessions that do
+//	                   not exist (64, 1024, 8); answers "flooded"
+//	                   (the -early-flood L:K:I flag does the same before
+//	                   every session/new answer)
+//	deep-request [D]   a fs/read_text_file with id "deep-1" whose path is
+//	                   nested D (100000) deep; says what it was answered
+//	fs-sparse [G L N]  a sparse file of G GiB (40) whose first line never
+//	                   ends, its line L (2) asked for N (1) times at once;
+//	                   says how many were answered, how, and how fast
 //	anything else      a demo turn: thought, tool call, plan, echo
 package fakeagent

@@ -369,7 +369,7 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		a.chunk(sid, strings.Join(env, "\n"))
 		t.stop("end_turn")
 	default:
-		if a.show(t, cmd, args, rest(0)) {
+		if a.show(t, cmd, args, rest(0)) || a.floods(t, cmd, args) {
 			return
 		}
 		a.demo(t, full, images, files, resumed)

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,6 +29,7 @@ func main() {
 	flag.BoolVar(&opts.Modes, "modes", false, "offer the legacy session modes")
 	flag.BoolVar(&opts.Commands, "commands", false, "offer slash commands")
 	models := flag.String("models", "", "the models offered, comma-separated (default fake-small,fake-large,fake-huge)")
+	earlyFlood := flag.String("early-flood", "", "LINES:KIB:IDS: before answering session/new, send LINES updates of KIB KiB for each of IDS sessions that never exist")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	child := flag.Bool("child-ignore-term", false, "be a child that ignores SIGTERM and never exits")
 	flag.Parse()
@@ -47,6 +49,14 @@ func main() {
 	}
 	if *models != "" {
 		opts.Models = strings.Split(*models, ",")
+	}
+	if *earlyFlood != "" {
+		f := &opts.EarlyFlood
+		if _, err := fmt.Sscanf(*earlyFlood, "%d:%d:%d", &f.Lines, &f.Bytes, &f.IDs); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeagent: -early-flood wants LINES:KIB:IDS:", err)
+			os.Exit(2)
+		}
+		f.Bytes <<= 10
 	}
 	opts.Executable, _ = os.Executable()
 	opts.PID = os.Getpid()

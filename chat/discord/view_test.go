@@ -1,0 +1,63 @@
+package discord
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+)
+
+// While a turn streams, a view renders only the start of the answer
+// that its messages can hold, so each edit costs the same however long
+// the answer grows; a view is made again only after a change; the final
+// view renders what is kept of the whole, and says how long it was.
+func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
+	s := &turnSink{c: &Client{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1)}
+	s.Status(adapter.Status{Phase: adapter.PhaseWorking})
+	piece := strings.Repeat(strings.Repeat("y", 99)+"\n", 640)
+	chunk := func(text string) acp.Update {
+		return acp.Update{Kind: acp.UpdateMessageChunk, Content: &acp.ContentBlock{Type: "text", Text: text}}
+	}
+	alloc := func() uint64 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.TotalAlloc
+	}
+	var costs []uint64
+	for i := range 1000 { // 64 MB
+		s.Update(chunk(piece))
+		if i == 10 || i == 999 {
+			before := alloc()
+			v := s.view()
+			costs = append(costs, alloc()-before)
+			if len(v.pieces) != 6 || !strings.Contains(v.pieces[5], "the answer continues") {
+				t.Fatalf("a streaming view of %d pieces ends %q", len(v.pieces), v.pieces[len(v.pieces)-1])
+			}
+		}
+	}
+	if costs[1] > 2*costs[0]+64<<10 {
+		t.Fatalf("a view costs %d bytes at 1 MB of answer and %d at 64 MB", costs[0], costs[1])
+	}
+	before := alloc()
+	again := s.view()
+	if alloc()-before > 1<<10 {
+		t.Fatalf("an unchanged view was made again: %d bytes", alloc()-before)
+	}
+	if !strings.Contains(again.pieces[5], "the answer continues (61.0 MiB so far); its start and its end will be attached") {
+		t.Fatalf("the streaming view ends %q", again.pieces[5])
+	}
+	s.Done(adapter.Outcome{StopReason: acp.StopEndTurn, Text: "y"})
+	v := s.view()
+	var file string
+	for _, fs := range v.files {
+		for _, f := range fs {
+			file += f.data
+		}
+	}
+	if len(file) > 2<<20+4<<10 || !strings.Contains(file, "MiB of the answer left out here") ||
+		!strings.Contains(v.pieces[len(v.pieces)-1], "the answer is 61.0 MiB: its start and its end are attached as answer.md.") {
+		t.Fatalf("the final view attaches %d bytes and ends %q", len(file), v.pieces[len(v.pieces)-1])
+	}
+}
