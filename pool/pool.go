@@ -607,7 +607,8 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.Dir, a.Profile.Name); stop != nil {
 		p.runStop(a, stop)
 	}
-	p.removeGroup(a.Thread, a.group)
+	// Counted before its group goes, so that whoever sees the group gone
+	// sees the count.
 	exit, _ := errors.AsType[*ExitError](a.Proc.ExitErr())
 	st := a.Conn.Stats()
 	st.PendingRequests, st.PendingPermissions, st.PendingElicitations, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0, 0
@@ -617,6 +618,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		p.oom++
 	}
 	p.mu.Unlock()
+	p.removeGroup(a.Thread, a.group)
 }
 
 // groupRemoveWait bounds the wait for a stopped agent's control group to
