@@ -33,20 +33,32 @@ type Proc struct {
 // around any of them. It looks from outside, in /proc, and knows them by
 // the environment each inherits from the broker (HOME is the World's
 // Dir; the broker passes it on to every agent and terminal, and children
-// keep it), and by the PID namespace of every sandboxed one it has seen:
-// a process of that namespace that dropped its environment is still the
-// agent's. The World's brokers themselves are not listed.
+// keep it), by the mark the World's brokers give each sandbox's
+// bubblewrap (its init in the sandbox carries it too), and by the PID
+// namespace of such a process seen in the same look: a process of that
+// namespace that dropped its environment is still the agent's, and the
+// namespace lives only as long as its marked init. (A namespace seen
+// earlier is not trusted: the kernel gives a later one the same name.)
+// The World's brokers themselves are not listed.
 func (w *World) AgentProcs() []Proc {
 	self, _ := os.Readlink("/proc/self/ns/pid")
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	marker := []byte("HOME=" + w.Dir + "\x00")
 	w.mu.Lock()
 	brokers := slices.Clone(w.brokerPIDs)
 	w.mu.Unlock()
-	var out []Proc
+	markers := [][]byte{[]byte("HOME=" + w.Dir + "\x00")}
+	for _, b := range brokers {
+		markers = append(markers, []byte(sandboxMarkVar+"="+strconv.Itoa(b)+"."))
+	}
+	type seen struct {
+		Proc
+		marked bool
+	}
+	var all []seen
+	sandboxes := map[string]bool{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || slices.Contains(brokers, pid) || !agenttest.Running(pid) {
@@ -58,29 +70,36 @@ func (w *World) AgentProcs() []Proc {
 			continue
 		}
 		env, _ := os.ReadFile(filepath.Join(dir, "environ"))
-		marked := bytes.HasPrefix(env, marker) || bytes.Contains(env, append([]byte{0}, marker...))
-		sandboxed := ns != self
-		w.mu.Lock()
-		if marked && sandboxed {
-			if w.sandboxes == nil {
-				w.sandboxes = map[string]bool{}
+		marked := false
+		for _, m := range markers {
+			if bytes.HasPrefix(env, m) || bytes.Contains(env, append([]byte{0}, m...)) {
+				marked = true
+				break
 			}
-			w.sandboxes[ns] = true
 		}
-		known := sandboxed && w.sandboxes[ns]
-		w.mu.Unlock()
-		if !marked && !known {
-			continue
+		sandboxed := ns != self
+		if marked && sandboxed {
+			sandboxes[ns] = true
 		}
 		cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
 		start, ok := startTicks(pid)
 		if !ok {
 			continue
 		}
-		out = append(out, Proc{PID: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), Start: start, PIDNS: ns, Sandboxed: sandboxed})
+		all = append(all, seen{Proc{PID: pid, Cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), Start: start, PIDNS: ns, Sandboxed: sandboxed}, marked})
+	}
+	var out []Proc
+	for _, p := range all {
+		if p.marked || p.Sandboxed && sandboxes[p.PIDNS] {
+			out = append(out, p.Proc)
+		}
 	}
 	return out
 }
+
+// sandboxMarkVar is the variable by which a broker marks the bubblewrap
+// processes of each sandbox it starts, "<the broker's pid>.<count>".
+const sandboxMarkVar = "ACP_BROKER_SANDBOX"
 
 // LeftoverProcs waits up to within for every process AgentProcs lists to
 // be gone, and returns those still running, killing them.

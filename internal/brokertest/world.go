@@ -71,8 +71,7 @@ type World struct {
 
 	mu         sync.Mutex
 	starts     int
-	brokerPIDs []int           // of every broker started, for AgentProcs to leave out
-	sandboxes  map[string]bool // PID namespaces of the agents' sandboxes AgentProcs saw
+	brokerPIDs []int // of every broker started, for AgentProcs to leave out
 }
 
 // NewWorld makes a World. The default configuration logs JSON at info
