@@ -125,6 +125,18 @@ func (b *bot) next(t *testing.T, match func(socketmode.Event) bool) socketmode.E
 	}
 }
 
+// recv takes a value from ch, failing the test after 10s.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for a %T", *new(T))
+		panic("unreachable")
+	}
+}
+
 // innerOf returns the inner event of an Events API envelope, nil if it is
 // another kind.
 func innerOf(ev socketmode.Event) any {
