@@ -23,7 +23,7 @@ import (
 
 func TestUnackedEventIsRedeliveredWithRetryAttempt(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, fakeslack.Options{AckTimeout: 300 * time.Millisecond, RetryDelays: []time.Duration{0, 0}})
+	w := newWorld(t, fakeslack.Options{AckTimeout: time.Second, RetryDelays: []time.Duration{0, 0}})
 	var seen atomic.Int32
 	b := runBot(t, w.srv, func(c *socketmode.Client, ev socketmode.Event) {
 		// The first delivery is dropped on the floor; the retry is
@@ -44,8 +44,8 @@ func TestUnackedEventIsRedeliveredWithRetryAttempt(t *testing.T) {
 	if !env.Acked || len(env.Attempts) != 2 || env.Attempts[0].Reason != "timeout" || !env.Attempts[1].Acked {
 		t.Errorf("envelope = %+v", env)
 	}
-	if gap := env.Attempts[1].At.Sub(start); gap < 300*time.Millisecond {
-		t.Errorf("retried after %v, before the 300ms deadline", gap)
+	if gap := env.Attempts[1].At.Sub(start); gap < time.Second {
+		t.Errorf("retried after %v, before the 1s deadline", gap)
 	}
 	if me, ok := innerOf(retry).(*slackevents.MessageEvent); !ok || me.ChannelType != "im" {
 		t.Errorf("retried event = %#v", innerOf(retry))
@@ -165,12 +165,21 @@ func TestTooManyConnectionsAreToldToGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := dialFirstMessage(t, url)
+	start := time.Now()
+	conn := dial(t, url)
+	msg := readJSON(t, conn)
 	if msg["type"] != "disconnect" || msg["reason"] != "too_many_websockets" {
 		t.Errorf("second connection got %v", msg)
 	}
 	if st := w.srv.SocketStats(); st.Ready != 1 || st.Disconnects["too_many_websockets"] != 1 {
 		t.Errorf("stats = %+v", st)
+	}
+	// A connection told to go that stays is closed after the grace.
+	if _, _, err := conn.ReadMessage(); err == nil {
+		t.Error("the connection stayed open")
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("closed after %v, before the 200ms grace", waited)
 	}
 }
 
@@ -308,14 +317,14 @@ func TestHTTPModeSignaturesCheckedBySlackGoVerifier(t *testing.T) {
 
 func TestHTTPModeRetriesWithHeaders(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, fakeslack.Options{AckTimeout: 300 * time.Millisecond, RetryDelays: []time.Duration{0, 0, 0}})
+	w := newWorld(t, fakeslack.Options{AckTimeout: time.Second, RetryDelays: []time.Duration{0, 0, 0}})
 	rv, hs := newReceiver(t, w.srv)
 	rv.answer = func(r received) (int, http.Header, string, time.Duration) {
 		switch r.retryNum {
 		case "":
 			return http.StatusInternalServerError, nil, "", 0
 		case "1":
-			return http.StatusOK, nil, "", time.Second // too late
+			return http.StatusOK, nil, "", 3 * time.Second // too late
 		}
 		return http.StatusOK, nil, "", 0
 	}

@@ -72,10 +72,10 @@ type bot struct {
 
 // runBot connects a socketmode client; handle (nil: acknowledge
 // everything) sees each envelope, which next then returns.
-func runBot(t *testing.T, srv *fakeslack.Server, handle func(*socketmode.Client, socketmode.Event)) *bot {
+func runBot(t *testing.T, srv *fakeslack.Server, handle func(*socketmode.Client, socketmode.Event), opts ...socketmode.Option) *bot {
 	t.Helper()
 	api := newAPI(srv, srv.BotToken())
-	client := socketmode.New(api)
+	client := socketmode.New(api, opts...)
 	b := &bot{client: client, events: make(chan socketmode.Event, 256)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -212,17 +212,22 @@ func TestSocketModeMentionAckAndThreadReply(t *testing.T) {
 	}
 }
 
-// dialFirstMessage opens a Socket Mode URL by hand and returns the first
-// message, closing the connection after.
-func dialFirstMessage(t *testing.T, url string) map[string]any {
+// dial opens a Socket Mode URL by hand; the connection is closed by the
+// test's cleanup.
+func dial(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
 	conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	resp.Body.Close()
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
+func readJSON(t *testing.T, conn *websocket.Conn) map[string]any {
+	t.Helper()
 	var msg map[string]any
 	if err := conn.ReadJSON(&msg); err != nil {
 		t.Fatalf("read: %v", err)

@@ -110,7 +110,7 @@ func TestModalOpenedSubmittedWithErrorsThenClosed(t *testing.T) {
 
 func TestTriggerExpiresAndViewStackIsThreeDeep(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, fakeslack.Options{TriggerLifetime: 200 * time.Millisecond})
+	w := newWorld(t, fakeslack.Options{TriggerLifetime: time.Second})
 	triggers := make(chan string, 8)
 	runBot(t, w.srv, func(c *socketmode.Client, ev socketmode.Event) {
 		c.Ack(*ev.Request)
@@ -123,7 +123,7 @@ func TestTriggerExpiresAndViewStackIsThreeDeep(t *testing.T) {
 	})
 	w.srv.SlashCommand(w.general.ID, w.alice.ID, "/ask", "")
 	late := recv(t, triggers)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 	if _, err := w.api.OpenView(late, askModal("Late")); slackErr(t, err) != "expired_trigger_id" {
 		t.Errorf("a trigger past its lifetime: %v", err)
 	}
