@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"acpbroker/internal/fakeslack"
 
+	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
@@ -431,5 +433,51 @@ func TestHTTPModeInteractivityIsAFormPayload(t *testing.T) {
 	eph := w.srv.Ephemerals(w.alice.ID)
 	if len(eph) != 1 || eph[0].Text != "working on it" || eph[0].Via != "ack" {
 		t.Errorf("ephemerals = %+v", eph)
+	}
+}
+
+func TestInteractionsWithoutAConnectionFailAtOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, fakeslack.Options{})
+	_, ts, err := w.api.PostMessage(w.general.ID, slack.MsgOptionBlocks(
+		slack.NewActionBlock("acts", slack.NewButtonBlockElement("go", "", text("Go")))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := w.srv.Envelope(w.srv.ClickButton(w.general.ID, ts, w.alice.ID, "go"))
+	if !env.Failed || len(env.Attempts) != 0 {
+		t.Errorf("a click with no connection: %+v", env)
+	}
+	env, _ = w.srv.Envelope(w.srv.SlashCommand(w.general.ID, w.alice.ID, "/ask", "x"))
+	if !env.Failed {
+		t.Errorf("a command with no connection: %+v", env)
+	}
+	// The bot's own message event waits for a connection.
+	if w.srv.Pending() != 1 {
+		t.Errorf("pending = %d", w.srv.Pending())
+	}
+}
+
+func TestOversizedAckIsDropped(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, fakeslack.Options{AckTimeout: 500 * time.Millisecond, RetryDelays: []time.Duration{}})
+	_, url, err := w.api.StartSocketModeContext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, url)
+	if hello := readJSON(t, conn); hello["type"] != "hello" {
+		t.Fatalf("first message = %v", hello)
+	}
+	w.srv.PostMessage(w.dm.ID, w.alice.ID, "hi")
+	env := readJSON(t, conn)
+	id, _ := env["envelope_id"].(string)
+	big, _ := json.Marshal(map[string]any{"envelope_id": id, "payload": map[string]string{"pad": strings.Repeat("x", 20<<10)}})
+	if err := conn.WriteMessage(websocket.TextMessage, big); err != nil {
+		t.Fatal(err)
+	}
+	w.srv.Await("the oversized ack counted", func() bool { return w.srv.SocketStats().Oversized == 1 })
+	if e := w.srv.AwaitAck(id); e.Acked || !e.Failed {
+		t.Errorf("envelope after an oversized ack = %+v", e)
 	}
 }

@@ -40,8 +40,10 @@
 // retry_reason (X-Slack-Retry-Num, X-Slack-Retry-Reason); an HTTP answer
 // with X-Slack-No-Retry: 1 stops the retries. Interactions and commands
 // are not sent again: the envelope is marked Failed, as the user would
-// see an error. With no Socket Mode connection open, envelopes wait for
-// one. The acknowledgement's payload counts where Slack reads it: a
+// see an error. With no Socket Mode connection open, events wait for one,
+// while interactions and commands fail at once. An acknowledgement of 20
+// KiB or more is dropped unread, as Slack drops it. The
+// acknowledgement's payload counts where Slack reads it: a
 // view_submission's response_action (errors, update, push, clear, or
 // none: the view closes) and a slash command's answer (shown ephemeral,
 // or in the channel). Envelopes, EnvelopesOf, AwaitAck and Pending read

@@ -212,6 +212,15 @@ func (s *Server) deliverLocked(e *envelope, now time.Time) {
 		return
 	}
 	c := s.pickConnLocked()
+	if c == nil && e.Type != EventsAPI {
+		// The user sees an error at once: nobody is there to answer.
+		e.Failed = true
+		s.settleLocked(e)
+		if e.onFail != nil {
+			e.onFail()
+		}
+		return
+	}
 	if c == nil {
 		e.state, e.due = envPending, now
 		return

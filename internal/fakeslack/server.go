@@ -41,9 +41,9 @@ type Options struct {
 	// AckTimeout is how long an envelope, or an HTTP delivery, may go
 	// unanswered (default 3s, as on Slack). An Events API event not
 	// acknowledged in time is sent again after each of RetryDelays
-	// (default 0, 1 minute, 5 minutes: three retries, as on Slack), with
-	// retry_attempt (X-Slack-Retry-Num) counting them; interactions and
-	// slash commands are not sent again.
+	// (default 0, 1 minute, 5 minutes: three retries, as on Slack; an
+	// empty list: none), with retry_attempt (X-Slack-Retry-Num) counting
+	// them; interactions and slash commands are not sent again.
 	AckTimeout  time.Duration
 	RetryDelays []time.Duration
 

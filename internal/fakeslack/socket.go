@@ -31,6 +31,9 @@ type SocketStats struct {
 	LateAcks      int
 	DuplicateAcks int
 	UnknownAcks   int
+	// Oversized counts the messages of 20 KiB or more the client sent,
+	// which Slack drops unread.
+	Oversized int
 	// Pings and Pongs count the WebSocket pings sent and the pongs back.
 	Pings int
 	Pongs int
@@ -247,6 +250,10 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) hostOf(c *smConn) string { return fmt.Sprintf("applink-fake-%d", c.id) }
 
+// maxAckSize is the size from which Slack drops what a Socket Mode
+// client sends.
+const maxAckSize = 20 << 10
+
 // readLoop takes the acknowledgements of envelopes until the connection
 // fails.
 func (c *smConn) readLoop() {
@@ -261,7 +268,9 @@ func (c *smConn) readLoop() {
 			Payload    json.RawMessage `json:"payload"`
 		}
 		s.mu.Lock()
-		if json.Unmarshal(data, &ack) != nil || ack.EnvelopeID == "" {
+		if len(data) >= maxAckSize {
+			s.sockStats.Oversized++
+		} else if json.Unmarshal(data, &ack) != nil || ack.EnvelopeID == "" {
 			s.sockStats.UnknownAcks++
 		} else {
 			s.ackLocked(ack.EnvelopeID, ack.Payload, time.Now())

@@ -207,7 +207,7 @@ func (s *Server) wireFileLocked(f *file) map[string]any {
 		"url_private":          s.fileURL(f, false),
 		"url_private_download": s.fileURL(f, true),
 		"permalink":            "https://" + s.team.Domain + ".slack.com/files/" + f.User + "/" + f.ID + "/" + url.PathEscape(f.Name),
-		"permalink_public":     "https://slack-files.com/" + s.team.ID + "-" + f.ID + "-" + randomHex(5),
+		"permalink_public":     "https://slack-files.com/" + s.team.ID + "-" + f.ID,
 		"has_rich_preview":     false,
 	}
 	if f.AltText != "" {
