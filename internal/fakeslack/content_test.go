@@ -187,6 +187,11 @@ func TestAssistantStatusClearedByTheReply(t *testing.T) {
 	if _, _, err := w.api.PostMessage(w.dm.ID, slack.MsgOptionText("answer", false), slack.MsgOptionTS(parent)); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := w.srv.WaitMessage(ctx, w.dm.ID, func(m fakeslack.Message) bool { return m.FromBot() }); err != nil || m.ThreadTS != parent {
+		t.Fatalf("the reply = %+v, %v", m, err)
+	}
 	st, _ := w.srv.ThreadStatus(w.dm.ID, parent)
 	if st.Status != "" || st.Cleared != "reply" {
 		t.Errorf("status after the reply = %+v", st)

@@ -353,10 +353,13 @@ func (s *Server) Team() Team { return s.team }
 // Bot returns the app's bot.
 func (s *Server) Bot() Bot { return s.bot }
 
-// BotToken returns the bot token the fake accepts; AppToken the app-level
-// token; SigningSecret the secret it signs requests with.
-func (s *Server) BotToken() string      { return s.opts.BotToken }
-func (s *Server) AppToken() string      { return s.opts.AppToken }
+// BotToken returns the bot token the fake accepts.
+func (s *Server) BotToken() string { return s.opts.BotToken }
+
+// AppToken returns the app-level token apps.connections.open accepts.
+func (s *Server) AppToken() string { return s.opts.AppToken }
+
+// SigningSecret returns the secret the fake signs its requests with.
 func (s *Server) SigningSecret() string { return s.opts.SigningSecret }
 
 // Changed returns a channel that is closed at the next change the server
@@ -410,6 +413,23 @@ func (s *Server) Await(what string, cond func() bool) {
 	if err := s.WaitFor(ctx, cond); err != nil {
 		s.tb.Fatalf("fakeslack: waiting for %s: %v", what, err)
 	}
+}
+
+// WaitMessage waits for a message in a conversation (replies included)
+// that satisfies match (nil matches any), as it now stands, and returns
+// it.
+func (s *Server) WaitMessage(ctx context.Context, channelID string, match func(Message) bool) (Message, error) {
+	var found Message
+	err := s.WaitFor(ctx, func() bool {
+		for _, m := range s.Messages(channelID) {
+			if match == nil || match(m) {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
 }
 
 func (s *Server) errorf(format string, args ...any) {
