@@ -87,8 +87,14 @@ func TestUploadLimits(t *testing.T) {
 	if _, err := w.api.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{Files: []slack.FileSummary{{ID: up.FileID}}, Channel: w.general.ID}); slackErr(t, err) != "file_not_found" {
 		t.Errorf("complete before the upload: %v", err)
 	}
+	if n := len(w.srv.Files()); n != 0 {
+		t.Errorf("%d files before the bytes came", n)
+	}
 	if err := w.api.UploadToURL(ctx, slack.UploadToURLParameters{UploadURL: up.UploadURL, Content: "abc", Filename: "a.txt"}); err != nil {
 		t.Fatal(err)
+	}
+	if files := w.srv.Files(); len(files) != 1 || files[0].ID != up.FileID || files[0].Channel != "" {
+		t.Errorf("files after the upload = %+v", files)
 	}
 	if _, err := w.api.CompleteUploadExternalContext(ctx, slack.CompleteUploadExternalParameters{Files: []slack.FileSummary{{ID: up.FileID}}, Channel: "C-none"}); slackErr(t, err) != "channel_not_found" {
 		t.Errorf("complete into no channel: %v", err)

@@ -88,10 +88,9 @@ type envelope struct {
 	deadline time.Time // Socket Mode: the acknowledgement's
 	retries  int
 	reason   string // why the last attempt failed, for the next retry
-	// onAck runs (under the lock) when the app acknowledges in time with
-	// its payload; onFail when the fake gives up.
-	onAck  func(payload json.RawMessage) string
-	onFail func()
+	// onAck runs (under the lock) when the app acknowledges in time, with
+	// the acknowledgement's payload; it returns what is wrong with it.
+	onAck func(payload json.RawMessage) string
 }
 
 func (e *envelope) snapshot() Envelope {
@@ -202,7 +201,8 @@ func (s *Server) trimEnvelopesLocked() {
 }
 
 // deliverLocked makes one attempt at an envelope: over HTTP, or on a
-// Socket Mode connection. With no connection open it waits for one.
+// Socket Mode connection. With no connection ready an event waits for
+// one, while an interaction or a command fails.
 func (s *Server) deliverLocked(e *envelope, now time.Time) {
 	if s.closed {
 		return
@@ -213,12 +213,7 @@ func (s *Server) deliverLocked(e *envelope, now time.Time) {
 	}
 	c := s.pickConnLocked()
 	if c == nil && e.Type != EventsAPI {
-		// The user sees an error at once: nobody is there to answer.
-		e.Failed = true
-		s.settleLocked(e)
-		if e.onFail != nil {
-			e.onFail()
-		}
+		s.giveUpLocked(e) // the user sees an error at once
 		return
 	}
 	if c == nil {
@@ -310,11 +305,12 @@ func (s *Server) attemptFailedLocked(e *envelope, reason string, noRetry bool, n
 		s.wakeScheduler()
 		return
 	}
+	s.giveUpLocked(e)
+}
+
+func (s *Server) giveUpLocked(e *envelope) {
 	e.Failed = true
 	s.settleLocked(e)
-	if e.onFail != nil {
-		e.onFail()
-	}
 }
 
 // schedule runs the timers: acknowledgement deadlines, retries, and the

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -604,13 +603,16 @@ func (s *Server) Ephemerals(userID string) []Ephemeral {
 }
 
 // Files returns the files uploaded, by the bot or by users, oldest
-// first.
+// first; a file whose bytes have not arrived at its upload URL is not
+// among them.
 func (s *Server) Files() []File {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]File, 0, len(s.forder))
 	for _, id := range s.forder {
-		out = append(out, s.files[id].snapshot())
+		if f := s.files[id]; f.uploaded {
+			out = append(out, f.snapshot())
+		}
 	}
 	return out
 }
@@ -694,13 +696,4 @@ func (s *Server) Channels() []Channel {
 		out = append(out, s.channels[id].snapshot())
 	}
 	return out
-}
-
-// sortedTS sorts message timestamps oldest first.
-func sortedTS(list []string) {
-	sort.Slice(list, func(i, j int) bool {
-		a, _ := parseTS(list[i])
-		b, _ := parseTS(list[j])
-		return a < b
-	})
 }

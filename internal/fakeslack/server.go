@@ -127,7 +127,7 @@ type Server struct {
 	closeOnce sync.Once
 	quit      chan struct{} // closed when Close starts
 	ctx       context.Context
-	cancel    context.CancelFunc
+	cancel    context.CancelCauseFunc
 	wake      chan struct{} // the scheduler's
 	client    *http.Client  // HTTP mode deliveries
 	transport *http.Transport
@@ -260,7 +260,7 @@ func New(tb testing.TB, opts Options) *Server {
 		active:    map[string]*envelope{},
 		tickets:   map[string]time.Time{},
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.team = Team{ID: opts.TeamID, Domain: opts.TeamDomain, Name: opts.TeamName}
 	if s.team.ID == "" {
 		s.team.ID = s.newIDLocked("T")
@@ -318,7 +318,7 @@ func New(tb testing.TB, opts Options) *Server {
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		close(s.quit)
-		s.cancel()
+		s.cancel(ErrClosed)
 		s.mu.Lock()
 		s.closed = true
 		for _, c := range s.conns {

@@ -99,20 +99,13 @@ func failMessages(code string, problems []problem) reply {
 
 // call is one Web API request being handled, under the Server's lock.
 type call struct {
-	s      *Server
-	rec    *Call
-	args   map[string]string
-	raw    map[string]json.RawMessage // values of a JSON body
-	now    time.Time
-	header http.Header
+	rec  *Call
+	args map[string]string
+	raw  map[string]json.RawMessage // values of a JSON body
+	now  time.Time
 }
 
 func (c *call) str(k string) string { return c.args[k] }
-
-func (c *call) has(k string) bool {
-	_, ok := c.args[k]
-	return ok
-}
 
 // flag reads a boolean argument: nil when absent.
 func (c *call) flag(k string) *bool {
@@ -149,7 +142,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/api/")
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, maxAPIBody+1))
 	rec := &Call{At: now, Method: name, Args: map[string]string{}, Size: len(raw)}
-	c := &call{s: s, rec: rec, args: rec.Args, now: now, header: w.Header()}
+	c := &call{rec: rec, args: rec.Args, now: now}
 	token, warning, perr := c.parse(r, raw)
 	if len(raw) > maxAPIBody {
 		perr = errTooBig
