@@ -8,10 +8,12 @@
 //
 //	api := slack.New(srv.BotToken(),
 //		slack.OptionAPIURL(srv.APIURL()),
-//		slack.OptionAppLevelToken(srv.AppToken()))
+//		slack.OptionAppLevelToken(srv.AppToken()),
+//		slack.OptionHTTPClient(srv.HTTPClient()))
 //	client := socketmode.New(api)
 //
-// and its apps.connections.open hands out a ws:// URL of the fake, where
+// (HTTPClient's idle connections close with the server, so that none
+// outlives a test checked with goleak), and its apps.connections.open hands out a ws:// URL of the fake, where
 // the socketmode client is greeted with hello and then receives
 // envelopes. Several connections may be open at once, as on Slack: each
 // envelope goes to one of them, in turn; at most Options.MaxConnections
@@ -115,7 +117,8 @@
 // with short bursts; Options.NonMarketplace for the limits of apps
 // outside the Marketplace). A call past its limit is answered 429
 // ratelimited with Retry-After, which slack-go returns as a
-// *slack.RateLimitedError. Inject429, InjectError (5xx with an HTML
+// *slack.RateLimitedError; refused calls count against the limit too.
+// Inject429, InjectError (5xx with an HTML
 // body), InjectSlackError ({"ok": false, "error": …}), InjectDrop (the
 // connection cut) and InjectStall (a late answer) fail the next calls a
 // Match selects; SetChaos fails a share of them at random.
@@ -130,7 +133,7 @@
 // CallsTo every request with its time, arguments and answer (for
 // assertions on pacing), RateLimited the calls answered 429, and
 // SocketStats the Socket Mode counters. WaitFor and Await block until a
-// condition on them holds.
+// condition on them holds; WaitMessage until a message is there.
 //
 // All methods of Server are safe for concurrent use. The helpers that act
 // as users report misuse (an unknown channel, a button that is not
