@@ -182,7 +182,8 @@ func TestSocketModeMentionAckAndThreadReply(t *testing.T) {
 		t.Errorf("envelope = %+v", env)
 	}
 
-	ch, replyTS, err := w.api.PostMessage(w.general.ID, slack.MsgOptionText("thinking…", false), slack.MsgOptionTS(ts))
+	ch, replyTS, err := w.api.PostMessage(w.general.ID, slack.MsgOptionText("thinking…", false), slack.MsgOptionTS(ts),
+		slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl())
 	if err != nil || ch != w.general.ID {
 		t.Fatalf("PostMessage = %s, %v", ch, err)
 	}
@@ -192,6 +193,9 @@ func TestSocketModeMentionAckAndThreadReply(t *testing.T) {
 	thread := w.srv.Thread(w.general.ID, ts)
 	if len(thread) != 2 || thread[1].Text != "the answer" || !thread[1].FromBot() || thread[1].ThreadTS != ts || thread[0].Replies != 1 {
 		t.Fatalf("thread = %+v", thread)
+	}
+	if r := thread[1]; r.UnfurlLinks == nil || *r.UnfurlLinks || r.UnfurlMedia == nil || *r.UnfurlMedia || r.Mrkdwn != nil {
+		t.Errorf("unfurl flags = %v %v %v", r.UnfurlLinks, r.UnfurlMedia, r.Mrkdwn)
 	}
 	revs := w.srv.Revisions(w.general.ID, replyTS)
 	if len(revs) != 2 || revs[0].Text != "thinking…" || revs[1].Method != "chat.update" {

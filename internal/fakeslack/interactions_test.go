@@ -62,6 +62,11 @@ func TestModalOpenedSubmittedWithErrorsThenClosed(t *testing.T) {
 	if _, err := w.api.OpenView(trigger, askModal(strings.Repeat("t", 25))); slackErr(t, err) != "invalid_arguments" {
 		t.Errorf("a 25-character title: %v", err)
 	}
+	longSubmit := askModal("Ask")
+	longSubmit.Submit = text(strings.Repeat("s", 25))
+	if _, err := w.api.OpenView(trigger, longSubmit); slackErr(t, err) != "invalid_arguments" {
+		t.Errorf("a 25-character submit: %v", err)
+	}
 	opened, err := w.api.OpenView(trigger, askModal("Ask the agent"))
 	if err != nil {
 		t.Fatal(err)
