@@ -26,9 +26,11 @@ func TestPingsKeepTheClientAndTheirAbsenceMakesItReconnect(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, fakeslack.Options{PingInterval: 100 * time.Millisecond})
 	runBot(t, w.srv, nil, socketmode.OptionPingInterval(time.Second))
+	// Past the client's interval, the pings have kept it on its first
+	// connection; it answered them.
 	time.Sleep(1500 * time.Millisecond)
 	st := w.srv.SocketStats()
-	if st.Connections != 1 || st.Pings < 5 || st.Pongs < 5 {
+	if st.Connections != 1 || st.Pings < 3 || st.Pongs < 1 {
 		t.Fatalf("with pings every 100ms, after 1.5s: %+v", st)
 	}
 	w.srv.SetPings(false)
