@@ -123,8 +123,9 @@ type Message struct {
 	// Edits counts the edits; Edited is the last one's time.
 	Edits  int
 	Edited time.Time
-	// Deleted: gone. A parent deleted while it has replies stays as a
-	// Tombstone ("This message was deleted.").
+	// Deleted is set once the message is deleted. A parent deleted while
+	// it has replies stays in its thread as a Tombstone ("This message
+	// was deleted."), with both set; Messages and Thread list it.
 	Deleted   bool
 	Tombstone bool
 	// Stream is set on a message started with chat.startStream.
