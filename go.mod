@@ -8,6 +8,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.2.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1
+	github.com/slack-go/slack v0.35.0
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 	github.com/spf13/cast v1.10.0
 	github.com/spf13/viper v1.21.0
