@@ -1,4 +1,4 @@
-package discord
+package thread
 
 import (
 	"runtime"
@@ -14,7 +14,7 @@ import (
 // the answer grows; a view is made again only after a change; the final
 // view renders what is kept of the whole, and says how long it was.
 func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
-	s := &turnSink{c: &Client{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1)}
+	s := &turnSink{s: &Server{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}, lim: Limits{MessageRunes: 2000}}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1)}
 	s.Status(adapter.Status{Phase: adapter.PhaseWorking})
 	piece := strings.Repeat(strings.Repeat("y", 99)+"\n", 640)
 	chunk := func(text string) acp.Update {
@@ -53,7 +53,7 @@ func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
 	var file string
 	for _, fs := range v.files {
 		for _, f := range fs {
-			file += f.data
+			file += f.Data
 		}
 	}
 	if len(file) > 2<<20+4<<10 || !strings.Contains(file, "MiB of the answer left out here") ||
