@@ -62,7 +62,8 @@ var Commands = []CommandSpec{
 }
 
 // Click takes the use of one of the Server's buttons or menus: the
-// first allowed answer to a permission request or a question decides.
+// first allowed answer to a permission request or a question decides; a
+// running turn's Cancel button cancels it.
 // It does not block; an action that is none of the Server's is left
 // unanswered.
 func (s *Server) Click(c Click) {
@@ -72,6 +73,8 @@ func (s *Server) Click(c Click) {
 			s.onPermissionClick(c)
 		case strings.HasPrefix(c.Action, "elic:"):
 			s.onQuestionClick(c)
+		case strings.HasPrefix(c.Action, "stop:"):
+			s.onStopClick(c)
 		}
 	})
 }
@@ -222,13 +225,16 @@ func (s *Server) Reaction(r Reaction) {
 // log: anyone who can see a thread can react, as often as they like.
 const ignoredCancelBurst = 5
 
-// parseCommand reads a command written to the bot in a thread ("cancel",
-// "model opus", "agent review HEAD~1"): a command's name, then a word
-// for each of its parameters, the last taking the rest of the line when
-// it is Rest; an agent parameter takes a word only when it names an
-// agent. Anything else (a word that is no command, more words than the
-// command takes) is no command: it is a prompt.
-func (s *Server) parseCommand(text string) (Command, bool) {
+// Parse reads a command written as a line of text ("cancel", "model
+// opus", "agent review HEAD~1", "new codex fix the build"): a command's
+// name, then a word for each of its parameters, the last taking the rest
+// of the line when it is Rest; an agent parameter takes a word only when
+// it names an agent. Anything else (a word that is no command, more
+// words than the command takes) is no command. The Server reads so what
+// is written to the bot in one of its threads ("@bot cancel"); a platform
+// whose slash commands come as a line of text (Slack's) may read them so
+// too. Where, From and Reply are left for the caller to fill in.
+func (s *Server) Parse(text string) (Command, bool) {
 	name, rest := cutWord(text)
 	i := slices.IndexFunc(Commands, func(c CommandSpec) bool { return strings.EqualFold(c.Name, name) })
 	if i < 0 {

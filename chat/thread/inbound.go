@@ -90,7 +90,7 @@ func (s *Server) handleMessage(m Message, conv *conversation, prev <-chan struct
 		return
 	}
 	if conv != nil && m.Addressed {
-		if cmd, ok := s.parseCommand(m.Text); ok {
+		if cmd, ok := s.Parse(m.Text); ok {
 			if prev != nil {
 				select { // after the messages before it, as a prompt would be
 				case <-prev:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,9 @@ type turnSink struct {
 	// after is closed once the thread's turn before this one has shown
 	// its end; shownAll once this one has (run closes it as it returns).
 	after, shownAll chan struct{}
+	// stop is the action id of the Cancel button its messages carry
+	// while the turn runs ("": none; see Config.CancelButton).
+	stop string
 
 	// owned by run
 	posted []posted
@@ -66,6 +70,7 @@ type turnSink struct {
 
 type posted struct {
 	id, text string
+	stop     bool // it carries the Cancel button
 }
 
 var _ adapter.Sink = (*turnSink)(nil)
@@ -78,6 +83,11 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	s.mu.Lock()
 	t.after, conv.lastSink = conv.lastSink, t.shownAll
 	s.marking++
+	if s.cfg.CancelButton {
+		s.permSeq++
+		t.stop = stopPrefix + strconv.FormatUint(s.permSeq, 36)
+		s.stops[t.stop] = t
+	}
 	s.mu.Unlock()
 	t.tr.ShowThoughts = s.acl().ShowThoughts
 	t.tr.Limits = s.attachLimits()
@@ -188,6 +198,7 @@ type view struct {
 	working bool
 	body    bool           // the agent has said something (not only a status)
 	files   map[int][]File // by piece: the full answer, or the agent's files
+	stop    bool           // the last piece carries the Cancel button
 }
 
 // view is what the thread should show now: made again only when it
@@ -227,6 +238,7 @@ func (t *turnSink) makeView() view {
 		v.final = true
 		footer = t.footer(*t.outcome)
 	}
+	v.stop = t.stop != "" && !v.final
 	if strings.TrimSpace(body) == "" && footer == "" {
 		return v // nothing to show yet
 	}
@@ -356,6 +368,13 @@ func (t *turnSink) footer(o adapter.Outcome) string {
 func (t *turnSink) run() {
 	s := t.s
 	defer close(t.shownAll)
+	if t.stop != "" {
+		defer func() {
+			s.mu.Lock()
+			delete(s.stops, t.stop)
+			s.mu.Unlock()
+		}()
+	}
 	if t.after != nil {
 		select {
 		case <-t.after:
@@ -370,7 +389,7 @@ func (t *turnSink) run() {
 	for {
 		t.attach()
 		v := t.view()
-		if i, edit := t.next(v.pieces); i >= 0 {
+		if i, edit := t.next(v); i >= 0 {
 			// The final view, and the agent's first words (perhaps after a
 			// status line), go out as soon as the platform allows; the
 			// rest keeps the pace.
@@ -383,7 +402,7 @@ func (t *turnSink) run() {
 				}
 				continue
 			}
-			err := t.show(i, edit, v.pieces[i], v.files[i], v.final && i == len(v.pieces)-1)
+			err := t.show(i, edit, v, i == len(v.pieces)-1)
 			if wait, limited := retryAfter(err); limited {
 				if !s.sleep(s.ctx, wait) {
 					return
@@ -573,38 +592,82 @@ func (t *turnSink) idle(working bool, lastTyping *time.Time) bool {
 	return true
 }
 
-// next finds the first piece that is not shown as it should be: its index
-// and whether an existing message is edited (else a new one is sent).
-func (t *turnSink) next(pieces []string) (int, bool) {
-	for i, p := range pieces {
+// next finds the first piece of v that is not shown as it should be (its
+// text, and the Cancel button on the last while the turn runs): its
+// index and whether an existing message is edited (else a new one is
+// sent).
+func (t *turnSink) next(v view) (int, bool) {
+	for i, p := range v.pieces {
 		if i >= len(t.posted) {
 			return i, false
 		}
-		if t.posted[i].text != p {
+		stop := v.stop && i == len(v.pieces)-1
+		if t.posted[i].text != p || t.posted[i].stop != stop {
 			return i, true
 		}
 	}
 	return -1, false
 }
 
-// show posts or edits piece i (one platform call); last: it is the final
-// view's last piece, which says how the turn ended.
-func (t *turnSink) show(i int, edit bool, piece string, files []File, last bool) error {
+// show posts or edits piece i of v (one platform call); last: it is the
+// view's last piece, which says how the turn ended when v is final, and
+// carries the Cancel button while it is not.
+func (t *turnSink) show(i int, edit bool, v view, last bool) error {
 	s := t.s
-	v := View{Text: piece, Files: files, Outcome: last}
+	piece, stop := v.pieces[i], v.stop && last
+	out := View{Text: piece, Files: v.files[i], Outcome: v.final && last}
+	if stop {
+		out.Actions = []Action{{ID: t.stop, Label: "Cancel", Style: Danger}}
+	}
 	if edit {
-		if err := s.p.Edit(s.ctx, t.conv.thread, t.posted[i].id, v); err != nil {
+		if err := s.p.Edit(s.ctx, t.conv.thread, t.posted[i].id, out); err != nil {
 			return err
 		}
-		t.posted[i].text = piece
+		t.posted[i].text, t.posted[i].stop = piece, stop
 		return nil
 	}
-	id, err := s.p.Post(s.ctx, t.conv.thread, v)
+	id, err := s.p.Post(s.ctx, t.conv.thread, out)
 	if err != nil {
 		return err
 	}
-	t.posted = append(t.posted, posted{id: id, text: piece})
+	t.posted = append(t.posted, posted{id: id, text: piece, stop: stop})
 	return nil
+}
+
+// stopPrefix starts the action id of a running turn's Cancel button; the
+// nonce keeps buttons of an earlier run of the broker from matching.
+var stopPrefix = "stop:" + nonce() + ":"
+
+// onStopClick cancels the turn whose Cancel button was clicked, while it
+// runs, when the clicker may act on its thread; anyone else is told
+// privately. The turn's own view then says who cancelled it.
+func (s *Server) onStopClick(c Click) {
+	access := s.acl()
+	s.mu.Lock()
+	t := s.stops[c.Action]
+	s.mu.Unlock()
+	if t == nil {
+		c.Reply.Private(s.ctx, "This turn is no longer running.")
+		return
+	}
+	t.mu.Lock()
+	ended := t.outcome != nil || t.refusal != ""
+	t.mu.Unlock()
+	starter := s.starterOf(t.conv)
+	switch {
+	case ended:
+		c.Reply.Private(s.ctx, "This turn is no longer running.")
+	case !access.channel(t.conv.channel):
+		c.Reply.Private(s.ctx, "This channel is no longer served by the bot.")
+	case !access.mayAct(t.conv.channel, starter, c.From):
+		s.log.Info().Str("thread", t.conv.thread).Str("user", c.From.ID).Msg("cancel refused: not the thread's starter or an approver")
+		c.Reply.Private(s.ctx, whoMayAct(starter)+" can cancel this thread's turn; you can't.")
+	case s.engine.Cancel(t.conv.thread, adapter.CancelledBy(c.From.display())):
+		s.log.Info().Str("thread", t.conv.thread).Str("user", c.From.ID).Msg("turn cancelled by its Cancel button")
+		c.Reply.Ack(s.ctx)
+	default:
+		c.Reply.Private(s.ctx, "Nothing is running in this thread.")
+	}
 }
 
 // marks keeps the status mark on the prompt's message in step with the

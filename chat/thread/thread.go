@@ -54,6 +54,10 @@ type Config struct {
 	// TypingInterval is how often the typing indicator is renewed while
 	// a turn works (default 8s), on a platform that shows one (Typer).
 	TypingInterval time.Duration
+	// CancelButton puts a Cancel button on the last message of a running
+	// turn, for a platform whose threads take no slash commands (Slack):
+	// one who may act on the thread cancels the turn with it.
+	CancelButton bool
 	// Memory, if set, keeps conversations across restarts.
 	Memory Memory
 	// Agents lists the agent profiles for new and agents (nil: one
@@ -160,6 +164,7 @@ type Server struct {
 	order     map[string]chan struct{} // by thread: closed once its last message is submitted
 	perms     map[string]*openPermission
 	questions map[string]*openQuestion // the agent's questions, as perms
+	stops     map[string]*turnSink     // turns with a Cancel button, by its action id, while they run
 	permSeq   uint64
 	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
 	marking   int                   // turns whose status marks are still being set
@@ -186,6 +191,7 @@ func New(cfg Config, p Platform, engine chat.Engine) *Server {
 		seen:      newRecentSet(4096),
 		perms:     map[string]*openPermission{},
 		questions: map[string]*openQuestion{},
+		stops:     map[string]*turnSink{},
 		titles:    map[string]*retitling{},
 	}
 	s.typer, _ = p.(Typer)

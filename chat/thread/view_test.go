@@ -61,3 +61,21 @@ func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
 		t.Fatalf("the final view attaches %d bytes and ends %q", len(file), v.pieces[len(v.pieces)-1])
 	}
 }
+
+// The Cancel button goes with the last message of a running turn: a
+// message that is no longer the last is edited to lose it, though its
+// text stays (as when the agent's files come in a message of their own).
+func TestView_TheCancelButtonMovesToTheLastMessage(t *testing.T) {
+	s := &turnSink{posted: []posted{{id: "1", text: "the answer", stop: true}}}
+	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, stop: true}); i != 0 || !edit {
+		t.Fatalf("next = %d, %v; want the first message edited", i, edit)
+	}
+	s.posted[0].stop = false
+	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, stop: true}); i != 1 || edit {
+		t.Fatalf("next = %d, %v; want the second message posted", i, edit)
+	}
+	s.posted = append(s.posted, posted{id: "2", text: "📎 a file", stop: true})
+	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, final: true}); i != 1 || !edit {
+		t.Fatalf("next = %d, %v; want the last message edited to lose the button", i, edit)
+	}
+}
