@@ -229,8 +229,8 @@ type answered struct {
 }
 
 func (a *answered) signal() { a.once.Do(func() { close(a.done) }) }
-func (a *answered) Private(ctx context.Context, text string) {
-	a.Reply.Private(ctx, text)
+func (a *answered) Private(ctx context.Context, v thread.View) {
+	a.Reply.Private(ctx, v)
 	a.signal()
 }
 func (a *answered) Public(ctx context.Context, text string) {

@@ -22,11 +22,12 @@ type reply struct {
 var _ thread.Reply = (*reply)(nil)
 
 // Private implements thread.Reply: an ephemeral message.
-func (r *reply) Private(ctx context.Context, text string) {
-	r.c.respond(ctx, r.i, &discordgo.InteractionResponse{
-		Type: discordgo.InteractionResponseChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{Content: text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions},
-	})
+func (r *reply) Private(ctx context.Context, v thread.View) {
+	d := &discordgo.InteractionResponseData{Content: v.Text, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions}
+	if len(v.Actions) > 0 {
+		d.Components = components(v.Actions)
+	}
+	r.c.respond(ctx, r.i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource, Data: d})
 }
 
 // Public implements thread.Reply: the response's message, or after

@@ -19,7 +19,7 @@ func (s *Server) onNew(c Command) {
 	}
 	access := s.acl()
 	if !access.channel(channel) {
-		c.Reply.Private(s.ctx, fmt.Sprintf("I don't answer in this channel; use %s in one I serve.", s.p.Usage("new")))
+		s.tell(c.Reply, fmt.Sprintf("I don't answer in this channel; use %s in one I serve.", s.p.Usage("new")))
 		return
 	}
 	agent, text := c.Args["agent"], c.Args["prompt"]
@@ -28,7 +28,7 @@ func (s *Server) onNew(c Command) {
 		agent = access.ChannelAgents[channel]
 	}
 	if agent != "" && len(known) > 0 && !hasAgent(known, agent) {
-		c.Reply.Private(s.ctx, fmt.Sprintf("There is no agent %q. %s", agent, agentNames(known)))
+		s.tell(c.Reply, fmt.Sprintf("There is no agent %q. %s", agent, agentNames(known)))
 		return
 	}
 	label := agent
@@ -74,7 +74,7 @@ func (s *Server) onNew(c Command) {
 func (s *Server) onAgents(c Command) {
 	known := s.allAgents()
 	if len(known) == 0 {
-		c.Reply.Private(s.ctx, "This bot runs one agent; mention me to start a thread with it.")
+		s.tell(c.Reply, "This bot runs one agent; mention me to start a thread with it.")
 		return
 	}
 	here := ""
@@ -109,7 +109,7 @@ func (s *Server) onAgents(c Command) {
 		}
 		b.WriteString("\n")
 	}
-	c.Reply.Private(s.ctx, excerptLines(b.String(), s.listLimit()))
+	s.tell(c.Reply, excerptLines(b.String(), s.listLimit()))
 }
 
 func hasAgent(known []chat.AgentInfo, name string) bool {

@@ -42,7 +42,10 @@ type boardMsg struct {
 	marks    []thread.Mark
 }
 
-type whisper struct{ where, user, text string }
+type whisper struct {
+	where, user string
+	view        thread.View
+}
 
 var _ thread.Whisperer = (*board)(nil)
 
@@ -171,10 +174,10 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func (b *board) Whisper(_ context.Context, where, user, text string) error {
+func (b *board) Whisper(_ context.Context, where, user string, v thread.View) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.whispers = append(b.whispers, whisper{where, user, text})
+	b.whispers = append(b.whispers, whisper{where, user, v})
 	return nil
 }
 
@@ -226,10 +229,12 @@ var (
 	bob   = thread.User{ID: "bob", Name: "Bob"}
 )
 
-func newBoardHarness(t *testing.T, cfg thread.Config) *boardHarness {
+// newBoardHarness serves a board with cfg (its Limits the board's), the
+// fake agent run with args.
+func newBoardHarness(t *testing.T, cfg thread.Config, args ...string) *boardHarness {
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	h := &boardHarness{t: t, board: newBoard(), channel: "general"}
-	h.pool = pool.New(pool.Config{Command: fakeAgent, WorkDir: t.TempDir(), PerThreadDir: true, MaxSessions: 4,
+	h.pool = pool.New(pool.Config{Command: fakeAgent, Args: args, WorkDir: t.TempDir(), PerThreadDir: true, MaxSessions: 4,
 		ExitGrace: 500 * time.Millisecond, Logger: log})
 	h.engine = adapter.New(h.pool, adapter.Config{CancelGrace: 2 * time.Second, Logger: log})
 	cfg.Limits = thread.Limits{Name: "Board", MessageRunes: 3000, Burst: 10, Window: time.Second, Files: 1, FilesBytes: 1 << 20,
@@ -305,8 +310,8 @@ func (r *reply) answers() []string {
 	return slices.Clone(r.said)
 }
 
-func (r *reply) Private(_ context.Context, text string) { r.add("private: " + text) }
-func (r *reply) Public(_ context.Context, text string)  { r.add("public: " + text) }
+func (r *reply) Private(_ context.Context, v thread.View) { r.add("private: " + v.Text) }
+func (r *reply) Public(_ context.Context, text string)    { r.add("public: " + text) }
 func (r *reply) Posted(context.Context) (thread.Origin, error) {
 	return thread.Origin{}, fmt.Errorf("not posted")
 }
@@ -318,9 +323,16 @@ func (r *reply) Form(_ context.Context, f thread.Form)   { r.add("form: " + f.ID
 // click has u use action in where and returns the first answer.
 func (h *boardHarness) click(where, action string, u thread.User) string {
 	h.t.Helper()
+	return h.choose(where, action, u, 1)[0]
+}
+
+// choose has u use action in where, choosing values, and returns its
+// first n answers.
+func (h *boardHarness) choose(where, action string, u thread.User, n int, values ...string) []string {
+	h.t.Helper()
 	r := &reply{}
-	h.srv.Click(thread.Click{Where: where, Action: action, From: u, Reply: r})
+	h.srv.Click(thread.Click{Where: where, Action: action, Values: values, From: u, Reply: r})
 	var got []string
-	h.await("the click answered", func() bool { got = r.answers(); return len(got) > 0 })
-	return got[0]
+	h.await("the click answered", func() bool { got = r.answers(); return len(got) >= n })
+	return got
 }

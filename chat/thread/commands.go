@@ -63,7 +63,8 @@ var Commands = []CommandSpec{
 
 // Click takes the use of one of the Server's buttons or menus: the
 // first allowed answer to a permission request or a question decides; a
-// running turn's Cancel button cancels it.
+// running turn's Cancel button cancels it; a menu of an option's choices
+// changes it.
 // It does not block; an action that is none of the Server's is left
 // unanswered.
 func (s *Server) Click(c Click) {
@@ -75,6 +76,8 @@ func (s *Server) Click(c Click) {
 			s.onQuestionClick(c)
 		case strings.HasPrefix(c.Action, "stop:"):
 			s.onStopClick(c)
+		case strings.HasPrefix(c.Action, "opt:"):
+			s.onOptionClick(c)
 		}
 	})
 }
@@ -85,6 +88,9 @@ func (s *Server) Command(c Command) {
 	s.event(c.Reply, func() { s.command(c) })
 }
 
+// tell answers r with text, to its user alone.
+func (s *Server) tell(r Reply, text string) { r.Private(s.ctx, View{Text: text}) }
+
 // event runs f on a goroutine of the Server's, or tells the user the
 // broker is not taking events now; once Close waits, nothing is
 // answered.
@@ -94,7 +100,7 @@ func (s *Server) event(r Reply, f func()) {
 	s.mu.Unlock()
 	s.spawnLate(func() {
 		if !accepting {
-			r.Private(s.ctx, "The broker is shutting down; try again in a moment.")
+			s.tell(r, "The broker is shutting down; try again in a moment.")
 			return
 		}
 		f()
@@ -105,7 +111,7 @@ func (s *Server) event(r Reply, f func()) {
 // lists in force.
 func (s *Server) command(c Command) {
 	if !s.acl().user(c.From) {
-		c.Reply.Private(s.ctx, "You are not allowed to use this bot.")
+		s.tell(c.Reply, "You are not allowed to use this bot.")
 		return
 	}
 	switch c.Name {
@@ -118,12 +124,12 @@ func (s *Server) command(c Command) {
 	}
 	conv := s.conversation(c.Where)
 	if conv == nil {
-		c.Reply.Private(s.ctx, "Use this command inside one of my conversation threads.")
+		s.tell(c.Reply, "Use this command inside one of my conversation threads.")
 		return
 	}
 	access := s.acl()
 	if !access.channel(conv.channel) {
-		c.Reply.Private(s.ctx, "This channel is no longer served by the bot.")
+		s.tell(c.Reply, "This channel is no longer served by the bot.")
 		return
 	}
 	s.log.Info().Str("thread", conv.thread).Str("user", c.From.ID).Str("command", c.Name).Msg("command")
@@ -132,7 +138,7 @@ func (s *Server) command(c Command) {
 	}
 	if (c.Name == "cancel" || c.Name == "reset") && !access.mayAct(conv.channel, s.starterOf(conv), c.From) {
 		s.log.Info().Str("thread", conv.thread).Str("user", c.From.ID).Str("command", c.Name).Msg("command refused: not the thread's starter or an approver")
-		c.Reply.Private(s.ctx, fmt.Sprintf("%s can %s this thread; you can't. You can start your own thread by mentioning me.", whoMayAct(s.starterOf(conv)), s.p.Usage(c.Name)))
+		s.tell(c.Reply, fmt.Sprintf("%s can %s this thread; you can't. You can start your own thread by mentioning me.", whoMayAct(s.starterOf(conv)), s.p.Usage(c.Name)))
 		return
 	}
 	switch c.Name {
@@ -140,15 +146,15 @@ func (s *Server) command(c Command) {
 		if s.engine.Cancel(conv.thread, adapter.CancelledBy(c.From.display())) {
 			c.Reply.Public(s.ctx, fmt.Sprintf("🛑 <@%s> cancelled the current turn.", c.From.ID))
 		} else {
-			c.Reply.Private(s.ctx, "Nothing is running in this thread.")
+			s.tell(c.Reply, "Nothing is running in this thread.")
 		}
 	case "reset":
 		s.engine.Reset(conv.thread, adapter.CancelledBy(c.From.display()+" (session reset)"))
 		c.Reply.Public(s.ctx, fmt.Sprintf("🔄 <@%s> reset the session: the next message starts a fresh agent session.", c.From.ID))
 	case "status":
-		c.Reply.Private(s.ctx, statusText(s.engine.Status(conv.thread)))
+		s.tell(c.Reply, statusText(s.engine.Status(conv.thread)))
 	default:
-		c.Reply.Private(s.ctx, "Unknown command.")
+		s.tell(c.Reply, "Unknown command.")
 	}
 }
 
@@ -281,15 +287,18 @@ type textReply struct {
 	m Message
 }
 
-func (r *textReply) Private(ctx context.Context, text string) {
+func (r *textReply) Private(ctx context.Context, v View) {
 	if w := r.s.whisp; w != nil {
-		err := r.s.try(ctx, 3, func(ctx context.Context) error { return w.Whisper(ctx, r.m.Where, r.m.From.ID, text) })
+		err := r.s.try(ctx, 3, func(ctx context.Context) error { return w.Whisper(ctx, r.m.Where, r.m.From.ID, v) })
 		if err == nil {
 			return
 		}
 		r.s.log.Debug().Err(err).Msg("private answer not whispered; answering in the thread")
 	}
-	r.s.replyTo(ctx, r.m, text)
+	v.ReplyTo = r.m.ID
+	if _, err := r.s.post(ctx, r.m.Where, v); err != nil {
+		r.s.log.Warn().Err(err).Msg("reply not sent")
+	}
 }
 
 func (r *textReply) Public(ctx context.Context, text string) { r.s.replyTo(ctx, r.m, text) }

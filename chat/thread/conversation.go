@@ -207,7 +207,10 @@ func (s *Server) starterOf(conv *conversation) string {
 }
 
 // Memory keeps the conversations across restarts (the state store is
-// one): a record per thread, opaque to it.
+// one): a record per thread, opaque to it. A Server takes every record
+// ThreadChats gives for its own (and SetAccess judges their channels):
+// a broker of several platforms gives each Server the records of its
+// platform's threads alone.
 type Memory interface {
 	PutThreadChat(thread string, record json.RawMessage)
 	ThreadChat(thread string) (json.RawMessage, bool)

@@ -306,15 +306,15 @@ func (s *Server) claimQuestion(reply Reply, key string, u User) *openQuestion {
 	switch {
 	case oq == nil || oq.ctx.Err() != nil:
 		s.mu.Unlock()
-		reply.Private(s.ctx, "This question is no longer open.")
+		s.tell(reply, "This question is no longer open.")
 		return nil
 	case !access.channel(oq.channel):
 		s.mu.Unlock()
-		reply.Private(s.ctx, "This channel is no longer served by the bot; the question can't be answered here.")
+		s.tell(reply, "This channel is no longer served by the bot; the question can't be answered here.")
 		return nil
 	case !access.mayAct(oq.channel, oq.starter, u):
 		s.mu.Unlock()
-		reply.Private(s.ctx, whoMayAct(oq.starter)+" can answer this question; you can't.")
+		s.tell(reply, whoMayAct(oq.starter)+" can answer this question; you can't.")
 		return nil
 	}
 	return oq
@@ -324,7 +324,7 @@ func (s *Server) claimQuestion(reply Reply, key string, u User) *openQuestion {
 func (s *Server) onQuestionClick(c Click) {
 	parts := strings.SplitN(strings.TrimPrefix(c.Action, questionPrefix), ":", 3)
 	if !strings.HasPrefix(c.Action, questionPrefix) || len(parts) < 2 {
-		c.Reply.Private(s.ctx, "This question is no longer open.")
+		s.tell(c.Reply, "This question is no longer open.")
 		return
 	}
 	key, action := questionPrefix+parts[0], parts[1]
@@ -341,7 +341,7 @@ func (s *Server) onQuestionClick(c Click) {
 		err := oq.choose(idx, c.Values)
 		s.mu.Unlock()
 		if err != nil {
-			c.Reply.Private(s.ctx, err.Error())
+			s.tell(c.Reply, err.Error())
 			return
 		}
 		c.Reply.Ack(s.ctx)
@@ -362,12 +362,12 @@ func (s *Server) onQuestionClick(c Click) {
 		}
 		if len(missing) > 0 {
 			s.mu.Unlock()
-			c.Reply.Private(s.ctx, "Still needed: "+strings.Join(missing, ", ")+". Choose in the menus or use **✏️ Fill in**, then **Submit**.")
+			s.tell(c.Reply, "Still needed: "+strings.Join(missing, ", ")+". Choose in the menus or use **✏️ Fill in**, then **Submit**.")
 			return
 		}
 		if err := oq.req.Check(content); err != nil {
 			s.mu.Unlock()
-			c.Reply.Private(s.ctx, "The answer is not complete: "+err.Error()+".")
+			s.tell(c.Reply, "The answer is not complete: "+err.Error()+".")
 			return
 		}
 		s.answerQuestion(c, key, oq, acp.ElicitationResult{Action: acp.ActionAccept, Content: content})
@@ -375,7 +375,7 @@ func (s *Server) onQuestionClick(c Click) {
 		s.answerQuestion(c, key, oq, acp.ElicitationResult{Action: acp.ActionDecline})
 	default:
 		s.mu.Unlock()
-		c.Reply.Private(s.ctx, "That is not one of the question's buttons.")
+		s.tell(c.Reply, "That is not one of the question's buttons.")
 	}
 }
 
@@ -492,7 +492,7 @@ func (s *Server) Answer(f FormAnswer) {
 func (s *Server) onFormAnswer(fa FormAnswer) {
 	key, ok := strings.CutSuffix(fa.Form, ":modal")
 	if !ok || !strings.HasPrefix(key, questionPrefix) {
-		fa.Reply.Private(s.ctx, "This form is no longer open.")
+		s.tell(fa.Reply, "This form is no longer open.")
 		return
 	}
 	oq := s.claimQuestion(fa.Reply, key, fa.From)
@@ -527,5 +527,5 @@ func (s *Server) onFormAnswer(fa FormAnswer) {
 		b.WriteString("\nNot saved — " + strings.Join(problems, "; ") + ". Use **✏️ Fill in** again.")
 	}
 	b.WriteString("\nPress **Submit** on the question when it is complete.")
-	fa.Reply.Private(s.ctx, strings.TrimSpace(b.String()))
+	s.tell(fa.Reply, strings.TrimSpace(b.String()))
 }

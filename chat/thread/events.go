@@ -109,18 +109,22 @@ type Command struct {
 }
 
 // Reply answers one Click, FormAnswer or Command. The Server answers
-// each once, on a goroutine of its own, without waiting on the engine
-// first: by Private, Public, Update, Ack or Form, or by Defer and then
-// Public; Posted may follow Public. A platform that must acknowledge
+// each once, on a goroutine of its own: by Private, Public, Update, Ack
+// or Form, or by Defer and then Public; Posted may follow Public. Before
+// the first of these it asks the engine only what the engine answers at
+// once (Cancel, Status, Options); what waits for the agent (a change of
+// option) comes after Defer. A platform that must acknowledge an event
 // within a deadline does so itself, or in the first of these.
 type Reply interface {
-	// Private shows text to the user alone.
-	Private(ctx context.Context, text string)
+	// Private shows v to the user alone (its actions, a menu to choose
+	// from, come back as a Click).
+	Private(ctx context.Context, v View)
 	// Public shows text to everyone where the event came from (after
 	// Defer, as the answer deferred).
 	Public(ctx context.Context, text string)
-	// Posted is the message Public posted, for a turn to show its status
-	// on.
+	// Posted is the message that shows what Public said (for a command
+	// written in a thread, that message itself), for the turn the
+	// command runs to show its status on.
 	Posted(ctx context.Context) (Origin, error)
 	// Update makes the message clicked show v instead (a Click's).
 	Update(ctx context.Context, v View)

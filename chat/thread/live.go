@@ -647,7 +647,7 @@ func (s *Server) onStopClick(c Click) {
 	t := s.stops[c.Action]
 	s.mu.Unlock()
 	if t == nil {
-		c.Reply.Private(s.ctx, "This turn is no longer running.")
+		s.tell(c.Reply, "This turn is no longer running.")
 		return
 	}
 	t.mu.Lock()
@@ -656,17 +656,17 @@ func (s *Server) onStopClick(c Click) {
 	starter := s.starterOf(t.conv)
 	switch {
 	case ended:
-		c.Reply.Private(s.ctx, "This turn is no longer running.")
+		s.tell(c.Reply, "This turn is no longer running.")
 	case !access.channel(t.conv.channel):
-		c.Reply.Private(s.ctx, "This channel is no longer served by the bot.")
+		s.tell(c.Reply, "This channel is no longer served by the bot.")
 	case !access.mayAct(t.conv.channel, starter, c.From):
 		s.log.Info().Str("thread", t.conv.thread).Str("user", c.From.ID).Msg("cancel refused: not the thread's starter or an approver")
-		c.Reply.Private(s.ctx, whoMayAct(starter)+" can cancel this thread's turn; you can't.")
+		s.tell(c.Reply, whoMayAct(starter)+" can cancel this thread's turn; you can't.")
 	case s.engine.Cancel(t.conv.thread, adapter.CancelledBy(c.From.display())):
 		s.log.Info().Str("thread", t.conv.thread).Str("user", c.From.ID).Msg("turn cancelled by its Cancel button")
 		c.Reply.Ack(s.ctx)
 	default:
-		c.Reply.Private(s.ctx, "Nothing is running in this thread.")
+		s.tell(c.Reply, "Nothing is running in this thread.")
 	}
 }
 

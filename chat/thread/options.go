@@ -1,10 +1,12 @@
 package thread
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -33,11 +35,12 @@ func (s *Server) onOptionCommand(c Command, conv *conversation) bool {
 	case "model":
 		opt, ok := o.Model()
 		if !ok {
-			c.Reply.Private(s.ctx, noOptions(o, "This thread's agent offers no choice of model."))
+			s.tell(c.Reply, noOptions(o, "This thread's agent offers no choice of model."))
 			return true
 		}
 		if args["value"] == "" {
-			c.Reply.Private(s.ctx, s.describeOption(opt, s.p.Usage("model", Arg{Name: "value"})))
+			c.Reply.Private(s.ctx, View{Text: s.describeOption(opt, s.p.Usage("model", Arg{Name: "value"})),
+				Actions: s.choiceMenu(opt.ID, "Choose the model", adapter.Choices(opt), opt.Value)})
 			return true
 		}
 		what = opt.Name
@@ -47,11 +50,12 @@ func (s *Server) onOptionCommand(c Command, conv *conversation) bool {
 	case "mode":
 		choices := o.ModeChoices()
 		if len(choices) == 0 {
-			c.Reply.Private(s.ctx, noOptions(o, "This thread's agent offers no modes."))
+			s.tell(c.Reply, noOptions(o, "This thread's agent offers no modes."))
 			return true
 		}
 		if args["value"] == "" {
-			c.Reply.Private(s.ctx, fmt.Sprintf("**Mode**: %s\n%s\nChoose one with `%s`.", o.CurrentMode(), listChoices(choices), s.p.Usage("mode", Arg{Name: "value"})))
+			c.Reply.Private(s.ctx, View{Text: fmt.Sprintf("**Mode**: %s\n%s\nChoose one with `%s`.", o.CurrentMode(), listChoices(choices), s.p.Usage("mode", Arg{Name: "value"})),
+				Actions: s.choiceMenu("", "Choose the mode", choices, currentMode(o))})
 			return true
 		}
 		what = "Mode"
@@ -60,20 +64,21 @@ func (s *Server) onOptionCommand(c Command, conv *conversation) bool {
 		}
 	case "config":
 		if len(o.Options) == 0 {
-			c.Reply.Private(s.ctx, noOptions(o, "This thread's agent offers no options."))
+			s.tell(c.Reply, noOptions(o, "This thread's agent offers no options."))
 			return true
 		}
 		if args["option"] == "" {
-			c.Reply.Private(s.ctx, s.describeOptions(o))
+			s.tell(c.Reply, s.describeOptions(o))
 			return true
 		}
 		opt, ok := o.Option(args["option"])
 		if !ok {
-			c.Reply.Private(s.ctx, fmt.Sprintf("The agent has no option `%s`.\n%s", args["option"], s.describeOptions(o)))
+			s.tell(c.Reply, fmt.Sprintf("The agent has no option `%s`.\n%s", args["option"], s.describeOptions(o)))
 			return true
 		}
 		if args["value"] == "" {
-			c.Reply.Private(s.ctx, s.describeOption(opt, s.p.Usage("config", Arg{Name: "option", Value: opt.ID}, Arg{Name: "value"})))
+			c.Reply.Private(s.ctx, View{Text: s.describeOption(opt, s.p.Usage("config", Arg{Name: "option", Value: opt.ID}, Arg{Name: "value"})),
+				Actions: s.choiceMenu(opt.ID, "Choose "+opt.Name, adapter.Choices(opt), currentValue(opt))})
 			return true
 		}
 		what = opt.Name
@@ -83,17 +88,17 @@ func (s *Server) onOptionCommand(c Command, conv *conversation) bool {
 	}
 	if !s.acl().mayAct(conv.channel, s.starterOf(conv), c.From) {
 		s.log.Info().Str("thread", conv.thread).Str("user", c.From.ID).Str("command", name).Msg("command refused: not the thread's starter or an approver")
-		c.Reply.Private(s.ctx, fmt.Sprintf("%s can change this thread's agent; you can't.", whoMayAct(s.starterOf(conv))))
+		s.tell(c.Reply, fmt.Sprintf("%s can change this thread's agent; you can't.", whoMayAct(s.starterOf(conv))))
 		return true
 	}
-	s.changeOption(c, conv, what, change)
+	s.changeOption(c.Reply, c.From, conv, what, change)
 	return true
 }
 
 // changeOption answers at once that the change is under way, and then
 // what the agent made of it.
-func (s *Server) changeOption(c Command, conv *conversation, what string, change func(context.Context) (adapter.ThreadOptions, error)) {
-	c.Reply.Defer(s.ctx)
+func (s *Server) changeOption(r Reply, from User, conv *conversation, what string, change func(context.Context) (adapter.ThreadOptions, error)) {
+	r.Defer(s.ctx)
 	ctx, cancel := context.WithTimeoutCause(s.ctx, optionSetWait, fmt.Errorf("the agent did not answer within %s", optionSetWait))
 	o, err := change(ctx)
 	cancel()
@@ -103,13 +108,109 @@ func (s *Server) changeOption(c Command, conv *conversation, what string, change
 		text = fmt.Sprintf("⚠️ %s was not changed: %v", what, err)
 	default:
 		now := currentOf(o, what)
-		text = fmt.Sprintf("⚙️ <@%s> set **%s** to **%s**.", c.From.ID, what, now)
+		text = fmt.Sprintf("⚙️ <@%s> set **%s** to **%s**.", from.ID, what, now)
 		if !o.Live {
-			text = fmt.Sprintf("⚙️ <@%s> chose **%s** for **%s**: the agent gets it when it next starts.", c.From.ID, now, what)
+			text = fmt.Sprintf("⚙️ <@%s> chose **%s** for **%s**: the agent gets it when it next starts.", from.ID, now, what)
 		}
 	}
-	s.log.Info().Str("thread", conv.thread).Str("user", c.From.ID).Str("option", what).AnErr("err", err).Msg("option change answered")
-	c.Reply.Public(s.ctx, text)
+	s.log.Info().Str("thread", conv.thread).Str("user", from.ID).Str("option", what).AnErr("err", err).Msg("option change answered")
+	r.Public(s.ctx, text)
+}
+
+// optPrefix starts the action id of a menu of an option's choices; the
+// nonce keeps menus of an earlier run of the broker from matching.
+var optPrefix = "opt:" + nonce() + ":"
+
+// Bounds of a menu of choices: an action id and a choice's value as
+// every platform takes them (Discord's are the least, 100 characters).
+const (
+	maxActionID    = 100
+	maxChoiceValue = 100
+)
+
+// choiceMenu is a menu of choices for the option named id ("": the
+// mode), current chosen, on a platform that offers them so
+// (Config.ChoiceMenus); none when nothing of them fits a menu.
+func (s *Server) choiceMenu(id, placeholder string, choices []adapter.Choice, current string) []Action {
+	action := optPrefix + "m"
+	if id != "" {
+		action = optPrefix + "o:" + id
+	}
+	if !s.cfg.ChoiceMenus || utf8.RuneCountInString(action) > maxActionID {
+		return nil
+	}
+	menu := &Menu{Placeholder: placeholder, Min: 1, Max: 1}
+	for _, ch := range choices {
+		if len(menu.Options) == s.lim.MenuOptions {
+			break
+		}
+		if ch.Value == "" || utf8.RuneCountInString(ch.Value) > maxChoiceValue {
+			continue
+		}
+		menu.Options = append(menu.Options, Option{Label: excerpt(cmp.Or(ch.Name, ch.Value), 100), Value: ch.Value, Default: ch.Value == current})
+	}
+	if len(menu.Options) == 0 {
+		return nil
+	}
+	return []Action{{ID: action, Menu: menu}}
+}
+
+// currentMode is the value of the mode in force.
+func currentMode(o adapter.ThreadOptions) string {
+	if opt, ok := o.ModeOption(); ok {
+		return opt.Value
+	}
+	if o.Modes != nil {
+		return o.Modes.Current
+	}
+	return ""
+}
+
+// currentValue is an option's value as its choices name it.
+func currentValue(opt acp.ConfigOption) string {
+	if opt.Type == acp.ConfigBoolean {
+		return fmt.Sprint(opt.On)
+	}
+	return opt.Value
+}
+
+// onOptionClick changes the option whose menu of choices was used, as
+// the command would, when the user may act on the thread.
+func (s *Server) onOptionClick(c Click) {
+	rest, ok := strings.CutPrefix(c.Action, optPrefix)
+	if !ok || len(c.Values) == 0 {
+		s.tell(c.Reply, "This menu is no longer in use.")
+		return
+	}
+	conv := s.conversation(c.Where)
+	if conv == nil {
+		s.tell(c.Reply, "Use this menu inside one of my conversation threads.")
+		return
+	}
+	access := s.acl()
+	switch {
+	case !access.channel(conv.channel):
+		s.tell(c.Reply, "This channel is no longer served by the bot.")
+		return
+	case !access.mayAct(conv.channel, s.starterOf(conv), c.From):
+		s.tell(c.Reply, fmt.Sprintf("%s can change this thread's agent; you can't.", whoMayAct(s.starterOf(conv))))
+		return
+	}
+	value := c.Values[0]
+	if rest == "m" {
+		s.changeOption(c.Reply, c.From, conv, "Mode", func(ctx context.Context) (adapter.ThreadOptions, error) {
+			return s.engine.SetMode(ctx, conv.thread, value)
+		})
+		return
+	}
+	opt, ok := s.engine.Options(conv.thread).Option(strings.TrimPrefix(rest, "o:"))
+	if !ok || !strings.HasPrefix(rest, "o:") {
+		s.tell(c.Reply, "The agent no longer offers this option.")
+		return
+	}
+	s.changeOption(c.Reply, c.From, conv, opt.Name, func(ctx context.Context) (adapter.ThreadOptions, error) {
+		return s.engine.SetOption(ctx, conv.thread, opt.ID, value)
+	})
 }
 
 // currentOf is the value of the option named what (or the mode) in o,
@@ -134,11 +235,11 @@ func currentOf(o adapter.ThreadOptions, what string) string {
 func (s *Server) onAgentCommand(c Command, conv *conversation, o adapter.ThreadOptions) {
 	name := strings.TrimPrefix(c.Args["name"], "/")
 	if name == "" {
-		c.Reply.Private(s.ctx, s.describeCommands(o))
+		s.tell(c.Reply, s.describeCommands(o))
 		return
 	}
 	if len(o.Commands) > 0 && !hasCommand(o.Commands, name) {
-		c.Reply.Private(s.ctx, fmt.Sprintf("The agent has no command `/%s`.\n%s", name, s.describeCommands(o)))
+		s.tell(c.Reply, fmt.Sprintf("The agent has no command `/%s`.\n%s", name, s.describeCommands(o)))
 		return
 	}
 	text := "/" + name
@@ -272,13 +373,7 @@ func suggestions(o adapter.ThreadOptions, command, focused string, args map[stri
 			return current(adapter.Choices(opt), opt.Value)
 		}
 	case "mode value":
-		cur := ""
-		if opt, ok := o.ModeOption(); ok {
-			cur = opt.Value
-		} else if o.Modes != nil {
-			cur = o.Modes.Current
-		}
-		return current(o.ModeChoices(), cur)
+		return current(o.ModeChoices(), currentMode(o))
 	case "config option":
 		out := make([]adapter.Choice, 0, len(o.Options))
 		for _, opt := range o.Options {
@@ -287,11 +382,7 @@ func suggestions(o adapter.ThreadOptions, command, focused string, args map[stri
 		return out
 	case "config value":
 		if opt, ok := o.Option(args["option"]); ok {
-			cur := opt.Value
-			if opt.Type == acp.ConfigBoolean {
-				cur = fmt.Sprint(opt.On)
-			}
-			return current(adapter.Choices(opt), cur)
+			return current(adapter.Choices(opt), currentValue(opt))
 		}
 	case "agent name":
 		out := make([]adapter.Choice, 0, len(o.Commands))

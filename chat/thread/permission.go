@@ -182,19 +182,19 @@ func (s *Server) onPermissionClick(c Click) {
 	switch {
 	case op == nil || op.ctx.Err() != nil:
 		s.mu.Unlock()
-		c.Reply.Private(s.ctx, "This permission request is no longer open.")
+		s.tell(c.Reply, "This permission request is no longer open.")
 		return
 	case !access.channel(op.channel):
 		s.mu.Unlock()
-		c.Reply.Private(s.ctx, "This channel is no longer served by the bot; the request can't be answered here.")
+		s.tell(c.Reply, "This channel is no longer served by the bot; the request can't be answered here.")
 		return
 	case !access.mayAct(op.channel, op.starter, c.From):
 		s.mu.Unlock()
-		c.Reply.Private(s.ctx, whoMayAct(op.starter)+" can answer this request; you can't.")
+		s.tell(c.Reply, whoMayAct(op.starter)+" can answer this request; you can't.")
 		return
 	case idx < 0 || idx >= len(op.options):
 		s.mu.Unlock()
-		c.Reply.Private(s.ctx, "That button is not one of the request's options.")
+		s.tell(c.Reply, "That button is not one of the request's options.")
 		return
 	}
 	delete(s.perms, key)

@@ -49,7 +49,10 @@ type Platform interface {
 	OpenThread(ctx context.Context, channel, id, name string) (thread string, err error)
 	// Thread reports whether where is a thread the bot opened (one the
 	// Server served before it restarted, or forgot): the channel it is
-	// in, or an error (ErrNotFound when it is none of the bot's).
+	// in, or an error (ErrNotFound when it is none of the bot's). The
+	// Server asks it of every message or command in a thread or channel
+	// it does not know: a platform keeps it cheap (Discord answers from
+	// the gateway's cache).
 	Thread(ctx context.Context, where string) (channel string, err error)
 	// Starter is the user who started thread in channel: who wrote the
 	// message it was opened from. ErrNotFound when that message is gone
@@ -89,11 +92,11 @@ type (
 	Renamer interface {
 		Rename(ctx context.Context, thread, title string) error
 	}
-	// Whisperer shows text to user alone, in where (Slack's
-	// chat.postEphemeral). The Server answers a text command's private
+	// Whisperer shows v to user alone, in where (Slack's
+	// chat.postEphemeral). The Server answers a written command's private
 	// answers so; without it, they are replies in the thread.
 	Whisperer interface {
-		Whisper(ctx context.Context, where, user, text string) error
+		Whisper(ctx context.Context, where, user string, v View) error
 	}
 )
 

@@ -58,6 +58,11 @@ type Config struct {
 	// turn, for a platform whose threads take no slash commands (Slack):
 	// one who may act on the thread cancels the turn with it.
 	CancelButton bool
+	// ChoiceMenus offers the choices of model, mode and config (given
+	// without a value) in a menu under their list, for a platform that
+	// does not suggest values as they are typed (Slack): a choice made
+	// there changes the option as the command would.
+	ChoiceMenus bool
 	// Memory, if set, keeps conversations across restarts.
 	Memory Memory
 	// Agents lists the agent profiles for new and agents (nil: one
@@ -112,6 +117,9 @@ func (c *Config) defaults() {
 	}
 	if l.Buttons <= 0 {
 		l.Buttons = 5
+	}
+	if l.Menus <= 0 {
+		l.Menus = 4
 	}
 	if l.MenuOptions <= 0 {
 		l.MenuOptions = 25

@@ -96,7 +96,7 @@ func TestTextCommands_PrivateAnswersAreWhispered(t *testing.T) {
 	}
 	for _, w := range got {
 		for text, user := range maps.Clone(want) {
-			if strings.Contains(w.text, text) && w.user == user && w.where == th {
+			if strings.Contains(w.view.Text, text) && w.user == user && w.where == th {
 				delete(want, text)
 			}
 		}
@@ -111,6 +111,63 @@ func TestTextCommands_PrivateAnswersAreWhispered(t *testing.T) {
 	h.last(th, "the prompt answered", func(m boardMsg) bool {
 		return m.view.Outcome && strings.Contains(m.view.Text, "You said: cancel the build")
 	})
+}
+
+// On a platform that does not suggest values as they are typed, model
+// without a value lists the choices with a menu of them: the starter's
+// choice there changes the model as the command would, and is answered
+// in the thread; anyone else is told privately they may not.
+func TestChoiceMenus_TheModelIsChosenInAMenu(t *testing.T) {
+	h := newBoardHarness(t, thread.Config{ChoiceMenus: true}, "--config-options")
+	th := h.start(alice, "hello")
+	h.last(th, "the answer", func(m boardMsg) bool { return m.view.Outcome })
+	h.say(th, alice, "@bot model")
+	var w whisper
+	h.await("the model's choices", func() bool {
+		got := h.board.whispered()
+		if len(got) == 0 {
+			return false
+		}
+		w = got[0]
+		return true
+	})
+	if !strings.Contains(w.view.Text, "**Model**: Fake Small") || len(w.view.Actions) != 1 || w.view.Actions[0].Menu == nil {
+		t.Fatalf("model answered %q with %+v", w.view.Text, w.view.Actions)
+	}
+	menu := w.view.Actions[0]
+	var values []string
+	for _, o := range menu.Menu.Options {
+		values = append(values, o.Value)
+		if o.Default != (o.Value == "fake-small") {
+			t.Errorf("%s is shown chosen: %v", o.Value, o.Default)
+		}
+	}
+	if strings.Join(values, " ") != "fake-small fake-large fake-huge" {
+		t.Fatalf("the menu offers %v", values)
+	}
+	if got := h.choose(th, menu.ID, bob, 1, "fake-large"); got[0] != "private: <@alice> or an approver can change this thread's agent; you can't." {
+		t.Fatalf("bob's choice answered %q", got)
+	}
+	if got := h.choose(th, menu.ID, alice, 2, "fake-large"); got[0] != "defer" || got[1] != "public: ⚙️ <@alice> set **Model** to **Fake Large**." {
+		t.Fatalf("alice's choice answered %q", got)
+	}
+	if st := h.engine.Status(th); st.Model != "Fake Large" {
+		t.Fatalf("the thread's model is %q", st.Model)
+	}
+}
+
+// Without ChoiceMenus (Discord's way: it suggests as the user types), the
+// choices are listed in words alone.
+func TestChoiceMenus_NoneUnlessAsked(t *testing.T) {
+	h := newBoardHarness(t, thread.Config{}, "--config-options")
+	th := h.start(alice, "hello")
+	h.last(th, "the answer", func(m boardMsg) bool { return m.view.Outcome })
+	h.say(th, alice, "@bot model")
+	var got []whisper
+	h.await("the model's choices", func() bool { got = h.board.whispered(); return len(got) > 0 })
+	if !strings.Contains(got[0].view.Text, "`fake-large`") || len(got[0].view.Actions) != 0 {
+		t.Fatalf("model answered %q with %+v", got[0].view.Text, got[0].view.Actions)
+	}
 }
 
 // A question whose text fields the platform has no form for is
