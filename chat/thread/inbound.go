@@ -90,7 +90,9 @@ func (s *Server) handleMessage(m Message, conv *conversation, prev <-chan struct
 		return
 	}
 	if conv != nil && m.Addressed {
-		if cmd, ok := s.Parse(m.Text); ok {
+		// new is not written in a thread: a thread opens from a message
+		// of the channel, not of another thread.
+		if cmd, ok := s.Parse(m.Text); ok && cmd.Name != "new" {
 			if prev != nil {
 				select { // after the messages before it, as a prompt would be
 				case <-prev:
