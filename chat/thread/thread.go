@@ -134,9 +134,11 @@ func (c *Config) defaults() {
 
 // Server serves one platform's conversations: it takes what people do
 // there, submits prompts to the engine and shows the turns. Its event
-// methods (Message, Reaction, Click, Answer, Command) never block on the
-// engine or the platform: the work runs on goroutines the Server owns,
-// which Close waits for.
+// methods never wait on the platform or on an agent: Message, Click,
+// Answer and Command hand the work to goroutines the Server owns, which
+// Close waits for; Reaction and Suggest ask the engine only what it
+// answers at once (Cancel, Options). They are safe to call from any
+// goroutine.
 type Server struct {
 	cfg    Config
 	lim    Limits
