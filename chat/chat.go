@@ -1,5 +1,6 @@
 // Package chat defines what a chat front end needs from the broker and
-// renders a turn's progress as chat text; platforms live in subpackages.
+// renders a turn's progress as chat text; package chat/thread serves a
+// platform's conversations, and the platforms live in subpackages.
 package chat
 
 import (

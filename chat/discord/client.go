@@ -1,8 +1,9 @@
-// Package discord is the Discord front end: a mention in an allowed channel
-// opens a thread whose messages are prompts for one agent session; answers
-// stream into the thread, permission questions become buttons, the agent's
-// own questions become forms (menus and a modal) or links, and /cancel,
-// /reset, /status and a 🛑 reaction control the turn.
+// Package discord is the Discord front end: it connects to Discord's
+// gateway and REST API and serves the broker's conversations there
+// through package thread, rendering its views as messages, buttons,
+// select menus and modals, its status marks as reactions, its commands
+// as slash commands, and handing it Discord's messages, reactions and
+// interactions.
 package discord
 
 import (
@@ -10,13 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"acpbroker/adapter"
 	"acpbroker/chat"
+	"acpbroker/chat/thread"
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
@@ -76,6 +76,12 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
+// Access says who may use the bot, and where: roles are Discord's.
+type Access = thread.Access
+
+// Memory keeps the conversations across restarts.
+type Memory = thread.Memory
+
 func (c *Config) defaults() {
 	if c.APIURL == "" {
 		c.APIURL = DefaultAPIURL
@@ -117,71 +123,46 @@ func (c *Config) defaults() {
 // call from the outside, this bounds a connection that stalls below it.
 const httpCallWait = 60 * time.Second
 
-// Access says who may use the bot, and where.
-type Access struct {
-	AllowedChannels  []string
-	AllowAllChannels bool
-	// AllowedUsers and AllowedRoles, when both empty, allow everyone who
-	// can write in an allowed channel.
-	AllowedUsers []string
-	AllowedRoles []string
-	// Approvers, and members of ApproverRoles, may act on any thread:
-	// answer its questions, cancel and reset it.
-	Approvers     []string
-	ApproverRoles []string
-	// AllowedBots are bots whose messages are treated like a user's.
-	AllowedBots  []string
-	ShowThoughts bool
-	// ChannelAgents names the agent profile new threads of a channel get
-	// (the default when a channel has none).
-	ChannelAgents map[string]string
+// limits are Discord's, as package thread takes them.
+var limits = thread.Limits{
+	Name:         "Discord",
+	MessageRunes: 2000,
+	Burst:        5, Window: 5 * time.Second, // message calls in one channel
+	Files: 10, FilesBytes: 10 << 20, // files of one message
+	InlineDiff:  1500,
+	Buttons:     25, // five rows of five
+	Menus:       4,  // five rows, one of them the buttons'
+	MenuOptions: 25,
+	FormFields:  5, // text inputs in one modal
+	FieldRunes:  4000,
+	LinkRunes:   512,
 }
 
 // Client is the Discord platform. Run connects and serves; Close, after
 // the engine has ended every turn, waits for the last messages to be
 // posted and disconnects.
 type Client struct {
-	cfg    Config
-	engine chat.Engine
-	log    zerolog.Logger
-	// ignored logs what strangers do that is ignored, sampled: see
-	// ignoredCancelBurst.
-	ignored zerolog.Logger
-	s       *discordgo.Session
-	born    time.Time // when this process's Client was made
+	cfg Config
+	srv *thread.Server
+	log zerolog.Logger
+	s   *discordgo.Session
 
 	// ctx bounds every REST call and wait; it ends when Close gives up.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// decor bounds the status reactions, which a channel takes one per
-	// 250ms: Close gives up on them once the messages are out, and the
-	// next start settles what they did not show.
-	decor     context.Context
-	dropDecor context.CancelFunc
 
 	botID atomic.Pointer[string]
 	ready chan struct{} // closed at the first READY
 	once  sync.Once
 
-	mu        sync.Mutex
-	access    Access
-	accepting bool
-	appID     string                   // the application the slash commands are registered for
-	waiting   bool                     // Close is waiting for the Client's goroutines
-	closing   bool                     // Close disconnects: not a lost connection
-	convs     map[string]*conversation // by thread id
-	swept     time.Time                // when convs was last swept
-	seen      recentSet                // message ids already handled
-	order     map[string]chan struct{} // by thread: closed once its last message is submitted
-	perms     map[string]*openPermission
-	questions map[string]*openQuestion // the agent's questions, as perms
-	permSeq   uint64
-	lanes     map[string]*lane      // reaction lanes, by channel
-	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
-	stats     Stats
+	mu      sync.Mutex
+	appID   string           // the application the slash commands are registered for
+	waiting bool             // Close is waiting for the Client's goroutines
+	closing bool             // Close disconnects: not a lost connection
+	lanes   map[string]*lane // reaction lanes, by channel
+	stats   Stats
 
-	wg        sync.WaitGroup // every goroutine but the status reactions'
-	reactions sync.WaitGroup // the turns' status reactions
+	wg        sync.WaitGroup // the Client's own goroutines (the Server has its own)
 	gateway   sync.WaitGroup // the gateway's close
 	closeOnce sync.Once
 	closeErr  error // the gateway's close's, once gateway is done
@@ -213,27 +194,31 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
 		discordgo.IntentsGuildMessageReactions | discordgo.IntentsMessageContent
 	s.LogLevel = discordgo.LogError
-	c := &Client{born: time.Now(),
-		cfg:       cfg,
-		access:    cfg.Access,
-		engine:    engine,
-		log:       cfg.Logger.With().Str("platform", "discord").Logger(),
-		s:         s,
-		ready:     make(chan struct{}),
-		convs:     map[string]*conversation{},
-		order:     map[string]chan struct{}{},
-		seen:      newRecentSet(4096),
-		perms:     map[string]*openPermission{},
-		questions: map[string]*openQuestion{},
-		lanes:     map[string]*lane{},
-		titles:    map[string]*retitling{},
+	c := &Client{
+		cfg:   cfg,
+		log:   cfg.Logger.With().Str("platform", "discord").Logger(),
+		s:     s,
+		ready: make(chan struct{}),
+		lanes: map[string]*lane{},
 	}
-	c.ignored = c.log.Sample(&zerolog.BurstSampler{Burst: ignoredCancelBurst, Period: time.Second})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.decor, c.dropDecor = context.WithCancel(c.ctx)
-	c.recall()
 	empty := ""
 	c.botID.Store(&empty)
+	c.srv = thread.New(thread.Config{
+		Limits:          limits,
+		Access:          cfg.Access,
+		EditInterval:    cfg.EditInterval,
+		MaxMessages:     cfg.MaxMessages,
+		MaxFileBytes:    cfg.MaxFileBytes,
+		MaxImageBytes:   cfg.MaxImageBytes,
+		MaxTextBytes:    cfg.MaxTextBytes,
+		RetitleInterval: cfg.RetitleInterval,
+		ForgetAfter:     cfg.ForgetAfter,
+		TypingInterval:  cfg.TypingInterval,
+		Memory:          cfg.Memory,
+		Agents:          cfg.Agents,
+		Logger:          c.log,
+	}, (*platform)(c), engine)
 	s.AddHandler(c.onReady)
 	s.AddHandler(c.onResumed)
 	s.AddHandler(c.onDisconnect)
@@ -258,14 +243,10 @@ func (c *Client) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	c.mu.Lock()
-	c.accepting = true
-	c.mu.Unlock()
+	c.srv.Accept(true)
 	c.log.Info().Str("bot", c.me()).Msg("connected to Discord")
 	<-ctx.Done()
-	c.mu.Lock()
-	c.accepting = false
-	c.mu.Unlock()
+	c.srv.Accept(false)
 	return nil
 }
 
@@ -349,35 +330,14 @@ func (c *Client) Ready() <-chan struct{} { return c.ready }
 // gone and the gateway connection is closed.
 func (c *Client) Close(grace time.Duration) error {
 	c.mu.Lock()
-	c.accepting = false
-	c.waiting = true // no goroutine starts from here on: see spawnLate
+	c.waiting = true // no goroutine starts from here on: see spawn
 	c.mu.Unlock()
 	c.closeGateway() // if Run did not
-	done := make(chan struct{})
-	go func() {
-		c.wg.Wait()
-		close(done)
-	}()
 	// Closing the gateway may take its own time after the posts: leave
 	// it that, so that Close as a whole stays within grace.
-	t := time.NewTimer(max(grace-gatewayCloseTime, grace/2))
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		c.log.Warn().Dur("grace", grace).Msg("messages still being posted at shutdown; giving up on them")
-	}
-	c.mu.Lock()
-	queued := len(c.lanes)
-	c.mu.Unlock()
-	if queued > 0 {
-		c.log.Info().Int("channels", queued).Msg("status reactions still queued at shutdown; the next start settles them")
-	}
-	c.dropDecor()
+	c.srv.Close(max(grace-gatewayCloseTime, grace/2))
 	c.cancel()
-	<-done
-	c.reactions.Wait()
-	c.stopRetitles()
+	c.wg.Wait()
 	c.gateway.Wait()
 	c.s.Client.CloseIdleConnections()
 	return c.closeErr
@@ -393,23 +353,14 @@ const heartbeatStale = 2 * time.Minute
 // for it.
 const gatewayCloseTime = 1200 * time.Millisecond
 
-// spawnLate runs f on a goroutine the Client owns, unless Close is
-// already waiting for them; it reports whether f runs. For work started
-// from outside the Client's own goroutines (an agent's request), which
-// may come at any time.
-func (c *Client) spawnLate(f func()) bool {
+// spawn runs f on a goroutine the Client owns, unless Close is already
+// waiting for them.
+func (c *Client) spawn(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.waiting {
-		return false
+	if !c.waiting {
+		c.wg.Go(f)
 	}
-	c.wg.Go(f)
-	return true
-}
-
-// spawn runs f on a goroutine the Client owns.
-func (c *Client) spawn(f func()) {
-	c.wg.Go(f)
 }
 
 func (c *Client) me() string { return *c.botID.Load() }
@@ -460,13 +411,13 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters.
 func (c *Client) Stats() Stats {
+	t := c.srv.Stats()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.OpenPermissions = len(c.perms)
-	s.OpenQuestions = len(c.questions)
-	s.Conversations = len(c.convs)
-	s.Retitling = len(c.titles)
+	s.OpenPermissions, s.OpenQuestions, s.Conversations, s.Retitling = t.OpenPermissions, t.OpenQuestions, t.Conversations, t.Retitling
+	s.RefusedUsers, s.RefusedChannels, s.IgnoredCancels = t.RefusedUsers, t.RefusedChannels, t.IgnoredCancels
+	s.RefusedAttachments, s.LostAnswers = t.RefusedAttachments, t.LostAnswers
 	return s
 }
 
@@ -492,26 +443,7 @@ func (c *Client) Healthy() error {
 // Threads of a channel the new lists no longer allow stop at once: their
 // running turns are cancelled, and their later messages, clicks and
 // commands are refused.
-func (c *Client) SetAccess(a Access) {
-	c.mu.Lock()
-	c.access = a
-	var dropped []string
-	for id, conv := range c.convs {
-		if !a.channel(conv.parent) {
-			dropped = append(dropped, id)
-		}
-	}
-	c.mu.Unlock()
-	for _, thread := range dropped {
-		if c.engine != nil && c.engine.Cancel(thread, errChannelNotServed) {
-			c.log.Info().Str("thread", thread).Msg("channel no longer allowed; turn cancelled")
-		}
-	}
-}
-
-// errChannelNotServed ends the turns of a channel removed from the
-// allow-list.
-var errChannelNotServed = fmt.Errorf("%w: this channel is no longer served by the bot", adapter.ErrCancelled)
+func (c *Client) SetAccess(a Access) { c.srv.SetAccess(a) }
 
 // Config returns what the client was made with. Its Access is the first
 // one; Access gives the lists in force.
@@ -519,87 +451,11 @@ func (c *Client) Config() Config { return c.cfg }
 
 // Access returns the access lists in force (SetAccess's, after a
 // reload).
-func (c *Client) Access() Access { return c.acl() }
+func (c *Client) Access() Access { return c.srv.Access() }
 
-func (c *Client) acl() Access {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.access
-}
-
-func (c *Client) allowedChannel(id string) bool { return c.acl().channel(id) }
-
-func (c *Client) allowedUser(userID string, roles []string) bool { return c.acl().user(userID, roles) }
-
-// mayAct is the one rule for who may act on a thread (answer its
-// permission requests and questions, cancel it, reset it), checked
-// against the lists in force now: in a channel the bot still serves, the
-// thread's starter while still allowed to use the bot, an approver, or a
-// member of an approver role. A thread whose starter is unknown is left
-// to the approvers (fail closed).
-func (a Access) mayAct(parent, starter, user string, roles []string) bool {
-	if !a.channel(parent) {
-		return false
-	}
-	if slices.Contains(a.Approvers, user) {
-		return true
-	}
-	for _, r := range roles {
-		if slices.Contains(a.ApproverRoles, r) {
-			return true
-		}
-	}
-	return starter != "" && user == starter && a.user(user, roles)
-}
-
-// whoMayAct names, for a refusal, who may act on a thread.
-func whoMayAct(starter string) string {
-	if starter == "" {
-		return "An approver"
-	}
-	return "<@" + starter + "> or an approver"
-}
-
-func (a Access) channel(id string) bool {
-	return a.AllowAllChannels || slices.Contains(a.AllowedChannels, id)
-}
-
-func (a Access) user(userID string, roles []string) bool {
-	if len(a.AllowedUsers) == 0 && len(a.AllowedRoles) == 0 {
-		return true
-	}
-	if slices.Contains(a.AllowedUsers, userID) {
-		return true
-	}
-	for _, r := range roles {
-		if slices.Contains(a.AllowedRoles, r) {
-			return true
-		}
-	}
-	return false
-}
-
-// recentSet remembers the last n ids added.
-type recentSet struct {
-	ids  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newRecentSet(n int) recentSet {
-	return recentSet{ids: make(map[string]struct{}, n), ring: make([]string, n)}
-}
-
-// add records id and reports whether it was new.
-func (r *recentSet) add(id string) bool {
-	if _, ok := r.ids[id]; ok {
-		return false
-	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.ids, old)
-	}
-	r.ring[r.next] = id
-	r.next = (r.next + 1) % len(r.ring)
-	r.ids[id] = struct{}{}
-	return true
+// Report implements chat.Platform: once connected, each thread is told
+// in words which of its messages the broker did not finish, and that
+// message's status reaction shows the failure (see thread.Server.Report).
+func (c *Client) Report(turns []chat.Interruption, reported func(uint64)) {
+	c.srv.Report(c.ready, turns, reported)
 }

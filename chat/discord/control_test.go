@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"acpbroker/internal/fakediscord"
 )
 
 // waitWorking waits until the agent has started on the thread's prompt.
@@ -103,4 +105,54 @@ func TestControl_StatusAndReset(t *testing.T) {
 	if after := h.engine.Status(thread); after.SessionID == before.SessionID {
 		t.Fatalf("session %q kept after /reset", after.SessionID)
 	}
+}
+
+// reply waits for the bot's reply in thread (a message answering
+// another) that says want, and returns it.
+func (h *harness) reply(thread, want string) fakediscord.Message {
+	h.t.Helper()
+	var found fakediscord.Message
+	h.srv.Await("a reply saying "+want, func() bool {
+		for _, m := range h.srv.Messages(thread) {
+			if m.Author.ID == h.srv.Bot().ID && m.ReferenceID != "" && strings.Contains(m.Content, want) {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// A command may be written to the bot in a thread, "@bot cancel" as
+// /cancel, under the same rule of who may act; Discord shows nobody a
+// message alone outside an interaction, so every answer is a reply in
+// the thread. A message that merely starts with a command's name is a
+// prompt.
+func TestControl_CommandsWrittenToTheBot(t *testing.T) {
+	h := newHarness(t, setup{})
+	thread := h.mention(alice, "hang")
+	h.waitWorking(thread)
+	bot := h.srv.Bot().Mention()
+	h.srv.SendMessage(thread, bob, bot+" cancel")
+	h.reply(thread, "<@"+alice.ID+"> or an approver can /cancel this thread; you can't")
+	if !h.engine.Status(thread).Busy {
+		t.Fatal("bob's cancel ended alice's turn")
+	}
+	h.srv.SendMessage(thread, alice, bot+" cancel")
+	h.reply(thread, "🛑 <@"+alice.ID+"> cancelled the current turn.")
+	h.srv.Await("the turn cancelled", func() bool {
+		for _, m := range h.botMessages(thread) {
+			if strings.Contains(m.Content, "⏹️ cancelled by Alice") && finalFooter(m.Content) {
+				return true
+			}
+		}
+		return false
+	})
+	h.srv.SendMessage(thread, alice, bot+" status")
+	h.reply(thread, "**State**: idle, 0 message(s) queued")
+	h.srv.SendMessage(thread, alice, bot+" cancel the build")
+	h.srv.Await("the prompt answered", func() bool {
+		return strings.Contains(joined(h.botMessages(thread)), "You said: cancel the build")
+	})
 }

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -11,23 +12,74 @@ import (
 	"github.com/bwmarrin/discordgo"
 )
 
-// countingEngine records submissions.
+// memory is a thread.Memory in a map: what the state store keeps.
+type memory struct {
+	mu   sync.Mutex
+	kept map[string]json.RawMessage
+}
+
+// memoryOf is a memory that knows thread, opened in channel by starter.
+func memoryOf(thread, channel, starter string) *memory {
+	rec, _ := json.Marshal(map[string]string{"parent": channel, "starter": starter})
+	return &memory{kept: map[string]json.RawMessage{thread: rec}}
+}
+
+func (m *memory) PutThreadChat(thread string, record json.RawMessage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kept[thread] = record
+}
+
+func (m *memory) ThreadChat(thread string) (json.RawMessage, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.kept[thread]
+	return r, ok
+}
+
+func (m *memory) ThreadChats() map[string]json.RawMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]json.RawMessage{}
+	for k, v := range m.kept {
+		out[k] = v
+	}
+	return out
+}
+
+// countingEngine records submissions: the prompts by thread.
 type countingEngine struct {
 	mu      sync.Mutex
 	submits map[string]int
+	prompts []*adapter.Prompt
+	// asked, if set, is called with each prompt's sink as it is
+	// submitted, before the turn ends; it may ask questions of it.
+	asked func(adapter.Sink)
 }
 
 func (e *countingEngine) Submit(thread string, p *adapter.Prompt) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.submits[thread]++
-	go p.Sink.Done(adapter.Outcome{StopReason: "end_turn", Text: "ok"})
+	e.prompts = append(e.prompts, p)
+	go func() {
+		if e.asked != nil {
+			e.asked(p.Sink)
+		}
+		p.Sink.Done(adapter.Outcome{StopReason: "end_turn", Text: "ok"})
+	}()
 	return nil
 }
 func (e *countingEngine) count(thread string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.submits[thread]
+}
+
+func (e *countingEngine) submitted() []*adapter.Prompt {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]*adapter.Prompt(nil), e.prompts...)
 }
 
 func (e *countingEngine) Cancel(string, error) bool            { return false }
@@ -45,15 +97,14 @@ func (e *countingEngine) SetMode(context.Context, string, string) (adapter.Threa
 // prompt; the bot's own messages and other bots' are none.
 func TestOnMessage_DuplicatesAndBotsAreIgnored(t *testing.T) {
 	eng := &countingEngine{submits: map[string]int{}}
-	c, err := New(Config{Token: "t", APIURL: "http://127.0.0.1:1/api/v9/"}, eng)
+	c, err := New(Config{Token: "t", APIURL: "http://127.0.0.1:1/api/v9/", Access: Access{AllowedChannels: []string{"chan"}},
+		Memory: memoryOf("thread-1", "chan", "201")}, eng)
 	if err != nil {
 		t.Fatal(err)
 	}
 	me := "999"
 	c.botID.Store(&me)
-	c.accepting = true
-	c.access = Access{AllowedChannels: []string{"chan"}}
-	c.convs["thread-1"] = &conversation{thread: "thread-1", parent: "chan", starter: "201"}
+	c.srv.Accept(true)
 	msg := func(id, author string, bot bool) *discordgo.MessageCreate {
 		return &discordgo.MessageCreate{Message: &discordgo.Message{ID: id, ChannelID: "thread-1", GuildID: "g",
 			Content: "hello", Author: &discordgo.User{ID: author, Bot: bot}}}
@@ -68,11 +119,8 @@ func TestOnMessage_DuplicatesAndBotsAreIgnored(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // room for a wrong third submission
-	c.cancel()                         // the sinks' Discord calls give up
-	c.wg.Wait()
-	eng.mu.Lock()
-	defer eng.mu.Unlock()
-	if n := eng.submits["thread-1"]; n != 2 {
+	c.Close(0)                         // the sinks' Discord calls give up
+	if n := eng.count("thread-1"); n != 2 {
 		t.Fatalf("%d prompts submitted, want 2 (m1 once, and m4)", n)
 	}
 }

@@ -8,61 +8,95 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/chat/thread"
 )
 
 // fuzzDiscord is a Discord that answers every REST call with one
-// message, at once: what the Client sends is not the fuzzed part, and a
-// Discord that failed would make it wait between tries.
-func fuzzDiscord(f *testing.F) string {
+// message, at once, and keeps the bodies of what the bot posted: what
+// the Client sends is not the fuzzed part, and a Discord that failed
+// would make it wait between tries.
+type fuzzDiscord struct {
+	api string
+	mu  sync.Mutex
+	// posts are the bodies of the messages posted (multipart ones as
+	// they are).
+	posts []string
+}
+
+func newFuzzDiscord(f *testing.F) *fuzzDiscord {
+	d := &fuzzDiscord{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages") {
+			body, _ := io.ReadAll(r.Body)
+			d.mu.Lock()
+			d.posts = append(d.posts, string(body))
+			d.mu.Unlock()
+		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"77","channel_id":"thread-1","content":""}`)
 	}))
 	f.Cleanup(srv.Close)
-	return srv.URL + "/api/v9/"
+	d.api = srv.URL + "/api/v9/"
+	return d
 }
 
-// fuzzClient is a Client of the Discord at api (fuzzDiscord).
+// posted are the bodies posted since mark (a count of posts).
+func (d *fuzzDiscord) posted(mark int) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.posts[min(mark, len(d.posts)):]...)
+}
+
+func (d *fuzzDiscord) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.posts)
+}
+
+// fuzzClient is a Client of the Discord at api (fuzzDiscord), taking
+// events, which knows thread-1, started by 201 in chan; 301 approves.
 func fuzzClient(t *testing.T, eng *countingEngine, api string) *Client {
 	c, err := New(Config{Token: "t", APIURL: api, MaxTextBytes: 4096, MaxImageBytes: 4096,
-		Access: Access{AllowedChannels: []string{"chan"}, Approvers: []string{"301"}}}, eng)
+		Access: Access{AllowedChannels: []string{"chan"}, Approvers: []string{"301"}},
+		Memory: memoryOf("thread-1", "chan", "201")}, eng)
 	if err != nil {
 		t.Fatal(err)
 	}
 	me := "999"
 	c.botID.Store(&me)
-	c.accepting = true
-	c.convs["thread-1"] = &conversation{thread: "thread-1", parent: "chan", starter: "201"}
+	c.srv.Accept(true)
 	return c
 }
 
+// closeFuzzClient waits for what the Client was handed to be done.
 func closeFuzzClient(c *Client) {
-	c.cancel()
-	c.wg.Wait()
+	c.Close(10 * time.Second)
 	c.cfg.HTTPClient.CloseIdleConnections()
 }
 
 // FuzzMessage_BecomesAPrompt turns an arbitrary message with one
-// attachment (any name, type, declared size and body) into a prompt: the
-// result is either prompt content within the limits or a refusal in
-// words, never both, never a panic; handled as the thread's next message
-// it reaches the agent at most once, and never when refused.
+// attachment (any name, type, declared size and body) into a prompt: it
+// reaches the agent at most once, as content within the limits, or is
+// refused in words and never reaches it, never both, never a panic.
 func FuzzMessage_BecomesAPrompt(f *testing.F) {
-	var body atomic.Pointer[[]byte]
+	var body held[[]byte]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(*body.Load())
+		w.Write(body.load())
 	}))
 	f.Cleanup(srv.Close)
-	api := fuzzDiscord(f)
+	d := newFuzzDiscord(f)
 	f.Add("<@999> hello", "notes.md", "text/markdown", 5, []byte("hello"))
 	f.Add("look", "cat.png", "image/png", 8, []byte("\x89PNG\r\n\x1a\n"))
 	f.Add("", "a.bin", "application/octet-stream", 3, []byte{0, 1, 2})
@@ -70,81 +104,154 @@ func FuzzMessage_BecomesAPrompt(f *testing.F) {
 	f.Add("x", "lies.txt", "text/plain; charset=utf-8", 1, []byte("more than one byte"))
 	f.Add("x", "bad.txt", "text/plain", 3, []byte("\xff\xfe\xfd"))
 	f.Fuzz(func(t *testing.T, content, filename, ctype string, declared int, data []byte) {
-		body.Store(&data)
+		body.store(data)
 		eng := &countingEngine{submits: map[string]int{}}
-		c := fuzzClient(t, eng, api)
-		defer closeFuzzClient(c)
-		m := &discordgo.Message{ID: "m1", ChannelID: "thread-1", Content: content, Author: &discordgo.User{ID: "201"},
+		c := fuzzClient(t, eng, d.api)
+		mark := d.count()
+		m := &discordgo.Message{ID: "m1", ChannelID: "thread-1", GuildID: "g", Content: content, Author: &discordgo.User{ID: "201"},
 			Attachments: []*discordgo.MessageAttachment{{ID: "a1", Filename: filename, ContentType: ctype, Size: declared, URL: srv.URL + "/a"}}}
-		text, images, refusal := c.attachments(context.Background(), m)
-		if refusal != "" && (len(text) > 0 || len(images) > 0) {
-			t.Fatalf("refused (%q) and gave content too", refusal)
+		c.onMessage(nil, &discordgo.MessageCreate{Message: m})
+		closeFuzzClient(c)
+		refused := false
+		for _, p := range d.posted(mark) {
+			if strings.Contains(p, "message_reference") && (strings.Contains(p, "Nothing was sent") || strings.Contains(p, "Mention me with")) {
+				refused = true
+			}
 		}
-		for _, b := range text {
-			if int64(len(b.Text)) > c.cfg.MaxTextBytes+int64(len(filename))+256 {
-				t.Fatalf("a text block of %d bytes passed a %d-byte limit", len(b.Text), c.cfg.MaxTextBytes)
+		prompts := eng.submitted()
+		switch {
+		case refused && len(prompts) > 0:
+			t.Fatalf("a message was refused and reached the agent too")
+		case len(prompts) > 1:
+			t.Fatalf("one message reached the agent %d times", len(prompts))
+		case len(prompts) == 0:
+			return
+		}
+		for _, b := range prompts[0].Blocks {
+			if !strings.HasPrefix(b.Text, "Attached file ") {
+				continue // the message's own text
+			}
+			if len(b.Text) > 4096+len(filename)+256 {
+				t.Fatalf("a text block of %d bytes passed a 4096-byte limit", len(b.Text))
 			}
 			if !utf8.ValidString(b.Text) {
 				t.Fatalf("a text block is not UTF-8: %q", b.Text)
 			}
 		}
-		for _, b := range images {
+		for _, b := range prompts[0].Images {
 			raw, err := base64.StdEncoding.DecodeString(b.Data)
-			if err != nil || int64(len(raw)) > c.cfg.MaxImageBytes {
-				t.Fatalf("an image block of %d bytes (%v) passed a %d-byte limit", len(raw), err, c.cfg.MaxImageBytes)
+			if err != nil || len(raw) > 4096 {
+				t.Fatalf("an image block of %d bytes (%v) passed a 4096-byte limit", len(raw), err)
 			}
-		}
-		_ = stripMention(content, c.me())
-		_ = threadName(content, m.Author)
-
-		// The whole way, as a message in the thread: a refused message
-		// reaches the agent never, any other at most once.
-		c.mu.Lock()
-		conv := c.convs["thread-1"]
-		c.mu.Unlock()
-		c.handleMessage(m, conv, false, nil)
-		c.wg.Wait()
-		switch n := eng.count("thread-1"); {
-		case refusal != "" && n != 0:
-			t.Fatalf("a message refused (%q) reached the agent", refusal)
-		case n > 1:
-			t.Fatalf("one message reached the agent %d times", n)
 		}
 	})
 }
 
+// held is a value the fuzz's file server serves.
+type held[T any] struct {
+	mu sync.Mutex
+	v  T
+}
+
+func (h *held[T]) store(v T) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.v = v
+}
+
+func (h *held[T]) load() T {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.v
+}
+
 // The fuzzed interactions find, open in the thread, a permission request
 // and a form question, so that clicks, menu choices and modal answers
-// reach them. {P} and {Q} in a payload stand for their custom ids.
-const (
-	fuzzPermKey     = "fz"
-	fuzzQuestionKey = "fq"
-	fuzzForm        = `{"sessionId":"s","mode":"form","message":"Details?","requestedSchema":{"type":"object",
+// reach them. {P} and {Q} in a payload stand for their custom ids'
+// keys.
+const fuzzForm = `{"sessionId":"s","mode":"form","message":"Details?","requestedSchema":{"type":"object",
 "properties":{"name":{"type":"string","title":"Name","maxLength":20},"count":{"type":"integer","minimum":1,"maximum":10},
 "colour":{"type":"string","enum":["red","green","blue"]},"ship":{"type":"boolean"},
 "tags":{"type":"array","items":{"type":"string","enum":["a","b"]}}},"required":["name","count"]}}`
-)
 
-// openFuzzRequests puts the permission request and the question in c's
-// tables, as the thread's turn would.
-func openFuzzRequests(t *testing.T, c *Client) (*openPermission, *openQuestion) {
+// fuzzOptions are the permission request's.
+var fuzzOptions = []acp.PermissionOption{{OptionID: "yes", Name: "Allow", Kind: "allow_once"}, {OptionID: "no", Name: "Reject", Kind: "reject_once"}}
+
+// openRequests has the thread's turn ask the permission request and the
+// question, and waits for both to be posted; it returns their keys and
+// where their answers (or "cancelled", once ask ends) come.
+func openRequests(t *testing.T, c *Client, eng *countingEngine, d *fuzzDiscord, ask context.Context) (perm, question string, perms chan adapter.Answer, questions chan adapter.ElicitAnswer) {
 	var req acp.ElicitationRequest
 	if err := json.Unmarshal([]byte(fuzzForm), &req); err != nil {
 		t.Fatal(err)
 	}
-	texts, _, unfit := questionLayout(&req)
-	if unfit != nil {
-		t.Fatal(unfit)
+	perms, questions = make(chan adapter.Answer, 1), make(chan adapter.ElicitAnswer, 1)
+	var once sync.Once // the first turn asks; those commands run do not
+	eng.asked = func(sink adapter.Sink) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			perms <- sink.Ask(ask, &acp.PermissionRequest{ToolCall: acp.PermissionToolCall{Title: "Run make"}, Options: fuzzOptions})
+		})
+		wg.Go(func() { questions <- sink.(adapter.Elicitor).Elicit(ask, &req) })
+		wg.Wait()
 	}
-	op := &openPermission{thread: "thread-1", parent: "chan", starter: "201", title: "Run make", ctx: context.Background(),
-		answer: make(chan choice, 1), options: []acp.PermissionOption{{OptionID: "yes", Name: "Allow", Kind: "allow_once"}, {OptionID: "no", Name: "Reject", Kind: "reject_once"}}}
-	oq := &openQuestion{thread: "thread-1", parent: "chan", starter: "201", req: &req, ctx: context.Background(),
-		answer: make(chan adapter.ElicitAnswer, 1), values: defaults(&req), texts: texts}
-	c.mu.Lock()
-	c.perms[permPrefix+fuzzPermKey] = op
-	c.questions[questionPrefix+fuzzQuestionKey] = oq
-	c.mu.Unlock()
-	return op, oq
+	mark := d.count()
+	c.onMessage(nil, &discordgo.MessageCreate{Message: &discordgo.Message{ID: "m0", ChannelID: "thread-1", GuildID: "g",
+		Content: "ask", Author: &discordgo.User{ID: "201"}}})
+	permID := regexp.MustCompile(`"custom_id":"(perm:[0-9a-f]+:[0-9a-z]+):0"`)
+	questionID := regexp.MustCompile(`"custom_id":"(elic:[0-9a-f]+:[0-9a-z]+):submit"`)
+	for deadline := time.Now().Add(10 * time.Second); perm == "" || question == ""; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the permission request and the question were not posted within 10s")
+		}
+		for _, p := range d.posted(mark) {
+			if m := permID.FindStringSubmatch(p); m != nil {
+				perm = m[1]
+			}
+			if m := questionID.FindStringSubmatch(p); m != nil {
+				question = m[1]
+			}
+		}
+	}
+	return perm, question, perms, questions
+}
+
+// answered is a Reply that says when it is first used.
+type answered struct {
+	thread.Reply
+	once sync.Once
+	done chan struct{}
+}
+
+func (a *answered) signal() { a.once.Do(func() { close(a.done) }) }
+func (a *answered) Private(ctx context.Context, v thread.View) {
+	a.Reply.Private(ctx, v)
+	a.signal()
+}
+func (a *answered) Public(ctx context.Context, text string) {
+	a.Reply.Public(ctx, text)
+	a.signal()
+}
+func (a *answered) Update(ctx context.Context, v thread.View) {
+	a.Reply.Update(ctx, v)
+	a.signal()
+}
+func (a *answered) Ack(ctx context.Context) {
+	a.Reply.Ack(ctx)
+	a.signal()
+}
+func (a *answered) Defer(ctx context.Context) {
+	a.Reply.Defer(ctx)
+	a.signal()
+}
+func (a *answered) Form(ctx context.Context, f thread.Form) {
+	a.Reply.Form(ctx, f)
+	a.signal()
 }
 
 // FuzzInteraction_IsAnsweredOrRefused dispatches arbitrary interaction
@@ -155,7 +262,7 @@ func openFuzzRequests(t *testing.T, c *Client) (*openPermission, *openQuestion) 
 // own options, and an open question only by them, with an answer its
 // form allows.
 func FuzzInteraction_IsAnsweredOrRefused(f *testing.F) {
-	api := fuzzDiscord(f)
+	d := newFuzzDiscord(f)
 	for _, s := range []string{
 		`{"id":"1","type":2,"channel_id":"thread-1","token":"tok","member":{"user":{"id":"201"},"roles":[]},"data":{"id":"c","name":"cancel","type":1}}`,
 		`{"id":"2","type":2,"channel_id":"thread-1","token":"tok","user":{"id":"202"},"data":{"name":"reset"}}`,
@@ -200,42 +307,49 @@ func FuzzInteraction_IsAnsweredOrRefused(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		payload = bytes.ReplaceAll(payload, []byte("{P}"), []byte(permPrefix+fuzzPermKey))
-		payload = bytes.ReplaceAll(payload, []byte("{Q}"), []byte(questionPrefix+fuzzQuestionKey))
 		eng := &countingEngine{submits: map[string]int{}}
-		c := fuzzClient(t, eng, api)
-		op, oq := openFuzzRequests(t, c)
+		c := fuzzClient(t, eng, d.api)
+		ask, stop := context.WithCancel(context.Background())
+		perm, question, perms, questions := openRequests(t, c, eng, d, ask)
+		payload = bytes.ReplaceAll(payload, []byte("{P}"), []byte(perm))
+		payload = bytes.ReplaceAll(payload, []byte("{Q}"), []byte(question))
 		for line := range bytes.Lines(payload) {
 			var ic discordgo.InteractionCreate
 			if json.Unmarshal(line, &ic) != nil || ic.Interaction == nil {
 				continue // the gateway would not deliver it
 			}
-			c.onInteraction(nil, &ic)
-			c.wg.Wait() // each is handled before the next arrives
+			r := &answered{Reply: &reply{c: c, i: ic.Interaction}, done: make(chan struct{})}
+			if !c.dispatch(ic.Interaction, r) {
+				c.wg.Wait() // an autocompletion, answered by the Client
+				continue
+			}
+			select { // each is handled before the next arrives
+			case <-r.done:
+			case <-time.After(200 * time.Millisecond): // one that is no one's is never answered
+			}
 		}
-		closeFuzzClient(c)
+		stop()
 		mayAct := func(by string) bool { return by == "201" || by == "301" }
-		select {
-		case ch := <-op.answer:
-			if !mayAct(ch.by) {
-				t.Fatalf("the permission request was answered by %q", ch.by)
+		if ans := <-perms; ans.By != "" {
+			if !mayAct(ans.By) {
+				t.Fatalf("the permission request was answered by %q", ans.By)
 			}
-			if !slices.ContainsFunc(op.options, func(o acp.PermissionOption) bool { return o.OptionID == ch.optionID }) {
-				t.Fatalf("the permission request was answered %q, not one of its options", ch.optionID)
+			if !slices.ContainsFunc(fuzzOptions, func(o acp.PermissionOption) bool { return o.OptionID == ans.Outcome.OptionID }) {
+				t.Fatalf("the permission request was answered %q, not one of its options", ans.Outcome.OptionID)
 			}
-		default:
 		}
-		select {
-		case a := <-oq.answer:
+		if a := <-questions; a.By != "" {
 			if !mayAct(a.By) {
 				t.Fatalf("the question was answered by %q", a.By)
 			}
 			if a.Result.Action == acp.ActionAccept {
-				if err := oq.req.Check(a.Result.Content); err != nil {
+				var req acp.ElicitationRequest
+				json.Unmarshal([]byte(fuzzForm), &req)
+				if err := req.Check(a.Result.Content); err != nil {
 					t.Fatalf("the question was answered %v, which its form does not allow: %v", a.Result.Content, err)
 				}
 			}
-		default:
 		}
+		closeFuzzClient(c)
 	})
 }

@@ -271,3 +271,16 @@ func TestOptions_AutocompleteIsThePerThreadAgents(t *testing.T) {
 		t.Fatalf("after the second thread's change, the first suggests %v %v", values, names)
 	}
 }
+
+// "@bot model VALUE" written in the thread changes the model as /model
+// does, answered in the thread.
+func TestOptions_ModelWrittenToTheBot(t *testing.T) {
+	h := newHarness(t, optionAgent(false))
+	thread := h.mention(alice, "settings")
+	h.answer(thread, "model=fake-small")
+	h.srv.SendMessage(thread, alice, h.srv.Bot().Mention()+" model fake-large")
+	h.reply(thread, "set **Model** to **Fake Large**")
+	if got := h.settings(thread, alice); got != "model=fake-large mode=ask fast=false" {
+		t.Fatalf("the agent runs with %q", got)
+	}
+}

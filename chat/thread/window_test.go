@@ -1,4 +1,4 @@
-package discord
+package thread
 
 import (
 	"testing"
@@ -6,9 +6,10 @@ import (
 )
 
 // Streaming updates keep their pace; the final view goes at once unless
-// Discord's 5-per-5s window is full; no sixth call in any 5s.
+// the platform's window (Discord's: 5 calls per 5s) is full; no sixth
+// call in any 5s.
 func TestWindow_PaceForUpdatesRoomForTheFinalView(t *testing.T) {
-	var w window
+	w := window{burst: 5, per: 5 * time.Second}
 	t0 := time.Unix(1000, 0)
 	pace := 1250 * time.Millisecond
 	if d := w.wait(t0, pace, false); d != 0 {

@@ -1,4 +1,4 @@
-package discord
+package thread
 
 import (
 	"runtime"
@@ -14,7 +14,7 @@ import (
 // the answer grows; a view is made again only after a change; the final
 // view renders what is kept of the whole, and says how long it was.
 func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
-	s := &turnSink{c: &Client{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1)}
+	s := &turnSink{s: &Server{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}, lim: Limits{MessageRunes: 2000}}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1)}
 	s.Status(adapter.Status{Phase: adapter.PhaseWorking})
 	piece := strings.Repeat(strings.Repeat("y", 99)+"\n", 640)
 	chunk := func(text string) acp.Update {
@@ -53,11 +53,29 @@ func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
 	var file string
 	for _, fs := range v.files {
 		for _, f := range fs {
-			file += f.data
+			file += f.Data
 		}
 	}
 	if len(file) > 2<<20+4<<10 || !strings.Contains(file, "MiB of the answer left out here") ||
 		!strings.Contains(v.pieces[len(v.pieces)-1], "the answer is 61.0 MiB: its start and its end are attached as answer.md.") {
 		t.Fatalf("the final view attaches %d bytes and ends %q", len(file), v.pieces[len(v.pieces)-1])
+	}
+}
+
+// The Cancel button goes with the last message of a running turn: a
+// message that is no longer the last is edited to lose it, though its
+// text stays (as when the agent's files come in a message of their own).
+func TestView_TheCancelButtonMovesToTheLastMessage(t *testing.T) {
+	s := &turnSink{posted: []posted{{id: "1", text: "the answer", stop: true}}}
+	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, stop: true}); i != 0 || !edit {
+		t.Fatalf("next = %d, %v; want the first message edited", i, edit)
+	}
+	s.posted[0].stop = false
+	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, stop: true}); i != 1 || edit {
+		t.Fatalf("next = %d, %v; want the second message posted", i, edit)
+	}
+	s.posted = append(s.posted, posted{id: "2", text: "📎 a file", stop: true})
+	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, final: true}); i != 1 || !edit {
+		t.Fatalf("next = %d, %v; want the last message edited to lose the button", i, edit)
 	}
 }
