@@ -1,0 +1,18 @@
+package broker
+
+import (
+	"slices"
+	"testing"
+)
+
+// A channel named in [channels] is allowed: a Discord configuration
+// needs no discord.allowed_channels beside it.
+func TestDiscord_AChannelWithAProfileIsAllowed(t *testing.T) {
+	c, err := loadText(t, "[chat]\nplatform = \"discord\"\n[discord]\ntoken = \"t\"\n[agent]\ncommand = \""+fakeAgent+"\"\n[channels.\"42\"]\nagent = \"default\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc := discordAccess(c); !slices.Contains(acc.AllowedChannels, "42") {
+		t.Fatalf("allowed channels = %v, want 42 among them", acc.AllowedChannels)
+	}
+}
