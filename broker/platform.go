@@ -99,7 +99,7 @@ func (b *Broker) openPlatforms() error {
 			Stdout: b.opts.Stdout,
 		})
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return err // a platform's errors name it
 		}
 		if p.Platform == nil {
 			return fmt.Errorf("%s: no platform made", name)
