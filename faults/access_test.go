@@ -83,8 +83,8 @@ func TestAccess_OnlyAllowedUsersAreServed(t *testing.T) {
 			t.Errorf("the bot answered bob's 🛑: %q", m.Content)
 		}
 	}
-	b.awaitMetric("acp_broker_discord_refused_messages_total", func(v float64) bool { return v == 2 })
-	b.awaitMetric("acp_broker_discord_ignored_cancel_reactions_total", func(v float64) bool { return v == 1 })
+	b.awaitMetric(`acp_broker_chat_refused_messages_total{platform="discord"}`, func(v float64) bool { return v == 2 })
+	b.awaitMetric(`acp_broker_chat_ignored_cancel_reactions_total{platform="discord"}`, func(v float64) bool { return v == 1 })
 }
 
 // A SIGHUP that takes a channel out of discord.allowed_channels stops the

@@ -53,7 +53,7 @@ func TestAttachment_OversizeFilesAreRefusedWithTheReason(t *testing.T) {
 	if n := len(w.Srv.Threads()); n != 1 {
 		t.Errorf("%d threads, want 1", n)
 	}
-	b.awaitMetric("acp_broker_discord_refused_attachments_total", func(v float64) bool { return v == 3 })
+	b.awaitMetric(`acp_broker_chat_refused_attachments_total{platform="discord"}`, func(v float64) bool { return v == 3 })
 	b.awaitMetric(`acp_broker_turns_total{outcome="done"}`, func(v float64) bool { return v == 2 })
 }
 

@@ -59,6 +59,6 @@ func TestDoubleClick_OneDecisionPerRequest(t *testing.T) {
 			t.Errorf("round %d: the request shows %q with %d buttons, want the decision", round, m.Content, len(m.Buttons()))
 		}
 	}
-	b.awaitMetric("acp_broker_discord_open_permission_requests", func(v float64) bool { return v == 0 })
+	b.awaitMetric(`acp_broker_chat_open_permission_requests{platform="discord"}`, func(v float64) bool { return v == 0 })
 	b.awaitMetric("acp_broker_acp_pending_permission_requests", func(v float64) bool { return v == 0 })
 }

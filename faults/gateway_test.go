@@ -53,7 +53,7 @@ func TestGateway_DropsAreSurvivedWithoutDuplicates(t *testing.T) {
 	if n := len(w.Srv.Threads()); n != 1 {
 		t.Errorf("%d threads, want 1", n)
 	}
-	b.awaitMetric("acp_broker_discord_gateway_reconnects_total", func(v float64) bool { return v == 2 })
+	b.awaitMetric(`acp_broker_chat_reconnects_total{platform="discord"}`, func(v float64) bool { return v == 2 })
 	checkNoUnknownRequests(t, w.Srv)
 }
 

@@ -23,7 +23,7 @@ func TestPermission_UnansweredRequestFailsClosed(t *testing.T) {
 	if n := len(req.Buttons()); n != 3 {
 		t.Fatalf("%d buttons on the request, want one per option", n)
 	}
-	b.awaitMetric("acp_broker_discord_open_permission_requests", func(v float64) bool { return v == 1 })
+	b.awaitMetric(`acp_broker_chat_open_permission_requests{platform="discord"}`, func(v float64) bool { return v == 1 })
 
 	const closed = "Closed without an answer (no answer within 2s); the agent was told *cancelled*."
 	w.Srv.Await("the request closed", func() bool {
@@ -49,6 +49,6 @@ func TestPermission_UnansweredRequestFailsClosed(t *testing.T) {
 			t.Errorf("a message still shows buttons: %q", m.Content)
 		}
 	}
-	b.awaitMetric("acp_broker_discord_open_permission_requests", func(v float64) bool { return v == 0 })
+	b.awaitMetric(`acp_broker_chat_open_permission_requests{platform="discord"}`, func(v float64) bool { return v == 0 })
 	b.awaitMetric("acp_broker_acp_pending_permission_requests", func(v float64) bool { return v == 0 })
 }

@@ -407,15 +407,16 @@ func TestProfiles_AgentsListsARemovedProfileWhileItsAgentsRun(t *testing.T) {
 	}
 }
 
-// age has the state say thread was last used two hours ago; the broker
-// must be stopped.
+// age has the state say thread (Discord's id) was last used two hours
+// ago; the broker must be stopped.
 func (w *world) age(thread string) {
 	w.t.Helper()
 	st, err := store.Open(store.Options{Dir: filepath.Join(w.Dir, "state"), Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	st.SetThreadProfile(thread, st.ThreadProfile(thread))
+	id := "discord:" + thread // as the broker names it
+	st.SetThreadProfile(id, st.ThreadProfile(id))
 	if err := st.Close(); err != nil {
 		w.t.Fatal(err)
 	}

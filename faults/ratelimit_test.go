@@ -14,7 +14,7 @@ import (
 // on top, the answer that arrives is complete and in order, the turn
 // ends normally (✅ replacing ⚙️ on the message), and /metrics counts
 // every 429
-// (acp_broker_discord_rate_limited_total).
+// (acp_broker_chat_rate_limited_total{platform="discord"}).
 func TestRateLimit_StormLosesNothing(t *testing.T) {
 	w := newWorld(t, setup{})
 	b := w.start()
@@ -49,7 +49,7 @@ func TestRateLimit_StormLosesNothing(t *testing.T) {
 	}
 	w.awaitReaction(w.Channel, thread, "✅")
 	w.Srv.Await("⚙️ taken back", func() bool { return !w.Srv.HasReaction(w.Channel, thread, w.Srv.Bot().ID, "⚙️") })
-	b.awaitMetric("acp_broker_discord_rate_limited_total", func(v float64) bool { return v == float64(len(w.Srv.RateLimited())) })
+	b.awaitMetric(`acp_broker_chat_rate_limited_total{platform="discord"}`, func(v float64) bool { return v == float64(len(w.Srv.RateLimited())) })
 
 	w.Discord.Post(thread, alice, "after the storm")
 	if got := w.awaitAnswers(thread, 2)[1]; !strings.Contains(got.Text, "You said: after the storm") {

@@ -21,7 +21,7 @@ const cancelShownBound = 5 * time.Second
 
 // TestDiscordFrontEnd runs each real agent behind the broker's Discord
 // front end, through the fake Discord, as a user uses it: one broker per
-// agent (pool, engine and Discord client as cmd/broker wires them, with
+// agent (wired as the broker binary wires one, package broker, with
 // Discord's rate limits and the default edit pace), and each scenario in a
 // thread of its own, so with a fresh agent process. The scenarios'
 // promises are in the doc comments of discordTextAnswer,
@@ -346,7 +346,7 @@ func discordPermissionInput(t *testing.T, b *discordBroker, thread string, c cli
 // no warning about stopping that process (a warning asks an operator to
 // look at something).
 func discordQuietRestart(t *testing.T, b *discordBroker, pid int) {
-	warns := b.log.warnings(pid)
+	warns := b.warnings(pid)
 	if len(warns) > 0 {
 		t.Errorf("the routine kill of the replaced agent (pid %d) logged warnings:\n%s", pid, strings.Join(warns, "\n"))
 	}

@@ -16,18 +16,12 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/broker"
+	"acpbroker/chat"
 	"acpbroker/chat/discord"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/pool"
-
-	"github.com/rs/zerolog"
-)
-
-// The fake Discord's guild and the bot's token.
-const (
-	discordGuild = "900"
-	discordToken = "interop-bot-token"
 )
 
 const (
@@ -43,114 +37,108 @@ const (
 // threadStarter is the user who talks to the bot in these tests.
 var threadStarter = fakediscord.User{ID: "301", Username: "alice", GlobalName: "Alice"}
 
-// discordBroker is the broker's Discord side wired as cmd/broker wires
-// it (pool, engine, Discord client, Discord's own rate limits and the
-// default edit pace) against a fake Discord, in front of one real agent.
+// discordBroker is a broker serving Discord, wired as the broker binary
+// wires one (package broker, through brokertest.World.OpenConfig, with
+// Discord's own rate limits and the default edit pace), against a fake
+// Discord, in front of one real agent.
 type discordBroker struct {
 	s       *subject
 	srv     *fakediscord.Server
-	pool    *pool.Pool
-	engine  *adapter.Engine
+	broker  *brokertest.InProcess
+	engine  engine // by Discord's thread ids, as the client sees it
 	client  *discord.Client
 	channel string // the allowed channel
 	discord brokertest.Discord
-	workDir string // pool WorkDir; each thread runs in WorkDir/<thread>
+	workDir string // agent.cwd; each thread runs in workDir/<thread>
 	procs   *procRecorder
-	log     *brokerLog
-	cancel  context.CancelFunc
-	runDone chan error
 	timings *timingLog
 	sandbox pool.Sandbox
 }
 
+// engine is the broker's engine as the Discord client sees it.
+type engine struct{ chat.Engine }
+
 // newDiscordBroker starts a fake Discord and the broker in front of s's
-// agent. Cleanup stops the broker in its shutdown order (no new prompts,
-// turns ended, last messages posted, agents stopped); the fake Discord
-// closes after it, and s's fake model after that.
+// agent. Cleanup stops the broker (no new prompts, turns ended, last
+// messages posted, agents stopped) and checks what it did; the fake
+// Discord closes after it, and s's fake model after that.
 func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *discordBroker {
 	t.Helper()
-	srv := fakediscord.New(t, fakediscord.Options{Token: discordToken, WaitTimeout: discordAwait})
-	srv.AddUser(threadStarter)
-	b := &discordBroker{
-		s:       s,
-		srv:     srv,
-		channel: srv.AddChannel(discordGuild, "", "agents"),
-		workDir: t.TempDir(),
-		procs:   &procRecorder{},
-		log:     &brokerLog{t: t},
-		runDone: make(chan error, 1),
-		timings: &timingLog{},
-	}
-	b.discord = brokertest.Discord{Srv: srv, Channel: b.channel}
-	log := zerolog.New(b.log).Level(zerolog.DebugLevel).With().Timestamp().Logger()
-
 	env, err := agentEnv(s.spec.Env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.sandbox = interopSandbox(t, env)
-	b.pool = pool.New(pool.Config{
-		Sandbox:      b.sandbox,
-		Launch:       b.procs.launch,
-		Command:      s.spec.Command,
-		Args:         s.spec.Args,
-		Env:          env,
-		WorkDir:      b.workDir,
-		PerThreadDir: true,
-		MaxSessions:  4,
-		StartTimeout: startTimeout,
-		ExitGrace:    500 * time.Millisecond,
-		Conn:         acp.Options{ClientInfo: acp.Implementation{Name: "acp-broker", Version: "interop"}},
-		Logger:       log,
+	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: s.spec.Command}, brokertest.Options{
+		Fake: fakediscord.Options{WaitTimeout: discordAwait},
+		Conf: brokertest.Settings{
+			"log.level":           "debug",
+			"http.listen":         "",
+			"agent.args":          s.spec.Args,
+			"agent.sandbox":       "none",
+			"agent.start_timeout": startTimeout.String(),
+			"agent.exit_grace":    "500ms",
+			"pool.max_sessions":   4,
+			// The agents answer a cancel within a second; a permission
+			// request stays open as long as the test may take to click.
+			"turn.timeout":            turnTimeout.String(),
+			"turn.cancel_grace":       (cancelBound / 2).String(),
+			"turn.permission_timeout": discordAwait.String(),
+		},
+		LogTail: 512 << 10,
 	})
-	// The agents answer a cancel within a second; a permission request
-	// stays open as long as the test may take to click.
-	engineCfg.TurnTimeout = turnTimeout
-	engineCfg.CancelGrace = cancelBound / 2
-	engineCfg.PermissionTimeout = discordAwait
-	engineCfg.Logger = log
-	b.engine = adapter.New(b.pool, engineCfg)
-	client, err := discord.New(discord.Config{
-		Token:  discordToken,
-		APIURL: srv.APIURL(),
-		Access: discord.Access{AllowedChannels: []string{b.channel}},
-		Logger: log,
-	}, b.engine)
+	w.Srv.AddUser(threadStarter)
+	b := &discordBroker{
+		s:       s,
+		srv:     w.Srv,
+		channel: w.Channel,
+		discord: w.Discord,
+		workDir: w.Work,
+		procs:   &procRecorder{},
+		timings: &timingLog{},
+	}
+	b.sandbox = interopSandbox(t, env)
+	cfg, err := w.Load(nil)
 	if err != nil {
-		b.engine.Close()
-		b.pool.Close()
 		t.Fatal(err)
 	}
-	b.client = client
-	ctx, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
-	go func() { b.runDone <- client.Run(ctx) }()
-	t.Cleanup(func() { b.close(t) })
-	select {
-	case <-client.Ready():
-	case err := <-b.runDone:
-		b.runDone <- err
-		t.Fatalf("discord client Run: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the discord client did not connect within 20s")
+	opts := broker.Options{
+		Version: "interop",
+		Pool: func(pc *pool.Config) {
+			// The agent's environment is built as above, whatever
+			// agent.env would make of its values.
+			pc.Sandbox = b.sandbox
+			pc.Launch = b.procs.launch
+			pc.Profiles[pool.DefaultProfileName].Env = env
+		},
+		Engine: func(e *adapter.Config) { e.RestartAfterCancel = engineCfg.RestartAfterCancel },
+		Platforms: map[string]broker.PlatformFunc{"discord": func(p broker.Parts) (broker.Platform, error) {
+			b.engine.Engine = p.Engine
+			made, err := broker.Discord(nil)(p)
+			if err == nil {
+				b.client = made.Platform.(*discord.Client)
+			}
+			return made, err
+		}},
 	}
-	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 9 })
+	if b.broker, err = w.OpenConfig(cfg, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.close(t) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.broker.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.await(t, "slash commands registered", func() bool { return len(b.srv.Commands()) == 9 })
 	return b
 }
 
-// close stops the broker's pieces in order: the client takes no new
-// prompts, the engine ends every turn, the client posts the last messages
-// and disconnects, the pool stops every agent.
+// close stops the broker as the binary does at SIGTERM, and says what
+// it did.
 func (b *discordBroker) close(t *testing.T) {
-	b.cancel()
-	if err := <-b.runDone; err != nil {
-		t.Logf("discord client Run: %v", err)
+	if err := b.broker.Stop(10 * time.Second); err != nil {
+		t.Logf("the broker's platforms returned %v", err)
 	}
-	b.engine.Close()
-	if err := b.client.Close(10 * time.Second); err != nil {
-		t.Logf("discord client Close: %v", err)
-	}
-	b.pool.Close()
 	if u := b.srv.UnknownRequests(); len(u) > 0 {
 		t.Errorf("the broker called %d route(s) Discord does not have, first %s %s", len(u), u[0].Method, u[0].Path)
 	}
@@ -161,10 +149,6 @@ func (b *discordBroker) close(t *testing.T) {
 	if len(limited) > 0 {
 		t.Logf("%s: REST calls answered 429 by route: %v", b.s.spec.Name, limited)
 	}
-	if t.Failed() {
-		b.log.dump(t)
-	}
-	b.log.stop()
 	b.procs.mu.Lock()
 	for _, c := range b.procs.commands {
 		if b.sandbox.Enabled() && c != b.sandbox.Bwrap {
@@ -173,9 +157,19 @@ func (b *discordBroker) close(t *testing.T) {
 	}
 	t.Logf("%s: %d agent process(es) run through %v", b.s.spec.Name, len(b.procs.commands), slices.Compact(slices.Clone(b.procs.commands)))
 	b.procs.mu.Unlock()
-	st := b.pool.Stats()
+	st := b.broker.Pool().Stats()
 	t.Logf("%s: pool at the end: spawned %d, stopped %v, killed %d; conn: late updates %d, stale responses %d, junk lines %d, bad messages %d",
 		b.s.spec.Name, st.Spawned, st.Stopped, st.Killed, st.Conn.LateUpdates, st.Conn.StaleResponses, st.Conn.JunkLines, st.Conn.BadMessages)
+}
+
+// warnings returns the broker's warning and error lines about the agent
+// process pid.
+func (b *discordBroker) warnings(pid int) []string {
+	var out []string
+	for _, level := range []string{`"level":"warn"`, `"level":"error"`} {
+		out = append(out, b.broker.Log.Grep(level, fmt.Sprintf(`"pid":%d,`, pid))...)
+	}
+	return out
 }
 
 // agentEnv builds the agent's environment the way the broker does, with
@@ -632,65 +626,4 @@ func (p *agentProc) dump(t *testing.T) {
 		}
 		t.Logf("  %d %s +%v %s", p.pid, dir, m.At.Sub(p.started).Round(time.Millisecond), raw)
 	}
-}
-
-// brokerLog keeps the broker's log lines (its agents' stderr among them)
-// for a dump when a test fails, and passes warnings and errors on to the
-// test log at once.
-type brokerLog struct {
-	mu    sync.Mutex
-	t     *testing.T
-	lines []string
-	off   bool
-}
-
-// brokerLogLines bounds what brokerLog keeps.
-const brokerLogLines = 4000
-
-func (l *brokerLog) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.off {
-		return len(p), nil
-	}
-	if len(l.lines) == brokerLogLines {
-		l.lines = l.lines[1:]
-	}
-	l.lines = append(l.lines, line)
-	if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
-		l.t.Logf("broker: %s", line)
-	}
-	return len(p), nil
-}
-
-func (l *brokerLog) dump(t *testing.T) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if len(line) > 1500 {
-			line = line[:1500] + "…"
-		}
-		t.Logf("broker log: %s", line)
-	}
-}
-
-// warnings returns the warning and error lines about the agent process
-// pid.
-func (l *brokerLog) warnings(pid int) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if (strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`)) && strings.Contains(line, fmt.Sprintf(`"pid":%d,`, pid)) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func (l *brokerLog) stop() {
-	l.mu.Lock()
-	l.off = true
-	l.mu.Unlock()
 }

@@ -22,8 +22,11 @@ import (
 
 const ns = "acp_broker"
 
-// ChatStats are the chat platform's counters.
+// ChatStats are one chat platform's counters.
 type ChatStats struct {
+	// Platform names the platform, as chat.platform does: the platform
+	// label of its series.
+	Platform                                  string
 	RESTCalls, RateLimited, GatewayReconnects uint64
 	OpenPermissions, Conversations            int
 	OpenQuestions                             int
@@ -38,7 +41,8 @@ type ChatStats struct {
 type Sources struct {
 	Engine func() adapter.Stats
 	Store  func() store.Stats
-	Chat   func() ChatStats
+	// Chat are the counters of each chat platform served.
+	Chat func() []ChatStats
 }
 
 // Metrics is the broker's registry. It implements adapter.Observer for
@@ -129,24 +133,24 @@ var (
 	dStoreBytes       = desc("store_file_bytes", "Size of the state database file.")
 	dStoreWorktrees   = desc("store_worktrees", "Threads' git worktrees recorded in the state store and not yet removed.")
 	dStoreErrors      = desc("store_write_errors_total", "Failed writes of the state store.")
-	dRESTCalls        = desc("discord_rest_calls_total", "Discord REST calls made.")
-	dRateLimited      = desc("discord_rate_limited_total", "Discord REST calls answered 429.")
-	dReconnects       = desc("discord_gateway_reconnects_total", "Discord gateway connections lost and re-established.")
-	dOpenPermsChat    = desc("discord_open_permission_requests", "Permission requests shown as buttons, waiting for a click.")
-	dConversations    = desc("discord_conversations", "Conversation threads held in memory (idle ones are forgotten after a day).")
-	dRefusedUsers     = desc("discord_refused_messages_total", "Messages refused because their author is not allowed.")
-	dRefusedChannels  = desc("discord_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed.")
-	dLostAnswers      = desc("discord_lost_answers_total", "Answers whose final view could not be shown in full.")
-	dIgnoredCancels   = desc("discord_ignored_cancel_reactions_total", "🛑 reactions ignored because their author may not cancel the thread's turn.")
-	dRefusedAttachmts = desc("discord_refused_attachments_total", "Messages refused because of an attachment.")
-	dRetitling        = desc("discord_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept.")
+	dRESTCalls        = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.", "platform")
+	dRateLimited      = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.", "platform")
+	dReconnects       = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway) lost and re-established, by platform.", "platform")
+	dOpenPermsChat    = desc("chat_open_permission_requests", "Permission requests shown, waiting for an answer, by platform.", "platform")
+	dConversations    = desc("chat_conversations", "Conversation threads held in memory (idle ones are forgotten after a day), by platform.", "platform")
+	dRefusedUsers     = desc("chat_refused_messages_total", "Messages refused because their author is not allowed, by platform.", "platform")
+	dRefusedChannels  = desc("chat_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed, by platform.", "platform")
+	dLostAnswers      = desc("chat_lost_answers_total", "Answers whose final view could not be shown in full, by platform.", "platform")
+	dIgnoredCancels   = desc("chat_ignored_cancel_reactions_total", "🛑 reactions ignored because their author may not cancel the thread's turn, by platform.", "platform")
+	dRefusedAttachmts = desc("chat_refused_attachments_total", "Messages refused because of an attachment, by platform.", "platform")
+	dRetitling        = desc("chat_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept, by platform.", "platform")
 )
 
 // The agent's questions (elicitation).
 var (
 	dElicitations     = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
 	dPendingElicits   = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
-	dOpenQuestionChat = desc("discord_open_questions", "The agent's questions shown in a thread, waiting for an answer.")
+	dOpenQuestionChat = desc("chat_open_questions", "The agent's questions shown in a thread, waiting for an answer, by platform.", "platform")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -229,19 +233,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dStoreErrors, s.WriteErrors)
 	}
 	if c.src.Chat != nil {
-		s := c.src.Chat()
-		counter(dRESTCalls, s.RESTCalls)
-		counter(dRateLimited, s.RateLimited)
-		counter(dReconnects, s.GatewayReconnects)
-		gauge(dOpenPermsChat, float64(s.OpenPermissions))
-		gauge(dOpenQuestionChat, float64(s.OpenQuestions))
-		gauge(dConversations, float64(s.Conversations))
-		counter(dRefusedUsers, s.RefusedUsers)
-		counter(dRefusedChannels, s.RefusedChannels)
-		counter(dLostAnswers, s.LostAnswers)
-		counter(dIgnoredCancels, s.IgnoredCancels)
-		counter(dRefusedAttachmts, s.RefusedAttachments)
-		gauge(dRetitling, float64(s.Retitling))
+		for _, s := range c.src.Chat() {
+			p := s.Platform
+			counter(dRESTCalls, s.RESTCalls, p)
+			counter(dRateLimited, s.RateLimited, p)
+			counter(dReconnects, s.GatewayReconnects, p)
+			gauge(dOpenPermsChat, float64(s.OpenPermissions), p)
+			gauge(dOpenQuestionChat, float64(s.OpenQuestions), p)
+			gauge(dConversations, float64(s.Conversations), p)
+			counter(dRefusedUsers, s.RefusedUsers, p)
+			counter(dRefusedChannels, s.RefusedChannels, p)
+			counter(dLostAnswers, s.LostAnswers, p)
+			counter(dIgnoredCancels, s.IgnoredCancels, p)
+			counter(dRefusedAttachmts, s.RefusedAttachments, p)
+			gauge(dRetitling, float64(s.Retitling), p)
+		}
 	}
 }
 

@@ -41,6 +41,11 @@ type Config struct {
 	// WorkDir/<thread> instead.
 	WorkDir      string
 	PerThreadDir bool
+	// ThreadName, if set, names a thread where its id would be a name:
+	// its directory with PerThreadDir, a launcher's {thread}, its agent's
+	// control group (default: the id itself). Different threads must
+	// get different names.
+	ThreadName func(thread string) string
 	// MaxSessions bounds agent processes, live, starting and stopping,
 	// over every profile.
 	MaxSessions int
@@ -431,11 +436,11 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
 	var group *cgroup.Group
 	if m := p.cfg.Cgroups; m != nil {
-		if group, err = m.New(thread, cgroup.Limits{MemoryMax: prof.MemoryMax, PidsMax: prof.PidsMax}, p.cfg.RunAs); err != nil {
+		if group, err = m.New(p.threadName(thread), cgroup.Limits{MemoryMax: prof.MemoryMax, PidsMax: prof.PidsMax}, p.cfg.RunAs); err != nil {
 			return nil, fmt.Errorf("agent's control group: %w", err)
 		}
 	}
-	spec, err := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, thread, prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
+	spec, err := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, p.threadName(thread), prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
 	if err != nil {
 		p.removeGroup(thread, group)
 		return nil, fmt.Errorf("agent failed to start: %w", err)
@@ -556,7 +561,7 @@ func (p *Pool) workDir(ctx context.Context, thread string, prof *Profile) (strin
 	}
 	dir := prof.WorkDir
 	if prof.PerThreadDir {
-		dir = filepath.Join(dir, safeName(thread))
+		dir = filepath.Join(dir, safeName(p.threadName(thread)))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("agent working directory: %w", err)
@@ -567,6 +572,15 @@ func (p *Pool) workDir(ctx context.Context, thread string, prof *Profile) (strin
 		}
 	}
 	return dir, nil
+}
+
+// threadName is thread's name where its id would be a name (see
+// Config.ThreadName).
+func (p *Pool) threadName(thread string) string {
+	if p.cfg.ThreadName != nil {
+		return p.cfg.ThreadName(thread)
+	}
+	return thread
 }
 
 // safeName turns a thread id into a directory name.
@@ -604,7 +618,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if r := p.cfg.Registry; r != nil {
 		r.AgentGone(a.Proc.PID())
 	}
-	if stop := p.cfg.Sandbox.stopCommand(a.Thread, a.Dir, a.Profile.Name); stop != nil {
+	if stop := p.cfg.Sandbox.stopCommand(p.threadName(a.Thread), a.Dir, a.Profile.Name); stop != nil {
 		p.runStop(a, stop)
 	}
 	// Counted before its group goes, so that whoever sees the group gone

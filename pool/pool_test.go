@@ -726,6 +726,40 @@ func TestPool_LauncherStartsAgentsThroughItAndRunsTheStopCommand(t *testing.T) {
 	}
 }
 
+// A thread whose id is no name (here "chat:t1", as a broker serving
+// several platforms has them) is named by ThreadName wherever its id
+// would be a name: its working directory and the launcher's {thread}.
+func TestPool_ThreadNameNamesTheThreadsDirectoryAndLauncherWords(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "runtime.log")
+	runtime := filepath.Join(dir, "fake-runtime")
+	script := "#!/bin/sh\n" +
+		"echo \"$*\" >> " + record + "\n" +
+		"if [ \"$1\" = run ]; then shift 2; exec \"$@\"; fi\n"
+	if err := os.WriteFile(runtime, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	p := newPool(t, pool.Config{WorkDir: work, PerThreadDir: true,
+		ThreadName: func(thread string) string { return strings.ReplaceAll(thread, ":", "-") },
+		Sandbox: pool.Sandbox{
+			Launcher:     []string{runtime, "run", "--name=agent-{thread}"},
+			LauncherStop: []string{runtime, "stop", "agent-{thread}"},
+		}})
+	a := acquire(t, p, "chat:t1")
+	if got := prompt(t, a, "run /bin/pwd"); !strings.HasPrefix(got, filepath.Join(work, "chat-t1")+"\n") {
+		t.Fatalf("the agent works in %q, want %s", got, filepath.Join(work, "chat-t1"))
+	}
+	p.Release(a, true)
+	waitFor(t, 10*time.Second, "stop command", func() bool {
+		b, _ := os.ReadFile(record)
+		return strings.Contains(string(b), "stop agent-chat-t1")
+	})
+	if b, _ := os.ReadFile(record); !strings.HasPrefix(string(b), "run --name=agent-chat-t1 "+fakeAgent) {
+		t.Fatalf("the runtime was called with:\n%s", b)
+	}
+}
+
 // With RunAs, a broker running as root starts its agents as that user,
 // in working directories given to it.
 func TestPool_RunAsStartsAgentsAsAnotherUser(t *testing.T) {

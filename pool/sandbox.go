@@ -57,7 +57,8 @@ type Sandbox struct {
 
 	// Launcher, instead of bubblewrap, is a command the agent is started
 	// through (a container or cluster runtime): its words with {workdir},
-	// {thread} and {profile} (the agent's profile's name) substituted,
+	// {thread} (the thread's name: see Config.ThreadName) and {profile}
+	// (the agent's profile's name) substituted,
 	// then the agent's command and arguments. LauncherStop, if set, is run
 	// the same way once the agent has been stopped, to clean up what the
 	// launcher started elsewhere.

@@ -293,7 +293,7 @@ func (s *soak) run() {
 	s.checkQuiet(ctx, b, baseGor, baseRSS)
 	if m, err := b.Metrics(ctx); err == nil {
 		s.mu.Lock()
-		s.rateLimitd += m["acp_broker_discord_rate_limited_total"]
+		s.rateLimitd += m[`acp_broker_chat_rate_limited_total{platform="discord"}`]
 		s.mu.Unlock()
 	}
 	stopStart := time.Now()
@@ -697,7 +697,7 @@ func (s *soak) killAndRestart(ctx context.Context) bool {
 	left := s.w.AgentPIDs()
 	if m, err := old.Metrics(ctx); err == nil {
 		s.mu.Lock()
-		s.rateLimitd += m["acp_broker_discord_rate_limited_total"]
+		s.rateLimitd += m[`acp_broker_chat_rate_limited_total{platform="discord"}`]
 		s.mu.Unlock()
 	}
 	at := time.Now()
@@ -945,8 +945,8 @@ func (s *soak) outcomeMessages(thread string) []outcomeMessage {
 // goroutines and memory to come back near where they started.
 func (s *soak) checkQuiet(ctx context.Context, b *brokertest.Broker, baseGor float64, baseRSS int64) {
 	zero := []string{"acp_broker_turns_running", "acp_broker_prompts_waiting", "acp_broker_acp_pending_requests",
-		"acp_broker_acp_pending_permission_requests", "acp_broker_discord_open_permission_requests", "acp_broker_agents_busy",
-		"acp_broker_agents_starting", "acp_broker_acp_pending_elicitations", "acp_broker_discord_open_questions",
+		"acp_broker_acp_pending_permission_requests", `acp_broker_chat_open_permission_requests{platform="discord"}`, "acp_broker_agents_busy",
+		"acp_broker_agents_starting", "acp_broker_acp_pending_elicitations", `acp_broker_chat_open_questions{platform="discord"}`,
 		"acp_broker_acp_agent_requests_in_flight", "acp_broker_terminals_open", "acp_broker_store_active_turns"}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	m, err := b.AwaitMetrics(wctx, 500*time.Millisecond, func(m brokertest.Metrics) bool {

@@ -42,6 +42,11 @@ type Options struct {
 	Logger      zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// RenameThread, if set, gives the id a thread recorded by an earlier
+	// broker has now. Open rewrites every id it changes, once: in the
+	// threads, their turns, the decisions and the worktrees recorded;
+	// the file then says so, and later Opens do not look again.
+	RenameThread func(id string) string
 }
 
 var (
@@ -191,6 +196,9 @@ func (s *Store) load() error {
 		decisions, err := tx.CreateBucketIfNotExists(bucketDecisions)
 		if err != nil {
 			return err
+		}
+		if err := s.renameThreads(tx); err != nil {
+			return fmt.Errorf("state.dir: renaming the threads of an earlier broker: %w", err)
 		}
 		s.kept = decisions.Stats().KeyN
 		if err := s.loadWorktrees(tx); err != nil {

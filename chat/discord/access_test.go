@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/broker"
 	"acpbroker/chat/discord"
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/fakediscord"
@@ -292,7 +293,7 @@ func TestAccess_TheClickerIsRecordedAndNobodyElseMayAnswer(t *testing.T) {
 		{alice.ID, alice.Username, "allow", "allow_once"},
 	} {
 		d := got[i]
-		if d.Via != adapter.ViaUser || d.By != want.by || d.ByName != want.name || d.OptionID != want.option || d.OptionKind != want.kind || d.Thread != thread || d.Tool != "Run rm -rf build" {
+		if d.Via != adapter.ViaUser || d.By != want.by || d.ByName != want.name || d.OptionID != want.option || d.OptionKind != want.kind || d.Thread != broker.ThreadID("discord", thread) || d.Tool != "Run rm -rf build" {
 			t.Errorf("decision %d = %+v, want by %s (%s) choosing %s", i+1, d, want.name, want.by, want.option)
 		}
 	}

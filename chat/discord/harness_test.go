@@ -3,11 +3,15 @@ package discord_test
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/broker"
+	"acpbroker/chat"
 	"acpbroker/chat/discord"
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
@@ -21,10 +25,7 @@ var fakeAgent string
 
 func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 
-const (
-	guildID = brokertest.GuildID
-	token   = "bot-token"
-)
+const guildID = brokertest.GuildID
 
 var (
 	alice = brokertest.Alice
@@ -32,41 +33,67 @@ var (
 	carol = brokertest.Carol
 )
 
-// harness is a broker's Discord side against a fake Discord, with a real
-// engine, pool and fake agent processes.
+// harness is a broker serving Discord against a fake Discord, wired as
+// the broker binary wires one (package broker, through
+// brokertest.World.Open), with the fake agent for its agents.
 type harness struct {
 	t       *testing.T
 	srv     *fakediscord.Server
 	client  *discord.Client
-	engine  *adapter.Engine
-	pool    *pool.Pool
+	engine  engine // by Discord's thread ids, as the client sees it
+	pool    agents // by Discord's thread ids
+	broker  *brokertest.InProcess
 	channel string // the allowed channel
 	discord brokertest.Discord
 	wait    time.Duration // bounds each wait, as the fake's Await
 	other   string        // a channel the bot may not answer in
-	cancel  context.CancelFunc
-	runDone chan error
 }
 
+// engine is the broker's engine as the Discord client sees it, with the
+// engine's counters.
+type engine struct {
+	chat.Engine
+	b *broker.Broker
+}
+
+func (e engine) Stats() adapter.Stats { return e.b.Engine().Stats() }
+
+// agents is the broker's pool, by Discord's thread ids.
+type agents struct{ b *broker.Broker }
+
+func (a agents) Stats() pool.Stats { return a.b.Pool().Stats() }
+
+func (a agents) Lookup(thread string) *pool.Agent {
+	return a.b.Pool().Lookup(broker.ThreadID("discord", thread))
+}
+
+// setup is what a test changes of the broker. Where a configuration key
+// says it, it is set as that key.
 type setup struct {
 	// before runs once the fake Discord has its channels, before the
-	// Client is made (what an earlier broker process left there).
+	// broker opens (what an earlier broker process left there).
 	before func(h *harness)
-	// adjust changes the Discord configuration once the channels are
-	// known.
-	adjust  func(h *harness, d *discord.Config)
-	fake    fakediscord.Options
+	// adjust changes the Discord client's configuration once the
+	// channels are known.
+	adjust func(h *harness, d *discord.Config)
+	fake   fakediscord.Options
+	// discord: its Memory (the test's own; none when nil, not the
+	// state store's), ForgetAfter and RetitleInterval are the client's;
+	// EditInterval, MaxMessages and MaxFileBytes are keys.
 	discord discord.Config
-	engine  adapter.Config
-	pool    pool.Config
+	// engine: PermissionTimeout, PermissionMode and CancelGrace are
+	// keys; a Journal or an Auditor replaces the state store's.
+	engine adapter.Config
+	// pool: Profiles (Command, Args, Env, WorkDir, PerThreadDir,
+	// MaxSessions) with DefaultProfile, Args and MaxSessions are keys.
+	pool pool.Config
 	// discordLog, if set, receives the Discord client's log from info
-	// level up (else it goes to the test's log from warn up).
+	// level up (else it goes to the broker's log).
 	discordLog io.Writer
 }
 
 func newHarness(t *testing.T, s setup) *harness {
 	t.Helper()
-	s.fake.Token = token
 	if s.fake.RateLimits == nil {
 		// Most tests edit faster than Discord allows, to run quickly; the
 		// test of the limit uses Discord's limits and the default pace.
@@ -76,80 +103,129 @@ func newHarness(t *testing.T, s setup) *harness {
 	if s.fake.WaitTimeout == 0 {
 		s.fake.WaitTimeout = 10 * time.Second
 	}
-	srv := fakediscord.New(t, s.fake)
-	h := &harness{t: t, srv: srv, wait: s.fake.WaitTimeout, runDone: make(chan error, 1)}
-	for _, u := range []fakediscord.User{alice, bob, carol} {
-		srv.AddUser(u)
-	}
-	h.channel = srv.AddChannel(guildID, "", "agents")
-	h.discord = brokertest.Discord{Srv: srv, Channel: h.channel}
-	h.other = srv.AddChannel(guildID, "", "random")
+	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: fakeAgent}, brokertest.Options{Fake: s.fake, Conf: settingsOf(t, s)})
+	h := &harness{t: t, srv: w.Srv, wait: s.fake.WaitTimeout, channel: w.Channel, discord: w.Discord}
+	h.other = w.Srv.AddChannel(guildID, "", "random")
 	if s.before != nil {
 		s.before(h)
 	}
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-
-	s.pool.Command = fakeAgent
-	s.pool.WorkDir = t.TempDir()
-	s.pool.PerThreadDir = true
-	s.pool.Logger = log
-	if s.pool.MaxSessions == 0 {
-		s.pool.MaxSessions = 8
+	opts := broker.Options{
+		Platforms: map[string]broker.PlatformFunc{"discord": func(p broker.Parts) (broker.Platform, error) {
+			h.engine.Engine = p.Engine
+			made, err := broker.Discord(func(d *discord.Config) { h.adjustDiscord(s, d) })(p)
+			if err == nil {
+				h.client = made.Platform.(*discord.Client)
+			}
+			return made, err
+		}},
+		Engine: func(e *adapter.Config) {
+			if s.engine.Journal != nil {
+				e.Journal = s.engine.Journal
+			}
+			if s.engine.Auditor != nil {
+				e.Auditor = s.engine.Auditor
+			}
+		},
 	}
-	if s.pool.ExitGrace == 0 {
-		s.pool.ExitGrace = 500 * time.Millisecond
-	}
-	h.pool = pool.New(s.pool)
-	s.engine.Logger = log
-	if s.engine.CancelGrace == 0 {
-		s.engine.CancelGrace = 2 * time.Second
-	}
-	h.engine = adapter.New(h.pool, s.engine)
-
-	s.discord.Token = token
-	s.discord.APIURL = srv.APIURL()
-	s.discord.Logger = log
-	if s.discordLog != nil {
-		s.discord.Logger = zerolog.New(s.discordLog).Level(zerolog.InfoLevel)
-	}
-	if s.discord.Access.AllowedChannels == nil && !s.discord.Access.AllowAllChannels {
-		s.discord.Access.AllowedChannels = []string{h.channel}
-	}
-	if s.discord.EditInterval == 0 {
-		s.discord.EditInterval = 200 * time.Millisecond
-	}
-	if s.adjust != nil {
-		s.adjust(h, &s.discord)
-	}
-	c, err := discord.New(s.discord, h.engine)
+	cfg, err := w.Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.client = c
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.runDone <- c.Run(ctx) }()
-	select {
-	case <-c.Ready():
-	case err := <-h.runDone:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("not connected within 20s")
+	b, err := w.OpenConfig(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	srv.Await("slash commands registered", func() bool { return len(srv.Commands()) == 9 })
-	t.Cleanup(h.close)
+	h.broker, h.engine.b, h.pool.b = b, b.Broker, b.Broker
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := b.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Srv.Await("slash commands registered", func() bool { return len(w.Srv.Commands()) == 9 })
 	return h
 }
 
-// close stops in the broker's order: no new prompts, turns ended, the
-// last messages posted, then agents stopped.
-func (h *harness) close() {
-	h.cancel()
-	<-h.runDone
-	h.engine.Close()
-	h.client.Close(10 * time.Second)
-	h.pool.Close()
+// settingsOf are the keys of what s says, over those of a harness: the
+// fake agent, unconfined, quick to stop, no metrics endpoint.
+func settingsOf(t *testing.T, s setup) brokertest.Settings {
+	conf := brokertest.Settings{
+		"log.level":             "warn",
+		"http.listen":           "",
+		"agent.sandbox":         "none",
+		"agent.exit_grace":      "500ms",
+		"pool.max_sessions":     8,
+		"turn.cancel_grace":     "2s",
+		"discord.edit_interval": "200ms",
+	}
+	if d := s.discord.EditInterval; d > 0 {
+		conf["discord.edit_interval"] = d.String()
+	}
+	if n := s.discord.MaxMessages; n > 0 {
+		conf["discord.max_answer_messages"] = n
+	}
+	if n := s.discord.MaxFileBytes; n > 0 {
+		conf["discord.max_file_bytes"] = n
+	}
+	if d := s.engine.PermissionTimeout; d > 0 {
+		conf["turn.permission_timeout"] = d.String()
+	}
+	if m := s.engine.PermissionMode; m != "" {
+		conf["turn.permission_mode"] = m
+	}
+	if d := s.engine.CancelGrace; d > 0 {
+		conf["turn.cancel_grace"] = d.String()
+	}
+	if n := s.pool.MaxSessions; n > 0 {
+		conf["pool.max_sessions"] = n
+	}
+	if a := s.pool.Args; a != nil {
+		conf["agent.args"] = a
+	}
+	for _, name := range sortedKeys(s.pool.Profiles) {
+		p := s.pool.Profiles[name]
+		section := "agents." + name + "."
+		conf[section+"command"] = p.Command
+		if p.Args != nil {
+			conf[section+"args"] = p.Args
+		}
+		if p.Env != nil {
+			conf[section+"env"] = p.Env
+		}
+		if p.WorkDir != "" {
+			conf[section+"cwd"] = p.WorkDir
+		}
+		conf[section+"per_thread_dir"] = p.PerThreadDir
+		if p.MaxSessions > 0 {
+			conf[section+"max_sessions"] = p.MaxSessions
+		}
+	}
+	if s.pool.DefaultProfile != "" {
+		conf["agents.default"] = s.pool.DefaultProfile
+	}
+	if len(s.pool.Profiles) == 0 {
+		conf["agent.cwd"] = t.TempDir()
+	}
+	return conf
 }
+
+// adjustDiscord gives the Discord client what s says that no key does.
+func (h *harness) adjustDiscord(s setup, d *discord.Config) {
+	d.Memory = s.discord.Memory
+	if s.discord.ForgetAfter > 0 {
+		d.ForgetAfter = s.discord.ForgetAfter
+	}
+	if s.discord.RetitleInterval > 0 {
+		d.RetitleInterval = s.discord.RetitleInterval
+	}
+	if s.discordLog != nil {
+		d.Logger = zerolog.New(s.discordLog).Level(zerolog.InfoLevel)
+	}
+	if s.adjust != nil {
+		s.adjust(h, d)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // mention has user start a conversation; it returns the thread (whose id
 // is the message's).

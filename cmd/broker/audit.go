@@ -7,31 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
-	"acpbroker/adapter"
+	"acpbroker/broker"
+	"acpbroker/config"
+	"acpbroker/internal/auditsock"
 	"acpbroker/store"
 )
-
-// storeAuditor records the engine's permission decisions in the state
-// store: the store depends on nothing of ours, so the conversion is here.
-type storeAuditor struct{ s *store.Store }
-
-var _ adapter.Auditor = storeAuditor{}
-
-func (a storeAuditor) Decided(d adapter.Decision) { a.s.Decided(storeDecision(d)) }
-
-func storeDecision(d adapter.Decision) store.Decision {
-	return store.Decision{
-		Time: d.Time.UTC(), Thread: d.Thread, Profile: d.Profile, Turn: d.Turn,
-		ToolCallID: d.ToolCallID, Tool: d.Tool, ToolKind: d.ToolKind,
-		OptionID: d.OptionID, OptionKind: d.OptionKind, Outcome: d.Outcome(),
-		Via: d.Via, By: d.By, ByName: d.ByName,
-	}
-}
 
 // auditLockWait is how long `broker audit` waits for the state file: a
 // running broker holds it for as long as it runs, so this only rides out
@@ -50,7 +36,7 @@ func audit(args, environ []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "TOML configuration `file` (for state.dir)")
 	since := fs.Duration("since", 0, "only decisions of the last `duration` (e.g. 24h; default: all kept)")
-	thread := fs.String("thread", "", "only the decisions of thread `id`")
+	thread := fs.String("thread", "", "only the decisions of thread `id` (discord:123…, or 123… on any platform)")
 	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -63,21 +49,28 @@ func audit(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "broker audit: --since %s is negative\n", *since)
 		return 2
 	}
-	cfg, err := LoadConfig(*configPath, environ)
+	cfg, err := config.Load(*configPath, environ)
 	if err != nil {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
+	// A thread named as its platform knows it ("123…", as the audit
+	// trail named Discord's before it named their platforms) is that
+	// thread on any platform: selected here, not by the store.
 	f := store.DecisionFilter{Thread: *thread}
+	_, _, qualified := broker.SplitThreadID(*thread)
+	if !qualified {
+		f.Thread = ""
+	}
 	if *since > 0 {
 		f.Since = time.Now().Add(-*since)
 	}
 	list, err := store.ReadDecisions(cfg.State.Dir, f, auditLockWait)
 	if errors.Is(err, store.ErrLocked) {
 		ctx, cancel := context.WithTimeout(context.Background(), auditAskTimeout)
-		list, err = askAudit(ctx, cfg.State.Dir, f)
+		list, err = auditsock.Ask(ctx, cfg.State.Dir, f)
 		cancel()
-		if errors.Is(err, errNoAuditSocket) {
+		if errors.Is(err, auditsock.ErrNoSocket) {
 			fmt.Fprintf(stderr, "broker audit: state.dir %s %v, and %v; the same decisions are in its log (message \"permission decided\")\n", cfg.State.Dir, store.ErrLocked, err)
 			return 1
 		}
@@ -85,6 +78,12 @@ func audit(args, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "broker audit:", err)
 		return 1
+	}
+	if *thread != "" && !qualified {
+		list = slices.DeleteFunc(list, func(d store.Decision) bool {
+			_, own, ok := broker.SplitThreadID(d.Thread)
+			return d.Thread != *thread && (!ok || own != *thread)
+		})
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

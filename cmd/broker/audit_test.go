@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,11 @@ import (
 	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/broker"
+	"acpbroker/internal/auditsock"
 	"acpbroker/store"
+
+	"github.com/rs/zerolog"
 )
 
 // auditCmd runs `broker audit` with args and returns its exit status and
@@ -39,8 +44,9 @@ func TestAudit_PrintsTheDecisionsKept(t *testing.T) {
 		{Time: now.Add(-48 * time.Hour), Thread: "111", Tool: "Read old.go", ToolKind: "read", OptionID: "allow", OptionKind: "allow_once", Via: adapter.ViaRule, By: "rule 1", ByName: "kind read"},
 		{Time: now.Add(-time.Hour), Thread: "111", Profile: "claude", Tool: "Run make\n2026-01-01 forged line", ToolKind: "execute", OptionID: "reject", OptionKind: "reject_once", Via: adapter.ViaUser, By: "201", ByName: "alice"},
 		{Time: now.Add(-time.Minute), Thread: "222", Tool: "Edit main.go", ToolKind: "edit", Via: adapter.ViaTimeout, By: adapter.ViaTimeout},
+		{Time: now.Add(-72 * time.Hour), Thread: "discord:333", Tool: "Read new.go", ToolKind: "read", Via: adapter.ViaMode, By: "turn.permission_mode"},
 	} {
-		s.Decided(storeDecision(d))
+		s.Decided(broker.StoreDecision(d))
 	}
 	s.Close()
 
@@ -49,13 +55,14 @@ func TestAudit_PrintsTheDecisionsKept(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "TIME") {
-		t.Fatalf("want a header and 3 lines:\n%s", out)
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "TIME") {
+		t.Fatalf("want a header and 4 lines:\n%s", out)
 	}
 	for i, want := range [][]string{
 		{now.Add(-48 * time.Hour).Format(time.RFC3339), "111", "Read old.go", "read", "allowed", "allow (allow_once)", "rule 1 (kind read)"},
 		{"111", "claude", "Run make 2026-01-01 forged line", "execute", "rejected", "reject (reject_once)", "201 (alice)"},
 		{"222", "Edit main.go", "edit", "cancelled", "timeout"},
+		{"discord:333", "Read new.go"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i+1], w) {
@@ -67,6 +74,17 @@ func TestAudit_PrintsTheDecisionsKept(t *testing.T) {
 	code, out, _ = auditCmd(t, "--config", config, "--since", "24h", "--thread", "111")
 	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "201 (alice)") {
 		t.Fatalf("--since 24h --thread 111: exit %d:\n%s", code, out)
+	}
+	// A thread is named as the trail names it, or by its platform's own
+	// id alone.
+	for _, id := range []string{"discord:333", "333"} {
+		code, out, _ = auditCmd(t, "--config", config, "--thread", id)
+		if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "Read new.go") {
+			t.Fatalf("--thread %s: exit %d:\n%s", id, code, out)
+		}
+	}
+	if code, out, _ = auditCmd(t, "--config", config, "--thread", "console:333"); code != 0 || strings.Contains(out, "Read new.go") {
+		t.Fatalf("--thread console:333: exit %d:\n%s", code, out)
 	}
 
 	code, out, _ = auditCmd(t, "--json", "--config", config, "--since", "24h")
@@ -121,7 +139,7 @@ func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 		if code != 0 || json.Unmarshal([]byte(out), &d) != nil {
 			t.Fatalf("audit %s: exit %d, %q, %q", when, code, out, errOut)
 		}
-		if d.Thread != "console" || d.Tool != "Run rm -rf build" || d.OptionID != "allow" || d.OptionKind != "allow_once" || d.Via != "user" ||
+		if d.Thread != "console:console" || d.Tool != "Run rm -rf build" || d.OptionID != "allow" || d.OptionKind != "allow_once" || d.Via != "user" ||
 			d.By != me.Username || d.ByName != "local user" || d.Turn == 0 {
 			t.Fatalf("audit %s: recorded %+v", when, d)
 		}
@@ -136,7 +154,7 @@ func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 		}
 	}
 	check("while the broker runs")
-	sock := filepath.Join(filepath.Dir(config), "state", auditSocketName)
+	sock := filepath.Join(filepath.Dir(config), "state", auditsock.SocketName)
 	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the audit socket: %v, %v; want a socket of mode 0600", fi.Mode(), err)
 	}
@@ -147,4 +165,60 @@ func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 		t.Fatalf("the audit socket outlived the broker: %v", err)
 	}
 	check("after the broker stopped")
+}
+
+// With the state file locked and no broker answering on the socket,
+// `broker audit` says both, and where else the decisions are.
+func TestAudit_LockedWithoutASocketSaysSo(t *testing.T) {
+	config := writeConfig(t, "")
+	st, err := store.Open(store.Options{Dir: filepath.Join(filepath.Dir(config), "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	code, _, errOut := auditCmd(t, "--config", config)
+	if code != 1 || !strings.Contains(errOut, "is in use by another broker process") || !strings.Contains(errOut, "no broker answers on its audit socket") ||
+		!strings.Contains(errOut, `"permission decided"`) {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
+
+// A peer of the broker's own user in another user namespace, as a
+// sandboxed agent is, is refused even when it reaches the socket; the
+// same client outside it is served.
+func TestAuditSocket_RefusesAPeerInAnotherUserNamespace(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bubblewrap is not installed")
+	}
+	bin := brokerBin(t)
+	config := writeConfig(t, "")
+	dir := filepath.Join(filepath.Dir(config), "state")
+	st, err := store.Open(store.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Decided(store.Decision{Time: time.Now().UTC(), Thread: "42", Tool: "Run make", Outcome: "allowed", Via: "rule", By: "rule 1"})
+	s, err := auditsock.Serve(dir, st.Decisions, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ask := func(sandboxed bool) (string, error) {
+		args := []string{bin, "audit", "--config", config}
+		if sandboxed {
+			args = append([]string{"bwrap", "--unshare-user", "--dev-bind", "/", "/", "--"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := ask(false); err != nil || !strings.Contains(out, "Run make") {
+		t.Fatalf("outside a user namespace: %v, %s", err, out)
+	}
+	out, err := ask(true)
+	if err == nil || strings.Contains(out, "Run make") || !strings.Contains(out, "refused: the audit trail is not served into a sandbox") {
+		t.Fatalf("from another user namespace: %v, %s", err, out)
+	}
 }

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,8 +24,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
+	"acpbroker/broker"
 	"acpbroker/cgroup"
+	"acpbroker/config"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -66,40 +68,27 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	fs := flag.NewFlagSet("broker "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "TOML configuration `file`")
-	platform := fs.String("platform", "", "chat platform: console or discord (overrides chat.platform)")
+	platform := fs.String("platform", "", "chat platforms: console, or discord and others, separated by commas (overrides chat.platform)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *platform != "" {
 		environ = append(environ, "BROKER_CHAT_PLATFORM="+*platform)
 	}
-	cfg, err := LoadConfig(*configPath, environ)
+	cfg, err := config.Load(*configPath, environ)
 	if err != nil {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
 	}
-	if _, err := buildProfiles(cfg, environ, nil, nil, zerolog.Nop()); err != nil {
+	if err := broker.Check(ctx, cfg, environ); err != nil {
 		fmt.Fprintln(stderr, "broker: config:", err)
-		return 2
-	}
-	var problems []error
-	if err := checkWritable("state.dir", cfg.State.Dir); err != nil {
-		problems = append(problems, err)
-	}
-	problems = append(problems, checkProfiles(ctx, cfg, gitConfiner(cfg, *configPath))...)
-	problems = append(problems, checkSandbox(cfg, *configPath)...)
-	if err := sandboxFor(cfg, *configPath).Check(sandboxCheckTimeout, cfg.Agent.RunAs); err != nil {
-		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
-	}
-	if len(problems) > 0 {
-		fmt.Fprintln(stderr, "broker: config:", errors.Join(problems...))
 		return 2
 	}
 	if cmd == "check-config" {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintln(stderr, "broker: warning:", w)
 		}
-		if cfg.Agent.Sandbox != "launcher" && limitsSet(cfg) {
+		if cfg.Agent.Sandbox != "launcher" && cfg.Limited() {
 			if _, err := cgroup.Probe(); err != nil {
 				fmt.Fprintf(stderr, "broker: warning: memory_max and pids_max: %v; agents run without resource limits\n", err)
 			}
@@ -115,16 +104,17 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
-	b, err := open(cfg, *configPath, environ, log, level, stdin, stdout)
+	b, err := broker.Open(cfg, broker.Options{Environ: environ, Logger: log, SetLevel: level.set, Version: version, Stdin: stdin, Stdout: stdout})
 	if err != nil {
 		log.Error().Err(err).Msg("broker did not start")
 		fmt.Fprintln(stderr, "broker:", err)
 		return 1
 	}
-	serveErr := b.serve(ctx, signals, func() { os.Exit(1) })
-	log.Info().Dur("grace", b.cfg.Shutdown.Grace).Msg("shutting down")
-	stopCtx, cancel := context.WithTimeout(context.Background(), b.cfg.Shutdown.Grace)
-	b.stop(stopCtx)
+	serveErr := serve(ctx, b, signals, log, func() { os.Exit(1) })
+	grace := b.Config().Shutdown.Grace
+	log.Info().Dur("grace", grace).Msg("shutting down")
+	stopCtx, cancel := context.WithTimeout(context.Background(), grace)
+	b.Stop(stopCtx)
 	cancel()
 	if serveErr != nil {
 		log.Error().Err(serveErr).Msg("broker stopped")
@@ -133,6 +123,51 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	}
 	log.Info().Msg("stopped")
 	return 0
+}
+
+// serve runs b until ctx ends or its platforms' input ends. Signals:
+// SIGHUP reloads; SIGTERM or SIGINT stops; a second one forces an
+// immediate exit after killing every agent's process group.
+func serve(ctx context.Context, b *broker.Broker, signals <-chan os.Signal, log zerolog.Logger, forceExit func()) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- b.Serve(ctx) }()
+	for {
+		select {
+		case err := <-served:
+			return err
+		case sig := <-signals:
+			if sig == syscall.SIGHUP {
+				b.Reload()
+				continue
+			}
+			log.Info().Str("signal", sig.String()).Msg("stopping")
+			stop()
+			go forceOnSecondSignal(b, signals, time.Now(), log, forceExit)
+			return <-served
+		}
+	}
+}
+
+// duplicateSignal is how soon after the first a second SIGTERM counts as
+// the same signal delivered twice.
+const duplicateSignal = 250 * time.Millisecond
+
+// forceOnSecondSignal kills every agent and exits at a second SIGTERM or
+// SIGINT. One that comes within 250ms of the first is the same signal
+// delivered twice (to the process and to its group, as timeout(1) and
+// shells do), not a second request.
+func forceOnSecondSignal(b *broker.Broker, signals <-chan os.Signal, first time.Time, log zerolog.Logger, forceExit func()) {
+	for sig := range signals {
+		if sig == syscall.SIGHUP || time.Since(first) < duplicateSignal {
+			continue
+		}
+		log.Warn().Str("signal", sig.String()).Msg("second signal: killing every agent and exiting now")
+		b.Kill()
+		forceExit()
+		return
+	}
 }
 
 // commit is the VCS revision the binary was built from, if known.
@@ -145,18 +180,4 @@ func commit() string {
 		}
 	}
 	return "unknown"
-}
-
-// envLookup looks names up in an os.Environ-style list; later entries win.
-func envLookup(environ []string) func(string) (string, bool) {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return func(k string) (string, bool) {
-		v, ok := m[k]
-		return v, ok
-	}
 }

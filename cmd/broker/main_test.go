@@ -327,6 +327,23 @@ func TestRun_BadConfigurationNamesTheKeyAndExitsNonZero(t *testing.T) {
 	}
 }
 
+// --platform overrides chat.platform with a name or a list, separated by
+// commas, checked as the key is: the console with another is refused
+// naming the key.
+func TestRun_PlatformFlagTakesAList(t *testing.T) {
+	config := writeConfig(t, "")
+	env := []string{"BROKER_AGENT_SANDBOX=none", "PATH=" + os.Getenv("PATH"), "BROKER_DISCORD_TOKEN=t", "BROKER_DISCORD_ALLOWED_CHANNELS=1"}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"check-config", "--config", config, "--platform", "console,discord"}, env, nil, io.Discard, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "chat.platform = [console discord]: the console is served alone") {
+		t.Fatalf("--platform console,discord: exit %d, %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"check-config", "--config", config, "--platform", "discord"}, env, nil, io.Discard, &stderr); code != 0 {
+		t.Fatalf("--platform discord: exit %d, %q", code, stderr.String())
+	}
+}
+
 func TestRun_VersionAndCheckConfig(t *testing.T) {
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"version"}, nil, nil, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "acp-broker ") {
@@ -338,6 +355,19 @@ func TestRun_VersionAndCheckConfig(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"frobnicate"}, nil, nil, io.Discard, io.Discard); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// The example configuration passes check-config (config's
+// TestConfigExample_ListsEveryKeyWithItsDefault holds it to the key
+// table).
+func TestCheckConfig_TheExampleIsValid(t *testing.T) {
+	var out bytes.Buffer
+	dir := t.TempDir()
+	env := append(agentUserEnv(t, dir), "BROKER_AGENT_COMMAND="+fakeAgent, "BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_AGENT_CWD="+filepath.Join(dir, "work"))
+	code := run(context.Background(), []string{"check-config", "--config", "../../config.example.toml"}, env, nil, &out, &out)
+	if code != 0 {
+		t.Fatalf("check-config of the example: %d\n%s", code, out.String())
 	}
 }
 

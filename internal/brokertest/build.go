@@ -1,12 +1,13 @@
-// Package brokertest runs the broker as a real process against the fake
-// Discord: it builds the broker and the fake agent once, writes a
-// configuration, starts, stops, kills and restarts the process, keeps its
-// log, scrapes its metrics, and reads threads the way a user sees them.
+// Package brokertest runs brokers against the fake Discord: it builds the
+// broker and the fake agent once, writes a configuration, starts, stops,
+// kills and restarts the process, keeps its log, scrapes its metrics, and
+// reads threads the way a user sees them.
 //
 // Suites that run the broker binary use a World and its Brokers; suites
-// that run the broker in-process against the fake Discord can use
-// Discord alone. Every wait takes a context and returns an error instead
-// of failing the test, so users may act from many goroutines at once.
+// that run a broker in the test's own process open it from a World too
+// (World.Open, World.OpenConfig), wired as the binary wires one (package
+// broker). Every wait takes a context and returns an error instead of
+// failing the test, so users may act from many goroutines at once.
 package brokertest
 
 import (

@@ -1,8 +1,6 @@
-package main
+package config
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +31,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 	}{
 		"log.level":                   {"debug", func(c *Config) any { return c.Log.Level }, "debug"},
 		"log.format":                  {"json", func(c *Config) any { return c.Log.Format }, "json"},
-		"chat.platform":               {"discord", func(c *Config) any { return c.Chat.Platform }, "discord"},
+		"chat.platform":               {"discord", func(c *Config) any { return c.Chat.Platforms }, []string{"discord"}},
 		"agent.command":               {"my-agent", func(c *Config) any { return c.Agent.Command }, agent},
 		"agent.args":                  {"--a,--b", func(c *Config) any { return c.Agent.Args }, []string{"--a", "--b"}},
 		"agent.env":                   {"K=v,L=w", func(c *Config) any { return c.Agent.Env }, map[string]string{"K": "v", "L": "w"}},
@@ -112,7 +110,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 	for k, tc := range cases {
 		environ = append(environ, fmt.Sprintf("BROKER_%s=%s", strings.ToUpper(strings.ReplaceAll(k, ".", "_")), tc.env))
 	}
-	c, err := LoadConfig("", environ)
+	c, err := Load("", environ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +123,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 
 // The environment wins over the file.
 func TestLoadConfig_EnvironmentOverridesTheFile(t *testing.T) {
-	path := writeConfig(t, "[turn]\ntimeout = \"10m\"\nqueue_size = 5")
-	c, err := LoadConfig(path, []string{"BROKER_TURN_TIMEOUT=5m"})
+	c, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[turn]\ntimeout = \"10m\"\nqueue_size = 5", "BROKER_TURN_TIMEOUT=5m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +148,7 @@ func TestLoadConfig_AgentCommandIsResolved(t *testing.T) {
 		{"./notes.txt", "", "is not an executable file"},
 		{"no-such-agent", "", `agent.command = "no-such-agent" is not found on PATH`},
 	} {
-		c, err := LoadConfig("", []string{"PATH=" + bin, "BROKER_AGENT_COMMAND=" + tc.command})
+		c, err := Load("", []string{"PATH=" + bin, "BROKER_AGENT_COMMAND=" + tc.command})
 		switch {
 		case tc.err == "" && (err != nil || c.Agent.Command != tc.want):
 			t.Errorf("%q: got %v, %v; want %s", tc.command, c, err, tc.want)
@@ -166,21 +163,22 @@ func TestLoadConfig_AgentCommandIsResolved(t *testing.T) {
 func TestLoadConfig_TokenFromAFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(file, []byte("secret-from-file\n"), 0o600)
-	c, err := LoadConfig("", []string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_DISCORD_TOKEN_FILE=" + file})
+	c, err := Load("", []string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_DISCORD_TOKEN_FILE=" + file})
 	if err != nil || c.Discord.Token != "secret-from-file" {
 		t.Fatalf("token = %q, %v", c.Discord.Token, err)
 	}
-	_, err = LoadConfig("", []string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_DISCORD_TOKEN_FILE=/nonexistent/token"})
+	_, err = Load("", []string{"BROKER_AGENT_COMMAND=" + fakeAgent, "BROKER_DISCORD_TOKEN_FILE=/nonexistent/token"})
 	if err == nil || !strings.Contains(err.Error(), "discord.token_file cannot be read") {
 		t.Fatalf("missing token file: %v", err)
 	}
 }
 
-// The example configuration names every key there is, with its default,
-// and passes check-config.
+// The example configuration names every key there is, with its default
+// (cmd/broker's TestCheckConfig_TheExampleIsValid runs check-config on
+// it).
 func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
 	v := viper.New()
-	v.SetConfigFile("../../config.example.toml")
+	v.SetConfigFile("../config.example.toml")
 	if err := v.ReadInConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +199,6 @@ func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
 		if got, want := fmt.Sprint(v.Get(k)), fmt.Sprint(d); got != want && !(got == "[]" && want == "[]") {
 			t.Errorf("config.example.toml: %s = %s, but the default is %s", k, got, want)
 		}
-	}
-	var out bytes.Buffer
-	dir := t.TempDir()
-	env := append(agentUserEnv(t, dir), "BROKER_AGENT_COMMAND="+fakeAgent, "BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_AGENT_CWD="+filepath.Join(dir, "work"))
-	code := run(context.Background(), []string{"check-config", "--config", "../../config.example.toml"}, env, nil, &out, &out)
-	if code != 0 {
-		t.Fatalf("check-config of the example: %d\n%s", code, out.String())
 	}
 }
 

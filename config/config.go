@@ -1,8 +1,10 @@
-package main
+// Package config is the broker's configuration: its typed form, the
+// table of its keys (defaults, bounds, what a reload changes, the README's
+// lines), reading it from a TOML file and BROKER_* environment variables,
+// and the checks that name the key at fault.
+package config
 
 import (
-	"acpbroker/cgroup"
-	"acpbroker/policy"
 	"bytes"
 	"errors"
 	"fmt"
@@ -19,19 +21,25 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/policy"
 
-	"github.com/spf13/cast"
 	"github.com/spf13/viper"
 )
 
-// Config is the broker's whole configuration.
+// Config is the broker's whole configuration. Load makes one; a
+// configuration made otherwise lacks the record of what was written
+// where, which error messages and reload diffs go by.
 type Config struct {
-	Log struct {
+	// Path is the file the configuration was read from ("" if none).
+	Path string
+	Log  struct {
 		Level  string
 		Format string
 	}
 	Chat struct {
-		Platform string
+		// Platforms are the chat platforms served at once, by name
+		// (chat.platform): "console" alone, or others (see Platforms).
+		Platforms []string
 	}
 	// Agent is the [agent] section: the settings of every agent, and the
 	// profile keys every profile starts from (the one profile, "default",
@@ -93,6 +101,9 @@ type Config struct {
 	Warnings []string
 	// values holds every key's value as read, for reload diffs.
 	values map[string]string
+	// read is what read the configuration, to read its live keys again
+	// onto a running one (see Live).
+	read *reader
 }
 
 // Profile is one agent definition: [agent], or an [agents.NAME] section
@@ -127,6 +138,17 @@ type Profile struct {
 	SandboxRO, SandboxRW []string
 }
 
+// Limited reports whether some profile limits its agents (memory_max,
+// pids_max).
+func (c *Config) Limited() bool {
+	for _, p := range c.Profiles {
+		if p.MemoryMax > 0 || p.PidsMax > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // DefaultProfileName names the one profile of a configuration without
 // [agents.NAME] sections.
 const DefaultProfileName = "default"
@@ -158,17 +180,10 @@ const MaxTurnTimeout = 6 * time.Hour
 // in lower case).
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
-// LoadConfig reads the TOML file (if path is set), applies BROKER_*
-// environment overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and
-// validates everything. Errors name the offending key.
-func LoadConfig(path string, environ []string) (*Config, error) {
-	c, _, err := loadConfig(path, environ)
-	return c, err
-}
-
-// loadConfig is LoadConfig, with the reader that read the configuration:
-// a reload applies the live keys by reading them again with it.
-func loadConfig(path string, environ []string) (*Config, *reader, error) {
+// Load reads the TOML file (if path is set), applies BROKER_* environment
+// overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and validates
+// everything. Errors name the offending key.
+func Load(path string, environ []string) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
 	for k, d := range defaults {
@@ -178,10 +193,10 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 	if path != "" {
 		var err error
 		if text, err = os.ReadFile(path); err != nil {
-			return nil, nil, fmt.Errorf("config: %w", err)
+			return nil, fmt.Errorf("config: %w", err)
 		}
 		if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
-			return nil, nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
 	env := map[string]string{}
@@ -206,12 +221,12 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 		}
 	}
 	if len(r.errs) > 0 {
-		return nil, nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	if unknown := unknownKeys(v); len(unknown) > 0 {
-		return nil, nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
+		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
-	c := &Config{}
+	c := &Config{Path: path}
 	for _, k := range keys {
 		k.read(&r, k.name, c)
 	}
@@ -283,19 +298,19 @@ func loadConfig(path string, environ []string) (*Config, *reader, error) {
 	}
 
 	d := &c.Discord
-	if c.Chat.Platform == "discord" {
+	if slices.Contains(c.Chat.Platforms, "discord") {
 		if d.Token == "" {
-			r.fail("discord.token", "is required when chat.platform = \"discord\" (or set BROKER_DISCORD_TOKEN)")
+			r.fail("discord.token", "is required when chat.platform has \"discord\" (or set BROKER_DISCORD_TOKEN)")
 		}
 		if len(d.AllowedChannels) == 0 && len(c.Channels) == 0 && !d.AllowAllChannels {
 			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
 		}
 	}
 	if len(r.errs) > 0 {
-		return nil, nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
+		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
-	c.values = r.vals
-	return c, &r, nil
+	c.values, c.read = r.vals, &r
+	return c, nil
 }
 
 // profile reads a profile's keys in section: each set there, or else
@@ -507,158 +522,4 @@ func resolveCommand(cmd, path string) (string, error) {
 		return "", fmt.Errorf("= %q: %s is not an executable file", cmd, candidates[0])
 	}
 	return "", fmt.Errorf("= %q is not found on PATH", cmd)
-}
-
-// reader reads typed values, records them, and collects one error per bad
-// key.
-type reader struct {
-	v    *viper.Viper
-	errs []error
-	vals map[string]string
-	env  map[string]string // the broker's environment
-}
-
-func (r *reader) record(key string, v any) { r.vals[key] = fmt.Sprint(v) }
-
-func (r *reader) fail(key, format string, args ...any) {
-	r.errs = append(r.errs, fmt.Errorf("%s %s", key, fmt.Sprintf(format, args...)))
-}
-
-func (r *reader) str(key string) string {
-	s, err := cast.ToStringE(r.v.Get(key))
-	if err != nil {
-		r.fail(key, "must be a string: %v", err)
-	}
-	r.record(key, s)
-	return s
-}
-
-// absPaths reads a list of absolute paths.
-func (r *reader) absPaths(key string) []string {
-	paths := r.strs(key)
-	for _, p := range paths {
-		if !filepath.IsAbs(p) {
-			r.fail(key, "has %q, which is not an absolute path", p)
-		}
-	}
-	return paths
-}
-
-func (r *reader) strs(key string) []string {
-	raw := r.v.Get(key)
-	if s, ok := raw.(string); ok { // from the environment: comma or space separated
-		out := strings.FieldsFunc(s, func(c rune) bool { return c == ',' || c == ' ' })
-		r.record(key, out)
-		return out
-	}
-	out, err := cast.ToStringSliceE(raw)
-	if err != nil {
-		r.fail(key, "must be a list of strings: %v", err)
-	}
-	r.record(key, out)
-	return out
-}
-
-func (r *reader) boolean(key string) bool {
-	b, err := cast.ToBoolE(r.v.Get(key))
-	if err != nil {
-		r.fail(key, "must be true or false: %v", err)
-	}
-	r.record(key, b)
-	return b
-}
-
-func (r *reader) integer(key string, lo, hi int) int {
-	n, err := cast.ToIntE(r.v.Get(key))
-	if err != nil {
-		r.fail(key, "must be a whole number: %v", err)
-		return 0
-	}
-	if n < lo || n > hi {
-		r.fail(key, "= %d is out of range [%d, %d]", n, lo, hi)
-	}
-	r.record(key, n)
-	return n
-}
-
-// integerOrZero is integer with 0, for none, allowed below lo.
-func (r *reader) integerOrZero(key string, lo, hi int) int {
-	n, err := cast.ToIntE(r.v.Get(key))
-	if err != nil {
-		r.fail(key, "must be a whole number: %v", err)
-		return 0
-	}
-	if n != 0 && (n < lo || n > hi) {
-		r.fail(key, "= %d is out of range [%d, %d] (0: no limit)", n, lo, hi)
-	}
-	r.record(key, n)
-	return n
-}
-
-// sizeUnits are the units a size may have: powers of 1024, as systemd's
-// MemoryMax= reads K, M, G and T.
-var sizeUnits = map[string]int64{"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20,
-	"G": 1 << 30, "GiB": 1 << 30, "T": 1 << 40, "TiB": 1 << 40}
-
-// size reads a number of bytes: a whole number, or one with a unit
-// ("512MiB", "4GiB", "4G"). 0 is none; other sizes must be in [lo, hi].
-func (r *reader) size(key string, lo, hi int64) int64 {
-	raw := r.v.Get(key)
-	s := strings.TrimSpace(fmt.Sprint(raw))
-	r.record(key, s)
-	i := strings.IndexFunc(s, func(c rune) bool { return (c < '0' || c > '9') && c != '.' })
-	if i < 0 {
-		i = len(s)
-	}
-	num, unit := s[:i], strings.TrimSpace(s[i:])
-	mult, okUnit := sizeUnits[unit]
-	v, err := strconv.ParseFloat(num, 64)
-	if !okUnit || err != nil || v < 0 {
-		r.fail(key, "= %q is not a size like \"4GiB\", \"512MiB\" or a number of bytes (0: no limit)", s)
-		return 0
-	}
-	n := int64(v * float64(mult))
-	if n != 0 && (n < lo || n > hi) {
-		r.fail(key, "= %s is out of range [%s, %s] (0: no limit)", s, cgroup.FormatBytes(lo), cgroup.FormatBytes(hi))
-	}
-	return n
-}
-
-func (r *reader) dur(key string, lo, hi time.Duration) time.Duration {
-	s := r.str(key)
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		r.fail(key, "= %q is not a duration like \"90s\" or \"5m\"", s)
-		return 0
-	}
-	if d < lo || d > hi {
-		r.fail(key, "= %s is out of range [%s, %s]", d, lo, hi)
-	}
-	r.record(key, d)
-	return d
-}
-
-func (r *reader) oneOf(key string, allowed ...string) string {
-	s := r.str(key)
-	for _, a := range allowed {
-		if s == a {
-			return s
-		}
-	}
-	r.fail(key, "= %q must be one of %s", s, strings.Join(allowed, ", "))
-	return s
-}
-
-// envList reads "NAME=value" entries (the list form keeps names' case).
-func (r *reader) envList(key string) map[string]string {
-	out := map[string]string{}
-	for _, kv := range r.strs(key) {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || name == "" {
-			r.fail(key, "entry %q must look like NAME=value", kv)
-			continue
-		}
-		out[name] = val
-	}
-	return out
 }

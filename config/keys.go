@@ -1,10 +1,11 @@
-package main
+package config
 
 import (
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,8 +51,8 @@ var keys = []key{
 		}},
 	{name: "log.format", def: "auto", doc: "`console` (for people), `json`, or `auto`: console on a terminal, JSON otherwise",
 		read: func(r *reader, k string, c *Config) { c.Log.Format = r.oneOf(k, "auto", "console", "json") }},
-	{name: "chat.platform", def: "console", doc: "`console` or `discord` (`--platform` overrides)",
-		read: func(r *reader, k string, c *Config) { c.Chat.Platform = r.oneOf(k, "console", "discord") }},
+	{name: "chat.platform", def: "console", doc: "`console` (alone), or the chat platforms one broker serves: `discord`, or a list of them (`[\"discord\", …]`; see Several chat platforms); `--platform` overrides (`--platform discord,…`)",
+		read: readPlatforms},
 
 	{name: "agent.exit_grace", def: "2s", doc: "each step of stopping an agent: after closing stdin, after SIGTERM; at shutdown also the wait for a cancelled turn's answer (see Stopping)",
 		read: func(r *reader, k string, c *Config) { c.Agent.ExitGrace = r.dur(k, 10*time.Millisecond, time.Minute) }},
@@ -218,6 +219,39 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.RestartAfterCancel = r.boolean(k) }},
 }
 
+// Platforms are the chat platforms chat.platform may name. The console
+// is served alone; the others may be served together, one broker, one
+// pool and one store for all of them.
+var Platforms = []string{"console", "discord"}
+
+// Console is the platform served alone: the terminal the broker runs on.
+const Console = "console"
+
+// readPlatforms reads chat.platform: a name, or a list of names (from the
+// environment, separated by commas or spaces), each once; the console
+// alone.
+func readPlatforms(r *reader, k string, c *Config) {
+	names := r.strs(k)
+	c.Chat.Platforms = names
+	if len(names) == 0 {
+		r.fail(k, "is empty: name a chat platform, one of %s", strings.Join(Platforms, ", "))
+		return
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		switch {
+		case !slices.Contains(Platforms, name):
+			r.fail(k, "has %q, which is not a chat platform: one of %s", name, strings.Join(Platforms, ", "))
+		case seen[name]:
+			r.fail(k, "has %q twice", name)
+		}
+		seen[name] = true
+	}
+	if len(names) > 1 && seen[Console] {
+		r.fail(k, "= %v: the console is served alone; name it alone, or the other platforms without it", names)
+	}
+}
+
 func readLauncher(r *reader, k string, c *Config) {
 	c.Agent.Launcher = r.strs(k)
 	if r.v.GetString("agent.sandbox") != "launcher" {
@@ -246,7 +280,7 @@ func readRunAs(r *reader, k string, c *Config) {
 	}
 }
 
-// readDefaultProfile reads agents.default; LoadConfig checks it names a
+// readDefaultProfile reads agents.default; Load checks it names a
 // profile once the profiles are read.
 func readDefaultProfile(r *reader, k string, c *Config) {
 	if val, ok := r.env[envName(k)]; ok {
@@ -306,6 +340,33 @@ var defaults = func() map[string]any {
 	}
 	return m
 }()
+
+// Key describes one key of the table, for tests that hold every key to
+// what it promises.
+type Key struct {
+	Name string
+	// Live: a reload applies it; any other change needs a restart.
+	Live bool
+}
+
+// Keys are the broker's keys outside agent profiles, in README order.
+func Keys() []Key {
+	out := make([]Key, len(keys))
+	for i, k := range keys {
+		out[i] = Key{Name: k.name, Live: k.live}
+	}
+	return out
+}
+
+// ProfileKeys are the names of an agent profile's keys ("command",
+// "cwd"…), as written in [agent] or [agents.NAME], in README order.
+func ProfileKeys() []string {
+	out := make([]string, len(profileKeys))
+	for i, k := range profileKeys {
+		out[i] = k.name
+	}
+	return out
+}
 
 // liveKeys can change on SIGHUP; any other changed key needs a restart
 // (profiles' keys change for new agents: see profileKey).

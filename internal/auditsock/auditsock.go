@@ -1,4 +1,8 @@
-package main
+// Package auditsock serves a running broker's audit trail on a unix
+// socket in its state directory, to its own user outside any sandbox,
+// and asks a running broker for it: the state file itself is locked
+// while the broker runs.
+package auditsock
 
 import (
 	"bufio"
@@ -19,14 +23,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// auditSocketName is the unix socket in state.dir on which a running
+// SocketName is the unix socket in state.dir on which a running
 // broker serves its audit trail to `broker audit`: the database itself is
 // locked while the broker runs. The state directory is hidden from
 // sandboxed agents; the socket is the broker user's alone (mode 0600),
 // a peer of another user (root aside) is refused, and so is a peer in
 // another user namespace than the broker's: a sandboxed agent, even one
 // that reached the socket.
-const auditSocketName = "audit.sock"
+const SocketName = "audit.sock"
 
 // Bounds of the audit socket: connections served at once (more are told
 // to try again), the whole exchange of one, and its request line.
@@ -50,9 +54,9 @@ type auditReply struct {
 	Error     string           `json:"error,omitempty"`
 }
 
-// auditServer serves the audit trail on the socket. Close stops it and
+// Server serves the audit trail on the socket. Close stops it and
 // returns once every connection's goroutine has ended.
-type auditServer struct {
+type Server struct {
 	ln        *net.UnixListener
 	path      string
 	decisions func(store.DecisionFilter) ([]store.Decision, error)
@@ -67,22 +71,22 @@ type auditServer struct {
 	servers chan struct{} // a slot per connection served
 }
 
-// serveAudit listens on dir/audit.sock, created with mode 0600 from the
+// Serve listens on dir/audit.sock, created with mode 0600 from the
 // start (made in a private directory and moved into place, replacing a
 // socket a broker that died left), and serves decisions on it.
-func serveAudit(dir string, decisions func(store.DecisionFilter) ([]store.Decision, error), log zerolog.Logger) (*auditServer, error) {
+func Serve(dir string, decisions func(store.DecisionFilter) ([]store.Decision, error), log zerolog.Logger) (*Server, error) {
 	private, err := os.MkdirTemp(dir, ".a") // short: a socket path is at most 107 bytes
 	if err != nil {
 		return nil, fmt.Errorf("audit socket: %w", err)
 	}
 	defer os.RemoveAll(private)
-	tmp := filepath.Join(private, auditSocketName)
+	tmp := filepath.Join(private, SocketName)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("audit socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(false) // it is moved; Close removes it where it is
-	path := filepath.Join(dir, auditSocketName)
+	path := filepath.Join(dir, SocketName)
 	if err := os.Chmod(tmp, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("audit socket: %w", err)
@@ -97,13 +101,13 @@ func serveAudit(dir string, decisions func(store.DecisionFilter) ([]store.Decisi
 		os.Remove(path)
 		return nil, fmt.Errorf("audit socket: %w", err)
 	}
-	s := &auditServer{ln: ln, path: path, decisions: decisions, log: log, uid: os.Getuid(), userNS: userNS,
+	s := &Server{ln: ln, path: path, decisions: decisions, log: log, uid: os.Getuid(), userNS: userNS,
 		conns: map[net.Conn]bool{}, servers: make(chan struct{}, auditMaxConns)}
 	s.wg.Go(s.accept)
 	return s, nil
 }
 
-func (s *auditServer) accept() {
+func (s *Server) accept() {
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
@@ -136,7 +140,7 @@ func (s *auditServer) accept() {
 }
 
 // serve answers one connection, within auditConnTimeout.
-func (s *auditServer) serve(conn *net.UnixConn) {
+func (s *Server) serve(conn *net.UnixConn) {
 	conn.SetDeadline(time.Now().Add(auditConnTimeout))
 	reply := func(r auditReply) {
 		if err := json.NewEncoder(conn).Encode(r); err != nil {
@@ -214,7 +218,7 @@ func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
 
 // Close stops serving, ends open connections, removes the socket and
 // waits for every goroutine. Safe to call twice.
-func (s *auditServer) Close() {
+func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -230,18 +234,18 @@ func (s *auditServer) Close() {
 	os.Remove(s.path)
 }
 
-// errNoAuditSocket: no running broker answers on the state directory's
-// audit socket.
-var errNoAuditSocket = errors.New("no broker answers on its audit socket")
+// ErrNoSocket: no running broker answers on the state directory's audit
+// socket.
+var ErrNoSocket = errors.New("no broker answers on its audit socket")
 
-// askAudit asks the broker running on dir for the decisions f selects,
-// within ctx.
-func askAudit(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decision, error) {
-	path := filepath.Join(dir, auditSocketName)
+// Ask asks the broker running on dir for the decisions f selects, within
+// ctx.
+func Ask(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decision, error) {
+	path := filepath.Join(dir, SocketName)
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%s): %w", errNoAuditSocket, path, err)
+		return nil, fmt.Errorf("%w (%s): %w", ErrNoSocket, path, err)
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })

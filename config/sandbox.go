@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/pool"
+	"acpbroker/workspace"
 )
 
 // brokerPath is one of the broker's own files, which no agent may see.
@@ -26,7 +27,7 @@ type brokerPath struct {
 // audit socket), its configuration file and token file, and the
 // directories those two are in (but a system directory or /: there,
 // the file alone).
-func brokerPaths(cfg *Config, configPath string) []brokerPath {
+func brokerPaths(cfg *Config) []brokerPath {
 	var out []brokerPath
 	add := func(what, p string, withDir bool) {
 		if p == "" {
@@ -39,9 +40,34 @@ func brokerPaths(cfg *Config, configPath string) []brokerPath {
 		}
 	}
 	add("state.dir", cfg.State.Dir, false)
-	add("the configuration file", configPath, true)
+	add("the configuration file", cfg.Path, true)
 	add("discord.token_file", cfg.Discord.TokenFile, true)
 	return out
+}
+
+// Hidden are the broker's own files, which no agent may see: wherever a
+// path shown to an agent holds one, it is hidden there (CheckSandbox
+// refuses what hiding cannot keep).
+func (c *Config) Hidden() []string {
+	var out []string
+	for _, b := range brokerPaths(c) {
+		out = append(out, b.path)
+	}
+	return out
+}
+
+// GitDir is where a worktree profile's repository keeps its objects and
+// its worktrees' records, which its agents are shown writable:
+// repo/.git, or repo itself when it is bare (see workspace.GitDir; a
+// repository it refuses is reported by the broker's checks).
+func (p *Profile) GitDir() string {
+	if dir, err := workspace.GitDir(p.Repo); err == nil {
+		return dir
+	}
+	if abs, err := filepath.Abs(p.Repo); err == nil {
+		return abs
+	}
+	return p.Repo
 }
 
 // isSystemDir reports whether dir is one of the directories every
@@ -100,7 +126,7 @@ func shownPaths(cfg *Config, p *Profile) []shownPath {
 	}
 	out = append(out, shownPath{key: key("cwd"), path: p.Cwd, writable: true, workspace: true})
 	if p.Workspace == "worktree" && p.Repo != "" {
-		out = append(out, shownPath{key: key("repo"), path: gitDir(p.Repo), writable: true})
+		out = append(out, shownPath{key: key("repo"), path: p.GitDir(), writable: true})
 	}
 	out = append(out, shownPath{key: key("command"), path: p.Command, program: true})
 	for _, s := range p.MCPServers {
@@ -125,14 +151,14 @@ func hasKey(cfg *Config, k string) bool {
 	return ok
 }
 
-// checkSandbox checks what agents are shown against what the broker
+// CheckSandbox checks what agents are shown against what the broker
 // keeps from them: a broker started as root names the user agents run
 // as; no path shown writable, no workspace (whose files the broker
 // itself serves) and no program shows one of the broker's files, nor is
 // inside its state directory; a path shown read-only that holds one is
 // fine (it is hidden there) unless it is inside one; and the agents'
 // user can reach every path it is shown. Each problem names both keys.
-func checkSandbox(cfg *Config, configPath string) []error {
+func CheckSandbox(cfg *Config) []error {
 	var problems []error
 	bwrap := cfg.Agent.Sandbox == "bwrap"
 	switch {
@@ -144,7 +170,7 @@ func checkSandbox(cfg *Config, configPath string) []error {
 		problems = append(problems, fmt.Errorf(`agent.run_as_user = %q is root: agents would be root outside their sandbox; name an unprivileged user (e.g. "nobody")`,
 			cfg.values["agent.run_as_user"]))
 	}
-	mine := brokerPaths(cfg, configPath)
+	mine := brokerPaths(cfg)
 	said := map[string]bool{}
 	say := func(err error) {
 		if !said[err.Error()] {
@@ -243,5 +269,21 @@ func permits(path string, cred *syscall.Credential, want os.FileMode) error {
 	if bits&want == 0 {
 		return fmt.Errorf("%s is mode %04o, owned by uid %d gid %d", path, mode, st.Uid, st.Gid)
 	}
+	return nil
+}
+
+// CheckWritable makes sure a directory exists and the broker can write
+// there; the error names key.
+func CheckWritable(key, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s = %q: %w", key, dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("%s = %q is not writable: %w", key, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"flag"
@@ -15,7 +15,7 @@ var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's key ta
 // once (keys.go), and the README says what it says. Run with
 // -update-readme to rewrite them.
 func TestReadme_KeyTablesAreTheKeyTable(t *testing.T) {
-	const path = "../../README.md"
+	const path = "../README.md"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -43,14 +43,14 @@ func TestReadme_KeyTablesAreTheKeyTable(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("README.md's key tables differ from keys.go; run go test ./cmd/broker -run TestReadme -update-readme")
+	t.Errorf("README.md's key tables differ from keys.go; run go test ./config -run TestReadme -update-readme")
 }
 
 // The README's example of permission rules loads, and decides as the
 // README says: its rules in order, first match wins, no match asks, and
 // the line the thread shows names the rule as written there.
 func TestReadme_PermissionRulesExampleDecidesAsDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package broker
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"acpbroker/config"
 	"acpbroker/store"
 	"acpbroker/workspace"
 
@@ -19,7 +20,7 @@ import (
 // worktreesFor is the git worktrees of a profile with workspace =
 // "worktree" (nil otherwise): under its cwd, in "worktrees", their git
 // commands confined by confine.
-func worktreesFor(p *Profile, confine workspace.Confiner, log zerolog.Logger) *workspace.Worktrees {
+func worktreesFor(p *config.Profile, confine workspace.Confiner, log zerolog.Logger) *workspace.Worktrees {
 	if p.Workspace != "worktree" {
 		return nil
 	}
@@ -36,8 +37,8 @@ func worktreesFor(p *Profile, confine workspace.Confiner, log zerolog.Logger) *w
 // agent is, when agents are sandboxed (see pool.Sandbox.ConfineGit), and
 // as agent.run_as_user when one is set. Otherwise (nil) git runs
 // hardened but as the broker.
-func gitConfiner(cfg *Config, configPath string) workspace.Confiner {
-	sb, runAs := sandboxFor(cfg, configPath), cfg.Agent.RunAs
+func gitConfiner(cfg *config.Config) workspace.Confiner {
+	sb, runAs := sandboxFor(cfg), cfg.Agent.RunAs
 	switch {
 	case sb.Enabled():
 		return func(argv, env []string, dir string, readOnly, writable []string) ([]string, *syscall.Credential) {
@@ -49,40 +50,18 @@ func gitConfiner(cfg *Config, configPath string) workspace.Confiner {
 	return nil
 }
 
-// gitDir is where a repository keeps its objects and its worktrees'
-// records: repo/.git, or repo itself when it is bare (see
-// workspace.GitDir; a repository it refuses is reported by the check).
-func gitDir(repo string) string {
-	if dir, err := workspace.GitDir(repo); err == nil {
-		return dir
-	}
-	if abs, err := filepath.Abs(repo); err == nil {
-		return abs
-	}
-	return repo
-}
-
-// profileKey names a profile's key for errors: agents.NAME.key, or
-// agent.key for the one profile of [agent].
-func profileKeyName(c *Config, p *Profile, field string) string {
-	if _, ok := c.Profiles[DefaultProfileName]; ok && len(c.Profiles) == 1 && p.Name == DefaultProfileName {
-		return "agent." + field
-	}
-	return "agents." + p.Name + "." + field
-}
-
-// checkProfiles checks what LoadConfig cannot without touching the
+// checkProfiles checks what config.Load cannot without touching the
 // machine: each profile's cwd can be written, and a worktree profile's
 // repository and base are what git says they must be, git confined by
 // confine as it will be when serving.
-func checkProfiles(ctx context.Context, c *Config, confine workspace.Confiner) []error {
+func checkProfiles(ctx context.Context, c *config.Config, confine workspace.Confiner) []error {
 	var problems []error
 	seen := map[string]bool{}
 	for _, name := range sortedKeys(c.Profiles) {
 		p := c.Profiles[name]
 		if !seen[p.Cwd] {
 			seen[p.Cwd] = true
-			if err := checkWritable(profileKeyName(c, p, "cwd"), p.Cwd); err != nil {
+			if err := config.CheckWritable(c.ProfileKey(p, "cwd"), p.Cwd); err != nil {
 				problems = append(problems, err)
 			}
 		}
@@ -95,28 +74,28 @@ func checkProfiles(ctx context.Context, c *Config, confine workspace.Confiner) [
 		cancel()
 		switch {
 		case err == nil:
-			if err := ownedByAgents(p.Repo, c.Agent.RunAs); err != nil {
-				problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "repo"), p.Repo, err))
+			if err := ownedByAgents(p, c.Agent.RunAs); err != nil {
+				problems = append(problems, fmt.Errorf("%s = %q: %w", c.ProfileKey(p, "repo"), p.Repo, err))
 			}
 		case errors.Is(err, workspace.ErrBaseNotFound):
-			problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "base"), p.Base, err))
+			problems = append(problems, fmt.Errorf("%s = %q: %w", c.ProfileKey(p, "base"), p.Base, err))
 		case errors.Is(err, workspace.ErrGitNotFound):
-			problems = append(problems, fmt.Errorf("%s = \"worktree\" needs git: %w", profileKeyName(c, p, "workspace"), err))
+			problems = append(problems, fmt.Errorf("%s = \"worktree\" needs git: %w", c.ProfileKey(p, "workspace"), err))
 		default:
-			problems = append(problems, fmt.Errorf("%s = %q: %w", profileKeyName(c, p, "repo"), p.Repo, err))
+			problems = append(problems, fmt.Errorf("%s = %q: %w", c.ProfileKey(p, "repo"), p.Repo, err))
 		}
 	}
 	return problems
 }
 
-// ownedByAgents says what to do when agents run as runAs and repo's git
+// ownedByAgents says what to do when agents run as runAs and p's git
 // directory is not theirs: they commit there, and the broker's git makes
 // their worktrees there, as that user.
-func ownedByAgents(repo string, runAs *syscall.Credential) error {
+func ownedByAgents(p *config.Profile, runAs *syscall.Credential) error {
 	if runAs == nil {
 		return nil
 	}
-	dir := gitDir(repo)
+	dir := p.GitDir()
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err
@@ -150,13 +129,13 @@ type worktreeBook interface {
 // worktree that cannot be removed, or a directory in its place that
 // never was one, is reported once and forgotten, never tried again. It
 // returns how many were removed.
-func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book worktreeBook, live func(thread string) bool, perRemoval time.Duration, confine workspace.Confiner, log zerolog.Logger) int {
+func sweepWorktrees(ctx context.Context, profiles map[string]*config.Profile, book worktreeBook, live func(thread string) bool, perRemoval time.Duration, confine workspace.Confiner, log zerolog.Logger) int {
 	removed := 0
 	// remove reports whether the thread's worktree is done with: removed,
 	// or reported and left.
 	remove := func(wt *workspace.Worktrees, thread string, log zerolog.Logger) bool {
 		rctx, cancel := context.WithTimeout(ctx, perRemoval)
-		err := wt.Remove(rctx, thread)
+		err := wt.Remove(rctx, worktreeThread(thread))
 		cancel()
 		switch {
 		case err == nil:
@@ -200,10 +179,11 @@ func sweepWorktrees(ctx context.Context, profiles map[string]*Profile, book work
 			log.Warn().Err(err).Str("profile", name).Msg("worktrees not listed")
 			continue
 		}
-		for _, thread := range threads {
+		for _, listed := range threads {
 			if ctx.Err() != nil {
 				return removed
 			}
+			thread := legacyThread(listed) // as worktreeThread named it
 			if book.ThreadKept(thread) || live(thread) {
 				continue
 			}
@@ -225,12 +205,12 @@ const worktreeRemoveTimeout = 2 * time.Minute
 // sweep first prunes the store, so that a thread past retention by then
 // (one idle since before a long stop, at start) loses its worktree in
 // that sweep, not an hour later.
-func (b *broker) sweepLoop(ctx context.Context) {
+func (b *Broker) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(worktreeSweepEvery)
 	defer t.Stop()
 	for {
 		b.store.Prune()
-		profiles := *b.profiles.Load()
+		profiles := b.live.Load().Profiles
 		sweepWorktrees(ctx, profiles, b.store, func(thread string) bool { return b.pool.Lookup(thread) != nil }, worktreeRemoveTimeout, b.gitConfine, b.log)
 		select {
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -9,8 +9,8 @@ import (
 
 // FuzzLoadConfig loads arbitrary TOML: the result is a configuration or
 // an error that says what is wrong, never a panic or a hang.
-func FuzzLoadConfig(f *testing.F) {
-	example, err := os.ReadFile("../../config.example.toml")
+func FuzzLoad(f *testing.F) {
+	example, err := os.ReadFile("../config.example.toml")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func FuzzLoadConfig(f *testing.F) {
 		if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := LoadConfig(path, []string{"PATH=/usr/bin:/bin"})
+		cfg, err := Load(path, []string{"PATH=/usr/bin:/bin"})
 		switch {
 		case err != nil && strings.TrimSpace(err.Error()) == "":
 			t.Fatal("an error without words")
