@@ -14,10 +14,9 @@ import (
 
 // toolJournal is a Journal that remembers the tool calls it was told of.
 type toolJournal struct {
-	mu       sync.Mutex
-	ids      map[string]bool
-	longest  int
-	statuses map[string]string
+	mu      sync.Mutex
+	ids     map[string]bool
+	longest int
 }
 
 func (j *toolJournal) TurnQueued(thread, ref, title, author string) uint64 { return 1 }
