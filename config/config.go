@@ -283,6 +283,9 @@ func Load(path string, environ []string) (*Config, error) {
 				key, p.MaxSessions, c.Pool.MaxSessions, c.Pool.MaxSessions))
 		}
 	}
+	if c.Agent.Sandbox == "none" && c.Agent.RunAs == nil && os.Getuid() == 0 {
+		c.Warnings = append(c.Warnings, `agent.sandbox = "none" with the broker running as root and no agent.run_as_user: agents run as root, unconfined; set agent.run_as_user to an unprivileged user, or use the sandbox`)
+	}
 	c.Channels = map[string]string{}
 	for _, id := range sortedKeys(v.GetStringMap("channels")) {
 		k := "channels." + id + ".agent"
