@@ -7,8 +7,12 @@ export GODEBUG := execwait=2
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
+# The broker is stamped with its version (git describe) and, from a git
+# checkout, the revision and time of its commit: broker version says them.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 $(BIN)/broker: FORCE
-	$(GO) build -o $@ ./cmd/broker
+	$(GO) build -buildvcs=auto -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/broker
 
 $(BIN)/demo-agent: FORCE
 	$(GO) build -o $@ ./testdata/fakeagent
