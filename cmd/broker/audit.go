@@ -13,7 +13,7 @@ import (
 
 	"acpbroker/broker"
 	"acpbroker/config"
-	"acpbroker/internal/auditsock"
+	"acpbroker/internal/brokersock"
 	"acpbroker/store"
 )
 
@@ -28,7 +28,7 @@ const auditAskTimeout = 30 * time.Second
 // audit is `broker audit`: it prints the permission decisions kept in the
 // state directory of the configuration, oldest first, as a table or as
 // JSON lines. It reads a stopped broker's state file; a running broker
-// holds that file exclusively, and is asked on its audit socket instead.
+// holds that file exclusively, and is asked on its socket there instead.
 func audit(in invocation) int {
 	stdout, stderr := in.stdout, in.stderr
 	fs := in.flags()
@@ -62,9 +62,9 @@ func audit(in invocation) int {
 	list, err := store.ReadDecisions(cfg.State.Dir, f, auditLockWait)
 	if errors.Is(err, store.ErrLocked) {
 		ctx, cancel := context.WithTimeout(context.Background(), auditAskTimeout)
-		list, err = auditsock.Ask(ctx, cfg.State.Dir, f)
+		list, err = brokersock.Ask(ctx, cfg.State.Dir, f)
 		cancel()
-		if errors.Is(err, auditsock.ErrNoSocket) {
+		if errors.Is(err, brokersock.ErrNoSocket) {
 			fmt.Fprintf(stderr, "broker audit: state.dir %s %v, and %v; the same decisions are in its log (message \"permission decided\")\n", cfg.State.Dir, store.ErrLocked, err)
 			return 1
 		}

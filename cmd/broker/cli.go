@@ -33,6 +33,12 @@ func init() {
 			synopsis: "broker check-config --config FILE [--platform NAMES]",
 			about:    "Checks the configuration as a start would, without starting anything. Exit status: 0 if it is\nvalid, 2 otherwise (each problem named by its key).",
 			run:      func(ctx context.Context, in invocation) int { return serveCmd(ctx, in, true) }},
+		{name: "status", line: "what a running broker is doing: platforms, pool, threads and their turns",
+			synopsis: "broker status [--json] --config FILE",
+			about: "Asks the broker running with the configuration's state.dir, on its socket there, for its chat\n" +
+				"platforms, its pool of agents and every thread with an agent or a turn. Exit status: 0, or 1\n" +
+				"when no broker answers.",
+			run: statusCmd},
 		{name: "audit", line: "the permission decisions kept in state.dir",
 			synopsis: "broker audit [--since DURATION] [--thread ID] [--json] --config FILE",
 			about: "Prints the permission decisions kept in the configuration's state.dir, oldest first; a running\n" +

@@ -48,12 +48,13 @@ func TestHelp_ExitsZeroAndListsEveryCommand(t *testing.T) {
 		}
 		checkList(t, how, out)
 	}
-	if len(commands) != 5 {
-		t.Errorf("%d commands; the test knows 5", len(commands))
+	if len(commands) != 6 {
+		t.Errorf("%d commands; the test knows 6", len(commands))
 	}
 	flags := map[string][]string{
 		"run":          {"-config file", "-platform"},
 		"check-config": {"-config file", "-platform"},
+		"status":       {"-config file", "-json"},
 		"audit":        {"-config file", "-json", "-since duration", "-thread id"},
 		"version":      nil,
 		"help":         nil,
@@ -96,6 +97,8 @@ func TestHelp_AWrongCallExitsTwoWithAReasonAndTheUsage(t *testing.T) {
 		{[]string{"run", "--nope"}, "broker run: flag provided but not defined: -nope", "Usage: broker [run]"},
 		{[]string{"run", "extra"}, `broker run: unexpected argument "extra"`, "Usage: broker [run]"},
 		{[]string{"check-config", "--config"}, "broker check-config: flag needs an argument: -config", "Usage: broker check-config"},
+		{[]string{"status", "--nope"}, "broker status: flag provided but not defined: -nope", "Usage: broker status"},
+		{[]string{"status", "now"}, `broker status: unexpected argument "now"`, "Usage: broker status"},
 		{[]string{"audit", "--since", "yesterday"}, `broker audit: invalid value "yesterday" for flag -since`, "Usage: broker audit"},
 		{[]string{"audit", "--since", "-1h"}, "broker audit: --since -1h0m0s is negative", "Usage: broker audit"},
 		{[]string{"version", "--short"}, "broker version: flag provided but not defined: -short", "Usage: broker version"},

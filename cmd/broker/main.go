@@ -6,6 +6,9 @@
 //
 //	broker [run] --config FILE     serve (the default command)
 //	broker check-config --config FILE
+//	broker status [--json] --config FILE
+//	                               what a running broker is doing (asked
+//	                               on its socket in state.dir)
 //	broker audit [--since 24h] [--thread ID] [--json] --config FILE
 //	                               permission decisions kept in state.dir
 //	                               (a running broker is asked on its
