@@ -166,9 +166,11 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.pool = pool.New(pc)
 	b.metrics = metrics.New(metrics.Sources{
-		Engine: func() adapter.Stats { return b.engine.Stats() },
-		Store:  b.store.Stats,
-		Chat:   b.chatStats,
+		Engine:  func() adapter.Stats { return b.engine.Stats() },
+		Store:   b.store.Stats,
+		Chat:    b.chatStats,
+		Ready:   b.unready,
+		Version: opts.Version,
 	})
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
@@ -313,6 +315,17 @@ func (b *Broker) readiness() []metrics.Check {
 		}},
 		metrics.Check{Name: "engine", Func: b.engineAnswers},
 	)
+}
+
+// unready says why the broker is not ready (the first readiness check
+// that fails), or nil.
+func (b *Broker) unready() error {
+	for _, c := range b.readiness() {
+		if err := c.Func(); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
+	return nil
 }
 
 // Kill stops every agent at once, its process group killed, and removes
