@@ -129,7 +129,7 @@ func (b *Broker) Status() Status {
 
 	es := b.engine.Stats()
 	st := es.Pool
-	s.Pool = PoolStatus{Live: st.Live, Busy: st.Busy, Starting: st.Starting, Stopping: st.Stopping, Max: b.pool.Config().MaxSessions,
+	s.Pool = PoolStatus{Live: st.Live, Busy: st.Busy, Starting: st.Starting, Stopping: st.Stopping, Max: st.MaxSessions,
 		Waiting: st.Waiting, Queued: es.Queued, Profiles: []ProfileStatus{}}
 	for _, name := range sortedKeys(st.Profiles) {
 		ps := st.Profiles[name]
@@ -137,10 +137,12 @@ func (b *Broker) Status() Status {
 			Live: ps.Live, Busy: ps.Busy, Starting: ps.Starting, Waiting: ps.Waiting, Max: ps.MaxSessions})
 	}
 
-	agents := map[string]*pool.Agent{}
+	live := b.pool.Agents()
+	usages, errs := pool.Usages(live)
+	agents := map[string]agentUsage{}
 	ids := b.engine.Threads()
-	for _, a := range b.pool.Agents() {
-		agents[a.Thread] = a
+	for i, a := range live {
+		agents[a.Thread] = agentUsage{a, usages[i], errs[i]}
 		if !slices.Contains(ids, a.Thread) {
 			ids = append(ids, a.Thread)
 		}
@@ -153,8 +155,17 @@ func (b *Broker) Status() Status {
 	return s
 }
 
-// threadStatus describes thread id, whose live agent is a (nil: none).
-func (b *Broker) threadStatus(id string, a *pool.Agent, now time.Time) ThreadStatus {
+// agentUsage is a live agent and what it uses, or why that is not
+// known.
+type agentUsage struct {
+	*pool.Agent
+	usage pool.Usage
+	err   error
+}
+
+// threadStatus describes thread id, whose live agent is a (none: a.Agent
+// nil).
+func (b *Broker) threadStatus(id string, a agentUsage, now time.Time) ThreadStatus {
 	ts := ThreadStatus{ID: id}
 	ts.Platform, ts.Thread, _ = SplitThreadID(id)
 	if p := b.chat(ts.Platform); p != nil && p.Conversation != nil {
@@ -165,11 +176,11 @@ func (b *Broker) threadStatus(id string, a *pool.Agent, now time.Time) ThreadSta
 	if es.Busy {
 		ts.Turn = &TurnStatus{State: string(es.Turn), Started: es.TurnStarted, AgeSeconds: now.Sub(es.TurnStarted).Seconds()}
 	}
-	if a == nil {
+	if a.Agent == nil {
 		return ts
 	}
 	as := &AgentStatus{PID: a.Proc.PID(), Session: a.SessionID, Started: a.Started, UptimeSeconds: now.Sub(a.Started).Seconds()}
-	if u, err := a.Usage(); err != nil {
+	if u, err := a.usage, a.err; err != nil {
 		as.UsageError = err.Error()
 	} else {
 		as.MemoryBytes, as.MemoryMaxBytes, as.Accounting = u.Memory, u.MemoryMax, u.Source

@@ -276,6 +276,9 @@ func TestAgent_UsageIsItsGroupsOrItsProcesses(t *testing.T) {
 			if wantMax := map[string]int64{pool.UsageCgroup: 512 << 20, pool.UsageProc: 0}[tc.source]; u.MemoryMax != wantMax {
 				t.Errorf("limit %d, want %d", u.MemoryMax, wantMax)
 			}
+			if us, errs := pool.Usages([]*pool.Agent{a}); errs[0] != nil || us[0].Source != tc.source || us[0].Memory < 96<<20 {
+				t.Errorf("Usages = %+v, %v", us, errs)
+			}
 			if agents := p.Agents(); len(agents) != 1 || agents[0] != a {
 				t.Errorf("Agents = %v, want the one", agents)
 			}

@@ -36,7 +36,20 @@ const (
 
 // Usage reads what the agent uses now: from its control group if it
 // has one, else from /proc. It fails once the agent has stopped.
-func (a *Agent) Usage() (Usage, error) {
+func (a *Agent) Usage() (Usage, error) { return a.usage(&procTable{root: "/proc"}) }
+
+// Usages reads what each of agents uses now, as Usage does, reading
+// /proc once for all of those without a control group.
+func Usages(agents []*Agent) ([]Usage, []error) {
+	procs := &procTable{root: "/proc"}
+	us, errs := make([]Usage, len(agents)), make([]error, len(agents))
+	for i, a := range agents {
+		us[i], errs[i] = a.usage(procs)
+	}
+	return us, errs
+}
+
+func (a *Agent) usage(procs *procTable) (Usage, error) {
 	if a.group != nil {
 		u, err := a.group.Usage()
 		if err != nil {
@@ -48,7 +61,7 @@ func (a *Agent) Usage() (Usage, error) {
 	if pid <= 0 {
 		return Usage{}, errors.New("the agent has no process")
 	}
-	mem, cpu, err := treeUsage("/proc", pid)
+	mem, cpu, err := procs.treeUsage(pid)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -66,27 +79,49 @@ type procStat struct {
 // whatever the kernel's own tick.
 const userHZ = 100
 
-// treeUsage sums the resident memory and CPU time of process pid and
-// of its descendants, as proc (the /proc file system) has them.
-func treeUsage(proc string, pid int) (mem int64, cpu time.Duration, err error) {
-	entries, err := os.ReadDir(proc)
-	if err != nil {
-		return 0, 0, err
+// procTable is the processes of a /proc file system (root), read at its
+// first use.
+type procTable struct {
+	root     string
+	read     bool
+	err      error
+	stats    map[int]procStat
+	children map[int][]int
+}
+
+func (t *procTable) load() error {
+	if t.read {
+		return t.err
 	}
-	stats := map[int]procStat{}
-	children := map[int][]int{}
+	t.read = true
+	entries, err := os.ReadDir(t.root)
+	if err != nil {
+		t.err = err
+		return err
+	}
+	t.stats, t.children = map[int]procStat{}, map[int][]int{}
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		st, err := readStat(proc, p)
+		st, err := readStat(t.root, p)
 		if err != nil {
 			continue // gone meanwhile
 		}
-		stats[p] = st
-		children[st.ppid] = append(children[st.ppid], p)
+		t.stats[p] = st
+		t.children[st.ppid] = append(t.children[st.ppid], p)
 	}
+	return nil
+}
+
+// treeUsage sums the resident memory and CPU time of process pid and
+// of its descendants.
+func (t *procTable) treeUsage(pid int) (mem int64, cpu time.Duration, err error) {
+	if err := t.load(); err != nil {
+		return 0, 0, err
+	}
+	stats, children := t.stats, t.children
 	if _, ok := stats[pid]; !ok {
 		return 0, 0, fmt.Errorf("process %d is gone", pid)
 	}

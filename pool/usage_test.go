@@ -27,7 +27,8 @@ func TestTreeUsage_SumsTheProcessAndItsDescendants(t *testing.T) {
 	stat(42, 41, "npm run", 300, 100, 0, 0, 2000)
 	stat(50, 1, "other", 999, 999, 0, 0, 9999)
 	os.Mkdir(filepath.Join(proc, "self"), 0o755)
-	mem, cpu, err := treeUsage(proc, 40)
+	procs := &procTable{root: proc}
+	mem, cpu, err := procs.treeUsage(40)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestTreeUsage_SumsTheProcessAndItsDescendants(t *testing.T) {
 	if want := time.Duration(1+2+100+50+25+25+300+100) * 10 * time.Millisecond; cpu != want {
 		t.Errorf("CPU %s, want %s", cpu, want)
 	}
-	if _, _, err := treeUsage(proc, 60); err == nil {
+	if _, _, err := procs.treeUsage(60); err == nil {
 		t.Error("a process that is gone has a usage")
 	}
 }
