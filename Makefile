@@ -3,12 +3,16 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint sandbox-deps interop-deps interop bench fuzz soak clean
+.PHONY: build test run lint sandbox-deps promtool-deps rules interop-deps interop bench fuzz soak clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
+# The broker is stamped with its version (git describe) and, from a git
+# checkout, the revision and time of its commit: broker version says them.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 $(BIN)/broker: FORCE
-	$(GO) build -o $@ ./cmd/broker
+	$(GO) build -buildvcs=auto -ldflags "-X main.version=$(VERSION)" -o $@ ./cmd/broker
 
 $(BIN)/demo-agent: FORCE
 	$(GO) build -o $@ ./testdata/fakeagent
@@ -34,7 +38,32 @@ sandbox-deps:
 		fi; \
 	fi
 
-test: sandbox-deps interop-deps
+# The alerting rules in packaging/prometheus are checked with promtool,
+# from the Debian package prometheus: the tool alone is taken from the
+# package, into bin/ (installing the package would start a Prometheus
+# server where systemd runs). Where it cannot be had, the test that needs
+# it is skipped and says so; in CI it fails.
+PROMTOOL := $(BIN)/promtool
+promtool-deps:
+	@if ! command -v promtool >/dev/null 2>&1 && [ ! -x $(PROMTOOL) ]; then \
+		tmp=$$(mktemp -d); chmod 755 $$tmp; \
+		if command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 && \
+			{ (cd $$tmp && apt-get download -qq prometheus >/dev/null 2>&1) || \
+			  { [ "$$(id -u)" = 0 ] && apt-get update -qq && (cd $$tmp && apt-get download -qq prometheus >/dev/null 2>&1); }; } && \
+			dpkg-deb -x $$tmp/prometheus_*.deb $$tmp/x && mkdir -p $(BIN) && cp $$tmp/x/usr/bin/promtool $(PROMTOOL); then \
+			echo "promtool taken from the Debian package prometheus into $(PROMTOOL)"; \
+		else \
+			echo "promtool is missing and cannot be had here (apt-get download prometheus): the alerting rules' checks are skipped"; \
+		fi; \
+		rm -rf $$tmp; \
+	fi
+
+# The alerting rules parse, and fire as their tests say.
+rules: promtool-deps
+	cd packaging/prometheus && PATH="$(abspath $(BIN)):$$PATH" promtool check rules acp-broker.rules.yml
+	cd packaging/prometheus && PATH="$(abspath $(BIN)):$$PATH" promtool test rules acp-broker.rules.test.yml
+
+test: sandbox-deps promtool-deps interop-deps
 	$(GO) test -race -count=1 ./...
 
 # The real agents (SDK example, codex-acp, claude-agent-acp), directly and

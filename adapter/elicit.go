@@ -70,8 +70,8 @@ func (t *turn) elicit(ctx context.Context, req *acp.ElicitationRequest) acp.Elic
 		t.p.Sink.Notice(fmt.Sprintf("The agent asked “%s”, but questions cannot be answered here; answered decline.", what))
 		return t.elicited(req, ElicitAnswer{Result: acp.ElicitationResult{Action: acp.ActionDecline}}, ViaUnanswered)
 	}
-	t.askOpened()
-	defer t.askClosed()
+	t.askOpened(true)
+	defer t.askClosed(true)
 	askCtx, cancel := context.WithTimeoutCause(ctx, cfg.PermissionTimeout,
 		fmt.Errorf("no answer within %s", shortDuration(cfg.PermissionTimeout)))
 	defer cancel()
@@ -112,20 +112,27 @@ func (t *turn) elicited(req *acp.ElicitationRequest, ans ElicitAnswer, via strin
 	return ans.Result
 }
 
-// askOpened counts a request waiting on a person (a permission request, a
-// question): the watchdog does not count a turn waiting on one as stuck.
-func (t *turn) askOpened() {
+// askOpened counts a request waiting on a person (a permission request,
+// or a question): the watchdog does not count a turn waiting on one as
+// stuck.
+func (t *turn) askOpened(question bool) {
 	t.mu.Lock()
 	t.asking++
+	if question {
+		t.questions++
+	}
 	t.mu.Unlock()
 }
 
 // askClosed counts the request out. Its answer is progress: the tool call
 // waited on it, and the agent's next update may take a moment to arrive.
-func (t *turn) askClosed() {
+func (t *turn) askClosed(question bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.asking--
+	if question {
+		t.questions--
+	}
 	t.progress = time.Now()
 	for id, tc := range t.open {
 		tc.updated = t.progress

@@ -263,9 +263,12 @@ func (e *Engine) Reset(threadID string, cause error) {
 
 // ThreadStatus describes a thread for /status.
 type ThreadStatus struct {
-	Busy        bool
+	Busy bool
+	// Queued counts the prompts waiting behind the running turn.
 	Queued      int
 	TurnStarted time.Time
+	// Turn is what the running turn is doing ("" with none).
+	Turn TurnState
 	// Profile is the thread's agent profile: its agent's, or the one it
 	// was given; "" before its first prompt.
 	Profile   string
@@ -291,8 +294,15 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 			s.Busy, s.TurnStarted = true, th.cur.start
 		}
 	}
+	var cur *turn
+	if th := e.threads[threadID]; th != nil {
+		cur = th.cur
+	}
 	tp := e.cfg.ThreadProfiles
 	e.mu.Unlock()
+	if cur != nil {
+		s.Turn = cur.state()
+	}
 	s.Usage = e.usageOf(threadID)
 	if a := e.pool.Lookup(threadID); a != nil {
 		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID(), time.Since(a.Started)
@@ -303,6 +313,40 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	o := e.Options(threadID)
 	s.Model, s.Mode = o.CurrentModel(), o.CurrentMode()
 	return s
+}
+
+// TurnState is what a running turn is doing.
+type TurnState string
+
+// What a running turn may be doing.
+const (
+	// TurnWaitingForSlot: in the pool's line for an agent, every slot
+	// taken (pool.max_sessions, or its profile's).
+	TurnWaitingForSlot TurnState = "waiting for a slot"
+	// TurnStarting: its agent is being started or readied, the prompt
+	// not yet sent.
+	TurnStarting TurnState = "starting"
+	// TurnStreaming: the prompt is with the agent, which is working.
+	TurnStreaming TurnState = "streaming"
+	// TurnPermission: the agent waits for a person to answer a
+	// permission request.
+	TurnPermission TurnState = "waiting for permission"
+	// TurnQuestion: the agent waits for a person to answer its question.
+	TurnQuestion TurnState = "waiting for a question"
+	// TurnCancelling: the turn was ended (cancelled, timed out, its agent
+	// gone) and waits for the agent's answer to the cancel.
+	TurnCancelling TurnState = "cancelling"
+)
+
+// Threads are the threads with a turn running or queued, in no order.
+func (e *Engine) Threads() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, 0, len(e.threads))
+	for id := range e.threads {
+		out = append(out, id)
+	}
+	return out
 }
 
 // Stats are the engine's gauges and counters.

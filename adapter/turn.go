@@ -47,7 +47,10 @@ type turn struct {
 	sent        time.Time // the prompt went to the agent
 	progress    time.Time // the agent's last update
 	open        map[string]toolProgress
-	asking      int    // permission requests open
+	asking      int    // permission requests and questions open
+	questions   int    // questions open, of those
+	slotWait    bool   // waiting in the pool's line for an agent
+	cancelling  bool   // ended, and cleaning up
 	profileName string // the agent's profile, once it has one
 	// rules are the permission rules of the Profile the agent started
 	// from (nil: the engine's), once it has one.
@@ -100,8 +103,30 @@ func (e *Engine) newTurn(threadID string, p *Prompt) *turn {
 // end asks the running turn to stop with cause.
 func (t *turn) end(cause error) {
 	if t.cancel != nil {
+		t.mu.Lock()
+		t.cancelling = true
+		t.mu.Unlock()
 		t.cancel(cause)
 	}
+}
+
+// state is what the turn is doing now.
+func (t *turn) state() TurnState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.cancelling:
+		return TurnCancelling
+	case t.questions > 0:
+		return TurnQuestion
+	case t.asking > 0:
+		return TurnPermission
+	case t.slotWait:
+		return TurnWaitingForSlot
+	case t.sent.IsZero():
+		return TurnStarting
+	}
+	return TurnStreaming
 }
 
 // run takes the turn from acquiring an agent to its Outcome.
@@ -216,9 +241,15 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
 	agent, err := t.e.pool.Acquire(waitCtx, t.thread, profile, func() {
+		t.mu.Lock()
+		t.slotWait = true
+		t.mu.Unlock()
 		t.p.Sink.Status(Status{Phase: PhaseWaitingForSlot, Text: "waiting for a free agent slot"})
 	})
 	cancel()
+	t.mu.Lock()
+	t.slotWait = false
+	t.mu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {
 			return Outcome{Err: causeOf(ctx)}
@@ -428,6 +459,9 @@ func (e agentExited) Unwrap() []error { return []error{ErrAgentExited, e.exit} }
 // answer is dropped, and an agent that did not answer is killed.
 func (t *turn) abandon(cause error) Outcome {
 	cfg := t.cfg
+	t.mu.Lock()
+	t.cancelling = true
+	t.mu.Unlock()
 	t.log.Info().Str("cause", cause.Error()).Msg("abandoning turn")
 	conn, sid := t.agent.Conn, t.agent.SessionID
 	// session/cancel first (and $/cancel_request for the prompt, which
@@ -701,8 +735,8 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 		return t.decided(d, acp.PermissionOutcome{OptionID: opt.OptionID})
 	}
 
-	t.askOpened()
-	defer t.askClosed()
+	t.askOpened(false)
+	defer t.askClosed(false)
 	askCtx, cancel := context.WithTimeoutCause(ctx, cfg.PermissionTimeout,
 		fmt.Errorf("no answer within %s", shortDuration(cfg.PermissionTimeout)))
 	defer cancel()

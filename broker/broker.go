@@ -1,6 +1,7 @@
 // Package broker wires one broker from its configuration: the state
 // store (with recovery), the agents' pool and sandbox, the turn engine,
-// the chat platforms, the metrics and health endpoints, the audit socket,
+// the chat platforms, the metrics and health endpoints, the socket that
+// answers `broker audit` and `broker status`,
 // the sweep of worktrees past retention and systemd's notifications. The
 // daemon and every test that needs a whole broker open one here.
 //
@@ -36,7 +37,7 @@ import (
 	"acpbroker/cgroup"
 	"acpbroker/chat"
 	"acpbroker/config"
-	"acpbroker/internal/auditsock"
+	"acpbroker/internal/brokersock"
 	"acpbroker/internal/redact"
 	"acpbroker/metrics"
 	"acpbroker/pool"
@@ -75,13 +76,15 @@ type Options struct {
 // any goroutine while it serves.
 type Broker struct {
 	opts    Options
+	pid     int
+	started time.Time
 	cfg     *config.Config                // Serve's goroutine's after Open
 	live    atomic.Pointer[config.Config] // cfg, for other goroutines
 	log     zerolog.Logger
 	redact  *redact.Redactor // secret values, masked in agents' stderr and reload diffs
 	notify  *notifier
 	store   *store.Store
-	audit   *auditsock.Server // nil if its socket could not be made
+	sock    *brokersock.Server // nil if its socket could not be made
 	pool    *pool.Pool
 	cgroups *cgroup.Manager // nil: agents run without resource limits
 	engine  *adapter.Engine
@@ -104,7 +107,7 @@ type Broker struct {
 // machine (see Check). On error, what was started is stopped again.
 func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	log := opts.Logger
-	b = &Broker{opts: opts, cfg: cfg, log: log, notify: newNotifier(envLookup(opts.Environ), os.Getpid()),
+	b = &Broker{opts: opts, pid: os.Getpid(), started: time.Now(), cfg: cfg, log: log, notify: newNotifier(envLookup(opts.Environ), os.Getpid()),
 		ready: make(chan struct{}), reloads: make(chan struct{}, 1)}
 	b.live.Store(cfg)
 	defer func() {
@@ -116,10 +119,6 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	b.store, err = store.Open(store.Options{Dir: cfg.State.Dir, Retention: cfg.State.Retention, Logger: log, RenameThread: legacyThread})
 	if err != nil {
 		return b, err
-	}
-	if b.audit, err = auditsock.Serve(cfg.State.Dir, b.store.Decisions, log); err != nil {
-		log.Warn().Err(err).Msg("the audit trail is not served: `broker audit` can read it only once the broker stops")
-		err = nil
 	}
 	if left, err := b.store.Leftovers(); err != nil {
 		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")
@@ -167,9 +166,11 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.pool = pool.New(pc)
 	b.metrics = metrics.New(metrics.Sources{
-		Engine: func() adapter.Stats { return b.engine.Stats() },
-		Store:  b.store.Stats,
-		Chat:   b.chatStats,
+		Engine:  func() adapter.Stats { return b.engine.Stats() },
+		Store:   b.store.Stats,
+		Chat:    b.chatStats,
+		Ready:   b.unready,
+		Version: opts.Version,
 	})
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
@@ -180,6 +181,10 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	b.engine = adapter.New(b.pool, ec)
 	if err := b.openPlatforms(); err != nil {
 		return b, err
+	}
+	if b.sock, err = brokersock.Serve(cfg.State.Dir, brokersock.Answers{Decisions: b.store.Decisions, Status: func() any { return b.Status() }}, log); err != nil {
+		log.Warn().Err(err).Msg("the broker's socket is not served: `broker status` cannot ask it, and `broker audit` can read the audit trail only once it stops")
+		err = nil
 	}
 	if cfg.HTTP.Listen != "" {
 		b.http, err = metrics.Listen(cfg.HTTP.Listen, b.metrics, []metrics.Check{{Name: "engine", Func: b.engineAnswers}}, b.readiness(), log)
@@ -312,6 +317,17 @@ func (b *Broker) readiness() []metrics.Check {
 	)
 }
 
+// unready says why the broker is not ready (the first readiness check
+// that fails), or nil.
+func (b *Broker) unready() error {
+	for _, c := range b.readiness() {
+		if err := c.Func(); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
 // Kill stops every agent at once, its process group killed, and removes
 // their control groups: for a broker about to exit without a shutdown
 // (a second signal). Nothing else of the broker is stopped.
@@ -386,8 +402,8 @@ func (b *Broker) Stop(ctx context.Context) {
 	if b.cgroups != nil {
 		b.cgroups.Close()
 	}
-	if b.audit != nil {
-		b.audit.Close()
+	if b.sock != nil {
+		b.sock.Close()
 	}
 	if b.store != nil {
 		b.store.Close()

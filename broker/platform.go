@@ -27,6 +27,12 @@ type Platform struct {
 	// Stats, if set, are its counters, for /metrics (the broker sets
 	// their Platform).
 	Stats func() metrics.ChatStats
+	// Conversation, if set, says for `broker status` in which channel
+	// one of its threads (by its own id) was opened and who started it,
+	// as the platform's ids; ok false for a thread it does not know. It
+	// must answer at once, asking the platform nothing:
+	// thread.Server.Conversation does.
+	Conversation func(thread string) (channel, starter string, ok bool)
 }
 
 // PlatformFunc makes the platform chat.platform names from the broker's

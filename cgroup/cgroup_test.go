@@ -1,12 +1,16 @@
 package cgroup
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +25,10 @@ import (
 // then says so. (The os/exec way: the test binary is its own fake child.)
 const hogEnv = "CGROUP_TEST_HOG_MIB"
 
+// burnEnv makes the hog burn CPU for that long (a duration) once it has
+// touched its memory, and keep it until its stdin closes.
+const burnEnv = "CGROUP_TEST_BURN"
+
 func TestMain(m *testing.M) {
 	if n := os.Getenv(hogEnv); n != "" {
 		mib, _ := strconv.Atoi(n)
@@ -33,6 +41,15 @@ func TestMain(m *testing.M) {
 			keep = append(keep, b)
 		}
 		fmt.Printf("touched %d MiB\n", len(keep))
+		if burn, _ := time.ParseDuration(os.Getenv(burnEnv)); burn > 0 {
+			// CPU time, then hold what was touched until stdin closes.
+			var n uint64
+			for start := time.Now(); time.Since(start) < burn; n++ {
+			}
+			fmt.Printf("burnt %d\n", n)
+			io.Copy(io.Discard, os.Stdin)
+			runtime.KeepAlive(keep)
+		}
 		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m)
@@ -171,6 +188,88 @@ func TestGroup_HoldsItsProcessesToItsLimits(t *testing.T) {
 	}
 	if m.Live() != 0 {
 		t.Fatalf("Live = %d after Remove, want 0", m.Live())
+	}
+}
+
+// Usage is what the kernel counts of the group's processes: the memory
+// a process holds, and the CPU time it used; a removed group has none.
+func TestGroup_UsageIsTheKernelsAccounting(t *testing.T) {
+	m := openHere(t)
+	g := newGroup(t, m, Limits{MemoryMax: 256 << 20}, nil)
+	before, err := g.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Memory != 0 || before.CPU != 0 {
+		t.Errorf("an empty group uses %+v", before)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), hogEnv+"=48", burnEnv+"=400ms")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := g.Prepare(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Start()
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	said := bufio.NewScanner(out)
+	for said.Scan() && !strings.HasPrefix(said.Text(), "burnt ") {
+	}
+	u, err := g.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Memory < 48<<20 || u.Memory > 256<<20 {
+		t.Errorf("the group holds %s, want the 48 MiB touched and less than its limit", FormatBytes(u.Memory))
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	cpuacct := slices.ContainsFunc(parseMounts(string(mounts)), func(mt mount) bool { return slices.Contains(mt.controllers, "cpuacct") })
+	if !u.CPUCounted {
+		if m.v2 || cpuacct {
+			t.Errorf("CPU time is not counted, with %s", m)
+		} else {
+			t.Logf("no CPU accounting here (%s)", m)
+		}
+	} else if u.CPU < 300*time.Millisecond || u.CPU > time.Minute {
+		t.Errorf("the group used %s of CPU, want the 400ms burnt and a little", u.CPU)
+	}
+	stdin.Close()
+	cmd.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := g.Usage(); err == nil {
+		t.Errorf("a removed group uses %+v", u)
+	}
+}
+
+// On cgroup v2 Usage reads memory.current and cpu.stat's usage_usec.
+func TestGroup_UsageReadsV2Files(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "memory.current"), []byte("123456789\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n"), 0o644)
+	g := &Group{m: &Manager{v2: true}, name: "t", dirs: []hierarchy{{dir: dir}}}
+	u, err := g.Usage()
+	if err != nil || u.Memory != 123456789 || u.CPU != 2500*time.Millisecond || !u.CPUCounted {
+		t.Fatalf("Usage = %+v, %v", u, err)
+	}
+	os.Remove(filepath.Join(dir, "cpu.stat"))
+	if u, err := g.Usage(); err != nil || u.CPUCounted || u.Memory != 123456789 {
+		t.Fatalf("without cpu.stat: %+v, %v", u, err)
 	}
 }
 

@@ -271,3 +271,90 @@ func (g *Group) readOOMKills() uint64 {
 	}
 	return 0
 }
+
+// Usage is what the kernel has counted of a group's processes.
+type Usage struct {
+	// Memory is the memory charged to the group now, in bytes: what its
+	// limit is held against (page cache included).
+	Memory int64
+	// CPU is the CPU time its processes have used, those gone included;
+	// CPUCounted is false where no hierarchy counts it (cgroup v1
+	// without cpuacct).
+	CPU        time.Duration
+	CPUCounted bool
+}
+
+// Usage reads what the kernel has counted of the group: its memory
+// (memory.current on v2, memory.usage_in_bytes on v1) and its CPU time
+// (cpu.stat's usage_usec on v2, cpuacct.usage on v1). It fails once the
+// group is removed.
+func (g *Group) Usage() (Usage, error) {
+	var u Usage
+	if g == nil {
+		return u, errors.New("cgroup: no group")
+	}
+	g.mu.Lock()
+	removed := g.removed
+	g.mu.Unlock()
+	if removed {
+		return u, fmt.Errorf("cgroup %s: removed", g.name)
+	}
+	if g.m.v2 {
+		dir := g.dirs[0].dir
+		mem, err := readInt(filepath.Join(dir, "memory.current"))
+		if err != nil {
+			return u, err
+		}
+		u.Memory = mem
+		if usec, err := statField(filepath.Join(dir, "cpu.stat"), "usage_usec"); err == nil {
+			u.CPU, u.CPUCounted = time.Duration(usec)*time.Microsecond, true
+		}
+		return u, nil
+	}
+	memRead := false
+	for _, d := range g.dirs {
+		if d.controller == "memory" {
+			mem, err := readInt(filepath.Join(d.dir, "memory.usage_in_bytes"))
+			if err != nil {
+				return u, err
+			}
+			u.Memory, memRead = mem, true
+		}
+		// cpuacct in a hierarchy of its own, or mounted with cpu.
+		if ns, err := readInt(filepath.Join(d.dir, "cpuacct.usage")); err == nil && !u.CPUCounted {
+			u.CPU, u.CPUCounted = time.Duration(ns), true
+		}
+	}
+	if !memRead {
+		return u, fmt.Errorf("cgroup %s: no memory hierarchy", g.name)
+	}
+	return u, nil
+}
+
+// readInt reads a cgroup file holding one number.
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// statField reads the number of key in a flat-keyed cgroup file
+// ("usage_usec 1234" lines).
+func statField(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", path, key)
+}

@@ -13,18 +13,20 @@ import (
 )
 
 // Controllers: agents' groups need memory and pids; cpu, where it is
-// there, weighs each group's CPU time as one.
+// there, weighs each group's CPU time as one, and cpuacct (cgroup v1;
+// v2 accounts CPU time in every group) counts it.
 var (
 	required = []string{"memory", "pids"}
-	optional = []string{"cpu"}
+	optional = []string{"cpu", "cpuacct"}
 )
 
 // layout is where the broker's own control groups are.
 type layout struct {
 	v2 bool
 	// own are the directories of the broker's own cgroups, one per
-	// hierarchy used: v1, by controller (memory, pids, and cpu if
-	// mounted), in that order; v2, the one of the unified hierarchy.
+	// hierarchy used: v1, by controller (memory, pids, and cpu and
+	// cpuacct if mounted, once if mounted together), in that order; v2,
+	// the one of the unified hierarchy.
 	own []hierarchy
 	// path is the broker's cgroup v2 as /proc/self/cgroup gives it.
 	path string
@@ -87,7 +89,8 @@ func locate(procCgroup, mountinfo string) (layout, error) {
 		if !ok {
 			continue
 		}
-		if dir, ok := dirOf(mounts, false, c, path); ok {
+		dir, ok := dirOf(mounts, false, c, path)
+		if ok && !slices.ContainsFunc(l.own, func(h hierarchy) bool { return h.dir == dir }) {
 			l.own = append(l.own, hierarchy{controller: c, dir: dir})
 		}
 	}

@@ -34,7 +34,7 @@ func TestLocate_FindsTheBrokersOwnCgroups(t *testing.T) {
 		want               string // layout.String(), or the error's end
 	}{
 		{"hybrid, v1 controllers", hybridSelf, hybridMounts,
-			"cgroup v1: memory at /sys/fs/cgroup/memory/process_api/ccba, pids at /sys/fs/cgroup/pids, cpu at /sys/fs/cgroup/cpu"},
+			"cgroup v1: memory at /sys/fs/cgroup/memory/process_api/ccba, pids at /sys/fs/cgroup/pids, cpu at /sys/fs/cgroup/cpu, cpuacct at /sys/fs/cgroup/cpuacct"},
 		{"systemd, unified", "0::/system.slice/acp-broker.service\n", unifiedMounts,
 			"cgroup v2 at /sys/fs/cgroup/system.slice/acp-broker.service"},
 		{"v1, cpu and cpuacct together", "5:cpu,cpuacct:/a\n4:memory:/a\n3:pids:/a\n",

@@ -23,8 +23,8 @@ type brokerPath struct {
 	near bool
 }
 
-// brokerPaths are the broker's own files: its state directory (with the
-// audit socket), its configuration file and token file, and the
+// brokerPaths are the broker's own files: its state directory (with its
+// socket), its configuration file and token file, and the
 // directories those two are in (but a system directory or /: there,
 // the file alone).
 func brokerPaths(cfg *Config) []brokerPath {

@@ -252,7 +252,7 @@ func TestEscape_AnAgentHasNoCapabilitiesAndCannotRemount(t *testing.T) {
 // An agent's program kept beside the broker's configuration and state
 // is shown as that file alone: listing its program's directory shows
 // neither, the configuration (and its token) cannot be read, and the
-// audit socket cannot be reached.
+// broker's socket cannot be reached.
 func TestEscape_AProgramKeptBesideTheStateShowsNeither(t *testing.T) {
 	needBwrap(t)
 	w := newWorld(t, setup{})
@@ -260,9 +260,9 @@ func TestEscape_AProgramKeptBesideTheStateShowsNeither(t *testing.T) {
 	copyFile(t, w.Bins.Agent, program)
 	w.Conf = w.Conf.With(settings{"agent.command": program})
 	w.start()
-	socket := filepath.Join(w.Dir, "state", "audit.sock")
+	socket := filepath.Join(w.Dir, "state", "broker.sock")
 	if _, err := os.Stat(socket); err != nil {
-		t.Fatalf("no audit socket to try: %v", err)
+		t.Fatalf("no broker socket to try: %v", err)
 	}
 	thread := w.mention(alice, "run /bin/ls -a "+w.Dir)
 	got := w.awaitAnswers(thread, 1)[0].Text
@@ -325,10 +325,10 @@ func TestEscape_AProgramUnderHomeStarts(t *testing.T) {
 	}
 }
 
-// The audit socket answers `broker audit` and refuses the same client
+// The broker's socket answers `broker audit` and refuses the same client
 // run in a user namespace of its own, as a sandboxed agent is, even
 // though it reaches the socket.
-func TestEscape_TheAuditSocketRefusesASandboxedPeer(t *testing.T) {
+func TestEscape_TheBrokersSocketRefusesASandboxedPeer(t *testing.T) {
 	needBwrap(t)
 	w := newWorld(t, setup{})
 	w.start()
@@ -346,7 +346,7 @@ func TestEscape_TheAuditSocketRefusesASandboxedPeer(t *testing.T) {
 	if code, out := audit(false); code != 0 {
 		t.Fatalf("broker audit: status %d, %s", code, out)
 	}
-	if code, out := audit(true); code == 0 || !strings.Contains(out, "refused: the audit trail is not served into a sandbox") {
+	if code, out := audit(true); code == 0 || !strings.Contains(out, "refused: the broker answers no one in a sandbox") {
 		t.Fatalf("broker audit in a user namespace: status %d, %s", code, out)
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,12 +47,17 @@ type Sources struct {
 	Store  func() store.Stats
 	// Chat are the counters of each chat platform served.
 	Chat func() []ChatStats
+	// Ready says why the broker is not ready (as /readyz does), or nil.
+	Ready func() error
+	// Version is the broker's, for acp_broker_build_info.
+	Version string
 }
 
 // Metrics is the broker's registry. It implements adapter.Observer for
 // the histograms; everything else is read from Sources when scraped.
 type Metrics struct {
 	reg          *prometheus.Registry
+	collectors   []prometheus.Collector // what reg has, for Described
 	turnDuration *prometheus.HistogramVec
 	firstChunk   prometheus.Histogram
 }
@@ -70,9 +79,49 @@ func New(src Sources) *Metrics {
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
 		}),
 	}
-	m.reg.MustRegister(m.turnDuration, m.firstChunk, &collector{src: src},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.collectors = []prometheus.Collector{m.turnDuration, m.firstChunk, &collector{src: src},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	m.reg.MustRegister(m.collectors...)
 	return m
+}
+
+// Described are the names of every metric the registry may export (a
+// histogram's name without its _bucket, _sum and _count series), each
+// with its labels, as its collectors describe them: whether or not a
+// series of it has been counted yet.
+func (m *Metrics) Described() map[string][]string {
+	out := map[string][]string{}
+	descs := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range m.collectors {
+			c.Describe(descs)
+		}
+		close(descs)
+	}()
+	for d := range descs {
+		name, labels := parseDesc(d.String())
+		out[name] = labels
+	}
+	return out
+}
+
+// descParts reads a Desc's String: its name, then its variable labels
+// at the end.
+var descParts = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), .*variableLabels: \{([^}]*)\}\}$`)
+
+// parseDesc is the name and the variable labels a Desc's String says.
+func parseDesc(s string) (name string, labels []string) {
+	m := descParts.FindStringSubmatch(s)
+	if m == nil {
+		return s, nil
+	}
+	name, _ = strconv.Unquote(m[1])
+	for _, l := range strings.Split(m[2], ",") {
+		if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
+			labels = append(labels, l)
+		}
+	}
+	return name, labels
 }
 
 // TurnEnded implements adapter.Observer.
@@ -94,6 +143,10 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
+	dBuildInfo        = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
+	dReady            = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
+	dAgentsMax        = desc("agents_max", "Agent processes at most, of all profiles (pool.max_sessions).")
+	dProfileMax       = desc("profile_agents_max", "Agent processes at most of a profile with a bound of its own (max_sessions), by agent profile.", "profile")
 	dAgentsLive       = desc("agents_live", "Agent processes running.")
 	dAgentsBusy       = desc("agents_busy", "Agent processes running a turn.")
 	dAgentsStarting   = desc("agents_starting", "Agent processes being started.")
@@ -160,7 +213,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat} {
+	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax} {
 		ch <- d
 	}
 }
@@ -172,14 +225,26 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
+	gauge(dBuildInfo, 1, c.src.Version, buildRevision(), runtime.Version())
+	if c.src.Ready != nil {
+		ready := 1.0
+		if runCheck(Check{Name: "ready", Func: c.src.Ready}) != nil {
+			ready = 0
+		}
+		gauge(dReady, ready)
+	}
 	e := c.src.Engine()
 	p := e.Pool
+	gauge(dAgentsMax, float64(p.MaxSessions))
 	gauge(dAgentsLive, float64(p.Live))
 	gauge(dAgentsBusy, float64(p.Busy))
 	gauge(dAgentsStarting, float64(p.Starting))
 	for name, ps := range p.Profiles {
 		gauge(dProfileLive, float64(ps.Live), name)
 		gauge(dProfileBusy, float64(ps.Busy), name)
+		if ps.MaxSessions > 0 {
+			gauge(dProfileMax, float64(ps.MaxSessions), name)
+		}
 	}
 	gauge(dTurnsRunning, float64(e.Running))
 	gauge(dPromptsWaiting, float64(e.Queued), "queued")
@@ -249,6 +314,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(dRetitling, float64(s.Retitling), p)
 		}
 	}
+}
+
+// buildRevision is the VCS revision the binary was built from ("" if
+// unknown).
+func buildRevision() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return ""
 }
 
 // Check is one named health condition; it returns nil when healthy.

@@ -250,3 +250,49 @@ func TestPool_ATerminalKilledForMemoryIsNotTheAgentsEnd(t *testing.T) {
 		t.Errorf("Stats().OutOfMemory = %d, want 0", n)
 	}
 }
+
+// An agent's usage is its control group's, with its limit, when it has
+// one; /proc's for its process tree when it has none. Either holds the
+// memory the agent touched.
+func TestAgent_UsageIsItsGroupsOrItsProcesses(t *testing.T) {
+	m := openCgroups(t)
+	for _, tc := range []struct {
+		source string
+		groups *cgroup.Manager
+	}{{pool.UsageCgroup, m}, {pool.UsageProc, nil}} {
+		t.Run(tc.source, func(t *testing.T) {
+			p := newPool(t, pool.Config{Cgroups: tc.groups, Profiles: limited(t, cgroup.Limits{MemoryMax: 512 << 20})})
+			a := acquire(t, p, "t1")
+			if got := prompt(t, a, "alloc 96"); !strings.Contains(got, "allocated 96 MiB") {
+				t.Fatalf("the agent said %q", got)
+			}
+			u, err := a.Usage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Source != tc.source || u.Memory < 96<<20 || u.Memory > 512<<20 || !u.CPUCounted || u.CPU <= 0 || u.CPU > time.Minute {
+				t.Errorf("usage %+v, want from %s, at least the 96 MiB touched, and some CPU time", u, tc.source)
+			}
+			if wantMax := map[string]int64{pool.UsageCgroup: 512 << 20, pool.UsageProc: 0}[tc.source]; u.MemoryMax != wantMax {
+				t.Errorf("limit %d, want %d", u.MemoryMax, wantMax)
+			}
+			if us, errs := pool.Usages([]*pool.Agent{a}); errs[0] != nil || us[0].Source != tc.source || us[0].Memory < 96<<20 {
+				t.Errorf("Usages = %+v, %v", us, errs)
+			}
+			if agents := p.Agents(); len(agents) != 1 || agents[0] != a {
+				t.Errorf("Agents = %v, want the one", agents)
+			}
+			p.Release(a, true)
+			deadline := time.Now().Add(10 * time.Second)
+			for _, err := a.Usage(); err == nil; _, err = a.Usage() {
+				if time.Now().After(deadline) {
+					t.Fatal("a stopped agent still has a usage")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if agents := p.Agents(); len(agents) != 0 {
+				t.Errorf("Agents = %v after the agent stopped", agents)
+			}
+		})
+	}
+}

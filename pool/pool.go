@@ -799,6 +799,8 @@ func (p *Pool) countStopLocked(reason string, grace time.Duration) {
 // Stats is a snapshot of the pool.
 type Stats struct {
 	Live, Busy, Starting, Stopping, Waiting int
+	// MaxSessions is the pool's bound (Config.MaxSessions).
+	MaxSessions int
 	// Profiles are the same by profile: every one configured, and any
 	// other whose agents still run; DefaultProfile names the default.
 	Profiles       map[string]ProfileStats
@@ -823,7 +825,7 @@ func (p *Pool) Config() Config { return p.cfg }
 // Stats returns the pool's size and the sum of its connections' counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Live: len(p.agents), Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
+	s := Stats{Live: len(p.agents), MaxSessions: p.cfg.MaxSessions, Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
 		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v

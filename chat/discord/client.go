@@ -445,6 +445,12 @@ func (c *Client) Healthy() error {
 // commands are refused.
 func (c *Client) SetAccess(a Access) { c.srv.SetAccess(a) }
 
+// Conversation says in which channel thread was opened and who started
+// it (see thread.Server.Conversation).
+func (c *Client) Conversation(thread string) (channel, starter string, ok bool) {
+	return c.srv.Conversation(thread)
+}
+
 // Config returns what the client was made with. Its Access is the first
 // one; Access gives the lists in force.
 func (c *Client) Config() Config { return c.cfg }

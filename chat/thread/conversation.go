@@ -199,6 +199,24 @@ func (s *Server) resolveStarter(ctx context.Context, conv *conversation) {
 	}
 }
 
+// Conversation says where thread was opened (its channel) and who
+// started it ("" while unknown), as the Server knows the conversation or
+// Memory kept it; ok is false for a thread it knows neither way. It asks
+// the platform nothing.
+func (s *Server) Conversation(thread string) (channel, starter string, ok bool) {
+	s.mu.Lock()
+	conv := s.convs[thread]
+	if conv != nil {
+		channel, starter = conv.channel, conv.starter
+	}
+	s.mu.Unlock()
+	if conv != nil {
+		return channel, starter, true
+	}
+	r := s.recorded(thread)
+	return r.Channel, r.Starter, r.Channel != ""
+}
+
 // starterOf is the conversation's starter, or "" while it is unknown.
 func (s *Server) starterOf(conv *conversation) string {
 	s.mu.Lock()

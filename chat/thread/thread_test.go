@@ -1,8 +1,10 @@
 package thread_test
 
 import (
+	"encoding/json"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,5 +217,49 @@ func TestParse(t *testing.T) {
 		if ok != (tc.name != "") || c.Name != tc.name || (ok && !maps.Equal(c.Args, tc.args)) {
 			t.Errorf("Parse(%q) = %q %v, %v; want %q %v", tc.text, c.Name, c.Args, ok, tc.name, tc.args)
 		}
+	}
+}
+
+// memory is a Memory in a map.
+type memory struct {
+	mu sync.Mutex
+	m  map[string]json.RawMessage
+}
+
+func (m *memory) PutThreadChat(thread string, record json.RawMessage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[thread] = record
+}
+
+func (m *memory) ThreadChat(thread string) (json.RawMessage, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.m[thread]
+	return r, ok
+}
+
+func (m *memory) ThreadChats() map[string]json.RawMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.m)
+}
+
+// Conversation says where a thread was opened and who started it, as the
+// Server knows it, or as its Memory kept it; a thread it knows neither
+// way is none of its.
+func TestConversation_SaysTheChannelAndTheStarter(t *testing.T) {
+	mem := &memory{m: map[string]json.RawMessage{"general/9": json.RawMessage(`{"parent":"general","starter":"bob"}`)}}
+	h := newBoardHarness(t, thread.Config{Memory: mem})
+	th := h.start(alice, "stream 1")
+	h.last(th, "the turn's end", func(m boardMsg) bool { return m.view.Outcome })
+	if channel, starter, ok := h.srv.Conversation(th); !ok || channel != h.channel || starter != alice.ID {
+		t.Errorf("Conversation(%s) = %q, %q, %v", th, channel, starter, ok)
+	}
+	if channel, starter, ok := h.srv.Conversation("general/9"); !ok || channel != "general" || starter != "bob" {
+		t.Errorf("a kept conversation: %q, %q, %v", channel, starter, ok)
+	}
+	if channel, starter, ok := h.srv.Conversation("general/10"); ok {
+		t.Errorf("a thread never opened: %q, %q, %v", channel, starter, ok)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,7 +13,7 @@ import (
 
 	"acpbroker/broker"
 	"acpbroker/config"
-	"acpbroker/internal/auditsock"
+	"acpbroker/internal/brokersock"
 	"acpbroker/store"
 )
 
@@ -30,26 +28,22 @@ const auditAskTimeout = 30 * time.Second
 // audit is `broker audit`: it prints the permission decisions kept in the
 // state directory of the configuration, oldest first, as a table or as
 // JSON lines. It reads a stopped broker's state file; a running broker
-// holds that file exclusively, and is asked on its audit socket instead.
-func audit(args, environ []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("broker audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// holds that file exclusively, and is asked on its socket there instead.
+func audit(in invocation) int {
+	stdout, stderr := in.stdout, in.stderr
+	fs := in.flags()
 	configPath := fs.String("config", "", "TOML configuration `file` (for state.dir)")
 	since := fs.Duration("since", 0, "only decisions of the last `duration` (e.g. 24h; default: all kept)")
 	thread := fs.String("thread", "", "only the decisions of thread `id` (discord:123…, or 123… on any platform)")
 	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "broker audit: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := in.parse(fs); !ok {
+		return code
 	}
 	if *since < 0 {
-		fmt.Fprintf(stderr, "broker audit: --since %s is negative\n", *since)
+		in.fail(fs, fmt.Sprintf("--since %s is negative", *since))
 		return 2
 	}
-	cfg, err := config.Load(*configPath, environ)
+	cfg, err := config.Load(*configPath, in.environ)
 	if err != nil {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
@@ -68,9 +62,9 @@ func audit(args, environ []string, stdout, stderr io.Writer) int {
 	list, err := store.ReadDecisions(cfg.State.Dir, f, auditLockWait)
 	if errors.Is(err, store.ErrLocked) {
 		ctx, cancel := context.WithTimeout(context.Background(), auditAskTimeout)
-		list, err = auditsock.Ask(ctx, cfg.State.Dir, f)
+		list, err = brokersock.Ask(ctx, cfg.State.Dir, f)
 		cancel()
-		if errors.Is(err, auditsock.ErrNoSocket) {
+		if errors.Is(err, brokersock.ErrNoSocket) {
 			fmt.Fprintf(stderr, "broker audit: state.dir %s %v, and %v; the same decisions are in its log (message \"permission decided\")\n", cfg.State.Dir, store.ErrLocked, err)
 			return 1
 		}

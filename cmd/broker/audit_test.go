@@ -15,7 +15,7 @@ import (
 
 	"acpbroker/adapter"
 	"acpbroker/broker"
-	"acpbroker/internal/auditsock"
+	"acpbroker/internal/brokersock"
 	"acpbroker/store"
 
 	"github.com/rs/zerolog"
@@ -154,15 +154,15 @@ func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 		}
 	}
 	check("while the broker runs")
-	sock := filepath.Join(filepath.Dir(config), "state", auditsock.SocketName)
+	sock := filepath.Join(filepath.Dir(config), "state", brokersock.SocketName)
 	if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("the audit socket: %v, %v; want a socket of mode 0600", fi.Mode(), err)
+		t.Fatalf("the broker socket: %v, %v; want a socket of mode 0600", fi.Mode(), err)
 	}
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
-		t.Fatalf("the audit socket outlived the broker: %v", err)
+		t.Fatalf("the broker socket outlived the broker: %v", err)
 	}
 	check("after the broker stopped")
 }
@@ -177,16 +177,16 @@ func TestAudit_LockedWithoutASocketSaysSo(t *testing.T) {
 	}
 	defer st.Close()
 	code, _, errOut := auditCmd(t, "--config", config)
-	if code != 1 || !strings.Contains(errOut, "is in use by another broker process") || !strings.Contains(errOut, "no broker answers on its audit socket") ||
+	if code != 1 || !strings.Contains(errOut, "is in use by another broker process") || !strings.Contains(errOut, "no broker answers on its socket") ||
 		!strings.Contains(errOut, `"permission decided"`) {
 		t.Fatalf("exit %d, %q", code, errOut)
 	}
 }
 
 // A peer of the broker's own user in another user namespace, as a
-// sandboxed agent is, is refused even when it reaches the socket; the
-// same client outside it is served.
-func TestAuditSocket_RefusesAPeerInAnotherUserNamespace(t *testing.T) {
+// sandboxed agent is, is refused even when it reaches the socket, for the
+// audit trail and for the status; the same client outside it is served.
+func TestSocket_RefusesAPeerInAnotherUserNamespace(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bubblewrap is not installed")
 	}
@@ -199,13 +199,13 @@ func TestAuditSocket_RefusesAPeerInAnotherUserNamespace(t *testing.T) {
 	}
 	defer st.Close()
 	st.Decided(store.Decision{Time: time.Now().UTC(), Thread: "42", Tool: "Run make", Outcome: "allowed", Via: "rule", By: "rule 1"})
-	s, err := auditsock.Serve(dir, st.Decisions, zerolog.Nop())
+	s, err := brokersock.Serve(dir, brokersock.Answers{Decisions: st.Decisions, Status: func() any { return broker.Status{Version: "v-test", PID: 42} }}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ask := func(sandboxed bool) (string, error) {
-		args := []string{bin, "audit", "--config", config}
+	ask := func(command string, sandboxed bool) (string, error) {
+		args := []string{bin, command, "--config", config}
 		if sandboxed {
 			args = append([]string{"bwrap", "--unshare-user", "--dev-bind", "/", "/", "--"}, args...)
 		}
@@ -214,11 +214,13 @@ func TestAuditSocket_RefusesAPeerInAnotherUserNamespace(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := ask(false); err != nil || !strings.Contains(out, "Run make") {
-		t.Fatalf("outside a user namespace: %v, %s", err, out)
-	}
-	out, err := ask(true)
-	if err == nil || strings.Contains(out, "Run make") || !strings.Contains(out, "refused: the audit trail is not served into a sandbox") {
-		t.Fatalf("from another user namespace: %v, %s", err, out)
+	for command, shown := range map[string]string{"audit": "Run make", "status": "Broker v-test, pid 42"} {
+		if out, err := ask(command, false); err != nil || !strings.Contains(out, shown) {
+			t.Fatalf("broker %s outside a user namespace: %v, %s", command, err, out)
+		}
+		out, err := ask(command, true)
+		if err == nil || strings.Contains(out, shown) || !strings.Contains(out, "refused: the broker answers no one in a sandbox") {
+			t.Fatalf("broker %s from another user namespace: %v, %s", command, err, out)
+		}
 	}
 }

@@ -6,22 +6,26 @@
 //
 //	broker [run] --config FILE     serve (the default command)
 //	broker check-config --config FILE
+//	broker status [--json] --config FILE
+//	                               what a running broker is doing (asked
+//	                               on its socket in state.dir)
 //	broker audit [--since 24h] [--thread ID] [--json] --config FILE
 //	                               permission decisions kept in state.dir
 //	                               (a running broker is asked on its
 //	                               socket there)
-//	broker version
+//	broker version                 version, VCS revision and build time
+//	broker help [COMMAND]          the commands, or how to call one
+//
+// broker alone, -h and --help list the commands; each command's -h and
+// --help say how to call it.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -33,8 +37,6 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
-
-var version = "dev"
 
 func main() {
 	// No process of the same user (an agent run without a sandbox, say)
@@ -48,30 +50,39 @@ func main() {
 }
 
 // run is the program with its inputs explicit; it returns the exit status:
-// 0 after a clean stop, 1 when serving failed, 2 for bad usage or config.
+// 0 after a clean stop or for help, 1 when serving failed, 2 for bad
+// usage or config.
 func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := "run"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
-	}
-	switch cmd {
-	case "version":
-		fmt.Fprintf(stdout, "acp-broker %s (commit %s, %s)\n", version, commit(), runtime.Version())
+	if len(args) == 0 {
+		usage(stdout)
 		return 0
-	case "audit":
-		return audit(args, environ, stdout, stderr)
-	case "run", "check-config":
-	default:
-		fmt.Fprintf(stderr, "broker: unknown command %q (want run, check-config, audit or version)\n", cmd)
+	}
+	name := "run" // the default command: broker --config FILE
+	if !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	} else if isHelp(args[0]) {
+		usage(stdout)
+		return 0
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "broker: unknown command %q\n", name)
+		usage(stderr)
 		return 2
 	}
-	fs := flag.NewFlagSet("broker "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "TOML configuration `file`")
+	return c.run(ctx, invocation{cmd: c, args: args, environ: environ, stdin: stdin, stdout: stdout, stderr: stderr})
+}
+
+// serveCmd is `broker run` and `broker check-config`: the same flags, and
+// the same checks of the configuration before serving.
+func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
+	fs := in.flags()
+	configPath := fs.String("config", "", "TOML configuration `file` (without one, BROKER_* variables alone)")
 	platform := fs.String("platform", "", "chat platforms: console, or discord and others, separated by commas (overrides chat.platform)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := in.parse(fs); !ok {
+		return code
 	}
+	stdout, stderr, environ := in.stdout, in.stderr, in.environ
 	if *platform != "" {
 		environ = append(environ, "BROKER_CHAT_PLATFORM="+*platform)
 	}
@@ -84,7 +95,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		fmt.Fprintln(stderr, "broker: config:", err)
 		return 2
 	}
-	if cmd == "check-config" {
+	if checkOnly {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintln(stderr, "broker: warning:", w)
 		}
@@ -104,7 +115,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
-	b, err := broker.Open(cfg, broker.Options{Environ: environ, Logger: log, SetLevel: level.set, Version: version, Stdin: stdin, Stdout: stdout})
+	b, err := broker.Open(cfg, broker.Options{Environ: environ, Logger: log, SetLevel: level.set, Version: versionOf(), Stdin: in.stdin, Stdout: stdout})
 	if err != nil {
 		log.Error().Err(err).Msg("broker did not start")
 		fmt.Fprintln(stderr, "broker:", err)
@@ -168,16 +179,4 @@ func forceOnSecondSignal(b *broker.Broker, signals <-chan os.Signal, first time.
 		forceExit()
 		return
 	}
-}
-
-// commit is the VCS revision the binary was built from, if known.
-func commit() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				return s.Value
-			}
-		}
-	}
-	return "unknown"
 }

@@ -1,8 +1,9 @@
-package auditsock
+package brokersock
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,27 +20,29 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The audit socket serves what the store selects, replaces a socket a
-// dead broker left, serves a bounded number of requests at once (others
-// are told to try again), refuses a request that is not one JSON line,
-// and is gone once closed.
-func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
+// The socket serves what the store selects, replaces a socket a dead
+// broker left (and the audit socket of an earlier one), serves a bounded
+// number of requests at once (others are told to try again), refuses a
+// request that is not one JSON line, and is gone once closed.
+func TestSocket_ServesTheAuditTrailBoundedAndReplacesALeftover(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, SocketName)
-	old, err := net.Listen("unix", path) // a dead broker's
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{SocketName, legacySocketName} {
+		old, err := net.Listen("unix", filepath.Join(dir, name)) // a dead broker's
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.(*net.UnixListener).SetUnlinkOnClose(false)
+		old.Close()
 	}
-	old.(*net.UnixListener).SetUnlinkOnClose(false)
-	old.Close()
 
 	release := make(chan struct{})
 	var asked sync.WaitGroup
-	asked.Add(auditMaxConns)
+	asked.Add(maxConns)
 	want := []store.Decision{{ID: 7, Thread: "42", Tool: "Run make", Outcome: "allowed", Via: "rule", By: "rule 1"}}
 	var mu sync.Mutex
 	var filters []store.DecisionFilter
-	s, err := Serve(dir, func(f store.DecisionFilter) ([]store.Decision, error) {
+	s, err := Serve(dir, Answers{Decisions: func(f store.DecisionFilter) ([]store.Decision, error) {
 		mu.Lock()
 		filters = append(filters, f)
 		mu.Unlock()
@@ -48,7 +51,7 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 			<-release
 		}
 		return want, nil
-	}, zerolog.Nop())
+	}}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +83,7 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 		}
 	}
 	var slow sync.WaitGroup
-	for range auditMaxConns {
+	for range maxConns {
 		slow.Go(func() {
 			if _, err := Ask(ctx, dir, store.DecisionFilter{Thread: "slow"}); err != nil {
 				t.Errorf("a request within the bound: %v", err)
@@ -105,7 +108,7 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Write([]byte(strings.Repeat("x", 10<<10)))
-	var r auditReply
+	var r reply
 	if err := json.NewDecoder(conn).Decode(&r); err != nil || !strings.Contains(r.Error, "not one JSON line") {
 		t.Fatalf("junk: %+v, %v", r, err)
 	}
@@ -118,5 +121,54 @@ func TestAuditSocket_ServesBoundedAndReplacesALeftover(t *testing.T) {
 	}
 	if _, err := Ask(ctx, dir, store.DecisionFilter{}); err == nil {
 		t.Fatal("askAudit after Close succeeded")
+	}
+}
+
+// A request for the status is answered with what Status returns, as
+// JSON; one that names nothing is asked the audit trail (as `broker
+// audit` asked before the socket told anything else); a broker without
+// a status, or a request for something else, is said so.
+func TestSocket_ServesTheStatus(t *testing.T) {
+	dir := t.TempDir()
+	type status struct {
+		Threads []string `json:"threads"`
+		Live    int      `json:"live"`
+	}
+	s, err := Serve(dir, Answers{
+		Decisions: func(store.DecisionFilter) ([]store.Decision, error) { return nil, nil },
+		Status:    func() any { return status{Threads: []string{"discord:1"}, Live: 1} },
+	}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got status
+	if err := AskStatus(ctx, dir, &got); err != nil || got.Live != 1 || len(got.Threads) != 1 || got.Threads[0] != "discord:1" {
+		t.Fatalf("AskStatus: %+v, %v", got, err)
+	}
+	for line, want := range map[string]string{
+		`{"since":"0001-01-01T00:00:00Z"}` + "\n": `{"decisions":[]}`,
+		`{"ask":"secrets"}` + "\n":                `{"decisions":null,"error":"unknown request \"secrets\""}`,
+	} {
+		conn, err := net.Dial("unix", filepath.Join(dir, SocketName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte(line))
+		b, _ := io.ReadAll(conn)
+		conn.Close()
+		if strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s answered %s, want %s", strings.TrimSpace(line), b, want)
+		}
+	}
+	s.Close()
+
+	s, err = Serve(dir, Answers{Decisions: func(store.DecisionFilter) ([]store.Decision, error) { return nil, nil }}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := AskStatus(ctx, dir, &got); err == nil || !strings.Contains(err.Error(), "does not tell its status") {
+		t.Fatalf("AskStatus of a broker without a status: %v", err)
 	}
 }
