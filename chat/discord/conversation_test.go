@@ -287,8 +287,8 @@ func TestConversation_ThreadNameAndQueuedReaction(t *testing.T) {
 	}
 	queued := h.srv.SendMessage(thread, alice, "next in line")
 	h.srv.Await("⏳ on the queued message", func() bool { return h.srv.HasReaction(thread, queued, h.srv.Bot().ID, "⏳") })
-	if !h.engine.Status(thread).Busy {
-		t.Fatal("the first turn ended before the queued message could be checked")
+	if st := h.engine.Status(thread); !st.Busy {
+		t.Fatalf("the first turn ended before the queued message could be checked (status %+v); the thread shows:\n%s", st, joined(h.botMessages(thread)))
 	}
 	h.srv.Await("✅ on the queued message", func() bool { return h.srv.HasReaction(thread, queued, h.srv.Bot().ID, "✅") })
 	if h.srv.HasReaction(thread, queued, h.srv.Bot().ID, "⏳") {
