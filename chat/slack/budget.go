@@ -108,7 +108,9 @@ func (b *budget) block(method, channel string, until time.Time) {
 		bk = &bucket{last: time.Now()}
 		b.buckets[k] = bk
 	}
-	bk.tokens = 0
+	// Slack counts otherwise than the budget did: past the wait, one
+	// call may go, and the rest of the bucket fills again as it would.
+	bk.tokens = min(bk.tokens, r.reserve+1)
 	bk.blocked = until
 }
 

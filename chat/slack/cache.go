@@ -72,5 +72,13 @@ func (c *cache[V]) add(k string, v V, now time.Time) bool {
 	return true
 }
 
+// remove forgets k.
+func (c *cache[V]) remove(k string) {
+	if e, ok := c.m[k]; ok {
+		c.l.Remove(e)
+		delete(c.m, k)
+	}
+}
+
 // len is how many entries the cache holds.
 func (c *cache[V]) len() int { return len(c.m) }

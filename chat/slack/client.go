@@ -219,6 +219,9 @@ type Client struct {
 	api *slackapi.Client
 	srv *thread.Server
 	log zerolog.Logger
+	// refusals logs the HTTP requests refused, at most refusalBurst
+	// lines a second: anyone who finds the listener can send them.
+	refusals zerolog.Logger
 
 	// ctx bounds every Web API call and wait; it ends when Close gives
 	// up.
@@ -277,6 +280,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		slackapi.OptionAppLevelToken(cfg.AppToken),
 		slackapi.OptionHTTPClient(cfg.HTTPClient),
 		slackapi.OptionLog(apiLog{c.log}))
+	c.refusals = c.log.Sample(&zerolog.BurstSampler{Burst: refusalBurst, Period: time.Second})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.me.Store(&identity{})
 	c.users = newUsers(c)
@@ -301,6 +305,9 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 
 // queueSize bounds what Slack sent that waits for dispatch.
 const queueSize = 1024
+
+// refusalBurst is how many refused requests a second reach the log.
+const refusalBurst = 5
 
 // threadAccess is a's lists as package thread takes them: a direct
 // message with the app (a D… conversation) is a channel allowed when

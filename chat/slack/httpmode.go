@@ -87,20 +87,30 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := c.verify(r.Header, body); err != nil {
 		c.count(&c.stats.RefusedRequests)
-		c.log.Warn().Err(err).Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("request refused")
+		c.refusals.Warn().Err(err).Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("request refused")
 		http.Error(w, "refused", http.StatusUnauthorized)
 		return
 	}
 	at := time.Now()
-	ctype, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if status := c.serveVerified(w, r.Header, body, at); status != http.StatusOK {
+		// Not taken: Slack's retry of it, signed as it was, is no replay.
+		c.mu.Lock()
+		c.replays.remove(r.Header.Get("X-Slack-Signature"))
+		c.mu.Unlock()
+	}
+}
+
+// serveVerified takes a verified request and returns the status it
+// answered.
+func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte, at time.Time) int {
+	ctype, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	if ctype == "application/json" {
-		c.serveEvent(w, body, at)
-		return
+		return c.serveEvent(w, body, at)
 	}
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
-		return
+		return http.StatusBadRequest
 	}
 	in := inbound{at: at}
 	switch {
@@ -108,7 +118,7 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 		var cb slackapi.InteractionCallback
 		if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
 			http.Error(w, "bad payload", http.StatusBadRequest)
-			return
+			return http.StatusBadRequest
 		}
 		in.interaction = &cb
 	case form.Has("command"):
@@ -120,13 +130,14 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		http.Error(w, "neither an interaction nor a command", http.StatusBadRequest)
-		return
+		return http.StatusBadRequest
 	}
 	if !c.take(in, false) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
-		return
+		return http.StatusServiceUnavailable
 	}
 	w.WriteHeader(http.StatusOK)
+	return http.StatusOK
 }
 
 // errReplayed: a request with a signature already taken.
@@ -155,7 +166,7 @@ func (c *Client) verify(h http.Header, body []byte) error {
 
 // serveEvent takes an Events API request: the URL's verification, or an
 // event.
-func (c *Client) serveEvent(w http.ResponseWriter, body []byte, at time.Time) {
+func (c *Client) serveEvent(w http.ResponseWriter, body []byte, at time.Time) int {
 	var outer struct {
 		Type      string `json:"type"`
 		EventID   string `json:"event_id"`
@@ -163,26 +174,23 @@ func (c *Client) serveEvent(w http.ResponseWriter, body []byte, at time.Time) {
 	}
 	if err := json.Unmarshal(body, &outer); err != nil {
 		http.Error(w, "bad event", http.StatusBadRequest)
-		return
+		return http.StatusBadRequest
 	}
 	switch outer.Type {
 	case slackevents.URLVerification:
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{"challenge": outer.Challenge})
-		return
+		return http.StatusOK
 	case slackevents.AppRateLimited:
 		c.log.Warn().Msg("Slack is holding back this app's events: it sent more than its limit")
 		w.WriteHeader(http.StatusOK)
-		return
+		return http.StatusOK
 	}
 	ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
-	if err != nil || ev.InnerEvent.Data == nil {
-		w.WriteHeader(http.StatusOK) // an event the app does not take
-		return
-	}
-	if !c.take(inbound{event: &ev, at: at}, false, "ev:"+outer.EventID) {
+	if err == nil && ev.InnerEvent.Data != nil && !c.take(inbound{event: &ev, at: at}, false, "ev:"+outer.EventID) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
-		return
+		return http.StatusServiceUnavailable
 	}
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(http.StatusOK) // taken, or an event the app does not take
+	return http.StatusOK
 }
