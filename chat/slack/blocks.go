@@ -139,6 +139,9 @@ func textBlocks(text string, small bool) []slackapi.Block {
 		}
 		md = strings.Trim(md, "\n")
 		for _, piece := range chat.Split(mrkdwn(md), sectionRunes) {
+			if strings.Count(piece, "```")%2 != 0 {
+				piece += "\n```" // a code block the text leaves open (Split keeps room)
+			}
 			if strings.TrimSpace(piece) != "" {
 				out = append(out, slackapi.NewSectionBlock(slackapi.NewTextBlockObject(slackapi.MarkdownType, piece, false, false), nil, nil))
 			}

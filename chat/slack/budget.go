@@ -87,11 +87,11 @@ func (b *budget) take(method, channel string, urgent bool, now time.Time) time.D
 	if !urgent {
 		need += r.reserve
 	}
-	if bk.tokens >= need {
-		bk.tokens--
+	if bk.tokens >= need-1e-9 { // a token's float sum may miss by a hair
+		bk.tokens = max(bk.tokens-1, 0)
 		return 0
 	}
-	return time.Duration((need - bk.tokens) / perSecond * float64(time.Second))
+	return max(time.Duration((need-bk.tokens)/perSecond*float64(time.Second)), time.Millisecond)
 }
 
 // block closes method's budget until then: Slack answered 429.

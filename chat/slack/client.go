@@ -238,15 +238,16 @@ type Client struct {
 
 	mu       sync.Mutex
 	access   Access
-	waiting  bool             // Close is waiting for the Client's goroutines
-	seen     *cache[struct{}] // event and envelope ids taken, for Slack's retries
-	replays  *cache[struct{}] // signatures of HTTP requests taken
-	verdicts *cache[bool]     // threads known to be (or not be) conversations
-	parents  *cache[string]   // message ts (channel/ts) to the thread it is in
-	online   bool             // a Socket Mode connection is up (or the listener serves)
-	offline  time.Time        // since when it is not
-	addr     net.Addr         // the HTTP listener's
-	regroup  chan struct{}    // the access lists changed: read the groups again
+	waiting  bool               // Close is waiting for the Client's goroutines
+	seen     *cache[struct{}]   // event and envelope ids taken, for Slack's retries
+	replays  *cache[struct{}]   // signatures of HTTP requests taken
+	verdicts *cache[bool]       // threads known to be (or not be) conversations
+	parents  *cache[string]     // message ts (channel/ts) to the thread it is in
+	lookups  map[string]*lookup // threads being looked up, by name
+	online   bool               // a Socket Mode connection is up (or the listener serves)
+	offline  time.Time          // since when it is not
+	addr     net.Addr           // the HTTP listener's
+	regroup  chan struct{}      // the access lists changed: read the groups again
 	stats    Stats
 
 	wg sync.WaitGroup // the Client's own goroutines (the Server has its own)
@@ -272,6 +273,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		replays:  newCache[struct{}](8192, replayWindow),
 		verdicts: newCache[bool](8192, cfg.ForgetAfter),
 		parents:  newCache[string](16384, cfg.ForgetAfter),
+		lookups:  map[string]*lookup{},
 		regroup:  make(chan struct{}, 1),
 		offline:  time.Now(),
 	}

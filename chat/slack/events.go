@@ -179,20 +179,22 @@ func stripMention(text, user string) string {
 	if user == "" {
 		return text
 	}
-	for {
-		i := strings.Index(text, "<@"+user)
+	for from := 0; ; {
+		i := strings.Index(text[from:], "<@"+user)
 		if i < 0 {
 			return text
 		}
+		i += from
 		j := strings.IndexByte(text[i:], '>')
 		if j < 0 {
 			return text
 		}
-		rest := text[i+2+len(user) : i+j]
-		if rest != "" && !strings.HasPrefix(rest, "|") {
-			return text // another user, whose id starts as this one's
+		if rest := text[i+2+len(user) : i+j]; rest != "" && !strings.HasPrefix(rest, "|") {
+			from = i + j // another user, whose id starts as this one's
+			continue
 		}
 		text = text[:i] + text[i+j+1:]
+		from = i
 	}
 }
 

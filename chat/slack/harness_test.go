@@ -404,3 +404,6 @@ func chunks(n int) string {
 	}
 	return b.String()
 }
+
+// poolOf is a pool of up to n agents.
+func poolOf(n int) pool.Config { return pool.Config{MaxSessions: n} }

@@ -238,7 +238,7 @@ func slackRef(s string, i int) int {
 			return 0
 		}
 	case strings.HasPrefix(inner, "http://") || strings.HasPrefix(inner, "https://") || strings.HasPrefix(inner, "mailto:"):
-		if strings.ContainsAny(inner, " \t<") {
+		if target, _, _ := strings.Cut(inner, "|"); strings.ContainsAny(target, " \t<") || strings.Contains(inner, "<") {
 			return 0
 		}
 	default:

@@ -315,34 +315,72 @@ func (p *platform) Thread(ctx context.Context, where string) (string, error) {
 			return channel, nil
 		}
 	}
-	c.mu.Lock()
-	ours, known := c.verdicts.get(where, time.Now())
-	c.mu.Unlock()
-	if known {
-		if ours {
-			return channel, nil
-		}
-		return "", errNotOurs
-	}
-	msgs, err := c.replies(ctx, channel, ts, "", 100)
-	switch {
-	case errors.Is(err, thread.ErrNotFound):
-		ours = false
-	case err != nil:
+	ours, err := c.lookUp(ctx, where, channel, ts)
+	if err != nil {
 		return "", err
-	default:
-		me := c.me.Load()
-		ours = slices.ContainsFunc(msgs, func(m slackapi.Message) bool {
-			return m.BotID == me.botID && m.Metadata.EventType == metaEvent && m.Metadata.EventPayload[metaThread] == true
-		})
 	}
-	c.mu.Lock()
-	c.verdicts.put(where, ours, time.Now())
-	c.mu.Unlock()
 	if !ours {
 		return "", errNotOurs
 	}
 	return channel, nil
+}
+
+// lookup is a look at a thread under way, which the others who ask
+// about the thread meanwhile wait for.
+type lookup struct {
+	done chan struct{}
+	ours bool
+	err  error
+}
+
+// lookUp reads the thread to tell whether the app posted a
+// conversation's message there, and remembers what it found (an error
+// that may pass is not remembered). One call is made for a thread at a
+// time: the others asking meanwhile get its answer.
+func (c *Client) lookUp(ctx context.Context, where, channel, ts string) (bool, error) {
+	c.mu.Lock()
+	if ours, known := c.verdicts.get(where, time.Now()); known {
+		c.mu.Unlock()
+		return ours, nil
+	}
+	l := c.lookups[where]
+	if l == nil {
+		l = &lookup{done: make(chan struct{})}
+		c.lookups[where] = l
+		c.mu.Unlock()
+		l.ours, l.err = c.readThread(ctx, channel, ts)
+		c.mu.Lock()
+		delete(c.lookups, where)
+		if l.err == nil {
+			c.verdicts.put(where, l.ours, time.Now())
+		}
+		c.mu.Unlock()
+		close(l.done)
+		return l.ours, l.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-l.done:
+		return l.ours, l.err
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	}
+}
+
+// readThread reads a thread: is one of its messages the app's, marked as
+// a conversation's?
+func (c *Client) readThread(ctx context.Context, channel, ts string) (bool, error) {
+	msgs, err := c.replies(ctx, channel, ts, "", 100)
+	switch {
+	case errors.Is(err, thread.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	me := c.me.Load()
+	return slices.ContainsFunc(msgs, func(m slackapi.Message) bool {
+		return m.BotID == me.botID && m.Metadata.EventType == metaEvent && m.Metadata.EventPayload[metaThread] == true
+	}), nil
 }
 
 // replies reads up to limit messages of a thread, its first message
