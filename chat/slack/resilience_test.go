@@ -27,7 +27,7 @@ func overLimit(calls []time.Time, limit int, per time.Duration, burst int) int {
 	return -1
 }
 
-// Three answers streaming at once in one channel stay within Slack's
+// Six answers streaming at once in one channel stay within Slack's
 // limits, read from the fake's call log: chat.update within its Tier 3
 // (50 a minute, for the whole workspace, here with bursts of 20 at
 // most) and chat.postMessage within about one a second in the channel.
@@ -39,11 +39,11 @@ func TestResilience_StreamingStaysWithinSlacksLimits(t *testing.T) {
 	limits["chat.update"] = fakeslack.RateLimit{Limit: 50, Per: time.Minute, Burst: 20}
 	h := newHarness(t, setup{fake: fakeslack.Options{RateLimits: limits, WaitTimeout: time.Minute}})
 	var convs []conv
-	for i := range 3 {
-		convs = append(convs, h.mention(h.alice, fmt.Sprintf("stream 60 %dms", 100+10*i)))
+	for i := range 6 {
+		convs = append(convs, h.mention(h.alice, fmt.Sprintf("stream 80 %dms", 100+5*i)))
 	}
 	for _, c := range convs {
-		if got := joined(h.answer(c, "✅ done")); !strings.HasPrefix(got, chunks(60)) {
+		if got := joined(h.answer(c, "✅ done")); !strings.HasPrefix(got, chunks(80)) {
 			t.Fatalf("answer = %q", got)
 		}
 	}
