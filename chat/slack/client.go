@@ -406,6 +406,11 @@ const offlineGrace = time.Minute
 // or was lost less than a minute ago and is being opened again; in
 // HTTP mode, the listener serves.
 func (c *Client) Healthy() error {
+	select {
+	case <-c.ready:
+	default:
+		return errors.New("not connected to Slack yet")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
