@@ -36,8 +36,15 @@ const (
 	ModeHTTP = "http"
 )
 
-// DefaultAPIURL is where Web API calls go.
-const DefaultAPIURL = "https://slack.com/api/"
+// Defaults of Config.
+const (
+	// DefaultAPIURL is where Web API calls go.
+	DefaultAPIURL = "https://slack.com/api/"
+	// DefaultThreadPrefix starts the engine's name of a Slack thread.
+	DefaultThreadPrefix = "slack:"
+	// DefaultCommand is the slash command the app manifest registers.
+	DefaultCommand = "/acp"
+)
 
 // Config configures a Client. Zero values have usable defaults, except
 // the tokens (and, in HTTP mode, the signing secret and the listen
@@ -128,10 +135,10 @@ func (c *Config) defaults() {
 		c.APIURL += "/"
 	}
 	if c.ThreadPrefix == "" {
-		c.ThreadPrefix = "slack:"
+		c.ThreadPrefix = DefaultThreadPrefix
 	}
 	if c.Command == "" {
-		c.Command = "/acp"
+		c.Command = DefaultCommand
 	}
 	if c.EditInterval <= 0 {
 		c.EditInterval = 1500 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"acpbroker/chat/slack"
 	"acpbroker/internal/fakeslack"
 )
 
@@ -95,4 +96,22 @@ func TestConversation_OnlyAllowedUsersInAllowedChannels(t *testing.T) {
 	if s := h.client.Stats(); s.RefusedUsers != 1 {
 		t.Fatalf("refused users = %d", s.RefusedUsers)
 	}
+}
+
+// The engine's name of a Slack thread starts with the prefix the wiring
+// gives (so that no other platform's can be the same), and the app's
+// texts name its slash command as configured.
+func TestConversation_ThreadPrefixAndCommandAreTheConfigured(t *testing.T) {
+	h := newHarness(t, setup{slack: slack.Config{ThreadPrefix: "sl-7:", Command: "/agent"}})
+	ts := h.srv.PostMessage(h.channel, h.alice.ID, h.srv.Bot().Mention()+" hello")
+	c := conv{channel: h.channel, ts: ts, key: "sl-7:" + h.channel + "/" + ts}
+	h.answer(c, "✅")
+	if st := h.engine.Status(c.key); st.SessionID == "" {
+		t.Fatalf("no session under %s", c.key)
+	}
+	if st := h.engine.Status("slack:" + h.channel + "/" + ts); st.SessionID != "" {
+		t.Fatal("a session under the default prefix")
+	}
+	h.acked(h.srv.SlashCommand(h.channel, h.alice.ID, "/agent", "help"))
+	h.whispered(h.alice, "`/agent new [agent] [prompt]` starts a thread")
 }

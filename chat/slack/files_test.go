@@ -124,10 +124,11 @@ func TestShow_FilesTheAgentShowsAreShared(t *testing.T) {
 
 // Files shared with a mention (or in the thread) reach the agent: text
 // inlined, images as images, downloaded with the bot token; a file over
-// a limit, or of another kind, refuses the whole message with the
-// reason, answered in a thread of it, and nothing reaches the agent.
+// max_text_bytes or max_image_bytes, or of another kind, refuses the
+// whole message with the reason, answered in a thread of it, and
+// nothing reaches the agent.
 func TestShow_FilesSharedReachTheAgent(t *testing.T) {
-	h := newHarness(t, setup{})
+	h := newHarness(t, setup{slack: slack.Config{MaxTextBytes: 100 << 10, MaxImageBytes: 1 << 10}})
 	ts, _ := h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: "notes.md", Data: []byte("remember the milk"),
 		Comment: h.srv.Bot().Mention() + " look at this"})
 	c := conv{channel: h.channel, ts: ts, key: "slack:" + h.channel + "/" + ts}
@@ -139,12 +140,15 @@ func TestShow_FilesSharedReachTheAgent(t *testing.T) {
 		Comment: "and this", ThreadTS: ts})
 	h.srv.Await("the image answered", func() bool { return strings.Contains(joined(h.botMessages(c)), "(and 1 image(s))") })
 
-	huge, _ := h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: "dump.txt", Data: bytes.Repeat([]byte("x"), 300<<10),
+	huge, _ := h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: "dump.txt", Data: bytes.Repeat([]byte("x"), 150<<10),
 		Comment: h.srv.Bot().Mention() + " read this"})
+	photo, _ := h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: "photo.png", Data: bytes.Repeat([]byte("p"), 2<<10),
+		Comment: h.srv.Bot().Mention() + " what is this"})
 	binary, _ := h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: "tool.exe", Data: []byte("MZ"),
 		Comment: h.srv.Bot().Mention() + " run this"})
 	for ts, reason := range map[string]string{
-		huge:   `"dump.txt" is 300 KiB; the limit for text files is 256 KiB`,
+		huge:   `"dump.txt" is 150 KiB; the limit for text files is 100 KiB`,
+		photo:  `"photo.png" is 2 KiB; the limit for images is 1 KiB`,
 		binary: `I can't pass "tool.exe" (application/octet-stream) to the agent`,
 	} {
 		refused := conv{channel: h.channel, ts: ts}
@@ -153,7 +157,7 @@ func TestShow_FilesSharedReachTheAgent(t *testing.T) {
 			t.Fatalf("a refused message reached the agent")
 		}
 	}
-	if n := h.client.Stats().RefusedAttachments; n != 2 {
+	if n := h.client.Stats().RefusedAttachments; n != 3 {
 		t.Fatalf("refused attachments = %d", n)
 	}
 }
