@@ -48,8 +48,14 @@ var errThrottled = errors.New("held back to stay within Slack's rate limits")
 // do is call with rate limits waited out (a wait ctx and the Client's end
 // interrupt), up to tries calls in all.
 func (c *Client) do(ctx context.Context, method, channel string, tries int, f func(ctx context.Context) error) error {
+	return c.tryWait(ctx, tries, func(ctx context.Context) error { return c.call(ctx, method, channel, false, f) })
+}
+
+// tryWait makes f's call, waiting out its rate limits, up to tries
+// calls.
+func (c *Client) tryWait(ctx context.Context, tries int, f func(ctx context.Context) error) error {
 	for try := 1; ; try++ {
-		err := c.call(ctx, method, channel, false, f)
+		err := f(ctx)
 		wait, limited := retryAfter(err)
 		if !limited {
 			return err

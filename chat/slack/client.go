@@ -251,6 +251,7 @@ type Client struct {
 	verdicts *cache[bool]       // threads known to be (or not be) conversations
 	parents  *cache[string]     // message ts (channel/ts) to the thread it is in
 	lookups  map[string]*lookup // threads being looked up, by name
+	gone     *cache[struct{}]   // threads (channel/ts) whose first message was deleted before a reply
 	online   bool               // a Socket Mode connection is up (or the listener serves)
 	offline  time.Time          // since when it is not
 	addr     net.Addr           // the HTTP listener's
@@ -281,6 +282,7 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		verdicts: newCache[bool](8192, cfg.ForgetAfter),
 		parents:  newCache[string](16384, cfg.ForgetAfter),
 		lookups:  map[string]*lookup{},
+		gone:     newCache[struct{}](1024, time.Hour),
 		regroup:  make(chan struct{}, 1),
 		offline:  time.Now(),
 	}

@@ -32,7 +32,7 @@ func (c *Client) onCommand(cmd *slackapi.SlashCommand, at time.Time) {
 	switch {
 	case !ok:
 		c.spawn(func() {
-			r.Private(c.ctx, thread.View{Text: fmt.Sprintf("I don't know `%s %s`.\n\n%s", c.cfg.Command, excerpt(text, 80), c.help())})
+			r.Private(c.ctx, thread.View{Text: fmt.Sprintf("I don't know `%s %s`.\n\n%s", c.cfg.Command, label(text, 80), c.help())})
 		})
 	case parsed.Name == "new" || parsed.Name == "agents":
 		parsed.Where, parsed.From, parsed.Reply = cmd.ChannelID, from, r
@@ -65,6 +65,3 @@ func (c *Client) help() string {
 	b.WriteString("-# Only the thread's starter or an approver can answer its questions, cancel it, reset it or change its agent.")
 	return b.String()
 }
-
-// excerpt collapses whitespace and cuts s to at most n runes.
-func excerpt(s string, n int) string { return label(s, n) }

@@ -137,9 +137,10 @@ var errParentGone = fmt.Errorf("%w: the thread's first message was deleted", thr
 // Post implements thread.Platform: a reply in the thread (or, in a
 // channel, to ReplyTo's thread, else at the top level), then its files
 // into the same thread. A reply Slack put at the top level because the
-// thread's first message is gone is taken back, and the thread told
-// not found. A message whose files could not follow is taken back too,
-// so that trying again posts both.
+// thread's first message is gone is taken back, and the thread is told
+// not found, from then on without asking Slack, so that no other stray
+// flashes in the channel. A message whose files could not follow is
+// taken back too, so that trying again posts both.
 func (p *platform) Post(ctx context.Context, where string, v thread.View) (string, error) {
 	return p.client().post(ctx, where, v, nil)
 }
@@ -148,6 +149,12 @@ func (c *Client) post(ctx context.Context, where string, v thread.View, extra ma
 	channel, threadTS := c.place(where)
 	if threadTS == "" {
 		threadTS = v.ReplyTo
+	}
+	c.mu.Lock()
+	_, gone := c.gone.get(channel+"/"+threadTS, time.Now())
+	c.mu.Unlock()
+	if threadTS != "" && gone {
+		return "", errParentGone
 	}
 	opts := c.options(where, v, extra)
 	if threadTS != "" {
@@ -164,6 +171,9 @@ func (c *Client) post(ctx context.Context, where string, v thread.View, extra ma
 	}
 	if threadTS != "" && msg.ThreadTimestamp == "" && msg.Timestamp != "" {
 		c.remove(channel, ts)
+		c.mu.Lock()
+		c.gone.put(channel+"/"+threadTS, struct{}{}, time.Now())
+		c.mu.Unlock()
 		return "", errParentGone
 	}
 	if _, _, ok := c.parseThread(where); ok {

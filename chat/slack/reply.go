@@ -155,29 +155,11 @@ func (r *reply) Form(ctx context.Context, f thread.Form) {
 			return
 		case !limited || time.Now().Add(wait).After(by):
 			c.log.Warn().Err(err).Str("user", r.user).Msg("form not opened")
-			r.Private(ctx, thread.View{Text: "⚠️ The form could not be opened (" + excerpt(err.Error(), 200) + "); try again."})
+			r.Private(ctx, thread.View{Text: "⚠️ The form could not be opened (" + label(err.Error(), 200) + "); try again."})
 			return
 		}
 		if !c.sleep(ctx, wait) {
 			return
-		}
-	}
-}
-
-// tryWait makes f's call, waiting out its rate limits, up to tries
-// calls.
-func (c *Client) tryWait(ctx context.Context, tries int, f func(ctx context.Context) error) error {
-	for try := 1; ; try++ {
-		err := f(ctx)
-		wait, limited := retryAfter(err)
-		if !limited {
-			return err
-		}
-		if try >= tries {
-			return errors.Join(errGaveUp, err)
-		}
-		if !c.sleep(ctx, wait) {
-			return context.Cause(ctx)
 		}
 	}
 }

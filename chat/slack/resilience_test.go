@@ -161,3 +161,31 @@ func TestResilience_AgentCrashIsToldInWords(t *testing.T) {
 	h.say(c, h.alice, "hello again")
 	h.srv.Await("next answer", func() bool { return strings.Contains(joined(h.botMessages(c)), "You said: hello again") })
 }
+
+// A prompt deleted before its answer came: Slack would put a reply to it
+// at the top of the channel, so the one it put there is taken back, and
+// the answer is not tried there again; the loss is counted, and nothing
+// of it stays in the channel.
+func TestResilience_AnAnswerToADeletedMessageStaysOutOfTheChannel(t *testing.T) {
+	h := newHarness(t, setup{})
+	c := h.mention(h.alice, "silent 500ms")
+	h.srv.DeleteMessage(c.channel, c.ts)
+	h.until("the answer given up", func() bool { return h.client.Stats().LostAnswers == 1 })
+	h.srv.Await("no message of the app's in the channel", func() bool {
+		for _, m := range h.srv.Messages(h.channel) {
+			if m.FromBot() {
+				return false
+			}
+		}
+		return true
+	})
+	posts := 0
+	for _, call := range h.srv.CallsTo("chat.postMessage") {
+		if call.Args["thread_ts"] == c.ts {
+			posts++
+		}
+	}
+	if posts != 1 {
+		t.Fatalf("%d replies to the deleted message were posted", posts)
+	}
+}
