@@ -62,6 +62,9 @@ func (c *Client) onSocket(sm *socketmode.Client, ev socketmode.Event) {
 			c.log.Info().Int("connection", ce.ConnectionCount).Msg("Socket Mode connection opened again")
 		}
 		c.setOnline(true)
+		return
+	case socketmode.EventTypeHello:
+		// Slack sends envelopes once it has said hello.
 		c.accept()
 		return
 	case socketmode.EventTypeConnecting:
