@@ -187,7 +187,11 @@ func (c *Client) serveEvent(w http.ResponseWriter, body []byte, at time.Time) in
 		return http.StatusOK
 	}
 	ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
-	if err == nil && ev.InnerEvent.Data != nil && !c.take(inbound{event: &ev, at: at}, false, "ev:"+outer.EventID) {
+	var keys []string
+	if outer.EventID != "" {
+		keys = append(keys, "ev:"+outer.EventID)
+	}
+	if err == nil && ev.InnerEvent.Data != nil && !c.take(inbound{event: &ev, at: at}, false, keys...) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
 	}
