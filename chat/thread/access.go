@@ -8,6 +8,10 @@ import "slices"
 type Access struct {
 	AllowedChannels  []string
 	AllowAllChannels bool
+	// AllowChannel, if set, allows the channels it reports true for,
+	// besides those listed (Slack: direct messages with the bot, when
+	// they are allowed).
+	AllowChannel func(id string) bool
 	// AllowedUsers and AllowedRoles, when both empty, allow everyone who
 	// can write in an allowed channel.
 	AllowedUsers []string
@@ -85,7 +89,7 @@ func whoMayAct(starter string) string {
 }
 
 func (a Access) channel(id string) bool {
-	return a.AllowAllChannels || slices.Contains(a.AllowedChannels, id)
+	return a.AllowAllChannels || slices.Contains(a.AllowedChannels, id) || (a.AllowChannel != nil && a.AllowChannel(id))
 }
 
 // user reports whether u may use the bot (in an allowed channel).

@@ -257,10 +257,8 @@ func (s *Server) Parse(text string) (Command, bool) {
 			break
 		}
 		word, after := cutWord(rest)
-		if p.Agent {
-			if known := s.Agents(); len(known) > 0 && !hasAgent(known, word) {
-				continue // the words are the next parameter's
-			}
+		if p.Agent && !hasAgent(s.Agents(), word) {
+			continue // the words are the next parameter's
 		}
 		args[p.Name], rest = word, after
 	}

@@ -218,6 +218,12 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %q %v, %v; want %q %v", tc.text, c.Name, c.Args, ok, tc.name, tc.args)
 		}
 	}
+	// With no agent profiles, no word names one: it is the prompt's.
+	one := thread.New(thread.Config{}, newBoard(), nil)
+	defer one.Close(time.Second)
+	if c, ok := one.Parse("new fix the build"); !ok || !maps.Equal(c.Args, map[string]string{"prompt": "fix the build"}) {
+		t.Errorf("with no profiles, Parse(new fix the build) = %v, %v", c.Args, ok)
+	}
 }
 
 // memory is a Memory in a map.

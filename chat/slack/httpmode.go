@@ -1,0 +1,200 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+)
+
+// The paths the HTTP listener serves; each takes events, interactions
+// and commands alike, so that any of them may be given as a Request URL.
+const (
+	PathEvents        = "/slack/events"
+	PathInteractivity = "/slack/interactivity"
+	PathCommands      = "/slack/commands"
+)
+
+// maxRequest bounds the body of a request Slack posts.
+const maxRequest = 1 << 20
+
+// replayWindow is how long a request's signature is remembered: Slack's
+// verifier refuses a timestamp more than five minutes off, so a replay
+// later than that is refused anyway.
+const replayWindow = 6 * time.Minute
+
+// runHTTP serves the Events API and interactivity on Config.Listen until
+// ctx ends.
+func (c *Client) runHTTP(ctx context.Context) error {
+	ln, err := net.Listen("tcp", c.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("slack.listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{PathEvents, PathInteractivity, PathCommands} {
+		mux.HandleFunc(p, c.serveSlack)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return c.ctx }}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	c.mu.Lock()
+	c.addr = ln.Addr()
+	c.mu.Unlock()
+	c.setOnline(true)
+	c.accept()
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	c.srv.Accept(false)
+	c.setOnline(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	if ctx.Err() != nil {
+		<-served
+		return nil
+	}
+	return fmt.Errorf("slack: http listener: %w", err)
+}
+
+// serveSlack takes one request Slack posts, once its signature (with
+// the signing secret, over its timestamp, at most five minutes old) is
+// good and it is not a replay of one taken: an event (JSON), an
+// interaction (a form with payload=) or a slash command (a form with
+// command=). It answers 200 as soon as what came is queued, within
+// Slack's 3 seconds; an event Slack sends again (X-Slack-Retry-Num)
+// after one taken is answered 200 and dropped.
+func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequest+1))
+	if err != nil || len(body) > maxRequest {
+		http.Error(w, "request too large or unreadable", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if err := c.verify(r.Header, body); err != nil {
+		c.count(&c.stats.RefusedRequests)
+		c.refusals.Warn().Err(err).Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("request refused")
+		http.Error(w, "refused", http.StatusUnauthorized)
+		return
+	}
+	at := time.Now()
+	if status := c.serveVerified(w, r.Header, body, at); status != http.StatusOK {
+		// Not taken: Slack's retry of it, signed as it was, is no replay.
+		c.mu.Lock()
+		c.replays.remove(r.Header.Get("X-Slack-Signature"))
+		c.mu.Unlock()
+	}
+}
+
+// serveVerified takes a verified request and returns the status it
+// answered.
+func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte, at time.Time) int {
+	ctype, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if ctype == "application/json" {
+		return c.serveEvent(w, body, at)
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return http.StatusBadRequest
+	}
+	in := inbound{at: at}
+	switch {
+	case form.Has("payload"):
+		var cb slackapi.InteractionCallback
+		if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
+			http.Error(w, "bad payload", http.StatusBadRequest)
+			return http.StatusBadRequest
+		}
+		in.interaction = &cb
+	case form.Has("command"):
+		in.command = &slackapi.SlashCommand{
+			TeamID: form.Get("team_id"), TeamDomain: form.Get("team_domain"), ChannelID: form.Get("channel_id"),
+			ChannelName: form.Get("channel_name"), UserID: form.Get("user_id"), UserName: form.Get("user_name"),
+			Command: form.Get("command"), Text: form.Get("text"), ResponseURL: form.Get("response_url"),
+			TriggerID: form.Get("trigger_id"), APIAppID: form.Get("api_app_id"),
+		}
+	default:
+		http.Error(w, "neither an interaction nor a command", http.StatusBadRequest)
+		return http.StatusBadRequest
+	}
+	if !c.take(in, false) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	w.WriteHeader(http.StatusOK)
+	return http.StatusOK
+}
+
+// errReplayed: a request with a signature already taken.
+var errReplayed = errors.New("a replay of a request already taken")
+
+// verify checks a request's signature and timestamp with the signing
+// secret, and that it was not taken before.
+func (c *Client) verify(h http.Header, body []byte) error {
+	sv, err := slackapi.NewSecretsVerifier(h, c.cfg.SigningSecret)
+	if err != nil {
+		return err
+	}
+	if _, err := sv.Write(body); err != nil {
+		return err
+	}
+	if err := sv.Ensure(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.replays.add(h.Get("X-Slack-Signature"), struct{}{}, time.Now()) {
+		return errReplayed
+	}
+	return nil
+}
+
+// serveEvent takes an Events API request: the URL's verification, or an
+// event.
+func (c *Client) serveEvent(w http.ResponseWriter, body []byte, at time.Time) int {
+	var outer struct {
+		Type      string `json:"type"`
+		EventID   string `json:"event_id"`
+		Challenge string `json:"challenge"`
+	}
+	if err := json.Unmarshal(body, &outer); err != nil {
+		http.Error(w, "bad event", http.StatusBadRequest)
+		return http.StatusBadRequest
+	}
+	switch outer.Type {
+	case slackevents.URLVerification:
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"challenge": outer.Challenge})
+		return http.StatusOK
+	case slackevents.AppRateLimited:
+		c.log.Warn().Msg("Slack is holding back this app's events: it sent more than its limit")
+		w.WriteHeader(http.StatusOK)
+		return http.StatusOK
+	}
+	ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+	var keys []string
+	if outer.EventID != "" {
+		keys = append(keys, "ev:"+outer.EventID)
+	}
+	if err == nil && ev.InnerEvent.Data != nil && !c.take(inbound{event: &ev, at: at}, false, keys...) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	w.WriteHeader(http.StatusOK) // taken, or an event the app does not take
+	return http.StatusOK
+}
