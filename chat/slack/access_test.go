@@ -68,7 +68,7 @@ func TestAccess_AForgottenThreadIsAdoptedWithItsStarter(t *testing.T) {
 		h.say(c, h.alice, "hang")
 		h.waitWorking(c)
 		h.command(c, h.bob, "cancel")
-		h.whispered(h.bob, "<@"+h.alice.ID+"> or an approver can")
+		h.whispered(h.bob, "@Alice or an approver can")
 		if !h.engine.Status(c.key).Busy {
 			t.Fatal("bob cancelled alice's turn")
 		}

@@ -67,7 +67,7 @@ func TestPermission_StarterClicksAllow(t *testing.T) {
 	h.acked(h.srv.ClickButton(c.channel, q.TS, h.bob.ID, buttonID(t, q.Blocks, "Allow")))
 	h.whispered(h.bob, "can answer this request; you can't")
 	h.acked(h.srv.ClickButton(c.channel, q.TS, h.alice.ID, buttonID(t, q.Blocks, "Allow")))
-	h.closedWith(c, q.TS, "<@"+h.alice.ID+"> chose *Allow*")
+	h.closedWith(c, q.TS, "@Alice chose *Allow*")
 	h.answer(c, "permission granted: allow")
 	if s := h.client.Stats(); s.OpenPermissions != 0 {
 		t.Fatalf("open permissions = %d after the answer", s.OpenPermissions)
@@ -175,7 +175,7 @@ func TestQuestion_FormAnsweredThroughModalAndMenus(t *testing.T) {
 	}
 	h.acked(h.srv.SubmitView(v.ID, h.alice.ID, map[string]any{in[0].ID: "4", in[1].ID: "v2 secret"}))
 	h.acked(h.srv.ClickButton(c.channel, q.TS, h.alice.ID, submit))
-	after := h.closedWith(c, q.TS, "<@"+h.alice.ID+"> answered: *Colour*, *Count*, *Name*, *Ship it*")
+	after := h.closedWith(c, q.TS, "@Alice answered: *Colour*, *Count*, *Name*, *Ship it*")
 	if strings.Contains(text(after), "secret") || strings.Contains(text(after), "blue") {
 		t.Fatalf("the answered question shows the values: %q", text(after))
 	}
@@ -208,6 +208,6 @@ func TestQuestion_URLIsALinkButton(t *testing.T) {
 	c = h.mention(h.alice, "elicit-url")
 	q = h.question(c, "🔗")
 	h.acked(h.srv.ClickButton(c.channel, q.TS, h.alice.ID, buttonID(t, q.Blocks, "Decline")))
-	h.closedWith(c, q.TS, "<@"+h.alice.ID+"> declined")
+	h.closedWith(c, q.TS, "@Alice declined")
 	h.answer(c, "answer: decline")
 }

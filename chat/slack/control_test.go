@@ -184,7 +184,7 @@ func TestControl_SlashCommand(t *testing.T) {
 	h.say(c, h.alice, "hang")
 	h.waitWorking(c)
 	h.command(c, h.bob, "cancel")
-	h.whispered(h.bob, "<@"+h.alice.ID+"> or an approver can")
+	h.whispered(h.bob, "@Alice or an approver can")
 	h.command(c, h.alice, "cancel")
 	h.cancelled(c, "Alice")
 }

@@ -115,3 +115,33 @@ func TestConversation_ThreadPrefixAndCommandAreTheConfigured(t *testing.T) {
 	h.acked(h.srv.SlashCommand(h.channel, h.alice.ID, "/agent", "help"))
 	h.whispered(h.alice, "`/agent new [agent] [prompt]` starts a thread")
 }
+
+// Nothing the app posts notifies anyone: a user named in an answer (the
+// agent echoes what it was told) shows as "@name", not as a mention, and
+// a broadcast the agent writes (<!channel>, <!here>) is shown, escaped,
+// not sent.
+func TestConversation_NothingTheAppPostsPingsAnyone(t *testing.T) {
+	h := newHarness(t, setup{})
+	// Bob has spoken, so his name is known without asking Slack.
+	h.say(h.mention(h.bob, "hello"), h.bob, "hi")
+	c := h.mention(h.alice, "tell <@"+h.bob.ID+"> and <!channel> and <!here|here>")
+	msgs := h.answer(c, "✅ done in")
+	answer := joined(msgs)
+	if !strings.Contains(answer, "@") || strings.Contains(answer, "<@"+h.bob.ID) {
+		t.Fatalf("the answer names Bob as %q, want @name and no mention", answer)
+	}
+	for _, call := range h.srv.Calls() {
+		if call.Method != "chat.postMessage" && call.Method != "chat.update" && call.Method != "chat.postEphemeral" {
+			continue
+		}
+		for _, v := range call.Args {
+			v = unescapeJSON.Replace(v)
+			if strings.Contains(v, "<@"+h.bob.ID) || strings.Contains(v, "<!channel") || strings.Contains(v, "<!here") {
+				t.Fatalf("%s sent a mention or a broadcast: %q", call.Method, v)
+			}
+		}
+	}
+}
+
+// unescapeJSON undoes the escapes encoding/json writes for <, > and &.
+var unescapeJSON = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")

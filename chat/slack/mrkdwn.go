@@ -10,8 +10,8 @@ import (
 // to ~struck~, [text](url) to <url|text>, headings to bold lines, list
 // items to bullets; code spans and blocks are kept (a block's language
 // dropped), their text untouched but for Slack's three escapes, and &,
-// < and > are escaped everywhere else too, but in <@U…> and the links
-// Slack writes so. A "-# " line (small print) loses its marker: the
+// < and > are escaped everywhere else too, but in <@U…>, <#C…> and the
+// links Slack writes so (never in a broadcast such as <!channel>). A "-# " line (small print) loses its marker: the
 // blocks show it in a context block (see blocks).
 func mrkdwn(md string) string {
 	var b strings.Builder
@@ -122,7 +122,7 @@ func inline(s string) string {
 				continue
 			}
 		case c == '<':
-			if end := slackRef(s, i); end > 0 {
+			if end := slackRef(s, i); end > 0 && s[i+1] != '!' { // a broadcast is escaped
 				b.WriteString(s[i:end])
 				i = end
 				continue
@@ -223,7 +223,9 @@ func link(s string, i int) (text, url string, end int, ok bool) {
 }
 
 // slackRef is the end of a reference Slack reads at i (<@U…>, <#C…>,
-// <!here>, <https://…>), 0 if there is none.
+// <!here>, <https://…>), 0 if there is none. mrkdwn escapes a broadcast
+// (<!here>, <!channel>, <!everyone>, <!subteam^…>) all the same, so that
+// nothing the app posts notifies a channel or a group.
 func slackRef(s string, i int) int {
 	rest := s[i:]
 	gt := strings.IndexByte(rest, '>')

@@ -22,6 +22,7 @@ func TestMrkdwn(t *testing.T) {
 		{"[the docs](https://example.com/a?b=1&c=2)", "<https://example.com/a?b=1&amp;c=2|the docs>"},
 		{"[not a link](javascript:alert(1))", "[not a link](javascript:alert(1))"},
 		{"<@U012AB> cancelled", "<@U012AB> cancelled"},
+		{"<!channel> <!here|here> <!everyone> <!subteam^S012|@ops> wake up", "&lt;!channel&gt; &lt;!here|here&gt; &lt;!everyone&gt; &lt;!subteam^S012|@ops&gt; wake up"},
 		{"see <https://example.com>", "see <https://example.com>"},
 		{"<script>", "&lt;script&gt;"},
 		{"# Title\n## Sub #", "*Title*\n*Sub*"},

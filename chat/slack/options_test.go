@@ -80,10 +80,10 @@ func TestOptions_ChosenInAMenuOrWritten(t *testing.T) {
 	h.command(c, h.carol, "model")
 	carolEph, carolMenu := h.menuShown(h.carol, "*Model*")
 	h.acked(h.srv.ChooseOption(c.channel, carolEph.TS, h.carol.ID, carolMenu.ActionID, "fake-huge"))
-	h.whispered(h.carol, "<@"+h.alice.ID+"> or an approver can change this thread's agent; you can't")
+	h.whispered(h.carol, "@Alice or an approver can change this thread's agent; you can't")
 
 	h.acked(h.srv.ChooseOption(c.channel, eph.TS, h.alice.ID, menu.ActionID, "fake-large"))
-	h.said(c, "<@"+h.alice.ID+"> set *Model* to *Fake Large*")
+	h.said(c, "@Alice set *Model* to *Fake Large*")
 	if got := h.settings(c, h.alice); got != "model=fake-large mode=ask fast=false" {
 		t.Fatalf("the agent runs with %q", got)
 	}

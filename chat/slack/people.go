@@ -2,7 +2,9 @@ package slack
 
 import (
 	"context"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,4 +174,32 @@ func (c *Client) groupLoop() {
 		}
 		c.refreshGroups(c.ctx)
 	}
+}
+
+// userRef is a reference to a user as Slack writes it, <@U…> or
+// <@U…|label>.
+var userRef = regexp.MustCompile(`<@([A-Z0-9]+)(?:\|[^>]*)?>`)
+
+// unping writes each user reference in text as the user's name, "@name"
+// (or "@" and the id while the name is not known), so that nothing the
+// app posts notifies anyone: a Slack mention in a bot's message would,
+// and an agent's answer may hold any. It asks Slack for nothing.
+func (c *Client) unping(text string) string {
+	if !strings.Contains(text, "<@") {
+		return text
+	}
+	now := time.Now()
+	return userRef.ReplaceAllStringFunc(text, func(ref string) string {
+		id := userRef.FindStringSubmatch(ref)[1]
+		c.users.mu.Lock()
+		n, known := c.users.names.get(id, now)
+		c.users.mu.Unlock()
+		switch {
+		case known && n.name != "":
+			return "@" + n.name
+		case known && n.handle != "":
+			return "@" + n.handle
+		}
+		return "@" + id
+	})
 }

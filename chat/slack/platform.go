@@ -111,7 +111,7 @@ func ref(channel, ts, threadTS string) string {
 // whether it shows a turn's outcome) to a later start. extra goes in the
 // metadata's payload too.
 func (c *Client) options(where string, v thread.View, extra map[string]any) []slackapi.MsgOption {
-	set, fallback := blocks(v.Text, v.Actions, where)
+	set, fallback := blocks(c.unping(v.Text), v.Actions, where)
 	opts := []slackapi.MsgOption{slackapi.MsgOptionText(fallback, false), slackapi.MsgOptionBlocks(set...)}
 	if v.NoPreview {
 		opts = append(opts, slackapi.MsgOptionDisableLinkUnfurl(), slackapi.MsgOptionDisableMediaUnfurl())
@@ -557,7 +557,7 @@ func (p *platform) Whisper(ctx context.Context, where, user string, v thread.Vie
 
 func (c *Client) whisper(ctx context.Context, where, user string, v thread.View) error {
 	channel, threadTS := c.place(where)
-	set, fallback := blocks(v.Text, v.Actions, where)
+	set, fallback := blocks(c.unping(v.Text), v.Actions, where)
 	opts := []slackapi.MsgOption{slackapi.MsgOptionText(fallback, false), slackapi.MsgOptionBlocks(set...)}
 	if threadTS != "" {
 		opts = append(opts, slackapi.MsgOptionTS(threadTS))

@@ -51,7 +51,7 @@ func (r *reply) Private(ctx context.Context, v thread.View) {
 		c.log.Warn().Err(err).Str("user", r.user).Msg("private answer not shown")
 		return
 	}
-	set, fallback := blocks(v.Text, v.Actions, r.where)
+	set, fallback := blocks(c.unping(v.Text), v.Actions, r.where)
 	err2 := c.tryWait(ctx, replyTries, func(ctx context.Context) error {
 		return c.call(ctx, "response_url", "", false, func(ctx context.Context) error {
 			_, _, err := c.api.PostMessageContext(ctx, "", slackapi.MsgOptionResponseURL(r.responseURL, slackapi.ResponseTypeEphemeral),
@@ -109,7 +109,7 @@ func (r *reply) Update(ctx context.Context, v thread.View) {
 	case r.message == "":
 		return
 	case r.ephemeral:
-		set, fallback := blocks(v.Text, v.Actions, r.where)
+		set, fallback := blocks(c.unping(v.Text), v.Actions, r.where)
 		err = c.tryWait(ctx, replyTries, func(ctx context.Context) error {
 			return c.call(ctx, "response_url", "", false, func(ctx context.Context) error {
 				_, _, err := c.api.PostMessageContext(ctx, "", slackapi.MsgOptionReplaceOriginal(r.responseURL),
