@@ -449,6 +449,10 @@ func (c *Client) SetAccess(a Access) { c.srv.SetAccess(a) }
 // one; Access gives the lists in force.
 func (c *Client) Config() Config { return c.cfg }
 
+// Threads is the Server of the Client's conversations: the broker starts
+// turns there itself (schedules, the API) and gives it its schedules.
+func (c *Client) Threads() *thread.Server { return c.srv }
+
 // Access returns the access lists in force (SetAccess's, after a
 // reload).
 func (c *Client) Access() Access { return c.srv.Access() }
