@@ -24,7 +24,7 @@ type ScheduleInfo struct {
 	// Where says where its runs go, in the broker's Markdown.
 	Where string
 	// Next is when it runs next (zero: not while paused or disabled).
-	Next                      time.Time
+	Next                     time.Time
 	Enabled, Paused, Running bool
 	// Last says how its last run went ("" if it never ran); LastLink
 	// links to it.
