@@ -33,6 +33,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/api"
 	"acpbroker/cgroup"
 	"acpbroker/chat"
 	"acpbroker/config"
@@ -40,6 +41,7 @@ import (
 	"acpbroker/internal/redact"
 	"acpbroker/metrics"
 	"acpbroker/pool"
+	"acpbroker/schedule"
 	"acpbroker/store"
 	"acpbroker/workspace"
 
@@ -88,6 +90,11 @@ type Broker struct {
 	chats   []*platform // in chat.platform's order
 	metrics *metrics.Metrics
 	http    *metrics.Server
+	// api serves the HTTP API (nil without api.listen); headless is
+	// where its prompts run without a chat. sched runs the schedules.
+	api      *api.Server
+	headless *api.Headless
+	sched    *schedule.Scheduler
 
 	// gitConfine confines the git commands on worktree profiles'
 	// repositories (nil: hardened only); it changes with a restart.
@@ -135,7 +142,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	if err != nil {
 		return b, fmt.Errorf("config: %w", err)
 	}
-	b.redact = redact.New(agents.secrets...)
+	b.redact = redact.New(append(agents.secrets, cfg.Secrets()...)...)
 	b.cgroups = openCgroups(cfg, log)
 	pc := pool.Config{
 		Sandbox:        sandboxFor(cfg),
@@ -179,6 +186,15 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.engine = adapter.New(b.pool, ec)
 	if err := b.openPlatforms(); err != nil {
+		return b, err
+	}
+	b.sched = schedule.New(scheduleRunner{b}, b.store, log.With().Str("part", "schedules").Logger())
+	for _, p := range b.chats {
+		if p.Threads != nil {
+			p.Threads.SetSchedules(platformSchedules{b: b, platform: p.name})
+		}
+	}
+	if err := b.openAPI(); err != nil {
 		return b, err
 	}
 	if cfg.HTTP.Listen != "" {
@@ -358,6 +374,13 @@ func (b *Broker) Stop(ctx context.Context) {
 	if b.pool != nil {
 		wg.Go(func() { b.pool.Shutdown(agents) })
 	}
+	if b.api != nil {
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(context.Background(), openEndedWait)
+			defer cancel()
+			b.api.Close(actx)
+		})
+	}
 	if b.http != nil {
 		wg.Go(func() {
 			hctx, cancel := context.WithTimeout(context.Background(), openEndedWait)
@@ -383,6 +406,9 @@ func (b *Broker) Stop(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if b.sched != nil {
+		b.sched.Wait() // its loop ended with Serve; runs being started give up with it
+	}
 	if b.cgroups != nil {
 		b.cgroups.Close()
 	}

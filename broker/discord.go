@@ -31,7 +31,8 @@ func Discord(adjust func(*discord.Config)) PlatformFunc {
 				c.SetAccess(discordAccess(cfg))
 				c.RefreshCommands()
 			},
-			Stats: func() metrics.ChatStats { return discordStats(c.Stats()) },
+			Stats:   func() metrics.ChatStats { return discordStats(c.Stats()) },
+			Threads: c.Threads(),
 		}, nil
 	}
 }

@@ -240,3 +240,20 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// ThreadChannel is the channel thread is in, when it is one of the
+// bot's threads; else ErrNoThread.
+func (s *Server) ThreadChannel(thread string) (string, error) {
+	conv := s.conversation(thread)
+	if conv == nil {
+		return "", fmt.Errorf("thread %s: %w", thread, ErrNoThread)
+	}
+	return conv.channel, nil
+}
+
+// Say posts text in one of the bot's threads (a schedule's run that was
+// skipped, say).
+func (s *Server) Say(ctx context.Context, thread, text string) error {
+	_, err := s.post(ctx, thread, View{Text: cut(text, s.lim.MessageRunes-pieceMargin)})
+	return err
+}
