@@ -478,12 +478,12 @@ func (s *Server) postPrompt(w http.ResponseWriter, r *http.Request, tok *tokenEn
 			return
 		}
 	}
-	resp, status, berr := s.start(r.Context(), tok, req, key, sum)
+	resp, berr := s.start(r.Context(), tok, req, key, sum)
 	if entry != nil {
 		s.settleKey(tok.Name, key, entry, resp)
 	}
 	if berr != nil {
-		fail(w, status, berr.field, "%s", berr.msg)
+		fail(w, berr.status, berr.field, "%s", berr.msg)
 		return
 	}
 	w.Header().Set("Location", "/v1/prompts/"+resp.ID)
@@ -571,7 +571,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, e *keyEntry, dig
 
 // start checks what the token may do and starts the prompt; nothing is
 // started when it refuses.
-func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, key, digest string) (*StartResponse, int, *badRequest) {
+func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, key, digest string) (*StartResponse, *badRequest) {
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
@@ -583,13 +583,13 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 	headless := platform == HeadlessPlatform
 	switch {
 	case req.Platform == "" && cfg.Default == "":
-		return nil, 0, bad(http.StatusBadRequest, "platform", "platform is required: the broker serves %s", strings.Join(sortedFronts(cfg.Fronts), ", "))
+		return nil, bad(http.StatusBadRequest, "platform", "platform is required: the broker serves %s", strings.Join(sortedFronts(cfg.Fronts), ", "))
 	case front == nil:
-		return nil, 0, bad(http.StatusBadRequest, "platform", "platform %q is not served: one of %s", req.Platform, strings.Join(sortedFronts(cfg.Fronts), ", "))
+		return nil, bad(http.StatusBadRequest, "platform", "platform %q is not served: one of %s", req.Platform, strings.Join(sortedFronts(cfg.Fronts), ", "))
 	case req.Agent != "" && !cfg.Profile(req.Agent):
-		return nil, 0, bad(http.StatusBadRequest, "agent", "there is no agent profile %q", req.Agent)
+		return nil, bad(http.StatusBadRequest, "agent", "there is no agent profile %q", req.Agent)
 	case req.Agent != "" && !tok.MayName(req.Agent):
-		return nil, 0, bad(http.StatusForbidden, "agent", "token %s may not name the agent %q", tok.Name, req.Agent)
+		return nil, bad(http.StatusForbidden, "agent", "token %s may not name the agent %q", tok.Name, req.Agent)
 	}
 	channel := req.Channel
 	if req.Thread != "" {
@@ -598,12 +598,12 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 			owner, ok := s.threads[req.Thread]
 			s.mu.Unlock()
 			if !ok || owner != tok.Name {
-				return nil, 0, bad(http.StatusNotFound, "thread", "no thread %s of token %s's", req.Thread, tok.Name)
+				return nil, bad(http.StatusNotFound, "thread", "no thread %s of token %s's", req.Thread, tok.Name)
 			}
 		} else {
 			ch, err := front.Channel(ctx, req.Thread)
 			if err != nil {
-				return nil, 0, bad(http.StatusNotFound, "thread", "thread %s is not one of the bot's on %s", req.Thread, platform)
+				return nil, bad(http.StatusNotFound, "thread", "thread %s is not one of the bot's on %s", req.Thread, platform)
 			}
 			channel = ch
 		}
@@ -613,7 +613,7 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 		if req.Thread != "" {
 			field = "thread"
 		}
-		return nil, 0, bad(http.StatusForbidden, field, "token %s may not use channel %s on %s", tok.Name, channel, platform)
+		return nil, bad(http.StatusForbidden, field, "token %s may not use channel %s on %s", tok.Name, channel, platform)
 	}
 	now := time.Now().UTC()
 	rec := store.Prompt{ID: "p-" + randomHex(10), Token: tok.Name, Key: key, Digest: digest, Created: now, State: StateQueued}
@@ -634,7 +634,7 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 		s.mu.Lock()
 		delete(s.live, rec.ID)
 		s.mu.Unlock()
-		return nil, 0, startError(err, platform)
+		return nil, startError(err, platform)
 	}
 	p.mu.Lock()
 	p.rec.Thread, p.rec.Link = placed.Thread, placed.Link
@@ -649,7 +649,7 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 	s.log.Info().Str("prompt", rec.ID).Str("token", tok.Name).Str("platform", platform).Str("thread", placed.Thread).Msg("API prompt started")
 	view := p.view()
 	return &StartResponse{ID: rec.ID, State: view.State, Platform: rec.Platform, Channel: placed.Channel, Thread: placed.Thread,
-		Link: placed.Link, Events: "/v1/prompts/" + rec.ID + "/events"}, 0, nil
+		Link: placed.Link, Events: "/v1/prompts/" + rec.ID + "/events"}, nil
 }
 
 // startError is a Front's refusal as the API answers it.

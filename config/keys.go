@@ -335,7 +335,7 @@ func readAPIListen(r *reader, k string, c *Config) {
 		r.fail(k, "= %q is not a host:port address (e.g. 127.0.0.1:9480; empty for no API)", c.API.Listen)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		r.fail(k, "= %q has no port number", c.API.Listen)
-	} else if http := r.v.GetString("http.listen"); http != "" && http == c.API.Listen {
+	} else if http := r.v.GetString("http.listen"); http != "" && http == c.API.Listen && n != 0 {
 		r.fail(k, "= %q is http.listen's address too: the API has a listener of its own", c.API.Listen)
 	}
 }
