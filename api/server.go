@@ -336,18 +336,18 @@ type StartResponse struct {
 
 // PromptView is GET /v1/prompts/{id}'s answer.
 type PromptView struct {
-	ID         string          `json:"id"`
-	State      string          `json:"state"`
-	Platform   string          `json:"platform,omitempty"`
-	Thread     string          `json:"thread"`
-	Link       string          `json:"link,omitempty"`
-	Created    time.Time       `json:"created"`
-	Started    *time.Time      `json:"started,omitempty"`
-	Ended      *time.Time      `json:"ended,omitempty"`
-	StopReason string          `json:"stop_reason,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Summary    string          `json:"summary,omitempty"`
-	Answer     string          `json:"answer"`
+	ID         string     `json:"id"`
+	State      string     `json:"state"`
+	Platform   string     `json:"platform,omitempty"`
+	Thread     string     `json:"thread"`
+	Link       string     `json:"link,omitempty"`
+	Created    time.Time  `json:"created"`
+	Started    *time.Time `json:"started,omitempty"`
+	Ended      *time.Time `json:"ended,omitempty"`
+	StopReason string     `json:"stop_reason,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Summary    string     `json:"summary,omitempty"`
+	Answer     string     `json:"answer"`
 	// AnswerBytes is the whole answer's length; Answer keeps its first
 	// and last 128 KiB of a longer one.
 	AnswerBytes int64           `json:"answer_bytes"`

@@ -115,8 +115,8 @@ type started struct {
 // it.
 type promptView struct {
 	ID, State, Thread, Link, Error, Summary, Answer string
-	StopReason                                     string `json:"stop_reason"`
-	Permissions                                    []struct {
+	StopReason                                      string `json:"stop_reason"`
+	Permissions                                     []struct {
 		Request string
 		Options []struct{ ID string }
 	}
