@@ -127,6 +127,8 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	if b.audit, err = auditsock.Serve(cfg.State.Dir, b.store.Decisions, log); err != nil {
 		log.Warn().Err(err).Msg("the audit trail is not served: `broker audit` can read it only once the broker stops")
 		err = nil
+	} else {
+		b.audit.ServeRuns(b.store.ScheduleRuns)
 	}
 	if left, err := b.store.Leftovers(); err != nil {
 		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")

@@ -10,6 +10,8 @@
 //	                               permission decisions kept in state.dir
 //	                               (a running broker is asked on its
 //	                               socket there)
+//	broker audit --schedules [--schedule NAME] [--since 24h] [--json] --config FILE
+//	                               the schedules' runs and their outcomes
 //	broker version
 package main
 

@@ -45,13 +45,17 @@ const (
 type auditRequest struct {
 	Since  time.Time `json:"since"`
 	Thread string    `json:"thread,omitempty"`
+	// Runs asks for the schedules' runs instead, of Schedule ("": all).
+	Runs     bool   `json:"runs,omitempty"`
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // auditReply is the broker's answer: one JSON document, the decisions or
 // why there are none.
 type auditReply struct {
-	Decisions []store.Decision `json:"decisions"`
-	Error     string           `json:"error,omitempty"`
+	Decisions []store.Decision    `json:"decisions"`
+	Runs      []store.ScheduleRun `json:"runs,omitempty"`
+	Error     string              `json:"error,omitempty"`
 }
 
 // Server serves the audit trail on the socket. Close stops it and
@@ -60,6 +64,7 @@ type Server struct {
 	ln        *net.UnixListener
 	path      string
 	decisions func(store.DecisionFilter) ([]store.Decision, error)
+	runs      func(store.RunFilter) ([]store.ScheduleRun, error) // nil: none served
 	log       zerolog.Logger
 	uid       int
 	userNS    string // the broker's user namespace, as /proc names it
@@ -179,6 +184,22 @@ func (s *Server) serve(conn *net.UnixConn) {
 		reply(auditReply{Error: "busy: too many audit requests at once; try again"})
 		return
 	}
+	if req.Runs {
+		s.mu.Lock()
+		runs := s.runs
+		s.mu.Unlock()
+		if runs == nil {
+			reply(auditReply{Error: "this broker keeps no schedule runs"})
+			return
+		}
+		list, err := runs(store.RunFilter{Since: req.Since, Schedule: req.Schedule})
+		if err != nil {
+			reply(auditReply{Error: err.Error()})
+			return
+		}
+		reply(auditReply{Decisions: []store.Decision{}, Runs: list})
+		return
+	}
 	list, err := s.decisions(store.DecisionFilter{Since: req.Since, Thread: req.Thread})
 	if err != nil {
 		reply(auditReply{Error: err.Error()})
@@ -234,6 +255,23 @@ func (s *Server) Close() {
 	os.Remove(s.path)
 }
 
+// ServeRuns serves the schedules' runs too (AskRuns).
+func (s *Server) ServeRuns(runs func(store.RunFilter) ([]store.ScheduleRun, error)) {
+	s.mu.Lock()
+	s.runs = runs
+	s.mu.Unlock()
+}
+
+// AskRuns asks the broker running on dir for the schedule runs f
+// selects, within ctx.
+func AskRuns(ctx context.Context, dir string, f store.RunFilter) ([]store.ScheduleRun, error) {
+	r, err := ask(ctx, dir, auditRequest{Since: f.Since, Runs: true, Schedule: f.Schedule})
+	if err != nil {
+		return nil, err
+	}
+	return r.Runs, nil
+}
+
 // ErrNoSocket: no running broker answers on the state directory's audit
 // socket.
 var ErrNoSocket = errors.New("no broker answers on its audit socket")
@@ -241,6 +279,15 @@ var ErrNoSocket = errors.New("no broker answers on its audit socket")
 // Ask asks the broker running on dir for the decisions f selects, within
 // ctx.
 func Ask(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decision, error) {
+	r, err := ask(ctx, dir, auditRequest{Since: f.Since, Thread: f.Thread})
+	if err != nil {
+		return nil, err
+	}
+	return r.Decisions, nil
+}
+
+// ask sends one request to the broker running on dir.
+func ask(ctx context.Context, dir string, req auditRequest) (*auditReply, error) {
 	path := filepath.Join(dir, SocketName)
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
@@ -250,7 +297,7 @@ func Ask(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decis
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	if err := json.NewEncoder(conn).Encode(auditRequest{Since: f.Since, Thread: f.Thread}); err != nil {
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		return nil, fmt.Errorf("audit socket %s: %w", path, err)
 	}
 	var r auditReply
@@ -263,5 +310,5 @@ func Ask(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decis
 	if r.Error != "" {
 		return nil, fmt.Errorf("the running broker: %s", r.Error)
 	}
-	return r.Decisions, nil
+	return &r, nil
 }
