@@ -408,8 +408,6 @@ func decodeStart(body []byte, maxText int64) (StartRequest, *badRequest) {
 	switch {
 	case strings.TrimSpace(req.Text) == "" && len(req.Attachments) == 0:
 		return req, bad(http.StatusBadRequest, "text", "text is required: what the agent is asked")
-	case req.Channel == "" && req.Thread == "":
-		return req, bad(http.StatusBadRequest, "channel", "channel (a new thread there) or thread (one of the bot's) is required")
 	case req.Channel != "" && req.Thread != "":
 		return req, bad(http.StatusBadRequest, "thread", "give channel or thread, not both")
 	case req.Thread != "" && req.Agent != "":
@@ -590,6 +588,9 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 		return nil, bad(http.StatusBadRequest, "agent", "there is no agent profile %q", req.Agent)
 	case req.Agent != "" && !tok.MayName(req.Agent):
 		return nil, bad(http.StatusForbidden, "agent", "token %s may not name the agent %q", tok.Name, req.Agent)
+	}
+	if !headless && req.Channel == "" && req.Thread == "" {
+		return nil, bad(http.StatusBadRequest, "channel", "channel (a new thread there) or thread (one of the bot's) is required")
 	}
 	channel := req.Channel
 	if req.Thread != "" {

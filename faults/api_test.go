@@ -605,7 +605,7 @@ may_approve = true
 `
 	b := w.start()
 	c := b.client(ciToken)
-	s := c.start(map[string]any{"channel": "anything", "text": "stream 3 20ms"})
+	s := c.start(map[string]any{"text": "stream 3 20ms"})
 	if s.Platform != "" || !strings.HasPrefix(s.Thread, "t-") {
 		t.Errorf("started %+v", s)
 	}
