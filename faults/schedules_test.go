@@ -154,3 +154,48 @@ func TestSchedules_RunSkipPauseReloadRestart(t *testing.T) {
 		}
 	}
 }
+
+// A schedule with thread writes each run into that thread of the bot's
+// instead of opening one; its permission_mode answers the agent's
+// requests there (the thread says by what); disabled, it runs only when
+// an approver runs it now.
+func TestSchedules_IntoAThreadWithItsOwnPermissionMode(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{"discord.approvers": []string{alice.ID}}})
+	b := w.start()
+	thread := w.mention(alice, "hello")
+	w.awaitAnswers(thread, 1)
+	b.stop()
+	w.Raw = fmt.Sprintf(`
+[[schedules]]
+name = "often"
+schedule = "@every 1s"
+thread = %q
+prompt = "permission"
+permission_mode = "deny"
+enabled = false
+`, thread)
+	w.start()
+	time.Sleep(3 * time.Second)
+	if n := len(w.Discord.Answers(thread)); n != 1 {
+		t.Fatalf("a disabled schedule ran: %d answers", n)
+	}
+	if r := w.schedules(alice, "run"); !strings.Contains(r, "ran **often** now") {
+		t.Errorf("run now: %q", r)
+	}
+	got := w.awaitAnswers(thread, 2)[1]
+	if !strings.Contains(got.Text, "by schedule often's permission_mode = deny") || !strings.Contains(got.Text, "permission denied: reject") {
+		t.Errorf("the run's answer: %q", got.Text)
+	}
+	if threads, _ := w.scheduleThreads(); len(threads) != 0 {
+		t.Errorf("the schedule opened threads %v", threads)
+	}
+	var opener bool
+	for _, m := range w.Srv.Messages(thread) {
+		if strings.HasPrefix(m.Content, "⏰ Schedule **often** (run "+alice.ID+")") && strings.Contains(m.Content, "permission") {
+			opener = true
+		}
+	}
+	if !opener {
+		t.Error("the thread does not show the run's prompt")
+	}
+}
