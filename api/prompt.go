@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,6 +72,7 @@ type prompt struct {
 // perm is one permission request of a prompt's turn.
 type perm struct {
 	id      string
+	seq     int
 	req     *acp.PermissionRequest
 	open    bool
 	mine    bool   // the API's answer claimed it
@@ -250,7 +251,8 @@ func (s *promptSink) Ask(ctx context.Context, req *acp.PermissionRequest) adapte
 	p := s.p
 	p.mu.Lock()
 	p.permSeq++
-	pr := &perm{id: fmt.Sprintf("perm-%d", p.permSeq), req: req, open: true}
+	pr := &perm{id: fmt.Sprintf("perm-%d", p.permSeq), req: req, open: true, seq: p.permSeq}
+	p.forgetPermsLocked()
 	p.perms[pr.id] = pr
 	p.emitLocked("permission_asked", asked(pr.id, req))
 	p.setStateLocked(StateWaiting)
@@ -277,6 +279,25 @@ func (s *promptSink) Ask(ctx context.Context, req *acp.PermissionRequest) adapte
 		p.emitLocked("state", map[string]string{"state": StateRunning})
 	}
 	return ans
+}
+
+// maxPerms bounds the requests a prompt keeps: the oldest answered go
+// first (a late answer to one is then told it is not a request).
+const maxPerms = 256
+
+func (p *prompt) forgetPermsLocked() {
+	for len(p.perms) >= maxPerms {
+		var oldest *perm
+		for _, pr := range p.perms {
+			if !pr.open && (oldest == nil || pr.seq < oldest.seq) {
+				oldest = pr
+			}
+		}
+		if oldest == nil {
+			return // all open: the agent's own bound holds them
+		}
+		delete(p.perms, oldest.id)
+	}
 }
 
 func (p *prompt) anyOpenLocked() bool {
@@ -372,15 +393,14 @@ func (p *prompt) view() PromptView {
 }
 
 func sortedPerms(m map[string]*perm) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+	out := make([]*perm, 0, len(m))
+	for _, pr := range m {
+		out = append(out, pr)
 	}
-	// perm-N: by N, as asked.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && (len(out[j]) < len(out[j-1]) || len(out[j]) == len(out[j-1]) && strings.Compare(out[j], out[j-1]) < 0); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
+	slices.SortFunc(out, func(a, b *perm) int { return a.seq - b.seq })
+	ids := make([]string, len(out))
+	for i, pr := range out {
+		ids[i] = pr.id
 	}
-	return out
+	return ids
 }

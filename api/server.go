@@ -68,11 +68,45 @@ type Server struct {
 	mu      sync.Mutex
 	cfg     Config
 	tokens  []tokenEntry
-	buckets map[string]*bucket   // by token name
-	live    map[string]*prompt   // prompts in memory, by id
-	done    []string             // ended prompts in memory, oldest first
-	keys    map[string]*keyEntry // Idempotency-Keys, by token and key
-	threads map[string]string    // headless threads, by thread: the token that opened it
+	buckets map[string]*bucket        // by token name
+	live    map[string]*prompt        // prompts in memory, by id
+	done    []string                  // ended prompts in memory, oldest first
+	keys    map[string]*keyEntry      // Idempotency-Keys, by token and key
+	threads map[string]headlessThread // headless threads, by thread
+}
+
+// headlessThread is a thread a headless prompt opened: the token that
+// opened it, and when it was last used.
+type headlessThread struct {
+	token string
+	used  time.Time
+}
+
+// Headless threads are kept while their prompts are (state.retention,
+// a week by default), at most maxThreads.
+const (
+	threadTTL  = 7 * 24 * time.Hour
+	maxThreads = 10000
+)
+
+// useThreadLocked records a headless thread as used now, forgetting the
+// oldest beyond the bounds. s.mu must be held.
+func (s *Server) useThreadLocked(thread, token string, at time.Time) {
+	s.threads[thread] = headlessThread{token: token, used: at}
+	for k, t := range s.threads {
+		if time.Since(t.used) > threadTTL {
+			delete(s.threads, k)
+		}
+	}
+	for len(s.threads) > maxThreads {
+		oldest := ""
+		for k, t := range s.threads {
+			if oldest == "" || t.used.Before(s.threads[oldest].used) {
+				oldest = k
+			}
+		}
+		delete(s.threads, oldest)
+	}
 }
 
 // tokenEntry is a token with its digest, compared in constant time.
@@ -97,7 +131,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api.listen: %w", err)
 	}
-	s := &Server{ln: ln, log: cfg.Logger, buckets: map[string]*bucket{}, live: map[string]*prompt{}, keys: map[string]*keyEntry{}, threads: map[string]string{}}
+	s := &Server{ln: ln, log: cfg.Logger, buckets: map[string]*bucket{}, live: map[string]*prompt{}, keys: map[string]*keyEntry{}, threads: map[string]headlessThread{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.SetConfig(cfg)
 	s.recall()
@@ -158,8 +192,10 @@ func (s *Server) recall() {
 		if p.Key != "" && time.Since(p.Created) < keyTTL {
 			s.keys[p.Token+"\x00"+p.Key] = &keyEntry{id: p.ID, digest: p.Digest, at: p.Created, ready: closedChan}
 		}
-		if p.Platform == "" {
-			s.threads[p.Thread] = p.Token
+		if p.Platform == "" && time.Since(p.Created) < threadTTL {
+			if t, ok := s.threads[p.Thread]; !ok || t.used.Before(p.Created) {
+				s.threads[p.Thread] = headlessThread{token: p.Token, used: p.Created}
+			}
 		}
 	}
 }
@@ -598,7 +634,7 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 			s.mu.Lock()
 			owner, ok := s.threads[req.Thread]
 			s.mu.Unlock()
-			if !ok || owner != tok.Name {
+			if !ok || owner.token != tok.Name {
 				return nil, bad(http.StatusNotFound, "thread", "no thread %s of token %s's", req.Thread, tok.Name)
 			}
 		} else {
@@ -643,7 +679,7 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 	p.mu.Unlock()
 	s.mu.Lock()
 	if headless {
-		s.threads[placed.Thread] = tok.Name
+		s.useThreadLocked(placed.Thread, tok.Name, now)
 	}
 	s.mu.Unlock()
 	s.cfg.Store.PutPrompt(rec, nil)
