@@ -516,6 +516,11 @@ func TestAPI_RefusalsStartNothing(t *testing.T) {
 			t.Errorf("%s %s: %d %s", tc.method, tc.path, code, raw)
 		}
 	}
+	// The OpenAPI document is served to anyone.
+	var doc struct{ OpenAPI string }
+	if code, raw := b.client("").do("GET", "/v1/openapi.json", nil, &doc); code != 200 || !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Errorf("/v1/openapi.json: %d %.200s", code, raw)
+	}
 	// Another token's prompt is not found.
 	s := c.start(map[string]any{"channel": w.Channel, "text": "hi"})
 	if code, _ := b.client(viewerToken).do("GET", "/v1/prompts/"+s.ID, nil, nil); code != 404 {
