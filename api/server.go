@@ -179,6 +179,13 @@ func (s *Server) SetConfig(cfg Config) {
 	}
 }
 
+// Config is the configuration the Server serves with now.
+func (s *Server) Config() Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
 // recall reads the prompts kept: the Idempotency-Keys of the last day,
 // and the threads headless prompts opened.
 func (s *Server) recall() {
