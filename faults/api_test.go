@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -635,5 +637,55 @@ may_approve = true
 	}
 	if n := len(w.Srv.Requests()); n != 0 {
 		t.Errorf("the broker made %d requests to the (fake) Discord with no chat", n)
+	}
+}
+
+// A reload adds, changes and removes tokens: a removed token is refused
+// from then on, a new one taken. No token, right or wrong, is ever in
+// the broker's log.
+func TestAPI_TokensReloadAndAreNeverLogged(t *testing.T) {
+	w, b := apiWorld(t, nil)
+	c := b.client(ciToken)
+	wrong := "wrong-token-for-the-log-0123456789"
+	if code, _ := b.client(wrong).do("GET", "/v1/prompts/p-x", nil, nil); code != 401 {
+		t.Errorf("a wrong token: %d", code)
+	}
+	s := c.start(map[string]any{"channel": w.Channel, "text": "hello"})
+	c.events(s.ID)
+
+	const fresh = "fresh-token-0123456789abcdef"
+	w.Raw = `
+[[api.tokens]]
+name = "fresh"
+token = "` + fresh + `"
+channels = ["*"]
+`
+	w.writeConfig()
+	b.Signal(syscall.SIGHUP)
+	brokertest.Must(t, patience, func(ctx context.Context) error {
+		_, err := b.Log.Await(ctx, "configuration reloaded")
+		return err
+	})
+	if code, raw := c.do("GET", "/v1/prompts/"+s.ID, nil, nil); code != 401 {
+		t.Errorf("a removed token: %d %s", code, raw)
+	}
+	f := b.client(fresh)
+	s2 := f.start(map[string]any{"channel": w.Channel, "text": "hello"})
+	if end := endOf(t, f.events(s2.ID)); end.State != "done" {
+		t.Errorf("the new token's prompt: %+v", end)
+	}
+	b.stop()
+	raw, err := os.ReadFile(b.Log.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(raw)
+	for _, tok := range []string{ciToken, viewerToken, otherToken, fresh, wrong} {
+		if strings.Contains(log, tok) {
+			t.Errorf("the log holds a token: %s", tok)
+		}
+	}
+	if !strings.Contains(log, `"token":"ci"`) {
+		t.Error("the log does not name the token that started a prompt")
 	}
 }
