@@ -352,6 +352,19 @@ func TestAPI_CancelReachesTheAgent(t *testing.T) {
 	if _, err := c.stream(ctx, s.ID, "", func(e sse) bool { return e.Type == "chunk" }); err != nil {
 		t.Fatal(err)
 	}
+	// A prompt queued behind it is cancelled without touching the turn
+	// that runs: it ends cancelled once its turn would begin.
+	queued := c.start(map[string]any{"thread": s.Thread, "text": "stream 1"})
+	if queued.State != "queued" {
+		t.Errorf("the second prompt is %s", queued.State)
+	}
+	if code, raw := c.do("POST", "/v1/prompts/"+queued.ID+"/cancel", nil, nil); code != http.StatusAccepted {
+		t.Fatalf("cancel while queued: %d %s", code, raw)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if v := c.get(s.ID); v.State != "running" {
+		t.Fatalf("cancelling the queued prompt ended the running one: %+v", v)
+	}
 	asked := time.Now()
 	if code, raw := c.do("POST", "/v1/prompts/"+s.ID+"/cancel", nil, nil); code != http.StatusAccepted {
 		t.Fatalf("cancel: %d %s", code, raw)
@@ -367,6 +380,9 @@ func TestAPI_CancelReachesTheAgent(t *testing.T) {
 	}
 	if code, raw := c.do("POST", "/v1/prompts/"+s.ID+"/cancel", nil, nil); code != http.StatusConflict || !strings.Contains(raw, "has ended: cancelled") {
 		t.Errorf("a cancel after the end: %d %s", code, raw)
+	}
+	if end := endOf(t, c.events(queued.ID)); end.State != "cancelled" {
+		t.Errorf("the queued prompt ended %+v", end)
 	}
 }
 
