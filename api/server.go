@@ -478,7 +478,7 @@ func (req StartRequest) blocks() []acp.ContentBlock {
 		out = append(out, acp.TextBlock(req.Text))
 	}
 	for _, a := range req.Attachments {
-		out = append(out, acp.TextBlock(fmt.Sprintf("Attached file %s:\n```\n%s\n```", a.Name, a.Content)))
+		out = append(out, acp.TextBlock(fmt.Sprintf("Attached file %s:\n```\n%s\n```", a.Name, strings.TrimRight(a.Content, "\n"))))
 	}
 	return out
 }

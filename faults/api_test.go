@@ -293,12 +293,17 @@ func TestAPI_APromptRunsInAThreadOfTheChat(t *testing.T) {
 
 	// A second prompt in the same thread is its next turn, in the same
 	// agent session.
-	s2 := c.start(map[string]any{"thread": s.Thread, "text": "hello again"})
+	// Its attachment is inlined as a chat inlines a text file.
+	s2 := c.start(map[string]any{"thread": s.Thread, "text": "hello again",
+		"attachments": []map[string]string{{"name": "notes.txt", "content": "line one\nline two\n"}}})
 	if s2.Thread != s.Thread {
 		t.Errorf("the follow-up ran in %s, not %s", s2.Thread, s.Thread)
 	}
 	if end := endOf(t, c.events(s2.ID)); end.State != "done" {
 		t.Errorf("the follow-up ended %+v", end)
+	}
+	if v := c.get(s2.ID); !strings.Contains(v.Answer, "hello again\nAttached file notes.txt:\n```\nline one\nline two\n```") {
+		t.Errorf("the agent was given %q", v.Answer)
 	}
 	w.awaitAnswers(s.Thread, 2)
 }
