@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/config"
+	"acpbroker/metrics"
 	"acpbroker/store"
 
 	"github.com/rs/zerolog"
@@ -73,6 +75,7 @@ type Server struct {
 	done    []string                  // ended prompts in memory, oldest first
 	keys    map[string]*keyEntry      // Idempotency-Keys, by token and key
 	threads map[string]headlessThread // headless threads, by thread
+	answers map[int]uint64            // requests answered, by status
 }
 
 // headlessThread is a thread a headless prompt opened: the token that
@@ -131,7 +134,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api.listen: %w", err)
 	}
-	s := &Server{ln: ln, log: cfg.Logger, buckets: map[string]*bucket{}, live: map[string]*prompt{}, keys: map[string]*keyEntry{}, threads: map[string]headlessThread{}}
+	s := &Server{ln: ln, log: cfg.Logger, buckets: map[string]*bucket{}, live: map[string]*prompt{}, keys: map[string]*keyEntry{}, threads: map[string]headlessThread{}, answers: map[int]uint64{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.SetConfig(cfg)
 	s.recall()
@@ -239,8 +242,67 @@ var routes = []route{
 	{"POST", "/v1/prompts/{id}/permission", true, (*Server).answerPermission},
 }
 
-// Handler is the API's handler.
+// Stats are the API's counters, for /metrics.
+func (s *Server) Stats() metrics.APIStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := metrics.APIStats{Requests: maps.Clone(s.answers)}
+	for _, p := range s.live {
+		p.mu.Lock()
+		if !final(p.rec.State) {
+			st.Prompts++
+		}
+		p.mu.Unlock()
+	}
+	return st
+}
+
+// counted is a ResponseWriter that tells the status it answered.
+type counted struct {
+	http.ResponseWriter
+	status int
+}
+
+func (c *counted) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *counted) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Handler is the API's handler: every answer is counted by its status.
 func (s *Server) Handler() http.Handler {
+	mux := s.mux()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &counted{ResponseWriter: w}
+		mux.ServeHTTP(c, r)
+		s.mu.Lock()
+		s.answers[cmpInt(c.status, http.StatusOK)]++
+		s.mu.Unlock()
+	})
+}
+
+func cmpInt(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func (s *Server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, rt := range routes {
 		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) {

@@ -179,6 +179,19 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		Engine: func() adapter.Stats { return b.engine.Stats() },
 		Store:  b.store.Stats,
 		Chat:   b.chatStats,
+		API: func() metrics.APIStats {
+			if b.api == nil {
+				return metrics.APIStats{}
+			}
+			return b.api.Stats()
+		},
+		Schedules: func() metrics.ScheduleStats {
+			if b.sched == nil {
+				return metrics.ScheduleStats{}
+			}
+			runs, running := b.sched.Stats()
+			return metrics.ScheduleStats{Runs: runs, Running: running}
+		},
 	})
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store

@@ -576,6 +576,11 @@ func TestAPI_RefusalsStartNothing(t *testing.T) {
 	if code, _ := b.client(viewerToken).do("GET", "/v1/prompts/p-nope", nil, nil); code != 404 {
 		t.Errorf("another token after ci's limit: %d", code)
 	}
+	// Every answer is counted by its status.
+	for code, least := range map[string]float64{"202": 1, "400": 8, "401": 2, "403": 3, "404": 5, "413": 2, "429": 1} {
+		b.awaitMetric(`acp_broker_api_requests_total{code="`+code+`"}`, func(v float64) bool { return v >= least })
+	}
+	b.awaitMetric("acp_broker_api_prompts_running", func(v float64) bool { return v == 0 })
 }
 
 // A POST retried with the same Idempotency-Key starts one turn: the

@@ -97,6 +97,8 @@ func TestSchedules_RunSkipPauseReloadRestart(t *testing.T) {
 	if !strings.Contains(skip.Content, "was skipped: this run, started at") {
 		t.Errorf("the skip notice: %q", skip.Content)
 	}
+	b.awaitMetric(`acp_broker_schedule_runs_total{outcome="skipped"}`, func(v float64) bool { return v >= 1 })
+	b.awaitMetric(`acp_broker_schedule_runs_total{outcome="done"}`, func(v float64) bool { return v >= 1 })
 	_, openers := w.scheduleThreads()
 	if !strings.Contains(openers[0].Content, "slow 1500ms 3") || !strings.Contains(openers[0].Content, "(due ") {
 		t.Errorf("the run's message: %q", openers[0].Content)

@@ -43,6 +43,9 @@ type Sources struct {
 	Store  func() store.Stats
 	// Chat are the counters of each chat platform served.
 	Chat func() []ChatStats
+	// API and Schedules, if set, are the HTTP API's and the schedules'.
+	API       func() APIStats
+	Schedules func() ScheduleStats
 }
 
 // Metrics is the broker's registry. It implements adapter.Observer for
@@ -70,7 +73,7 @@ func New(src Sources) *Metrics {
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
 		}),
 	}
-	m.reg.MustRegister(m.turnDuration, m.firstChunk, &collector{src: src},
+	m.reg.MustRegister(m.turnDuration, m.firstChunk, &collector{src: src}, &sideCollector{src: src},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

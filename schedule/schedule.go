@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -71,6 +72,7 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry
+	counts  map[string]uint64 // runs since the start, by outcome
 	wg      sync.WaitGroup
 }
 
@@ -86,7 +88,7 @@ type entry struct {
 
 // New returns a Scheduler that starts runs with runner.
 func New(runner Runner, st Store, log zerolog.Logger) *Scheduler {
-	return &Scheduler{runner: runner, store: st, log: log, wake: make(chan struct{}, 1), entries: map[string]*entry{}, ctx: context.Background()}
+	return &Scheduler{runner: runner, store: st, log: log, wake: make(chan struct{}, 1), entries: map[string]*entry{}, counts: map[string]uint64{}, ctx: context.Background()}
 }
 
 // Start sets the first schedules (as Set) and starts the loop; with
@@ -256,6 +258,7 @@ func (s *Scheduler) fireLocked(e *entry, due time.Time, by string) (store.Schedu
 		skipped := store.ScheduleRun{Schedule: e.cfg.Name, Due: due.UTC(), By: by, Outcome: "skipped", Thread: running.Thread,
 			Cause: fmt.Sprintf("the run started %s is still going", running.Started.Format(time.RFC3339))}
 		skipped.ID = s.store.PutScheduleRun(skipped)
+		s.counts[skipped.Outcome]++
 		s.log.Info().Str("schedule", e.cfg.Name).Time("due", due).Msg("schedule run skipped: the last run is still going")
 		if running.Thread != "" {
 			text := fmt.Sprintf("⏭️ **%s**: the run due at %s was skipped: this run, started at %s, is still going.",
@@ -286,6 +289,7 @@ func (s *Scheduler) start(ctx context.Context, sc config.Schedule, run store.Sch
 	if err != nil {
 		run.Outcome, run.Ended, run.Cause = "refused", time.Now().UTC(), err.Error()
 		s.store.PutScheduleRun(run)
+		s.counts[run.Outcome]++
 		s.log.Warn().Err(err).Str("schedule", sc.Name).Uint64("run", run.ID).Msg("schedule run not started")
 		if e != nil && e.running.ID == run.ID {
 			e.running = store.ScheduleRun{}
@@ -316,6 +320,7 @@ func (s *Scheduler) ended(name string, id uint64, o adapter.Outcome) {
 		run.Cause = o.Summary()
 	}
 	s.store.PutScheduleRun(run)
+	s.counts[run.Outcome]++
 	s.log.Info().Str("schedule", name).Uint64("run", id).Str("outcome", run.Outcome).Msg("schedule run ended")
 	e.running = store.ScheduleRun{}
 	e.state.Last = run
@@ -408,6 +413,18 @@ func (s *Scheduler) Pause(name string, paused bool, by string) error {
 	s.store.PutScheduleState(e.state)
 	s.log.Info().Str("schedule", name).Bool("paused", paused).Str("by", by).Msg("schedule paused or resumed")
 	return nil
+}
+
+// Stats are the runs since the start by outcome, and those going on.
+func (s *Scheduler) Stats() (runs map[string]uint64, running int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.entries {
+		if e.running.ID != 0 {
+			running++
+		}
+	}
+	return maps.Clone(s.counts), running
 }
 
 // List describes the schedules of platform ("": all), by name.
