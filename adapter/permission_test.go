@@ -310,3 +310,44 @@ func TestPermission_ARunningAgentKeepsTheRulesItStartedWith(t *testing.T) {
 		t.Fatalf("the thread's agent was not replaced by the reset")
 	}
 }
+
+// A prompt's own permission mode answers what no rule matches instead
+// of the engine's, and is recorded by the name the prompt gives it; the
+// rules still come first, and "ask" puts the request to a person even
+// when the engine's mode would allow it.
+func TestPermission_APromptsModeReplacesTheEngines(t *testing.T) {
+	a := newAudit()
+	r := newRig(t, nil, pool.Config{}, Config{Rules: mustRules(t, map[string]any{"kind": "delete", "action": "allow"}), PermissionMode: PermissionAllow, Auditor: a})
+	submit := func(text, mode string) *recorder {
+		rec := newRecorder()
+		if err := r.engine.Submit("t", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock(text)}, Sink: rec,
+			PermissionMode: mode, PermissionBy: "schedule nightly's permission_mode"}); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	if o := submit("permission-for edit - Edit a", PermissionDeny).wait(t, 20*time.Second); !strings.Contains(o.Text, "chose reject_once") {
+		t.Fatalf("deny: %+v", o)
+	}
+	if d := a.next(t); d.Via != ViaMode || d.By != "schedule nightly's permission_mode" || d.ByName != "deny" {
+		t.Fatalf("deny recorded %+v", d)
+	}
+	if o := submit("permission-for delete - Delete a", PermissionDeny).wait(t, 20*time.Second); !strings.Contains(o.Text, "chose allow_once") {
+		t.Fatalf("a rule before the prompt's mode: %+v", o)
+	}
+	a.next(t)
+	rec := newRecorder()
+	rec.answer = func(ctx context.Context, req *acp.PermissionRequest) Answer {
+		return Answer{Outcome: acp.PermissionOutcome{OptionID: "reject_once"}, By: "201"}
+	}
+	if err := r.engine.Submit("t", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("permission-for edit - Edit b")}, Sink: rec,
+		PermissionMode: PermissionAsk}); err != nil {
+		t.Fatal(err)
+	}
+	if o := rec.wait(t, 20*time.Second); !strings.Contains(o.Text, "chose reject_once") {
+		t.Fatalf("ask: %+v", o)
+	}
+	if d := a.next(t); d.Via != ViaUser {
+		t.Fatalf("ask recorded %+v", d)
+	}
+}

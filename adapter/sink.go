@@ -83,7 +83,12 @@ type Prompt struct {
 	// of those of the agent's profile and the engine's Config.Rules (an
 	// empty, non-nil list: none).
 	Rules []policy.Rule
-	Sink  Sink
+	// PermissionMode, if set (ask, allow or deny), answers this prompt's
+	// requests no rule matches instead of the engine's PermissionMode;
+	// PermissionBy names it for people ("schedule nightly's
+	// permission_mode").
+	PermissionMode, PermissionBy string
+	Sink                         Sink
 }
 
 // ToolCall is the last known state of one tool call in a turn.

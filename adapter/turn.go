@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -714,7 +715,11 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 	case n > 0:
 		d.Via, d.By, d.ByName = ViaRule, fmt.Sprintf("rule %d", n), rule.String()
 		by = fmt.Sprintf("rule %d (%s)", n, rule)
-	case cfg.PermissionMode == PermissionAllow || cfg.PermissionMode == PermissionDeny:
+	case t.p.PermissionMode == PermissionAllow || t.p.PermissionMode == PermissionDeny:
+		action = policy.Action(t.p.PermissionMode)
+		d.Via, d.By, d.ByName = ViaMode, cmp.Or(t.p.PermissionBy, "the prompt's permission mode"), t.p.PermissionMode
+		by = d.By + " = " + t.p.PermissionMode
+	case t.p.PermissionMode == "" && (cfg.PermissionMode == PermissionAllow || cfg.PermissionMode == PermissionDeny):
 		action = policy.Action(cfg.PermissionMode)
 		d.Via, d.By, d.ByName = ViaMode, "turn.permission_mode", cfg.PermissionMode
 		by = "turn.permission_mode = " + cfg.PermissionMode

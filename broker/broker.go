@@ -34,6 +34,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/api"
 	"acpbroker/cgroup"
 	"acpbroker/chat"
 	"acpbroker/config"
@@ -41,6 +42,7 @@ import (
 	"acpbroker/internal/redact"
 	"acpbroker/metrics"
 	"acpbroker/pool"
+	"acpbroker/schedule"
 	"acpbroker/store"
 	"acpbroker/workspace"
 
@@ -91,6 +93,11 @@ type Broker struct {
 	chats   []*platform // in chat.platform's order
 	metrics *metrics.Metrics
 	http    *metrics.Server
+	// api serves the HTTP API (nil without api.listen); headless is
+	// where its prompts run without a chat. sched runs the schedules.
+	api      *api.Server
+	headless *api.Headless
+	sched    *schedule.Scheduler
 
 	// gitConfine confines the git commands on worktree profiles'
 	// repositories (nil: hardened only); it changes with a restart.
@@ -134,7 +141,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	if err != nil {
 		return b, fmt.Errorf("config: %w", err)
 	}
-	b.redact = redact.New(agents.secrets...)
+	b.redact = redact.New(append(agents.secrets, cfg.Secrets()...)...)
 	b.cgroups = openCgroups(cfg, log)
 	pc := pool.Config{
 		Sandbox:        sandboxFor(cfg),
@@ -171,6 +178,19 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		Chat:    b.chatStats,
 		Ready:   b.unready,
 		Version: opts.Version,
+		API: func() metrics.APIStats {
+			if b.api == nil {
+				return metrics.APIStats{}
+			}
+			return b.api.Stats()
+		},
+		Schedules: func() metrics.ScheduleStats {
+			if b.sched == nil {
+				return metrics.ScheduleStats{}
+			}
+			runs, running := b.sched.Stats()
+			return metrics.ScheduleStats{Runs: runs, Running: running}
+		},
 	})
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
@@ -182,7 +202,16 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	if err := b.openPlatforms(); err != nil {
 		return b, err
 	}
-	if b.sock, err = brokersock.Serve(cfg.State.Dir, brokersock.Answers{Decisions: b.store.Decisions, Status: func() any { return b.Status() }}, log); err != nil {
+	b.sched = schedule.New(scheduleRunner{b}, b.store, log.With().Str("part", "schedules").Logger())
+	for _, p := range b.chats {
+		if p.Threads != nil {
+			p.Threads.SetSchedules(platformSchedules{b: b, platform: p.name})
+		}
+	}
+	if err := b.openAPI(); err != nil {
+		return b, err
+	}
+	if b.sock, err = brokersock.Serve(cfg.State.Dir, brokersock.Answers{Decisions: b.store.Decisions, Runs: b.store.ScheduleRuns, Status: func() any { return b.Status() }}, log); err != nil {
 		log.Warn().Err(err).Msg("the broker's socket is not served: `broker status` cannot ask it, and `broker audit` can read the audit trail only once it stops")
 		err = nil
 	}
@@ -374,6 +403,13 @@ func (b *Broker) Stop(ctx context.Context) {
 	if b.pool != nil {
 		wg.Go(func() { b.pool.Shutdown(agents) })
 	}
+	if b.api != nil {
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(context.Background(), openEndedWait)
+			defer cancel()
+			b.api.Close(actx)
+		})
+	}
 	if b.http != nil {
 		wg.Go(func() {
 			hctx, cancel := context.WithTimeout(context.Background(), openEndedWait)
@@ -399,6 +435,9 @@ func (b *Broker) Stop(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if b.sched != nil {
+		b.sched.Wait() // its loop ended with Serve; runs being started give up with it
+	}
 	if b.cgroups != nil {
 		b.cgroups.Close()
 	}

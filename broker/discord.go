@@ -33,6 +33,7 @@ func Discord(adjust func(*discord.Config)) PlatformFunc {
 			},
 			Stats:        func() metrics.ChatStats { return discordStats(c.Stats()) },
 			Conversation: c.Conversation,
+			Threads:      c.Threads(),
 		}, nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"acpbroker/adapter"
 	"acpbroker/chat"
 	"acpbroker/chat/console"
+	"acpbroker/chat/thread"
 	"acpbroker/config"
 	"acpbroker/metrics"
 	"acpbroker/store"
@@ -33,6 +34,11 @@ type Platform struct {
 	// must answer at once, asking the platform nothing:
 	// thread.Server.Conversation does.
 	Conversation func(thread string) (channel, starter string, ok bool)
+	// Threads, if set, is the Server of its conversations: the broker
+	// starts turns there itself (its schedules' runs, the API's prompts)
+	// and gives it the schedules it shows. A platform without it takes
+	// neither.
+	Threads *thread.Server
 }
 
 // PlatformFunc makes the platform chat.platform names from the broker's

@@ -42,6 +42,8 @@ var liveKeyChecks = map[string]struct {
 	"discord.allowed_bots":       {`["41"]`, []string{"41"}, func(b *Broker, _ *levelRecorder) any { return discordOf(b).Access().AllowedBots }},
 	"discord.show_thoughts":      {`true`, true, func(b *Broker, _ *levelRecorder) any { return discordOf(b).Access().ShowThoughts }},
 	"agents.default":             {`"b"`, "b", func(b *Broker, _ *levelRecorder) any { return b.pool.Stats().DefaultProfile }},
+	"api.rate_limit":             {`7`, 7, func(b *Broker, _ *levelRecorder) any { return b.api.Config().RateLimit }},
+	"api.max_body_bytes":         {`4096`, int64(4096), func(b *Broker, _ *levelRecorder) any { return b.api.Config().MaxBodyBytes }},
 }
 
 // Every key the table marks as changed by a reload is changed by one:
@@ -61,6 +63,7 @@ func TestReload_EveryLiveKeyTakesEffect(t *testing.T) {
 		"agent.sandbox":            `"none"`,
 		"state.dir":                fmt.Sprintf("%q", filepath.Join(dir, "state")),
 		"http.listen":              `""`,
+		"api.listen":               `"127.0.0.1:0"`,
 		"agents.default":           `"a"`,
 		"agents.a.env":             `["WHO=a"]`,
 		"agents.b.env":             `["WHO=b"]`,

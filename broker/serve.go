@@ -68,6 +68,7 @@ func (b *Broker) Serve(ctx context.Context) error {
 		select {
 		case <-ready:
 			ready = nil
+			b.startSchedules(ctx)
 			if err := b.notify.notify("READY=1", "STATUS=serving"); err != nil {
 				b.log.Warn().Err(err).Msg("systemd notification failed")
 			}
@@ -97,6 +98,22 @@ func (b *Broker) Serve(ctx context.Context) error {
 		case <-ctx.Done():
 			return stop()
 		}
+	}
+}
+
+// startSchedules starts the schedules once every platform takes
+// messages: runs an earlier broker left going are recorded as
+// interrupted (their threads are told as every turn's are), and with
+// catch_up a run missed meanwhile runs now.
+func (b *Broker) startSchedules(ctx context.Context) {
+	if left, err := b.store.InterruptScheduleRuns(); err != nil {
+		b.log.Warn().Err(err).Msg("the schedules' runs could not be read")
+	} else if len(left) > 0 {
+		b.log.Info().Int("runs", len(left)).Msg("schedule runs interrupted by the broker's stop")
+	}
+	b.sched.Start(ctx, b.cfg.Schedules)
+	if n := len(b.cfg.Schedules); n > 0 {
+		b.log.Info().Int("schedules", n).Msg("schedules started")
 	}
 }
 
@@ -232,6 +249,10 @@ func (b *Broker) applyReload(res reloadResult) {
 		if p.Reload != nil {
 			p.Reload(live)
 		}
+	}
+	b.sched.Set(live.Schedules)
+	if b.api != nil {
+		b.api.SetConfig(b.apiConfig(live))
 	}
 	ev := b.log.Info().Strs("applied", applied)
 	if len(restart) > 0 {

@@ -88,6 +88,12 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 	}
 	listen := ln.Addr().String()
 	ln.Close()
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiListen := ln.Addr().String()
+	ln.Close()
 	env, _ := exec.LookPath("env")
 	truth, _ := exec.LookPath("true")
 	conn := func(b *Broker) pool.Config { return b.pool.Config() }
@@ -120,6 +126,7 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 		"state.dir":                   {"", q(filepath.Join(dir, "state")), filepath.Join(dir, "state"), func(b *Broker) any { return b.store.Options().Dir }},
 		"state.retention":             {"", `"48h"`, "48h0m0s", func(b *Broker) any { return b.store.Options().Retention }},
 		"http.listen":                 {"", q(listen), listen, func(b *Broker) any { return b.http.Addr() }},
+		"api.listen":                  {"", q(apiListen), apiListen, func(b *Broker) any { return b.APIAddr() }},
 		"discord.token":               {"token", `"t0ken-itself"`, "t0ken-itself", func(b *Broker) any { return discordOf(b).Config().Token }},
 		"discord.token_file":          {"launcher", q(tokenFile), "t0ken-from-file", func(b *Broker) any { return discordOf(b).Config().Token }},
 		"discord.api_url":             {"", `"http://127.0.0.1:1/api/v9/"`, "http://127.0.0.1:1/api/v9/", func(b *Broker) any { return discordOf(b).Config().APIURL }},

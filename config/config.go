@@ -96,6 +96,10 @@ type Config struct {
 	HTTP struct {
 		Listen string
 	}
+	// API is the HTTP API ([api], [[api.tokens]]); Schedules the
+	// [[schedules]] tables, in the file's order.
+	API       APIConfig
+	Schedules []Schedule
 	// Warnings say what is valid but cannot be meant: check-config
 	// prints them, the broker logs them at start and at a reload.
 	Warnings []string
@@ -309,6 +313,11 @@ func Load(path string, environ []string) (*Config, error) {
 			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
 		}
 	}
+	r.readSchedules(doc, c)
+	r.readTokens(doc, c)
+	if len(c.Chat.Platforms) == 0 && c.API.Listen == "" {
+		r.fail("chat.platform", "= \"none\" serves no chat: set api.listen for the API it serves alone")
+	}
 	if len(r.errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
@@ -414,7 +423,7 @@ func profileSections(v *viper.Viper) []string {
 func unknownKeys(v *viper.Viper) []string {
 	var unknown []string
 	for _, k := range v.AllKeys() {
-		if _, ok := defaults[k]; ok || fileOnlyKey(k) {
+		if _, ok := defaults[k]; ok || fileOnlyKey(k) || arrayOfTables(k) {
 			continue
 		}
 		if profile, field, ok := profileField(k); ok && profile != "" && knownProfileKey(field) {

@@ -75,6 +75,9 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"state.retention":             {"48h", func(c *Config) any { return c.State.Retention }, 48 * time.Hour},
 		"watchdog.interval":           {"5s", func(c *Config) any { return c.Watchdog.Interval }, 5 * time.Second},
 		"http.listen":                 {"127.0.0.1:0", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:0"},
+		"api.listen":                  {"127.0.0.1:9480", func(c *Config) any { return c.API.Listen }, "127.0.0.1:9480"},
+		"api.rate_limit":              {"7", func(c *Config) any { return c.API.RateLimit }, 7},
+		"api.max_body_bytes":          {"4096", func(c *Config) any { return c.API.MaxBodyBytes }, int64(4096)},
 		"discord.token_file":          {tokenFile, func(c *Config) any { return c.Discord.Token }, "tok"},
 		"agent.restart_after_cancel":  {"true", func(c *Config) any { return c.Agent.RestartAfterCancel }, true},
 		"agent.sandbox":               {"none", func(c *Config) any { return c.Agent.Sandbox }, "none"},
@@ -193,7 +196,7 @@ func TestConfigExample_ListsEveryKeyWithItsDefault(t *testing.T) {
 		t.Fatalf("config.example.toml lacks: %s", strings.Join(missing, ", "))
 	}
 	for k, d := range defaults {
-		if k == "log.level" || k == "agent.command" || k == "agent.args" {
+		if k == "log.level" || k == "agent.command" || k == "agent.args" || k == "api.listen" {
 			continue // the demo's choices
 		}
 		if got, want := fmt.Sprint(v.Get(k)), fmt.Sprint(d); got != want && !(got == "[]" && want == "[]") {

@@ -51,7 +51,7 @@ var keys = []key{
 		}},
 	{name: "log.format", def: "auto", doc: "`console` (for people), `json`, or `auto`: console on a terminal, JSON otherwise",
 		read: func(r *reader, k string, c *Config) { c.Log.Format = r.oneOf(k, "auto", "console", "json") }},
-	{name: "chat.platform", def: "console", doc: "`console` (alone), or the chat platforms one broker serves: `discord`, or a list of them (`[\"discord\", …]`; see Several chat platforms); `--platform` overrides (`--platform discord,…`)",
+	{name: "chat.platform", def: "console", doc: "`console` (alone), `none` (the HTTP API alone; see HTTP API), or the chat platforms one broker serves: `discord`, or a list of them (`[\"discord\", …]`; see Several chat platforms); `--platform` overrides (`--platform discord,…`)",
 		read: readPlatforms},
 
 	{name: "agent.exit_grace", def: "2s", doc: "each step of stopping an agent: after closing stdin, after SIGTERM; at shutdown also the wait for a cancelled turn's answer (see Stopping)",
@@ -126,6 +126,11 @@ var keys = []key{
 	{name: "shutdown.grace", def: "15s", live: true, doc: "bound on the whole shutdown, however many agents hang (see Stopping)",
 		read: func(r *reader, k string, c *Config) { c.Shutdown.Grace = r.dur(k, time.Second, 10*time.Minute) }},
 	{name: "http.listen", def: "127.0.0.1:9464", doc: "metrics and health endpoints (`\"\"`: off)", read: readListen},
+	{name: "api.listen", def: "", doc: "the HTTP API's own address (`\"\"`: off; see HTTP API); its clients are `[[api.tokens]]`", read: readAPIListen},
+	{name: "api.rate_limit", def: 120, live: true, doc: "requests one API token may make per minute, in a burst of as many (past it: `429`)",
+		read: func(r *reader, k string, c *Config) { c.API.RateLimit = r.integer(k, 1, 1000000) }},
+	{name: "api.max_body_bytes", def: 1 << 20, live: true, doc: "largest API request body (past it: `413`)",
+		read: func(r *reader, k string, c *Config) { c.API.MaxBodyBytes = int64(r.integer(k, 1<<10, 64<<20)) }},
 
 	{name: "discord.token", def: "", secret: true, shown: "", doc: "the bot token (better: `BROKER_DISCORD_TOKEN`, or `discord.token_file`)",
 		read: func(r *reader, k string, c *Config) { c.Discord.Token = r.str(k) }},
@@ -177,6 +182,10 @@ var fileKeys = []fileKey{
 		doc: "rules that decide its agents' permission requests before anyone is asked: `[[agent.permissions]]` tables (see Permission rules); from the file only"},
 	{table: "", name: `channels."ID".agent`, shown: "—", reload: "yes",
 		doc: "the profile new threads of channel ID get, which allows the channel too (see Agent profiles); from the file only"},
+	{table: "", name: "api.tokens", shown: "`[]`", reload: "yes",
+		doc: "the API's clients: `[[api.tokens]]` tables with `name`, `token` or `token_file`, `channels`, `agents`, `may_approve` (see HTTP API); from the file only"},
+	{table: "", name: "schedules", shown: "`[]`", reload: "yes",
+		doc: "prompts the broker submits on a schedule: `[[schedules]]` tables (see Schedules); from the file only"},
 }
 
 // profileKeys are the keys of an agent profile, in README order.
@@ -227,12 +236,20 @@ var Platforms = []string{"console", "discord"}
 // Console is the platform served alone: the terminal the broker runs on.
 const Console = "console"
 
+// None, as chat.platform, serves no chat at all: the broker serves its
+// HTTP API alone.
+const None = "none"
+
 // readPlatforms reads chat.platform: a name, or a list of names (from the
 // environment, separated by commas or spaces), each once; the console
 // alone.
 func readPlatforms(r *reader, k string, c *Config) {
 	names := r.strs(k)
 	c.Chat.Platforms = names
+	if len(names) == 1 && names[0] == None {
+		c.Chat.Platforms = nil // the API alone
+		return
+	}
 	if len(names) == 0 {
 		r.fail(k, "is empty: name a chat platform, one of %s", strings.Join(Platforms, ", "))
 		return
@@ -240,8 +257,10 @@ func readPlatforms(r *reader, k string, c *Config) {
 	seen := map[string]bool{}
 	for _, name := range names {
 		switch {
+		case name == None:
+			r.fail(k, "= %v: \"none\" (the API alone) is named alone", names)
 		case !slices.Contains(Platforms, name):
-			r.fail(k, "has %q, which is not a chat platform: one of %s", name, strings.Join(Platforms, ", "))
+			r.fail(k, "has %q, which is not a chat platform: one of %s, or \"none\" for the API alone", name, strings.Join(Platforms, ", "))
 		case seen[name]:
 			r.fail(k, "has %q twice", name)
 		}
@@ -304,6 +323,20 @@ func readListen(r *reader, k string, c *Config) {
 		r.fail(k, "= %q is not a host:port address (e.g. 127.0.0.1:9464; empty to serve nothing)", c.HTTP.Listen)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		r.fail(k, "= %q has no port number", c.HTTP.Listen)
+	}
+}
+
+func readAPIListen(r *reader, k string, c *Config) {
+	c.API.Listen = r.str(k)
+	if c.API.Listen == "" {
+		return
+	}
+	if _, port, err := net.SplitHostPort(c.API.Listen); err != nil {
+		r.fail(k, "= %q is not a host:port address (e.g. 127.0.0.1:9480; empty for no API)", c.API.Listen)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		r.fail(k, "= %q has no port number", c.API.Listen)
+	} else if http := r.v.GetString("http.listen"); http != "" && http == c.API.Listen && n != 0 {
+		r.fail(k, "= %q is http.listen's address too: the API has a listener of its own", c.API.Listen)
 	}
 }
 
@@ -382,7 +415,7 @@ var liveKeys = func() []string {
 
 // secretKey reports whether a key's values are never logged.
 func secretKey(name string) bool {
-	if strings.HasSuffix(name, "."+mcpServersField+mcpSecretsSuffix) {
+	if strings.HasSuffix(name, "."+mcpServersField+mcpSecretsSuffix) || name == tokensField+".secrets" {
 		return true
 	}
 	for _, k := range keys {

@@ -38,6 +38,17 @@ func fileOnlyKey(k string) bool {
 	return false
 }
 
+// arrayOfTables reports whether viper's key k belongs to [[schedules]]
+// or [[api.tokens]], read from the file's text and checked there.
+func arrayOfTables(k string) bool {
+	for _, f := range []string{schedulesField, tokensField} {
+		if k == f || strings.HasPrefix(k, f+".") {
+			return true
+		}
+	}
+	return false
+}
+
 // permissionsField in [agent] or [agents.NAME] is the profile's
 // permission rules, an array of tables read by policy.Parse.
 const permissionsField = "permissions"

@@ -34,6 +34,7 @@ func Live(running, next *Config) *Config {
 		}
 	}
 	live.Profiles, live.DefaultProfile, live.Channels = next.Profiles, next.DefaultProfile, next.Channels
+	live.Schedules, live.API.Tokens = next.Schedules, next.API.Tokens
 	return &live
 }
 
@@ -69,10 +70,11 @@ func Diff(running, next *Config, mask func(string) string) (applied, restart []s
 	return applied, restart
 }
 
-// profileChange reports whether key belongs to the profiles, which a
-// reload changes for agents started from then on.
+// profileChange reports whether key belongs to what a reload takes whole
+// from the new configuration: the profiles (for agents started from
+// then on), the channels' profiles, the schedules and the API's tokens.
 func profileChange(key string) bool {
-	if strings.HasPrefix(key, "channels.") {
+	if strings.HasPrefix(key, "channels.") || arrayOfTables(key) {
 		return true
 	}
 	_, field, ok := profileField(key)

@@ -19,6 +19,7 @@ import (
 	"acpbroker/broker"
 	"acpbroker/chat"
 	"acpbroker/chat/discord"
+	"acpbroker/chat/thread"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/pool"
@@ -129,7 +130,7 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *disco
 	if err := b.broker.Serve(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.await(t, "slash commands registered", func() bool { return len(b.srv.Commands()) == 9 })
+	b.await(t, "slash commands registered", func() bool { return len(b.srv.Commands()) == len(thread.Commands) })
 	return b
 }
 

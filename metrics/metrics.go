@@ -51,6 +51,9 @@ type Sources struct {
 	Ready func() error
 	// Version is the broker's, for acp_broker_build_info.
 	Version string
+	// API and Schedules, if set, are the HTTP API's and the schedules'.
+	API       func() APIStats
+	Schedules func() ScheduleStats
 }
 
 // Metrics is the broker's registry. It implements adapter.Observer for
@@ -79,7 +82,7 @@ func New(src Sources) *Metrics {
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
 		}),
 	}
-	m.collectors = []prometheus.Collector{m.turnDuration, m.firstChunk, &collector{src: src},
+	m.collectors = []prometheus.Collector{m.turnDuration, m.firstChunk, &collector{src: src}, &sideCollector{src: src},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	m.reg.MustRegister(m.collectors...)
 	return m

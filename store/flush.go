@@ -67,13 +67,15 @@ func (s *Store) flush() error {
 	s.mu.Lock()
 	gen := s.nextGen
 	s.nextGen++
-	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 && len(s.dirtyWt) == 0 {
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 && len(s.dirtyWt) == 0 && len(s.records) == 0 {
 		s.doneLocked(gen)
 		s.mu.Unlock()
 		return nil
 	}
 	agents, gone, shown, decided := s.agents, s.goneAgts, s.shown, s.decided
 	s.agents, s.goneAgts, s.shown, s.decided = map[int]uint64{}, map[int]bool{}, map[uint64]string{}, nil
+	records := s.records
+	s.records = nil
 	turns := make(map[uint64][]byte, len(s.dirty))
 	for id := range s.dirty {
 		t := s.active[id]
@@ -146,6 +148,9 @@ func (s *Store) flush() error {
 		if err := putWorktrees(tx, worktrees); err != nil {
 			return err
 		}
+		if err := putRecords(tx, records); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		s.finished += len(ended)
 		s.kept += len(decided)
@@ -183,6 +188,7 @@ func (s *Store) flush() error {
 				s.goneAgts[pid] = true
 			}
 		}
+		s.records = append(records, s.records...) // older than any put since
 		s.finished -= len(ended)
 		s.kept -= len(decided)
 		// Older than any recorded since, and bounded as Decided bounds.

@@ -50,10 +50,15 @@ func (s *Store) Prune() {
 			return err
 		}
 		pruned += dropped
+		records, err := pruneRecords(tx, cutoff)
+		if err != nil {
+			return err
+		}
 		hb := tx.Bucket(bucketThreads)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.finished = len(finished) - int(pruned-dropped)
+		pruned += records
 		s.kept = kept
 		for id, t := range s.threads {
 			if t.Updated.Before(cutoff) && !s.dirtyThr[id] && !s.threadBusyLocked(id) {

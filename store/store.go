@@ -92,10 +92,16 @@ type Store struct {
 	// dirtyWt the Dirs to write (or delete).
 	worktrees map[string]Worktree
 	dirtyWt   map[string]bool
-	finished  int // finished turns on disk
-	kept      int // decisions on disk
-	stats     Stats
-	closed    bool
+	// records are the schedules' and the API's records to write, in
+	// order (see records.go); lastRun the last schedule run's ID, found
+	// on disk once (runSeq).
+	records  []pendingRecord
+	lastRun  uint64
+	runSeq   sync.Once
+	finished int // finished turns on disk
+	kept     int // decisions on disk
+	stats    Stats
+	closed   bool
 	// Flush generations: a change made while nextGen is g is on disk once
 	// doneGen >= g; flushed is closed and replaced after every flush.
 	nextGen, doneGen uint64

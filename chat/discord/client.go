@@ -455,6 +455,10 @@ func (c *Client) Conversation(thread string) (channel, starter string, ok bool) 
 // one; Access gives the lists in force.
 func (c *Client) Config() Config { return c.cfg }
 
+// Threads is the Server of the Client's conversations: the broker starts
+// turns there itself (schedules, the API) and gives it its schedules.
+func (c *Client) Threads() *thread.Server { return c.srv }
+
 // Access returns the access lists in force (SetAccess's, after a
 // reload).
 func (c *Client) Access() Access { return c.srv.Access() }

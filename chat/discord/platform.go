@@ -26,6 +26,7 @@ var (
 	_ thread.Platform = (*platform)(nil)
 	_ thread.Typer    = (*platform)(nil)
 	_ thread.Renamer  = (*platform)(nil)
+	_ thread.Referrer = (*platform)(nil)
 )
 
 func (p *platform) client() *Client { return (*Client)(p) }
@@ -232,6 +233,24 @@ func snowflake(id string) uint64 {
 
 // ref names a message for the journal: guild/channel/message.
 func ref(guild, channel, message string) string { return guild + "/" + channel + "/" + message }
+
+// Ref implements thread.Referrer: the message's guild, from the
+// gateway's cache of its channel when it knows it.
+func (p *platform) Ref(ctx context.Context, where, id string) (string, error) {
+	c := p.client()
+	ch, err := c.s.State.Channel(where)
+	if err != nil {
+		err = c.callOnce(ctx, func(opts ...discordgo.RequestOption) error {
+			var err error
+			ch, err = c.s.Channel(where, opts...)
+			return err
+		})
+	}
+	if err != nil {
+		return "", err
+	}
+	return ref(ch.GuildID, where, id), nil
+}
 
 // Locate implements thread.Platform.
 func (p *platform) Locate(r string) (where, id, link string, ok bool) {

@@ -33,9 +33,9 @@ type Param struct {
 	Rest bool
 }
 
-// Commands are every command, in the order a platform lists them. new
-// and agents are given anywhere the bot serves; the others inside one of
-// its threads.
+// Commands are every command, in the order a platform lists them. new,
+// agents and schedules are given anywhere the bot serves; the others
+// inside one of its threads.
 var Commands = []CommandSpec{
 	{Name: "cancel", Description: "Stop the agent's current turn in this thread"},
 	{Name: "reset", Description: "End this thread's agent session; the next message starts a fresh one"},
@@ -58,6 +58,10 @@ var Commands = []CommandSpec{
 	{Name: "agent", Description: "List the commands of this thread's agent, or run one", Params: []Param{
 		{Name: "name", Description: "The command to run (suggested as you type)", Suggest: true},
 		{Name: "input", Description: "What to give the command", Rest: true},
+	}},
+	{Name: "schedules", Description: "List the schedules: next run, last outcome; an approver runs one now, pauses or resumes it", Params: []Param{
+		{Name: "action", Description: "run, pause or resume (nothing: list them)"},
+		{Name: "name", Description: "The schedule"},
 	}},
 }
 
@@ -120,6 +124,9 @@ func (s *Server) command(c Command) {
 		return
 	case "agents":
 		s.onAgents(c)
+		return
+	case "schedules":
+		s.onSchedules(c)
 		return
 	}
 	conv := s.conversation(c.Where)

@@ -23,6 +23,9 @@ type conversation struct {
 	// lastSink is closed once the thread's latest turn has shown its end
 	// (see newTurnSink); guarded by Server.mu.
 	lastSink chan struct{}
+	// approvers may answer its requests besides those who may act on
+	// any thread (a schedule's); guarded by Server.mu.
+	approvers []string
 }
 
 // convSweepEvery spaces the sweeps of forgotten conversations: a sweep
@@ -122,7 +125,7 @@ func (s *Server) adoptThread(ctx context.Context, where string) *conversation {
 		return nil
 	}
 	recorded := s.recorded(where)
-	conv := &conversation{thread: where, channel: channel, starter: recorded.Starter, agent: recorded.Agent}
+	conv := &conversation{thread: where, channel: channel, starter: recorded.Starter, agent: recorded.Agent, approvers: recorded.Approvers}
 	if conv.starter == "" {
 		conv.starter, conv.unsure = s.lookupStarter(ctx, channel, where)
 	}
@@ -237,9 +240,10 @@ type Memory interface {
 
 // record is a conversation as Memory keeps it.
 type record struct {
-	Channel string `json:"parent"`
-	Starter string `json:"starter"`
-	Agent   string `json:"agent,omitempty"`
+	Channel   string   `json:"parent"`
+	Starter   string   `json:"starter"`
+	Agent     string   `json:"agent,omitempty"`
+	Approvers []string `json:"approvers,omitempty"`
 }
 
 func (s *Server) remember(conv *conversation) {
@@ -247,7 +251,7 @@ func (s *Server) remember(conv *conversation) {
 		return
 	}
 	s.mu.Lock() // the starter may be found meanwhile
-	r := record{Channel: conv.channel, Starter: conv.starter, Agent: conv.agent}
+	r := record{Channel: conv.channel, Starter: conv.starter, Agent: conv.agent, Approvers: conv.approvers}
 	s.mu.Unlock()
 	b, _ := json.Marshal(r)
 	s.cfg.Memory.PutThreadChat(conv.thread, b)
@@ -275,6 +279,6 @@ func (s *Server) recall() {
 		if len(kept) == 0 || json.Unmarshal(kept, &r) != nil || r.Channel == "" {
 			continue
 		}
-		s.keepLocked(&conversation{thread: thread, channel: r.Channel, starter: r.Starter, agent: r.Agent})
+		s.keepLocked(&conversation{thread: thread, channel: r.Channel, starter: r.Starter, agent: r.Agent, approvers: r.Approvers})
 	}
 }

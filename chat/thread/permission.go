@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,11 @@ type openPermission struct {
 	options []acp.PermissionOption
 	answer  chan choice // buffered; written once, by the click that claims it
 	ctx     context.Context
+	// req is the request as the turn's Sink was given it (see
+	// AnswerPermission); approvers may answer it besides those who may
+	// act on the thread.
+	req       *acp.PermissionRequest
+	approvers []string
 }
 
 type choice struct {
@@ -36,6 +42,9 @@ type choice struct {
 	name     string
 	by       string // the clicker's user id
 	byName   string // and unique name
+	// via is how a program answered (AnswerPermission), "" for a click;
+	// kind and display are for the message that then says so.
+	via, kind, display string
 }
 
 // permPrefix starts the action id of every permission button; the nonce
@@ -60,7 +69,7 @@ func (s *Server) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	}
 	starter := s.starterOf(conv)
 	op := &openPermission{thread: conv.thread, channel: conv.channel, starter: starter, title: title, options: req.Options,
-		answer: make(chan choice, 1), ctx: ctx}
+		answer: make(chan choice, 1), ctx: ctx, req: req, approvers: s.approversOf(conv)}
 	s.mu.Lock()
 	s.sweepPermissionsLocked()
 	s.permSeq++
@@ -85,6 +94,15 @@ func (s *Server) ask(ctx context.Context, conv *conversation, req *acp.Permissio
 	}
 	select {
 	case ch := <-op.answer:
+		if ch.via != "" {
+			// Answered by a program: the thread is told who chose what.
+			mark := "✅"
+			if strings.HasPrefix(ch.kind, "reject") {
+				mark = "⛔"
+			}
+			text := fmt.Sprintf("%s %s\n-# %s %s chose **%s** through %s", markPermission, oneLine(title, 200), mark, oneLine(ch.display, 80), oneLine(ch.name, 80), ch.via)
+			s.spawnLate(func() { s.closeAsk(conv.thread, id, text) })
+		}
 		return adapter.Answer{Outcome: acp.PermissionOutcome{OptionID: ch.optionID}, By: ch.by, ByName: ch.byName}
 	case <-ctx.Done():
 	}
@@ -188,7 +206,7 @@ func (s *Server) onPermissionClick(c Click) {
 		s.mu.Unlock()
 		s.tell(c.Reply, "This channel is no longer served by the bot; the request can't be answered here.")
 		return
-	case !access.mayAct(op.channel, op.starter, c.From):
+	case !access.mayAct(op.channel, op.starter, c.From) && !(access.user(c.From) && slices.Contains(op.approvers, c.From.ID)):
 		s.mu.Unlock()
 		s.tell(c.Reply, whoMayAct(op.starter)+" can answer this request; you can't.")
 		return

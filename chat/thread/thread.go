@@ -177,6 +177,7 @@ type Server struct {
 	stops     map[string]*turnSink     // turns with a Cancel button, by its action id, while they run
 	permSeq   uint64
 	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
+	schedules Schedules             // nil: none shown here
 	marking   int                   // turns whose status marks are still being set
 	stats     Stats
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -36,6 +37,8 @@ func audit(in invocation) int {
 	since := fs.Duration("since", 0, "only decisions of the last `duration` (e.g. 24h; default: all kept)")
 	thread := fs.String("thread", "", "only the decisions of thread `id` (discord:123…, or 123… on any platform)")
 	asJSON := fs.Bool("json", false, "one JSON object per line instead of a table")
+	schedules := fs.Bool("schedules", false, "the schedules' runs and their outcomes instead of the permission decisions")
+	schedule := fs.String("schedule", "", "with --schedules: only the runs of the schedule `name`")
 	if code, ok := in.parse(fs); !ok {
 		return code
 	}
@@ -47,6 +50,9 @@ func audit(in invocation) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 2
+	}
+	if *schedules {
+		return auditRuns(cfg, *since, *schedule, *asJSON, stdout, stderr)
 	}
 	// A thread named as its platform knows it ("123…", as the audit
 	// trail named Discord's before it named their platforms) is that
@@ -136,4 +142,50 @@ func cell(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// auditRuns is `broker audit --schedules`: the schedules' runs kept in
+// state.dir, oldest first, as a table or as JSON lines; a running
+// broker is asked on its socket.
+func auditRuns(cfg *config.Config, since time.Duration, schedule string, asJSON bool, stdout, stderr io.Writer) int {
+	f := store.RunFilter{Schedule: schedule}
+	if since > 0 {
+		f.Since = time.Now().Add(-since)
+	}
+	list, err := store.ReadScheduleRuns(cfg.State.Dir, f, auditLockWait)
+	if errors.Is(err, store.ErrLocked) {
+		ctx, cancel := context.WithTimeout(context.Background(), auditAskTimeout)
+		list, err = brokersock.AskRuns(ctx, cfg.State.Dir, f)
+		cancel()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "broker audit:", err)
+		return 1
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, r := range list {
+			if err := enc.Encode(r); err != nil {
+				fmt.Fprintln(stderr, "broker audit:", err)
+				return 1
+			}
+		}
+		return 0
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "No schedule runs recorded.")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DUE\tSCHEDULE\tBY\tTHREAD\tOUTCOME\tENDED\tCAUSE")
+	for _, r := range list {
+		ended := "-"
+		if !r.Ended.IsZero() {
+			ended = r.Ended.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Due.UTC().Format(time.RFC3339), cell(r.Schedule), cell(r.By), cell(r.Thread),
+			r.Outcome, ended, cell(r.Cause))
+	}
+	tw.Flush()
+	return 0
 }

@@ -39,7 +39,7 @@ func init() {
 				"platforms, its pool of agents and every thread with an agent or a turn. Exit status: 0, or 1\n" +
 				"when no broker answers.",
 			run: statusCmd},
-		{name: "audit", line: "the permission decisions kept in state.dir",
+		{name: "audit", line: "the permission decisions kept in state.dir (--schedules: the schedules' runs)",
 			synopsis: "broker audit [--since DURATION] [--thread ID] [--json] --config FILE",
 			about: "Prints the permission decisions kept in the configuration's state.dir, oldest first; a running\n" +
 				"broker is asked on its socket there.",

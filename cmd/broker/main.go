@@ -13,6 +13,8 @@
 //	                               permission decisions kept in state.dir
 //	                               (a running broker is asked on its
 //	                               socket there)
+//	broker audit --schedules [--schedule NAME] [--since 24h] [--json] --config FILE
+//	                               the schedules' runs and their outcomes
 //	broker version                 version, VCS revision and build time
 //	broker help [COMMAND]          the commands, or how to call one
 //

@@ -50,6 +50,7 @@ const (
 const (
 	askAudit  = "audit" // also a request that names nothing, as `broker audit` asked first
 	askStatus = "status"
+	askRuns   = "runs"
 )
 
 // request is what `broker audit` or `broker status` asks: one JSON line.
@@ -57,21 +58,26 @@ type request struct {
 	Ask    string    `json:"ask,omitempty"`
 	Since  time.Time `json:"since"`
 	Thread string    `json:"thread,omitempty"`
+	// Schedule narrows the runs asked for to one schedule's ("": all).
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // reply is the broker's answer: one JSON document, what was asked for
 // or why it is not there.
 type reply struct {
-	Decisions []store.Decision `json:"decisions"`
-	Status    json.RawMessage  `json:"status,omitempty"`
-	Error     string           `json:"error,omitempty"`
+	Decisions []store.Decision    `json:"decisions"`
+	Runs      []store.ScheduleRun `json:"runs,omitempty"`
+	Status    json.RawMessage     `json:"status,omitempty"`
+	Error     string              `json:"error,omitempty"`
 }
 
 // Answers are what the socket serves. Decisions selects from the audit
-// trail; Status describes the broker now, as a value that encodes as
-// JSON. Both may be called from several goroutines at once.
+// trail; Runs from the schedules' runs (nil: none kept); Status
+// describes the broker now, as a value that encodes as JSON. Each may be
+// called from several goroutines at once.
 type Answers struct {
 	Decisions func(store.DecisionFilter) ([]store.Decision, error)
+	Runs      func(store.RunFilter) ([]store.ScheduleRun, error)
 	Status    func() any
 }
 
@@ -214,6 +220,17 @@ func (s *Server) serve(conn *net.UnixConn) {
 			list = []store.Decision{}
 		}
 		answer(reply{Decisions: list})
+	case askRuns:
+		if s.answers.Runs == nil {
+			answer(reply{Error: "this broker keeps no schedule runs"})
+			return
+		}
+		list, err := s.answers.Runs(store.RunFilter{Since: req.Since, Schedule: req.Schedule})
+		if err != nil {
+			answer(reply{Error: err.Error()})
+			return
+		}
+		answer(reply{Decisions: []store.Decision{}, Runs: list})
 	case askStatus:
 		if s.answers.Status == nil {
 			answer(reply{Error: "this broker does not tell its status"})
@@ -314,6 +331,16 @@ func Ask(ctx context.Context, dir string, f store.DecisionFilter) ([]store.Decis
 		return nil, err
 	}
 	return r.Decisions, nil
+}
+
+// AskRuns asks the broker running on dir for the schedule runs f
+// selects, within ctx.
+func AskRuns(ctx context.Context, dir string, f store.RunFilter) ([]store.ScheduleRun, error) {
+	r, err := ask(ctx, dir, request{Ask: askRuns, Since: f.Since, Schedule: f.Schedule})
+	if err != nil {
+		return nil, err
+	}
+	return r.Runs, nil
 }
 
 // AskStatus asks the broker running on dir for its status, within ctx,

@@ -22,7 +22,9 @@ type Broker struct {
 	Log  *Log
 	done chan struct{}
 	addr string
-	http *http.Client
+	// apiAddr is the HTTP API's address, once it serves.
+	apiAddr string
+	http    *http.Client
 }
 
 func start(w *World, config, logPath string) (*Broker, error) {
@@ -52,8 +54,15 @@ func start(w *World, config, logPath string) (*Broker, error) {
 	return b, nil
 }
 
-// serving is the log line that names the metrics address.
-const serving = "serving /metrics, /healthz and /readyz"
+// serving is the log line that names the metrics address; servingAPI
+// the one that names the HTTP API's.
+const (
+	serving    = "serving /metrics, /healthz and /readyz"
+	servingAPI = "serving the HTTP API"
+)
+
+// APIAddr is the address of the HTTP API ("" without api.listen).
+func (b *Broker) APIAddr() string { return b.apiAddr }
 
 // awaitReady waits for the broker to serve HTTP (if configured), for
 // /readyz to say it is connected, and for its slash commands.
@@ -87,6 +96,19 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+	if listen, _ := b.w.Conf["api.listen"].(string); listen != "" {
+		for b.apiAddr == "" {
+			if b.apiAddr = b.Log.Field(servingAPI, "addr"); b.apiAddr != "" {
+				break
+			}
+			if err := wait("before serving the API"); err != nil {
+				return err
+			}
+		}
+	}
+	if platform, _ := b.w.Conf["chat.platform"].(string); platform == "none" {
+		return nil // no chat to connect to
 	}
 	for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 5 {
 		if err := wait("before registering its commands"); err != nil {

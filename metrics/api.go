@@ -1,0 +1,58 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// APIStats are the HTTP API's counters.
+type APIStats struct {
+	// Requests counts the requests answered, by status code.
+	Requests map[int]uint64
+	// Prompts is the number of the API's prompts not yet ended.
+	Prompts int
+}
+
+// ScheduleStats are the schedules' counters.
+type ScheduleStats struct {
+	// Runs counts the runs since the start, by outcome (done, failed,
+	// cancelled, interrupted, refused, skipped).
+	Runs map[string]uint64
+	// Running is the number of runs going on.
+	Running int
+}
+
+var (
+	dAPIRequests   = desc("api_requests_total", "HTTP API requests answered, by status code.", "code")
+	dAPIPrompts    = desc("api_prompts_running", "HTTP API prompts not yet ended.")
+	dScheduleRuns  = desc("schedule_runs_total", "Schedule runs since the start, by outcome (skipped: due while the last run went on).", "outcome")
+	dScheduleGoing = desc("schedule_runs_running", "Schedule runs going on.")
+)
+
+// sideCollector reads the API's and the schedules' counters, when the
+// broker has them.
+type sideCollector struct{ src Sources }
+
+func (c *sideCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dAPIRequests, dAPIPrompts, dScheduleRuns, dScheduleGoing} {
+		ch <- d
+	}
+}
+
+func (c *sideCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.src.API != nil {
+		s := c.src.API()
+		for code, n := range s.Requests {
+			ch <- prometheus.MustNewConstMetric(dAPIRequests, prometheus.CounterValue, float64(n), strconv.Itoa(code))
+		}
+		ch <- prometheus.MustNewConstMetric(dAPIPrompts, prometheus.GaugeValue, float64(s.Prompts))
+	}
+	if c.src.Schedules != nil {
+		s := c.src.Schedules()
+		for outcome, n := range s.Runs {
+			ch <- prometheus.MustNewConstMetric(dScheduleRuns, prometheus.CounterValue, float64(n), outcome)
+		}
+		ch <- prometheus.MustNewConstMetric(dScheduleGoing, prometheus.GaugeValue, float64(s.Running))
+	}
+}
