@@ -174,7 +174,9 @@ var keys = []key{
 	{name: "slack.signing_secret", def: "", secret: true, shown: "", doc: "with `mode = \"http\"`: the app's Signing Secret, which every request must be signed with (better: `BROKER_SLACK_SIGNING_SECRET`, or `slack.signing_secret_file`)",
 		read: func(r *reader, k string, c *Config) { c.Slack.SigningSecret = r.str(k) }},
 	{name: "slack.signing_secret_file", def: "", secret: true, doc: "a file holding the signing secret",
-		read: func(r *reader, k string, c *Config) { r.secretFile(k, &c.Slack.SigningSecret, &c.Slack.SigningSecretFile) }},
+		read: func(r *reader, k string, c *Config) {
+			r.secretFile(k, &c.Slack.SigningSecret, &c.Slack.SigningSecretFile)
+		}},
 	{name: "slack.listen", def: "", doc: "with `mode = \"http\"`: the address Slack's requests come to (events at `/slack/events`, interactivity at `/slack/interactivity`, the command at `/slack/commands`), behind a TLS proxy",
 		read: func(r *reader, k string, c *Config) { c.Slack.Listen = r.address(k) }},
 	{name: "slack.api_url", def: slack.DefaultAPIURL, doc: "where Web API calls go (an API proxy)",
@@ -196,7 +198,9 @@ var keys = []key{
 	{name: "slack.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Slack.ShowThoughts = r.boolean(k) }},
 	{name: "slack.edit_interval", def: "1500ms", doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
-		read: func(r *reader, k string, c *Config) { c.Slack.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute) }},
+		read: func(r *reader, k string, c *Config) {
+			c.Slack.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
+		}},
 	{name: "slack.max_answer_messages", def: 6, doc: "messages per answer before it is attached as a file",
 		read: func(r *reader, k string, c *Config) { c.Slack.MaxMessages = r.integer(k, 1, 50) }},
 	{name: "slack.max_image_bytes", def: 8 << 20, doc: "largest image a user shares",
