@@ -344,7 +344,13 @@ func Load(path string, environ []string) (*Config, error) {
 		if d.Token == "" {
 			r.fail("discord.token", "is required when chat.platform has \"discord\" (or set BROKER_DISCORD_TOKEN)")
 		}
-		if len(d.AllowedChannels) == 0 && len(c.Channels) == 0 && !d.AllowAllChannels {
+		discordChannels := 0
+		for id := range c.Channels {
+			if !SlackID(id) {
+				discordChannels++
+			}
+		}
+		if len(d.AllowedChannels) == 0 && discordChannels == 0 && !d.AllowAllChannels {
 			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
 		}
 	}

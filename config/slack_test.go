@@ -54,6 +54,9 @@ func TestLoadConfig_SlackWithoutWhatItNeedsIsRefusedNamingTheKey(t *testing.T) {
 		{"a Slack channel's profile", "[slack]\nbot_token = \"x\"\napp_token = \"y\"\n[channels.\"C0AB\"]\nagent = \"default\"", nil, ""},
 		{"every channel", "[slack]\nbot_token = \"x\"\napp_token = \"y\"\nallow_all_channels = true", nil, ""},
 		{"direct messages alone", "[slack]\nbot_token = \"x\"\napp_token = \"y\"\nallow_dms = true", nil, ""},
+		{"a Slack channel's profile is not Discord's", "[discord]\ntoken = \"t\"\n[slack]\nbot_token = \"x\"\napp_token = \"y\"\n[channels.\"C0AB\"]\nagent = \"default\"",
+			[]string{"BROKER_CHAT_PLATFORM=discord,slack"},
+			"discord.allowed_channels is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadText(t, base+tc.conf+"\n", tc.env...)
