@@ -56,7 +56,8 @@ func start(w *World, config, logPath string) (*Broker, error) {
 const serving = "serving /metrics, /healthz and /readyz"
 
 // awaitReady waits for the broker to serve HTTP (if configured), for
-// /readyz to say it is connected, and for its slash commands.
+// /readyz to say it is connected, for its slash commands on Discord,
+// and for the fake Slack to reach it.
 func (b *Broker) awaitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -88,8 +89,15 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 			}
 		}
 	}
-	for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 5 {
-		if err := wait("before registering its commands"); err != nil {
+	if b.w.serves("discord") {
+		for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 5 {
+			if err := wait("before registering its commands"); err != nil {
+				return err
+			}
+		}
+	}
+	if b.w.serves("slack") && b.w.Slack != nil {
+		if err := b.w.slackReady(wait); err != nil {
 			return err
 		}
 	}

@@ -122,7 +122,8 @@ func (w *World) environ() []string {
 }
 
 // awaitReady waits for every platform to take messages and, with
-// Discord, for its slash commands.
+// Discord, for its slash commands; with Slack, for the fake to reach
+// it.
 func (p *InProcess) awaitReady(ctx context.Context) error {
 	select {
 	case <-p.Ready():
@@ -132,12 +133,23 @@ func (p *InProcess) awaitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("the broker did not get ready: %w", context.Cause(ctx))
 	}
-	if p.Platform("discord") == nil {
-		return nil
+	if p.Platform("discord") != nil {
+		err := p.w.Srv.WaitFor(ctx, func() bool { return len(p.w.Srv.Commands()) >= 5 })
+		if err != nil {
+			return fmt.Errorf("the broker did not register its commands: %w", err)
+		}
 	}
-	err := p.w.Srv.WaitFor(ctx, func() bool { return len(p.w.Srv.Commands()) >= 5 })
-	if err != nil {
-		return fmt.Errorf("the broker did not register its commands: %w", err)
+	if p.Platform("slack") != nil && p.w.Slack != nil {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		return p.w.slackReady(func(what string) error {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the broker did not get ready (%s): %w", what, context.Cause(ctx))
+			case <-tick.C:
+				return nil
+			}
+		})
 	}
 	return nil
 }
