@@ -229,7 +229,9 @@ func (f *discordFront) react(thread, id string, who person, emoji string) {
 	f.w.Srv.AddReaction(f.where(thread, id), id, f.user(who).ID, emoji)
 }
 
-func (f *discordFront) agentPID(thread string, who person) int { return f.w.agentPID(thread, f.user(who)) }
+func (f *discordFront) agentPID(thread string, who person) int {
+	return f.w.agentPID(thread, f.user(who))
+}
 
 func (f *discordFront) permissionRequest(thread string, skip ...string) said {
 	return discordSaid(f.w.permissionRequest(thread, skip...))
