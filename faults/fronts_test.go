@@ -287,6 +287,11 @@ func (f *slackFront) command(thread string, who person, name string) {
 	f.s.Command(thread, f.user(who), name)
 }
 
+// command2 is command, returning the ts of the message who wrote.
+func (f *slackFront) command2(thread string, who person, name string) string {
+	return f.s.Command(thread, f.user(who), name)
+}
+
 func (f *slackFront) said(m fakeslack.Message) said {
 	s := said{id: m.TS, text: f.s.Text(m), raw: m}
 	for _, e := range brokertest.SlackElements(m.Blocks) {
