@@ -59,6 +59,8 @@ type front interface {
 	// mention has who mention the bot in the allowed channel and
 	// returns the thread it opens.
 	mention(who person, text string) string
+	// send is mention without waiting for the bot to take the message.
+	send(who person, text string) string
 	// post has who write text in the thread; command writes a command
 	// to the bot there (Discord: a slash command, Slack: "@bot NAME").
 	post(thread string, who person, text string) string
@@ -155,6 +157,10 @@ func (f *discordFront) user(p person) fakediscord.User {
 }
 
 func (f *discordFront) mention(who person, text string) string { return f.w.mention(f.user(who), text) }
+
+func (f *discordFront) send(who person, text string) string {
+	return f.w.Srv.SendMessage(f.w.Channel, f.user(who), f.w.Srv.Bot().Mention()+" "+text)
+}
 
 func (f *discordFront) post(thread string, who person, text string) string {
 	return f.w.Discord.Post(thread, f.user(who), text)
@@ -277,6 +283,10 @@ func (f *slackFront) mention(who person, text string) string {
 	return brokertest.MustGet(f.w.t, patience, func(ctx context.Context) (string, error) {
 		return f.s.Mention(ctx, f.user(who), text)
 	})
+}
+
+func (f *slackFront) send(who person, text string) string {
+	return f.s.Srv.PostMessage(f.s.Channel, f.user(who).ID, f.s.Srv.Bot().Mention()+" "+text)
 }
 
 func (f *slackFront) post(thread string, who person, text string) string {

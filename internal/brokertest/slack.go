@@ -184,7 +184,8 @@ func (s *Slack) isPermission(m fakeslack.Message) bool {
 }
 
 // BotMessages are the app's messages in a thread that speak of turns:
-// answers and notices, without permission requests and file shares.
+// answers and notices (a written command's answer too), without
+// permission requests and file shares.
 func (s *Slack) BotMessages(thread string) []fakeslack.Message {
 	var out []fakeslack.Message
 	for _, m := range s.Srv.Thread(s.Channel, thread) {
