@@ -107,8 +107,16 @@ func (s *Slack) Command(thread string, u fakeslack.User, text string) string {
 
 // SlackText is what a message of the app shows, from its blocks:
 // sections as they are, small print (context blocks) as "-# " lines,
-// actions left out; its text when it has no blocks.
+// actions left out; its text when it has no blocks. The three
+// characters Slack's markup escapes (&, <, >) are shown as they are.
 func SlackText(blocks []json.RawMessage, text string) string {
+	return unescaper.Replace(slackMarkup(blocks, text))
+}
+
+// unescaper shows what Slack escapes as Slack's clients show it.
+var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+func slackMarkup(blocks []json.RawMessage, text string) string {
 	if len(blocks) == 0 {
 		return text
 	}
