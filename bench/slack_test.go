@@ -26,7 +26,7 @@ func startSlack(tb testing.TB, maxSessions int, conf brokertest.Settings) *slack
 	tb.Helper()
 	w := brokertest.NewWorld(tb, bins, brokertest.Options{
 		Slack: &fakeslack.Options{WaitTimeout: 10 * time.Minute},
-		Conf: brokertest.Settings{"chat.platform": "slack", "log.level": "warn", "http.listen": "", "pool.max_sessions": maxSessions}.With(conf),
+		Conf:  brokertest.Settings{"chat.platform": "slack", "log.level": "warn", "http.listen": "", "pool.max_sessions": maxSessions}.With(conf),
 	})
 	b := brokertest.MustGet(tb, time.Minute, w.Start)
 	tb.Cleanup(func() {
