@@ -384,7 +384,7 @@ func (r *reader) slackNeeds(c *Config) {
 		switch {
 		case s.Listen == "":
 			r.fail("slack.listen", "is required with slack.mode = \"http\": the address Slack's requests come to, e.g. 127.0.0.1:3000 behind a TLS proxy")
-		case s.Listen == c.HTTP.Listen:
+		case s.Listen == c.HTTP.Listen && !strings.HasSuffix(s.Listen, ":0"):
 			r.fail("slack.listen", "= %q is http.listen's address too: give Slack's requests an address of their own", s.Listen)
 		}
 	}
