@@ -23,6 +23,9 @@ type Broker struct {
 	done chan struct{}
 	addr string
 	http *http.Client
+	// slackConns are the Socket Mode connections the fake Slack had
+	// accepted before the broker started.
+	slackConns int
 }
 
 func start(w *World, config, logPath string) (*Broker, error) {
@@ -30,7 +33,7 @@ func start(w *World, config, logPath string) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{w: w, Log: log, done: make(chan struct{}),
+	b := &Broker{w: w, Log: log, done: make(chan struct{}), slackConns: w.slackConnections(),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	b.cmd = exec.Command(w.Bins.Broker, "--config", config)
 	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}, w.Env...)
@@ -97,7 +100,7 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 		}
 	}
 	if b.w.serves("slack") && b.w.Slack != nil {
-		if err := b.w.slackReady(wait); err != nil {
+		if err := b.w.slackReady(b.slackConns, wait); err != nil {
 			return err
 		}
 	}

@@ -26,6 +26,10 @@ type InProcess struct {
 	served chan error
 	once   sync.Once
 
+	// slackConns are the Socket Mode connections the fake Slack had
+	// accepted before the broker opened.
+	slackConns int
+
 	mu     sync.Mutex
 	cancel context.CancelFunc // nil until Serve
 }
@@ -89,7 +93,7 @@ func (w *World) OpenConfig(cfg *config.Config, opts broker.Options) (*InProcess,
 		log.close()
 		return nil, err
 	}
-	p := &InProcess{Broker: b, Log: log, w: w, served: make(chan error, 1)}
+	p := &InProcess{Broker: b, Log: log, w: w, served: make(chan error, 1), slackConns: w.slackConnections()}
 	w.TB.Cleanup(func() {
 		p.Stop(30 * time.Second)
 		if w.TB.Failed() && w.logTail > 0 {
@@ -142,7 +146,7 @@ func (p *InProcess) awaitReady(ctx context.Context) error {
 	if p.Platform("slack") != nil && p.w.Slack != nil {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
-		return p.w.slackReady(func(what string) error {
+		return p.w.slackReady(p.slackConns, func(what string) error {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("the broker did not get ready (%s): %w", what, context.Cause(ctx))

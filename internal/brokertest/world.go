@@ -186,17 +186,27 @@ func (w *World) slackHTTP() string {
 	return addr
 }
 
+// slackConnections are the Socket Mode connections the fake Slack has
+// accepted (0 without one).
+func (w *World) slackConnections() int {
+	if w.Slack == nil {
+		return 0
+	}
+	return w.Slack.Srv.SocketStats().Connections
+}
+
 // slackReady waits, with wait, until the fake Slack reaches a broker
-// that serves it: over Socket Mode, a connection greeted; over HTTP, the
-// fake told where to post.
-func (w *World) slackReady(wait func(what string) error) error {
+// that serves it: over Socket Mode, a connection greeted, and opened
+// after the first since (those of a broker killed before may look open
+// a while yet); over HTTP, the fake told where to post.
+func (w *World) slackReady(since int, wait func(what string) error) error {
 	if addr := w.slackHTTP(); addr != "" {
 		base := "http://" + addr
 		w.Slack.Srv.UseHTTP(fakeslack.Endpoints{Events: base + "/slack/events", Interactivity: base + "/slack/interactivity", Commands: base + "/slack/commands"})
 		return nil
 	}
 	w.Slack.Srv.UseSocketMode()
-	for !w.Slack.Srv.Connected() {
+	for st := w.Slack.Srv.SocketStats(); st.Connections <= since || st.Ready == 0; st = w.Slack.Srv.SocketStats() {
 		if err := wait("before connecting to Slack"); err != nil {
 			return err
 		}
