@@ -74,7 +74,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // message calls any thread saw in 5 seconds (Discord allows 5). Run with
 // -benchtime 1x.
 func BenchmarkScale(b *testing.B) {
-	for _, n := range []int{10, 100, 500} {
+	for _, n := range []int{10, 50, 100, 500} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			for range b.N {
 				scale(b, n)

@@ -80,6 +80,7 @@ func Known() map[string]PlatformFunc {
 	return map[string]PlatformFunc{
 		config.Console: Console,
 		"discord":      Discord(nil),
+		"slack":        Slack(nil),
 	}
 }
 

@@ -28,11 +28,11 @@ type builtProfiles struct {
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
 // workspace hook, which gives made (if not nil) each worktree it makes
-// or finds, its git commands confined by confine. secrets are the token
-// and every profile's secret values.
+// or finds, its git commands confined by confine. secrets are the chat
+// platforms' tokens and every profile's secret values.
 func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktree), confine workspace.Confiner, log zerolog.Logger) (*builtProfiles, error) {
 	lookup := envLookup(environ)
-	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: []string{cfg.Discord.Token}}
+	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: chatSecrets(cfg)}
 	var errs []error
 	said := map[string]bool{} // an error of [agent]'s env, once for every profile
 	for _, name := range sortedKeys(cfg.Profiles) {
@@ -130,4 +130,15 @@ func secretValues(p *config.Profile, env []string) []string {
 		}
 	}
 	return vals
+}
+
+// chatSecrets are the chat platforms' tokens and secrets, those set.
+func chatSecrets(cfg *config.Config) []string {
+	var out []string
+	for _, s := range []string{cfg.Discord.Token, cfg.Slack.BotToken, cfg.Slack.AppToken, cfg.Slack.SigningSecret} {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

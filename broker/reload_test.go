@@ -44,6 +44,14 @@ var liveKeyChecks = map[string]struct {
 	"agents.default":             {`"b"`, "b", func(b *Broker, _ *levelRecorder) any { return b.pool.Stats().DefaultProfile }},
 	"api.rate_limit":             {`7`, 7, func(b *Broker, _ *levelRecorder) any { return b.api.Config().RateLimit }},
 	"api.max_body_bytes":         {`4096`, int64(4096), func(b *Broker, _ *levelRecorder) any { return b.api.Config().MaxBodyBytes }},
+	"slack.allowed_channels":     {`["C5", "C6"]`, []string{"C5", "C6"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowedChannels }},
+	"slack.allow_all_channels":   {`true`, true, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowAllChannels }},
+	"slack.allowed_users":        {`["U21"]`, []string{"U21"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowedUsers }},
+	"slack.allowed_groups":       {`["S31"]`, []string{"S31"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowedRoles }},
+	"slack.approvers":            {`["U22"]`, []string{"U22"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().Approvers }},
+	"slack.approver_groups":      {`["S32"]`, []string{"S32"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().ApproverRoles }},
+	"slack.allow_dms":            {`true`, true, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowDMs }},
+	"slack.show_thoughts":        {`true`, true, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().ShowThoughts }},
 }
 
 // Every key the table marks as changed by a reload is changed by one:
@@ -54,8 +62,12 @@ var liveKeyChecks = map[string]struct {
 func TestReload_EveryLiveKeyTakesEffect(t *testing.T) {
 	dir := t.TempDir()
 	base := map[string]string{
-		"chat.platform":            `"discord"`,
+		"chat.platform":            `["discord", "slack"]`,
 		"discord.token":            `"t0ken"`,
+		"slack.bot_token":          `"xoxb-t0ken"`,
+		"slack.app_token":          `"xapp-t0ken"`,
+		"slack.api_url":            `"http://127.0.0.1:1/api/"`,
+		"slack.allowed_channels":   `["C1"]`,
 		"discord.api_url":          `"http://127.0.0.1:1/api/v9/"`,
 		"discord.allowed_channels": `["1"]`,
 		"agent.command":            fmt.Sprintf("%q", fakeAgent),

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"acpbroker/chat/discord"
+	"acpbroker/chat/slack"
 	"acpbroker/config"
 	"acpbroker/pool"
 )
@@ -55,6 +56,9 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 	}
 	tokenFile := filepath.Join(dir, "token")
 	os.WriteFile(tokenFile, []byte("t0ken-from-file\n"), 0o600)
+	appTokenFile, signingFile := filepath.Join(dir, "app-token"), filepath.Join(dir, "signing")
+	os.WriteFile(appTokenFile, []byte("xapp-from-file\n"), 0o600)
+	os.WriteFile(signingFile, []byte("signing-from-file\n"), 0o600)
 	repo, err := filepath.EvalSymlinks(gitRepo(t))
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +98,7 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 	}
 	apiListen := ln.Addr().String()
 	ln.Close()
+	slackListen := "127.0.0.1:1" // not listened on: Slack's Run is not called
 	env, _ := exec.LookPath("env")
 	truth, _ := exec.LookPath("true")
 	conn := func(b *Broker) pool.Config { return b.pool.Config() }
@@ -109,7 +114,7 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 
 	checks := map[string]startCheck{
-		"chat.platform":               {"", `"discord"`, []string{"discord"}, func(b *Broker) any { return platformNames(b) }},
+		"chat.platform":               {"", `["discord", "slack"]`, []string{"discord", "slack"}, func(b *Broker) any { return platformNames(b) }},
 		"agent.exit_grace":            {"", `"5s"`, "5s", func(b *Broker) any { return conn(b).ExitGrace }},
 		"agent.max_line_bytes":        {"", `33554433`, 33554433, func(b *Broker) any { return conn(b).Conn.MaxLineBytes }},
 		"agent.max_read_bytes":        {"", `1048578`, 1048578, func(b *Broker) any { return conn(b).Conn.MaxReadBytes }},
@@ -135,6 +140,20 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 		"discord.max_image_bytes":     {"", `1048580`, 1048580, func(b *Broker) any { return discordOf(b).Config().MaxImageBytes }},
 		"discord.max_file_bytes":      {"", `1048581`, 1048581, func(b *Broker) any { return discordOf(b).Config().MaxFileBytes }},
 		"discord.max_text_bytes":      {"", `1048582`, 1048582, func(b *Broker) any { return discordOf(b).Config().MaxTextBytes }},
+		"slack.bot_token":             {"token", `"xoxb-itself"`, "xoxb-itself", func(b *Broker) any { return slackOf(b).Config().BotToken }},
+		"slack.bot_token_file":        {"launcher", q(tokenFile), "t0ken-from-file", func(b *Broker) any { return slackOf(b).Config().BotToken }},
+		"slack.app_token":             {"token", `"xapp-itself"`, "xapp-itself", func(b *Broker) any { return slackOf(b).Config().AppToken }},
+		"slack.app_token_file":        {"launcher", q(appTokenFile), "xapp-from-file", func(b *Broker) any { return slackOf(b).Config().AppToken }},
+		"slack.mode":                  {"", `"http"`, "http", func(b *Broker) any { return slackOf(b).Config().Mode }},
+		"slack.signing_secret":        {"token", `"signing-itself"`, "signing-itself", func(b *Broker) any { return slackOf(b).Config().SigningSecret }},
+		"slack.signing_secret_file":   {"launcher", q(signingFile), "signing-from-file", func(b *Broker) any { return slackOf(b).Config().SigningSecret }},
+		"slack.listen":                {"", q(slackListen), slackListen, func(b *Broker) any { return slackOf(b).Config().Listen }},
+		"slack.api_url":               {"", `"http://127.0.0.1:1/api/"`, "http://127.0.0.1:1/api/", func(b *Broker) any { return slackOf(b).Config().APIURL }},
+		"slack.edit_interval":         {"", `"3s"`, "3s", func(b *Broker) any { return slackOf(b).Config().EditInterval }},
+		"slack.max_answer_messages":   {"", `5`, 5, func(b *Broker) any { return slackOf(b).Config().MaxMessages }},
+		"slack.max_image_bytes":       {"", `1048583`, 1048583, func(b *Broker) any { return slackOf(b).Config().MaxImageBytes }},
+		"slack.max_file_bytes":        {"", `1048584`, 1048584, func(b *Broker) any { return slackOf(b).Config().MaxFileBytes }},
+		"slack.max_text_bytes":        {"", `1048585`, 1048585, func(b *Broker) any { return slackOf(b).Config().MaxTextBytes }},
 
 		// The keys of the one profile of [agent].
 		"command":        {"", q(fakeAgent), fakeAgent, func(b *Broker) any { return profile(b).Command }},
@@ -197,8 +216,9 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 	}
 
 	for _, run := range []string{"launcher", "token"} {
-		// Discord needs a channel to serve; the rest is the checks'.
-		values := map[string]string{"discord.allow_all_channels": "true"}
+		// Discord and Slack need a channel to serve; the rest is the
+		// checks'.
+		values := map[string]string{"discord.allow_all_channels": "true", "slack.allow_all_channels": "true"}
 		for name, c := range checks {
 			if c.run == "" || c.run == run {
 				values[profileKeyPath(name)] = c.value
@@ -281,3 +301,6 @@ func platformNames(b *Broker) []string {
 
 // discordOf is b's Discord client.
 func discordOf(b *Broker) *discord.Client { return b.Platform("discord").(*discord.Client) }
+
+// slackOf is b's Slack client.
+func slackOf(b *Broker) *slack.Client { return b.Platform("slack").(*slack.Client) }

@@ -90,6 +90,7 @@ type Config struct {
 		Interval time.Duration
 	}
 	Discord  DiscordConfig
+	Slack    SlackConfig
 	Shutdown struct {
 		Grace time.Duration
 	}
@@ -169,6 +170,36 @@ type DiscordConfig struct {
 	Approvers        []string
 	ApproverRoles    []string
 	AllowedBots      []string
+	ShowThoughts     bool
+	EditInterval     time.Duration
+	MaxMessages      int
+	MaxFileBytes     int
+	MaxImageBytes    int64
+	MaxTextBytes     int64
+}
+
+// SlackConfig is the [slack] table.
+type SlackConfig struct {
+	// BotToken (xoxb-…) makes every Web API call; AppToken (xapp-…)
+	// opens the Socket Mode connections; SigningSecret verifies what
+	// Slack posts in http mode. Each *File is where its secret was read
+	// from, if from a file.
+	BotToken, BotTokenFile           string
+	AppToken, AppTokenFile           string
+	SigningSecret, SigningSecretFile string
+	// Mode is "socket" or "http"; Listen is the http mode's address.
+	Mode   string
+	Listen string
+	APIURL string
+	// The access lists: channel ids (C…, G…), user ids (U…, W…) and
+	// user group ids (S…).
+	AllowedChannels  []string
+	AllowAllChannels bool
+	AllowedUsers     []string
+	AllowedGroups    []string
+	Approvers        []string
+	ApproverGroups   []string
+	AllowDMs         bool
 	ShowThoughts     bool
 	EditInterval     time.Duration
 	MaxMessages      int
@@ -291,9 +322,17 @@ func Load(path string, environ []string) (*Config, error) {
 		c.Warnings = append(c.Warnings, `agent.sandbox = "none" with the broker running as root and no agent.run_as_user: agents run as root, unconfined; set agent.run_as_user to an unprivileged user, or use the sandbox`)
 	}
 	c.Channels = map[string]string{}
-	for _, id := range sortedKeys(v.GetStringMap("channels")) {
-		k := "channels." + id + ".agent"
+	channelsTable, _ := foldGet(doc, "channels").(map[string]any)
+	for _, key := range sortedKeys(v.GetStringMap("channels")) {
+		k := "channels." + key + ".agent"
 		name := r.str(k)
+		// viper gives the id in lower case; Slack's are in upper case.
+		id := key
+		for written := range channelsTable {
+			if strings.EqualFold(written, key) {
+				id = written
+			}
+		}
 		switch {
 		case name == "":
 			r.fail(k, "is required: the profile new threads of channel %s get", id)
@@ -309,7 +348,13 @@ func Load(path string, environ []string) (*Config, error) {
 		if d.Token == "" {
 			r.fail("discord.token", "is required when chat.platform has \"discord\" (or set BROKER_DISCORD_TOKEN)")
 		}
-		if len(d.AllowedChannels) == 0 && len(c.Channels) == 0 && !d.AllowAllChannels {
+		discordChannels := 0
+		for id := range c.Channels {
+			if !SlackID(id) {
+				discordChannels++
+			}
+		}
+		if len(d.AllowedChannels) == 0 && discordChannels == 0 && !d.AllowAllChannels {
 			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
 		}
 	}
@@ -318,11 +363,63 @@ func Load(path string, environ []string) (*Config, error) {
 	if len(c.Chat.Platforms) == 0 && c.API.Listen == "" {
 		r.fail("chat.platform", "= \"none\" serves no chat: set api.listen for the API it serves alone")
 	}
+	if slices.Contains(c.Chat.Platforms, "slack") {
+		r.slackNeeds(c)
+	}
 	if len(r.errs) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	c.values, c.read = r.vals, &r
 	return c, nil
+}
+
+// slackNeeds fails each key Slack needs and lacks, when chat.platform
+// has it: a bot token, Socket Mode's app-level token or the http mode's
+// signing secret and address, and somewhere to answer.
+func (r *reader) slackNeeds(c *Config) {
+	s := &c.Slack
+	if s.BotToken == "" {
+		r.fail("slack.bot_token", "is required when chat.platform has \"slack\": the Bot User OAuth Token, xoxb-… (or set BROKER_SLACK_BOT_TOKEN, or slack.bot_token_file)")
+	}
+	switch s.Mode {
+	case "socket":
+		if s.AppToken == "" {
+			r.fail("slack.app_token", "is required with slack.mode = \"socket\": an app-level token with connections:write, xapp-… (or set BROKER_SLACK_APP_TOKEN, or slack.app_token_file)")
+		}
+	case "http":
+		if s.SigningSecret == "" {
+			r.fail("slack.signing_secret", "is required with slack.mode = \"http\": the app's Signing Secret (or set BROKER_SLACK_SIGNING_SECRET, or slack.signing_secret_file)")
+		}
+		switch {
+		case s.Listen == "":
+			r.fail("slack.listen", "is required with slack.mode = \"http\": the address Slack's requests come to, e.g. 127.0.0.1:3000 behind a TLS proxy")
+		case s.Listen == c.HTTP.Listen && !strings.HasSuffix(s.Listen, ":0"):
+			r.fail("slack.listen", "= %q is http.listen's address too: give Slack's requests an address of their own", s.Listen)
+		}
+	}
+	slackChannels := 0
+	for id := range c.Channels {
+		if SlackID(id) {
+			slackChannels++
+		}
+	}
+	if len(s.AllowedChannels) == 0 && slackChannels == 0 && !s.AllowAllChannels && !s.AllowDMs {
+		r.fail("slack.allowed_channels", "is empty: list the channel ids the app may answer in, or set slack.allow_all_channels = true, or slack.allow_dms = true for direct messages alone")
+	}
+}
+
+// SlackID reports whether a channel id is Slack's (C…, G…, D…: upper
+// case letters and digits, a letter first) rather than Discord's (digits).
+func SlackID(id string) bool {
+	if id == "" || id[0] < 'A' || id[0] > 'Z' {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // profile reads a profile's keys in section: each set there, or else

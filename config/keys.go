@@ -12,6 +12,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/chat/discord"
+	"acpbroker/chat/slack"
 )
 
 // key is one configuration key, defined once: its default, how it is
@@ -51,7 +52,7 @@ var keys = []key{
 		}},
 	{name: "log.format", def: "auto", doc: "`console` (for people), `json`, or `auto`: console on a terminal, JSON otherwise",
 		read: func(r *reader, k string, c *Config) { c.Log.Format = r.oneOf(k, "auto", "console", "json") }},
-	{name: "chat.platform", def: "console", doc: "`console` (alone), `none` (the HTTP API alone; see HTTP API), or the chat platforms one broker serves: `discord`, or a list of them (`[\"discord\", …]`; see Several chat platforms); `--platform` overrides (`--platform discord,…`)",
+	{name: "chat.platform", def: "console", doc: "`console` (alone), `none` (the HTTP API alone; see HTTP API), or the chat platforms one broker serves: `discord`, `slack`, or a list of them (`[\"discord\", \"slack\"]`; see Several chat platforms); `--platform` overrides (`--platform discord,slack`)",
 		read: readPlatforms},
 
 	{name: "agent.exit_grace", def: "2s", doc: "each step of stopping an agent: after closing stdin, after SIGTERM; at shutdown also the wait for a cancelled turn's answer (see Stopping)",
@@ -164,6 +165,55 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Discord.MaxFileBytes = r.integer(k, 1<<10, 10<<20) }},
 	{name: "discord.max_text_bytes", def: 256 << 10, doc: "largest text attachment inlined into the prompt",
 		read: func(r *reader, k string, c *Config) { c.Discord.MaxTextBytes = int64(r.integer(k, 1, 4<<20)) }},
+
+	{name: "slack.bot_token", def: "", secret: true, shown: "", doc: "the Bot User OAuth Token, `xoxb-…` (better: `BROKER_SLACK_BOT_TOKEN`, or `slack.bot_token_file`)",
+		read: func(r *reader, k string, c *Config) { c.Slack.BotToken = r.str(k) }},
+	{name: "slack.bot_token_file", def: "", secret: true, doc: "a file holding the bot token (e.g. a systemd credential)",
+		read: func(r *reader, k string, c *Config) { r.secretFile(k, &c.Slack.BotToken, &c.Slack.BotTokenFile) }},
+	{name: "slack.app_token", def: "", secret: true, shown: "", doc: "with `mode = \"socket\"`: the app-level token with `connections:write`, `xapp-…`, that opens the connection (better: `BROKER_SLACK_APP_TOKEN`, or `slack.app_token_file`)",
+		read: func(r *reader, k string, c *Config) { c.Slack.AppToken = r.str(k) }},
+	{name: "slack.app_token_file", def: "", secret: true, doc: "a file holding the app-level token",
+		read: func(r *reader, k string, c *Config) { r.secretFile(k, &c.Slack.AppToken, &c.Slack.AppTokenFile) }},
+	{name: "slack.mode", def: "socket", doc: "`socket`: Socket Mode, no public URL; `http`: Slack posts events and interactions to `slack.listen`",
+		read: func(r *reader, k string, c *Config) { c.Slack.Mode = r.oneOf(k, "socket", "http") }},
+	{name: "slack.signing_secret", def: "", secret: true, shown: "", doc: "with `mode = \"http\"`: the app's Signing Secret, which every request must be signed with (better: `BROKER_SLACK_SIGNING_SECRET`, or `slack.signing_secret_file`)",
+		read: func(r *reader, k string, c *Config) { c.Slack.SigningSecret = r.str(k) }},
+	{name: "slack.signing_secret_file", def: "", secret: true, doc: "a file holding the signing secret",
+		read: func(r *reader, k string, c *Config) {
+			r.secretFile(k, &c.Slack.SigningSecret, &c.Slack.SigningSecretFile)
+		}},
+	{name: "slack.listen", def: "", doc: "with `mode = \"http\"`: the address Slack's requests come to (events at `/slack/events`, interactivity at `/slack/interactivity`, the command at `/slack/commands`), behind a TLS proxy",
+		read: func(r *reader, k string, c *Config) { c.Slack.Listen = r.address(k) }},
+	{name: "slack.api_url", def: slack.DefaultAPIURL, doc: "where Web API calls go (an API proxy)",
+		read: func(r *reader, k string, c *Config) { c.Slack.APIURL = r.httpURL(k, slack.DefaultAPIURL) }},
+	{name: "slack.allowed_channels", def: []string{}, live: true, doc: "channel ids (`C…`) where a mention starts a conversation (a `[channels.\"ID\"]` table allows its channel too)",
+		read: func(r *reader, k string, c *Config) { c.Slack.AllowedChannels = r.strs(k) }},
+	{name: "slack.allow_all_channels", def: false, live: true, doc: "allow every channel the app is in",
+		read: func(r *reader, k string, c *Config) { c.Slack.AllowAllChannels = r.boolean(k) }},
+	{name: "slack.allowed_users", def: []string{}, live: true, doc: "user ids (`U…`) who may use the app (with `allowed_groups` empty too: everyone in allowed channels); others get 🚫",
+		read: func(r *reader, k string, c *Config) { c.Slack.AllowedUsers = r.strs(k) }},
+	{name: "slack.allowed_groups", def: []string{}, live: true, doc: "user group ids (`S…`) whose members may use the app",
+		read: func(r *reader, k string, c *Config) { c.Slack.AllowedGroups = r.strs(k) }},
+	{name: "slack.approvers", def: []string{}, live: true, doc: "user ids who may act on any thread: answer its questions, cancel, reset",
+		read: func(r *reader, k string, c *Config) { c.Slack.Approvers = r.strs(k) }},
+	{name: "slack.approver_groups", def: []string{}, live: true, doc: "user group ids whose members may do the same",
+		read: func(r *reader, k string, c *Config) { c.Slack.ApproverGroups = r.strs(k) }},
+	{name: "slack.allow_dms", def: false, live: true, doc: "direct messages with the app open threads too (a user on no list is refused there as anywhere)",
+		read: func(r *reader, k string, c *Config) { c.Slack.AllowDMs = r.boolean(k) }},
+	{name: "slack.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
+		read: func(r *reader, k string, c *Config) { c.Slack.ShowThoughts = r.boolean(k) }},
+	{name: "slack.edit_interval", def: "1500ms", doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
+		read: func(r *reader, k string, c *Config) {
+			c.Slack.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
+		}},
+	{name: "slack.max_answer_messages", def: 6, doc: "messages per answer before it is attached as a file",
+		read: func(r *reader, k string, c *Config) { c.Slack.MaxMessages = r.integer(k, 1, 50) }},
+	{name: "slack.max_image_bytes", def: 8 << 20, doc: "largest image a user shares",
+		read: func(r *reader, k string, c *Config) { c.Slack.MaxImageBytes = int64(r.integer(k, 1, 25<<20)) }},
+	{name: "slack.max_file_bytes", def: 8 << 20, doc: "largest file attached to an answer: a part of a long answer, a diff, or a file the agent shows (a message carries at most 50 MiB of files)",
+		read: func(r *reader, k string, c *Config) { c.Slack.MaxFileBytes = r.integer(k, 1<<10, 50<<20) }},
+	{name: "slack.max_text_bytes", def: 256 << 10, doc: "largest text file inlined into the prompt",
+		read: func(r *reader, k string, c *Config) { c.Slack.MaxTextBytes = int64(r.integer(k, 1, 4<<20)) }},
 }
 
 // fileKey is a key read where it is rather than through the table: an
@@ -231,7 +281,7 @@ var profileKeys = []profileKey{
 // Platforms are the chat platforms chat.platform may name. The console
 // is served alone; the others may be served together, one broker, one
 // pool and one store for all of them.
-var Platforms = []string{"console", "discord"}
+var Platforms = []string{"console", "discord", "slack"}
 
 // Console is the platform served alone: the terminal the broker runs on.
 const Console = "console"
@@ -342,23 +392,50 @@ func readAPIListen(r *reader, k string, c *Config) {
 
 // readTokenFile runs after discord.token: the token itself wins.
 func readTokenFile(r *reader, k string, c *Config) {
-	file := r.str(k)
-	if file == "" || c.Discord.Token != "" {
+	r.secretFile(k, &c.Discord.Token, &c.Discord.TokenFile)
+}
+
+// secretFile reads key k, a file holding a secret, into secret, unless
+// the secret is set already (by its own key, which is read first and
+// wins); file records where it was read from.
+func (r *reader) secretFile(k string, secret, file *string) {
+	path := r.str(k)
+	if path == "" || *secret != "" {
 		return
 	}
-	c.Discord.TokenFile = file
-	tok, err := readSecretFile(file)
+	*file = path
+	s, err := readSecretFile(path)
 	if err != nil {
 		r.fail(k, "cannot be read: %v", err)
 	}
-	c.Discord.Token = tok
+	*secret = s
 }
 
 func readAPIURL(r *reader, k string, c *Config) {
-	c.Discord.APIURL = r.str(k)
-	if u, err := url.Parse(c.Discord.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		r.fail(k, "= %q is not an http(s) URL like %s", c.Discord.APIURL, discord.DefaultAPIURL)
+	c.Discord.APIURL = r.httpURL(k, discord.DefaultAPIURL)
+}
+
+// httpURL reads an http(s) URL; like is one, for the error.
+func (r *reader) httpURL(k, like string) string {
+	s := r.str(k)
+	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.fail(k, "= %q is not an http(s) URL like %s", s, like)
 	}
+	return s
+}
+
+// address reads a host:port address to listen on ("" for none).
+func (r *reader) address(k string) string {
+	s := r.str(k)
+	if s == "" {
+		return s
+	}
+	if _, port, err := net.SplitHostPort(s); err != nil {
+		r.fail(k, "= %q is not a host:port address (e.g. 127.0.0.1:3000)", s)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		r.fail(k, "= %q has no port number", s)
+	}
+	return s
 }
 
 // defaults lists every fixed key with its default: those of keys, and
@@ -470,8 +547,7 @@ func keyTable(prefix string) string {
 		}
 	default:
 		for _, k := range keys {
-			discordKey := strings.HasPrefix(k.name, "discord.")
-			if (prefix == "discord.") != discordKey {
+			if tableOf(k.name) != prefix {
 				continue
 			}
 			live := "restart"
@@ -487,6 +563,21 @@ func keyTable(prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// platformTables are the chat platforms whose keys have a README table
+// of their own.
+var platformTables = []string{"discord.", "slack."}
+
+// tableOf is the README table a key of keys is listed in: its platform's
+// ("discord."), or "".
+func tableOf(name string) string {
+	for _, t := range platformTables {
+		if strings.HasPrefix(name, t) {
+			return t
+		}
+	}
+	return ""
 }
 
 func defaultText(v any) string {

@@ -22,7 +22,7 @@ func TestReadme_KeyTablesAreTheKeyTable(t *testing.T) {
 	}
 	got := string(b)
 	want := got
-	for _, prefix := range []string{"", "agent.", "discord."} {
+	for _, prefix := range []string{"", "agent.", "discord.", "slack."} {
 		open, end := "<!-- keys "+strings.TrimSuffix(prefix, ".")+" -->\n", "<!-- /keys -->\n"
 		if prefix == "" {
 			open = "<!-- keys -->\n"

@@ -24,8 +24,8 @@ type brokerPath struct {
 }
 
 // brokerPaths are the broker's own files: its state directory (with its
-// socket), its configuration file and token file, and the
-// directories those two are in (but a system directory or /: there,
+// socket), its configuration file and the files its tokens and secrets
+// are read from, and the directories those are in (but a system directory or /: there,
 // the file alone).
 func brokerPaths(cfg *Config) []brokerPath {
 	var out []brokerPath
@@ -42,6 +42,9 @@ func brokerPaths(cfg *Config) []brokerPath {
 	add("state.dir", cfg.State.Dir, false)
 	add("the configuration file", cfg.Path, true)
 	add("discord.token_file", cfg.Discord.TokenFile, true)
+	add("slack.bot_token_file", cfg.Slack.BotTokenFile, true)
+	add("slack.app_token_file", cfg.Slack.AppTokenFile, true)
+	add("slack.signing_secret_file", cfg.Slack.SigningSecretFile, true)
 	return out
 }
 

@@ -168,6 +168,9 @@ func (r *reader) checkSchedulePlace(t *table, s *Schedule, c *Config) {
 	case s.Channel != "" && s.Platform == "discord" && !c.Discord.AllowAllChannels &&
 		!slices.Contains(c.Discord.AllowedChannels, s.Channel) && c.Channels[s.Channel] == "":
 		t.fail("channel", "= %q is not a channel the bot serves: list it in discord.allowed_channels (or give it a [channels.\"%s\"] table)", s.Channel, s.Channel)
+	case s.Channel != "" && s.Platform == "slack" && !c.Slack.AllowAllChannels &&
+		!slices.Contains(c.Slack.AllowedChannels, s.Channel) && c.Channels[s.Channel] == "":
+		t.fail("channel", "= %q is not a channel the app serves: list it in slack.allowed_channels (or give it a [channels.\"%s\"] table)", s.Channel, s.Channel)
 	}
 }
 

@@ -84,3 +84,54 @@ func runBrokerCommand(t *testing.T, env []string, args ...string) (int, string) 
 	}
 	return cmd.ProcessState.ExitCode(), out.String()
 }
+
+// Slack chosen without what it needs stops the broker before it touches
+// Slack, naming the key, as a bad value does; a token Slack refuses
+// stops the broker once Slack says so, with status 1 and the reason,
+// and nothing else is asked of Slack.
+func TestBadConfig_SlackRefusedWithTheKeyBeforeConnecting(t *testing.T) {
+	w, _ := newWorldOn(t, "slack", setup{})
+	for _, tc := range []struct {
+		name   string
+		change settings
+		reason string
+	}{
+		{"no bot token", settings{"slack.bot_token": nil}, `slack.bot_token is required when chat.platform has "slack"`},
+		{"no app token", settings{"slack.app_token": nil}, `slack.app_token is required with slack.mode = "socket"`},
+		{"http without a secret", settings{"slack.mode": "http", "slack.listen": "127.0.0.1:0"}, `slack.signing_secret is required with slack.mode = "http"`},
+		{"http without an address", settings{"slack.mode": "http", "slack.signing_secret": "s"}, `slack.listen is required with slack.mode = "http"`},
+		{"nowhere to answer", settings{"slack.allowed_channels": []string{}}, "slack.allowed_channels is empty"},
+		{"an unknown mode", settings{"slack.mode": "rtm"}, `slack.mode = "rtm" must be one of socket, http`},
+		{"both platforms, Slack without a token", settings{"chat.platform": []string{"discord", "slack"}, "slack.bot_token": nil}, `slack.bot_token is required`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "broker.toml")
+			if err := os.WriteFile(path, []byte(w.Conf.With(tc.change).TOML()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"--config", path}, {"check-config", "--config", path}} {
+				code, stderr := runBrokerCommand(t, nil, args...)
+				if code != 2 || !strings.Contains(stderr, tc.reason) {
+					t.Errorf("broker %s: exit status %d, stderr %q; want 2 and %q", strings.Join(args, " "), code, stderr, tc.reason)
+				}
+			}
+		})
+	}
+	if calls := w.Slack.Srv.Calls(); len(calls) != 0 {
+		t.Fatalf("the fake Slack saw %d call(s), the first %s", len(calls), calls[0].Method)
+	}
+
+	t.Run("a token Slack refuses", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "broker.toml")
+		os.WriteFile(path, []byte(w.Conf.With(settings{"slack.bot_token": "xoxb-revoked", "agent.sandbox": "none"}).TOML()), 0o600)
+		code, out := runBrokerCommand(t, nil, "--config", path)
+		if code != 1 || !strings.Contains(out, "the bot token was refused") {
+			t.Errorf("exit status %d, output %q; want 1 and the refusal", code, out)
+		}
+		for _, c := range w.Slack.Srv.Calls() {
+			if c.Method != "auth.test" {
+				t.Errorf("a broker whose token Slack refused called %s", c.Method)
+			}
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/internal/fakeslack"
 )
 
 // bins are the broker and the fake agent, built once by TestMain.
@@ -36,6 +37,10 @@ type settings = brokertest.Settings
 type setup struct {
 	fake fakediscord.Options
 	conf settings
+	// slack gives the world a fake Slack too, with slackFake's options
+	// (chat.platform says whether the broker serves it).
+	slack     bool
+	slackFake fakeslack.Options
 }
 
 // world is a brokertest.World whose waits fail the test.
@@ -58,13 +63,22 @@ func newWorld(t *testing.T, s setup) *world {
 	if s.fake.WaitTimeout == 0 {
 		s.fake.WaitTimeout = patience
 	}
+	var slack *fakeslack.Options
+	if s.slack {
+		slack = &s.slackFake
+		if slack.WaitTimeout == 0 {
+			slack.WaitTimeout = patience
+		}
+	}
 	w := &world{t: t, World: brokertest.NewWorld(t, bins, brokertest.Options{
-		Fake: s.fake,
+		Fake:  s.fake,
+		Slack: slack,
 		Conf: settings{
 			"agent.exit_grace":      "300ms",
 			"turn.cancel_grace":     "500ms",
 			"shutdown.grace":        "5s",
 			"discord.edit_interval": "200ms",
+			"slack.edit_interval":   "200ms",
 		}.With(s.conf),
 		LogTail: 64 << 10,
 	})}

@@ -15,6 +15,7 @@ import (
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/internal/fakeslack"
 	"acpbroker/store"
 )
 
@@ -440,4 +441,40 @@ func newRepo(t *testing.T, dir string) string {
 		}
 	}
 	return dir
+}
+
+// [channels."ID"] names Slack's channels as it does Discord's: with
+// slack.allowed_channels empty, two Slack channels each given a profile
+// are allowed by their tables, and each one's threads get its profile's
+// agent, named in the thread's status and answering from its own
+// environment.
+func TestProfiles_SlackChannelsOfTwoProfilesGetTheirOwnAgents(t *testing.T) {
+	w, _ := newWorldOn(t, "slack", setup{})
+	sl := w.Slack
+	second := sl.Srv.AddChannel(fakeslack.Channel{Name: "reviews"}).ID
+	w.Conf = w.Conf.With(settings{
+		"slack.allowed_channels":            []string{},
+		"agents.default":                    "a",
+		"agents.a.env":                      []string{"WHO=a"},
+		"agents.b.env":                      []string{"WHO=b"},
+		"channels." + sl.Channel + ".agent": "b",
+		"channels." + second + ".agent":     "a",
+	})
+	w.start()
+	for channel, profile := range map[string]string{sl.Channel: "b", second: "a"} {
+		thread := brokertest.MustGet(t, patience, func(ctx context.Context) (string, error) {
+			return sl.MentionIn(ctx, channel, sl.Alice, "env")
+		})
+		on := &brokertest.Slack{Srv: sl.Srv, Channel: channel, Alice: sl.Alice}
+		got := brokertest.MustGet(t, patience, func(ctx context.Context) ([]brokertest.SlackAnswer, error) {
+			return on.AwaitAnswers(ctx, thread, 1)
+		})
+		if !regexp.MustCompile(`(?m)^WHO=` + profile + `$`).MatchString(got[0].Text) {
+			t.Errorf("the thread of the channel of %s answered from %q", profile, got[0].Text)
+		}
+		st := brokertest.MustGet(t, patience, func(ctx context.Context) (string, error) { return on.Status(ctx, thread, sl.Alice) })
+		if !strings.Contains(st, "*Profile*: "+profile) {
+			t.Errorf("the thread of the channel of %s: status %q", profile, st)
+		}
+	}
 }

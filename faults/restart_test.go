@@ -18,64 +18,66 @@ import (
 // restarted while working on your message “hang”" (once, not at every
 // start), that message shows ❌ instead of ⚙️, the agent the dead broker
 // left running is killed, and the next message resumes the agent
-// session.
+// session. On every platform.
 func TestRestart_KilledBrokerReportsTheTurnAndResumesTheSession(t *testing.T) {
-	// The agent outlives its closed stdin, as real agents do: only the
-	// next broker can clean it up. Unsandboxed: a sandboxed agent dies
-	// with the broker (bubblewrap's --die-with-parent).
-	w := newWorld(t, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}, "agent.sandbox": "none"}})
-	first := w.start()
-	thread := w.mention(alice, "remember the number 42")
-	if got := w.awaitAnswers(thread, 1)[0]; !strings.Contains(got.Text, "You said: remember the number 42") {
-		t.Fatalf("first answer %q", got.Text)
-	}
-	before := len(w.Discord.BotMessages(thread))
-	hang := w.Discord.Post(thread, alice, "hang")
-	w.awaitNewBotText(thread, "working…", before)
-	w.awaitReaction(thread, hang, "⚙️")
-	agent := w.agentPID(thread, alice)
-	first.Kill()
-	if !agenttest.Running(agent) {
-		t.Fatalf("the agent (pid %d) died with the broker; this test needs it left behind", agent)
-	}
-
-	second := w.start()
-	notice := w.awaitBotText(thread, "The broker restarted while working on your message “hang”")
-	if !strings.HasPrefix(notice.Content, brokertest.RestartNotice) {
-		t.Errorf("the notice reads %q", notice.Content)
-	}
-	w.awaitReaction(thread, hang, "❌")
-	if slices.Contains(w.Discord.BotReactions(thread, hang), "⚙️") {
-		t.Errorf("the interrupted message still shows ⚙️: %v", w.Discord.BotReactions(thread, hang))
-	}
-	if !agenttest.WaitGone(agent, 10*time.Second) {
-		t.Fatalf("the agent left by the killed broker (pid %d) is still running", agent)
-	}
-	w.Discord.Post(thread, alice, "what was the number?")
-	got := w.awaitAnswers(thread, 2)[1]
-	if !strings.Contains(got.Text, "(resumed) You said: what was the number?") || !strings.HasPrefix(got.Footer, "-# ✅ done") {
-		t.Fatalf("the message after the restart got %q, want the session resumed", got.Text)
-	}
-
-	// A clean restart does not report the interrupted turn again.
-	if code := second.stop(); code != 0 {
-		t.Errorf("the second broker exited with status %d", code)
-	}
-	w.start()
-	w.Discord.Post(thread, alice, "still with me?")
-	got = w.awaitAnswers(thread, 3)[2]
-	if !strings.Contains(got.Text, "You said: still with me?") {
-		t.Fatalf("the message after the second restart got %q", got.Text)
-	}
-	notices := 0
-	for _, m := range w.Discord.BotMessages(thread) {
-		if strings.HasPrefix(m.Content, brokertest.RestartNotice) {
-			notices++
+	forEachPlatform(t, func(t *testing.T, platform string) {
+		// The agent outlives its closed stdin, as real agents do: only the
+		// next broker can clean it up. Unsandboxed: a sandboxed agent dies
+		// with the broker (bubblewrap's --die-with-parent).
+		w, f := newWorldOn(t, platform, setup{conf: settings{"agent.args": []string{"--load-session", "--no-exit-on-eof"}, "agent.sandbox": "none"}})
+		first := w.start()
+		thread := f.mention(pAlice, "remember the number 42")
+		if got := f.awaitAnswers(thread, 1)[0]; !strings.Contains(got.text, "You said: remember the number 42") {
+			t.Fatalf("first answer %q", got.text)
 		}
-	}
-	if notices != 1 {
-		t.Errorf("the interrupted turn was reported %d times", notices)
-	}
+		before := len(f.botMessages(thread))
+		hang := f.post(thread, pAlice, "hang")
+		f.awaitBotText(thread, "working…", before)
+		f.awaitReaction(thread, hang, "⚙️")
+		agent := f.agentPID(thread, pAlice)
+		first.Kill()
+		if !agenttest.Running(agent) {
+			t.Fatalf("the agent (pid %d) died with the broker; this test needs it left behind", agent)
+		}
+
+		second := w.start()
+		notice := f.awaitBotText(thread, "The broker restarted while working on your message “hang”", 0)
+		if !strings.HasPrefix(notice.text, brokertest.RestartNotice) {
+			t.Errorf("the notice reads %q", notice.text)
+		}
+		f.awaitReaction(thread, hang, "❌")
+		if slices.Contains(f.botReactions(thread, hang), "⚙️") {
+			t.Errorf("the interrupted message still shows ⚙️: %v", f.botReactions(thread, hang))
+		}
+		if !agenttest.WaitGone(agent, 10*time.Second) {
+			t.Fatalf("the agent left by the killed broker (pid %d) is still running", agent)
+		}
+		f.post(thread, pAlice, "what was the number?")
+		got := f.awaitAnswers(thread, 2)[1]
+		if !strings.Contains(got.text, "(resumed) You said: what was the number?") || !strings.HasPrefix(got.footer, "-# ✅ done") {
+			t.Fatalf("the message after the restart got %q, want the session resumed", got.text)
+		}
+
+		// A clean restart does not report the interrupted turn again.
+		if code := second.stop(); code != 0 {
+			t.Errorf("the second broker exited with status %d", code)
+		}
+		w.start()
+		f.post(thread, pAlice, "still with me?")
+		got = f.awaitAnswers(thread, 3)[2]
+		if !strings.Contains(got.text, "You said: still with me?") {
+			t.Fatalf("the message after the second restart got %q", got.text)
+		}
+		notices := 0
+		for _, m := range f.botMessages(thread) {
+			if strings.HasPrefix(m.text, brokertest.RestartNotice) {
+				notices++
+			}
+		}
+		if notices != 1 {
+			t.Errorf("the interrupted turn was reported %d times", notices)
+		}
+	})
 }
 
 // A sandboxed agent never outlives a broker killed with SIGKILL: it dies

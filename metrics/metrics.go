@@ -38,6 +38,12 @@ type ChatStats struct {
 	RefusedChannels, LostAnswers              uint64
 	IgnoredCancels                            uint64
 	Retitling                                 int
+	// Throttled counts the calls held back before the platform would
+	// have refused them (they wait; nothing is lost); Deduplicated the
+	// events it sent again and that were taken once; RefusedRequests the
+	// requests it is said to have posted that were refused (a bad
+	// signature, a stale timestamp, a replay). Slack's.
+	Throttled, Deduplicated, RefusedRequests uint64
 }
 
 // Sources are read at every scrape. Engine is required; the others may be
@@ -191,7 +197,7 @@ var (
 	dStoreErrors      = desc("store_write_errors_total", "Failed writes of the state store.")
 	dRESTCalls        = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.", "platform")
 	dRateLimited      = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.", "platform")
-	dReconnects       = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway) lost and re-established, by platform.", "platform")
+	dReconnects       = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway, Slack's Socket Mode) lost or refreshed and re-established, by platform.", "platform")
 	dOpenPermsChat    = desc("chat_open_permission_requests", "Permission requests shown, waiting for an answer, by platform.", "platform")
 	dConversations    = desc("chat_conversations", "Conversation threads held in memory (idle ones are forgotten after a day), by platform.", "platform")
 	dRefusedUsers     = desc("chat_refused_messages_total", "Messages refused because their author is not allowed, by platform.", "platform")
@@ -200,6 +206,9 @@ var (
 	dIgnoredCancels   = desc("chat_ignored_cancel_reactions_total", "🛑 reactions ignored because their author may not cancel the thread's turn, by platform.", "platform")
 	dRefusedAttachmts = desc("chat_refused_attachments_total", "Messages refused because of an attachment, by platform.", "platform")
 	dRetitling        = desc("chat_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept, by platform.", "platform")
+	dThrottled        = desc("chat_throttled_total", "REST calls held back because they would have gone past the chat platform's rate limits (they wait; nothing is lost), by platform.", "platform")
+	dDeduplicated     = desc("chat_deduplicated_events_total", "Events the chat platform sent again (a retry of one acknowledged late, a replay) and that were taken once, by platform.", "platform")
+	dRefusedHTTP      = desc("chat_refused_requests_total", "HTTP requests said to come from the chat platform that were refused: a bad or missing signature, a stale timestamp, a replay (Slack's http mode), by platform.", "platform")
 )
 
 // The agent's questions (elicitation).
@@ -216,7 +225,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax} {
+	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax, dThrottled, dDeduplicated, dRefusedHTTP} {
 		ch <- d
 	}
 }
@@ -315,6 +324,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(dIgnoredCancels, s.IgnoredCancels, p)
 			counter(dRefusedAttachmts, s.RefusedAttachments, p)
 			gauge(dRetitling, float64(s.Retitling), p)
+			counter(dThrottled, s.Throttled, p)
+			counter(dDeduplicated, s.Deduplicated, p)
+			counter(dRefusedHTTP, s.RefusedRequests, p)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/internal/fakeslack"
 )
 
 // knobs are the soak's settings, from SOAK_* environment variables.
@@ -31,11 +32,14 @@ type knobs struct {
 	rateErr   float64       // SOAK_RATE_5XX: share answered with a 5xx (0.01)
 	statuses  []int         // SOAK_5XX: the 5xx statuses, in turn (502, which discordgo retries)
 	logDir    string        // SOAK_LOG_DIR: where the broker logs are kept (a new directory under $TMPDIR)
+	// slackThreads are the Slack threads beside Discord's, in the same
+	// broker (SOAK_SLACK_THREADS, 6; 0: Discord alone).
+	slackThreads int
 }
 
 func readKnobs(t *testing.T) knobs {
 	k := knobs{threads: 50, seed: uint64(time.Now().UnixNano()), killEvery: 60 * time.Second, dropEvery: 20 * time.Second,
-		rate429: 0.02, rateErr: 0.01, statuses: []int{502}}
+		rate429: 0.02, rateErr: 0.01, statuses: []int{502}, slackThreads: 6}
 	env := func(name string, parse func(string) error) {
 		if v := os.Getenv(name); v != "" {
 			if err := parse(v); err != nil {
@@ -51,6 +55,7 @@ func readKnobs(t *testing.T) knobs {
 	}
 	env("SOAK_DURATION", dur(&k.duration))
 	env("SOAK_THREADS", func(s string) (err error) { k.threads, err = strconv.Atoi(s); return err })
+	env("SOAK_SLACK_THREADS", func(s string) (err error) { k.slackThreads, err = strconv.Atoi(s); return err })
 	env("SOAK_SEED", func(s string) (err error) { k.seed, err = strconv.ParseUint(s, 10, 64); return err })
 	env("SOAK_KILL_EVERY", dur(&k.killEvery))
 	env("SOAK_DROP_EVERY", dur(&k.dropEvery))
@@ -182,7 +187,8 @@ type soak struct {
 	kills      []time.Time
 	peakGor    float64
 	peakRSS    int64
-	rateLimitd float64 // 429s the broker counted, summed over its processes
+	rateLimitd float64    // 429s the broker counted, summed over its processes
+	slack      *slackSide // nil without Slack threads
 }
 
 var threadRef = regexp.MustCompile(`thread (?:of )?([0-9]+)`)
@@ -228,13 +234,22 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, k: k, events: map[string]int{}, bad: map[string]bool{}}
-	s.w = brokertest.NewWorld(t, bins, brokertest.Options{
+	opts := brokertest.Options{
 		// Discord's own limits: 5 messages and 5 edits per 5s per channel.
 		Fake:    fakediscord.Options{WaitTimeout: time.Minute, MaxRequests: 50000, MaxBacklog: 2000},
 		Conf:    brokerConf,
 		LogTail: -1, // the logs are kept whole in files
-	})
+	}
+	if k.slackThreads > 0 {
+		// Slack's own limits too, in one broker with Discord.
+		opts.Slack = &fakeslack.Options{WaitTimeout: time.Minute, MaxCalls: 50000, MaxEnvelopes: 20000}
+		opts.Conf = opts.Conf.With(brokertest.Settings{"chat.platform": []string{"discord", "slack"}})
+	}
+	s.w = brokertest.NewWorld(t, bins, opts)
 	s.d = s.w.Discord
+	if k.slackThreads > 0 {
+		s.slack = &slackSide{sl: s.w.Slack}
+	}
 	defer s.keepLogs()
 	s.run()
 }
@@ -255,6 +270,10 @@ func (s *soak) run() {
 		k.duration, k.threads, k.seed, b.PID(), baseGor, mib(baseRSS))
 
 	s.w.Srv.SetChaos(fakediscord.Chaos{Seed: k.seed, Rate429: k.rate429, RateError: k.rateErr, ErrorStatuses: k.statuses})
+	if s.slack != nil {
+		s.slack.sl.Srv.SetChaos(fakeslack.Chaos{Seed: k.seed, Rate429: k.rate429, RateError: k.rateErr})
+		fmt.Printf("with %d Slack threads in the same broker\n", k.slackThreads)
+	}
 	s.start = time.Now()
 	s.end = s.start.Add(k.duration)
 
@@ -267,12 +286,19 @@ func (s *soak) run() {
 	}
 	if k.dropEvery > 0 {
 		bgWG.Go(func() { s.gatewayFaults(bg) })
+		if s.slack != nil {
+			bgWG.Go(func() { s.slackFaults(bg) })
+		}
 	}
 	var users sync.WaitGroup
 	users2 := []fakediscord.User{brokertest.Alice, brokertest.Bob, brokertest.Carol}
 	for i := range k.threads {
 		th := &thread{starter: users2[i%3], rng: rand.New(rand.NewPCG(k.seed, uint64(i)+1))}
 		users.Go(func() { s.user(ctx, th) })
+	}
+	for i := range k.slackThreads {
+		th := &slackThread{starter: s.w.Slack.User([]string{"alice", "bob", "carol"}[i%3]), rng: rand.New(rand.NewPCG(k.seed, uint64(0x51ac0000+i)))}
+		users.Go(func() { s.slackUser(ctx, th) })
 	}
 	users.Wait()
 	stopBG()
@@ -285,10 +311,21 @@ func (s *soak) run() {
 		t.FailNow()
 	}
 	s.w.Srv.SetChaos(fakediscord.Chaos{})
+	if s.slack != nil {
+		s.slack.sl.Srv.SetChaos(fakeslack.Chaos{})
+	}
 	fmt.Printf("%s load ended; probing every thread\n", time.Since(s.start).Round(time.Second))
 
-	s.probe(ctx)
+	var probes sync.WaitGroup
+	probes.Go(func() { s.probe(ctx) })
+	if s.slack != nil {
+		probes.Go(func() { s.slackProbe(ctx) })
+	}
+	probes.Wait()
 	s.checkOutcomes()
+	if s.slack != nil {
+		s.slackCheckOutcomes(ctx)
+	}
 	b = s.current()
 	s.checkQuiet(ctx, b, baseGor, baseRSS)
 	if m, err := b.Metrics(ctx); err == nil {
@@ -683,12 +720,16 @@ func (s *soak) killAndRestart(ctx context.Context) bool {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		unacked := s.unacked()
-		if len(unacked) == 0 || time.Now().After(deadline) {
+		slackWaits := s.slack != nil && len(s.slackUnacked()) > 0
+		if len(unacked) == 0 && !slackWaits || time.Now().After(deadline) {
 			s.mu.Lock()
 			for _, p := range unacked {
 				p.lost = true
 			}
 			s.mu.Unlock()
+			if s.slack != nil {
+				s.markSlackLost()
+			}
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -947,7 +988,8 @@ func (s *soak) checkQuiet(ctx context.Context, b *brokertest.Broker, baseGor flo
 	zero := []string{"acp_broker_turns_running", "acp_broker_prompts_waiting", "acp_broker_acp_pending_requests",
 		"acp_broker_acp_pending_permission_requests", `acp_broker_chat_open_permission_requests{platform="discord"}`, "acp_broker_agents_busy",
 		"acp_broker_agents_starting", "acp_broker_acp_pending_elicitations", `acp_broker_chat_open_questions{platform="discord"}`,
-		"acp_broker_acp_agent_requests_in_flight", "acp_broker_terminals_open", "acp_broker_store_active_turns"}
+		"acp_broker_acp_agent_requests_in_flight", "acp_broker_terminals_open", "acp_broker_store_active_turns",
+		`acp_broker_chat_open_permission_requests{platform="slack"}`, `acp_broker_chat_open_questions{platform="slack"}`}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	m, err := b.AwaitMetrics(wctx, 500*time.Millisecond, func(m brokertest.Metrics) bool {
 		for _, name := range zero {
@@ -1080,12 +1122,13 @@ func (s *soak) summary(stopTook time.Duration) {
 	for _, k := range sortedKeys(footers) {
 		p("  %5d  %s", footers[k], k)
 	}
+	s.slackSummary(p)
 	chaos := s.w.Srv.ChaosCounts()
 	p("faults: broker SIGKILLed %d times, random 429s %d, random 5xx %v, 429s the broker counted %.0f",
 		len(s.kills), chaos.TooManyRequests, chaos.Errors, s.rateLimitd)
 	var ev []string
 	for _, k := range sortedKeys(s.events) {
-		if strings.HasPrefix(k, "fault:") || strings.HasPrefix(k, "user:") {
+		if strings.HasPrefix(k, "fault:") || strings.HasPrefix(k, "user:") || strings.HasPrefix(k, "slack user:") {
 			ev = append(ev, fmt.Sprintf("%s %d", k, s.events[k]))
 		}
 	}

@@ -72,6 +72,11 @@ type Config struct {
 	// (default "slack:"), so that it never collides with another
 	// platform's: "slack:C0123/1700000000.000100".
 	ThreadPrefix string
+	// BareThreads names threads by their channel and ts alone
+	// ("C0123/1700000000.000100"), ThreadPrefix unused: for an engine
+	// that knows them as Slack's already (a broker's, which names each
+	// platform's threads by it).
+	BareThreads bool
 	// Command is the slash command the app answers (default "/acp").
 	Command string
 
@@ -134,7 +139,10 @@ func (c *Config) defaults() {
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
 	}
-	if c.ThreadPrefix == "" {
+	switch {
+	case c.BareThreads:
+		c.ThreadPrefix = ""
+	case c.ThreadPrefix == "":
 		c.ThreadPrefix = DefaultThreadPrefix
 	}
 	if c.Command == "" {
@@ -566,6 +574,17 @@ func (c *Client) Access() Access {
 // Config returns what the client was made with, defaults filled in. Its
 // Access is the first one; Access gives the lists in force.
 func (c *Client) Config() Config { return c.cfg }
+
+// Conversation says in which channel thread was opened and who started
+// it, as Slack's ids (see thread.Server.Conversation). It asks Slack
+// nothing.
+func (c *Client) Conversation(thread string) (channel, starter string, ok bool) {
+	return c.srv.Conversation(thread)
+}
+
+// Threads is the Server of the Client's conversations: the broker starts
+// turns through it (schedules, the HTTP API).
+func (c *Client) Threads() *thread.Server { return c.srv }
 
 // Report implements chat.Platform: once connected, each thread is told
 // in words which of its messages the broker did not finish, and that

@@ -145,3 +145,26 @@ func TestConversation_NothingTheAppPostsPingsAnyone(t *testing.T) {
 
 // unescapeJSON undoes the escapes encoding/json writes for <, > and &.
 var unescapeJSON = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+
+// With BareThreads the engine knows a Slack thread by its channel and ts
+// alone, and the thread is served as any: its answer, a follow-up, and
+// who started it.
+func TestConversation_BareThreadsAreNamedByChannelAndTS(t *testing.T) {
+	h := newHarness(t, setup{slack: slack.Config{BareThreads: true, ThreadPrefix: "ignored:"}})
+	ts := h.srv.PostMessage(h.channel, h.alice.ID, h.srv.Bot().Mention()+" hello")
+	c := conv{channel: h.channel, ts: ts, key: h.channel + "/" + ts}
+	h.answer(c, "✅")
+	h.say(c, h.alice, "again")
+	h.srv.Await("the follow-up answered", func() bool { return strings.Contains(joined(h.botMessages(c)), "You said: again") })
+	if st := h.engine.Status(c.key); st.SessionID == "" {
+		t.Fatalf("no session under %s", c.key)
+	}
+	for _, other := range []string{"slack:" + c.key, "ignored:" + c.key} {
+		if st := h.engine.Status(other); st.SessionID != "" {
+			t.Fatalf("a session under %s", other)
+		}
+	}
+	if ch, starter, ok := h.client.Conversation(c.key); !ok || ch != h.channel || starter != h.alice.ID {
+		t.Fatalf("Conversation(%s) = %s, %s, %v", c.key, ch, starter, ok)
+	}
+}

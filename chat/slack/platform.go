@@ -27,6 +27,7 @@ type platform Client
 var (
 	_ thread.Platform  = (*platform)(nil)
 	_ thread.Whisperer = (*platform)(nil)
+	_ thread.Referrer  = (*platform)(nil)
 )
 
 func (p *platform) client() *Client { return (*Client)(p) }
@@ -464,6 +465,22 @@ func (p *platform) History(ctx context.Context, where, after string) ([]thread.P
 		out = append(out, thread.Past{ID: m.Timestamp, At: tsTime(m.Timestamp), Mine: mine, Outcome: outcome})
 	}
 	return out, nil
+}
+
+// Ref implements thread.Referrer: where is a channel, or a thread's
+// name, whose channel and ts the reference carries. It asks Slack
+// nothing.
+func (p *platform) Ref(_ context.Context, where, id string) (string, error) {
+	if !validTS(id) {
+		return "", fmt.Errorf("%q is not a message's ts", id)
+	}
+	if channel, ts, ok := p.client().parseThread(where); ok {
+		return ref(channel, id, ts), nil
+	}
+	if !validID(where) {
+		return "", fmt.Errorf("%q is neither a channel nor a thread", where)
+	}
+	return ref(where, id, ""), nil
 }
 
 // Locate implements thread.Platform: channel/ts for a message in a

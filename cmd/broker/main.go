@@ -43,7 +43,7 @@ import (
 func main() {
 	// No process of the same user (an agent run without a sandbox, say)
 	// may read the broker's memory or /proc/<pid>/environ, which hold the
-	// Discord token and the agents' keys.
+	// chat platforms' tokens and the agents' keys.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "broker: could not make the process non-dumpable:", err)
 		os.Exit(1)
@@ -80,7 +80,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
 	fs := in.flags()
 	configPath := fs.String("config", "", "TOML configuration `file` (without one, BROKER_* variables alone)")
-	platform := fs.String("platform", "", "chat platforms: console, or discord and others, separated by commas (overrides chat.platform)")
+	platform := fs.String("platform", "", "chat platforms: console, or discord, slack or both, separated by commas (overrides chat.platform)")
 	if code, ok := in.parse(fs); !ok {
 		return code
 	}

@@ -25,6 +25,9 @@ type Broker struct {
 	// apiAddr is the HTTP API's address, once it serves.
 	apiAddr string
 	http    *http.Client
+	// slackConns are the Socket Mode connections the fake Slack had
+	// accepted before the broker started.
+	slackConns int
 }
 
 func start(w *World, config, logPath string) (*Broker, error) {
@@ -32,7 +35,7 @@ func start(w *World, config, logPath string) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{w: w, Log: log, done: make(chan struct{}),
+	b := &Broker{w: w, Log: log, done: make(chan struct{}), slackConns: w.slackConnections(),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	b.cmd = exec.Command(w.Bins.Broker, "--config", config)
 	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}, w.Env...)
@@ -65,7 +68,8 @@ const (
 func (b *Broker) APIAddr() string { return b.apiAddr }
 
 // awaitReady waits for the broker to serve HTTP (if configured), for
-// /readyz to say it is connected, and for its slash commands.
+// /readyz to say it is connected, for its slash commands on Discord,
+// and for the fake Slack to reach it.
 func (b *Broker) awaitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -107,11 +111,15 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 			}
 		}
 	}
-	if platform, _ := b.w.Conf["chat.platform"].(string); platform == "none" {
-		return nil // no chat to connect to
+	if b.w.serves("discord") {
+		for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 5 {
+			if err := wait("before registering its commands"); err != nil {
+				return err
+			}
+		}
 	}
-	for !b.w.Srv.Connected() || len(b.w.Srv.Commands()) < 5 {
-		if err := wait("before registering its commands"); err != nil {
+	if b.w.serves("slack") && b.w.Slack != nil {
+		if err := b.w.slackReady(b.slackConns, wait); err != nil {
 			return err
 		}
 	}

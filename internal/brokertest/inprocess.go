@@ -26,6 +26,10 @@ type InProcess struct {
 	served chan error
 	once   sync.Once
 
+	// slackConns are the Socket Mode connections the fake Slack had
+	// accepted before the broker opened.
+	slackConns int
+
 	mu     sync.Mutex
 	cancel context.CancelFunc // nil until Serve
 }
@@ -89,7 +93,7 @@ func (w *World) OpenConfig(cfg *config.Config, opts broker.Options) (*InProcess,
 		log.close()
 		return nil, err
 	}
-	p := &InProcess{Broker: b, Log: log, w: w, served: make(chan error, 1)}
+	p := &InProcess{Broker: b, Log: log, w: w, served: make(chan error, 1), slackConns: w.slackConnections()}
 	w.TB.Cleanup(func() {
 		p.Stop(30 * time.Second)
 		if w.TB.Failed() && w.logTail > 0 {
@@ -122,7 +126,8 @@ func (w *World) environ() []string {
 }
 
 // awaitReady waits for every platform to take messages and, with
-// Discord, for its slash commands.
+// Discord, for its slash commands; with Slack, for the fake to reach
+// it.
 func (p *InProcess) awaitReady(ctx context.Context) error {
 	select {
 	case <-p.Ready():
@@ -132,12 +137,23 @@ func (p *InProcess) awaitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("the broker did not get ready: %w", context.Cause(ctx))
 	}
-	if p.Platform("discord") == nil {
-		return nil
+	if p.Platform("discord") != nil {
+		err := p.w.Srv.WaitFor(ctx, func() bool { return len(p.w.Srv.Commands()) >= 5 })
+		if err != nil {
+			return fmt.Errorf("the broker did not register its commands: %w", err)
+		}
 	}
-	err := p.w.Srv.WaitFor(ctx, func() bool { return len(p.w.Srv.Commands()) >= 5 })
-	if err != nil {
-		return fmt.Errorf("the broker did not register its commands: %w", err)
+	if p.Platform("slack") != nil && p.w.Slack != nil {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		return p.w.slackReady(p.slackConns, func(what string) error {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the broker did not get ready (%s): %w", what, context.Cause(ctx))
+			case <-tick.C:
+				return nil
+			}
+		})
 	}
 	return nil
 }

@@ -3,8 +3,10 @@ package brokertest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"acpbroker/cgroup"
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/internal/fakeslack"
 
 	"github.com/rs/zerolog"
 )
@@ -38,7 +41,10 @@ var (
 // key).
 type Options struct {
 	Fake fakediscord.Options
-	Conf Settings
+	// Slack, if set, gives the World a fake Slack too, with these
+	// options (see World.Slack).
+	Slack *fakeslack.Options
+	Conf  Settings
 	// LogTail is how much of each broker's log the test's cleanup
 	// prints when the test failed (default 32 KiB; negative: none).
 	LogTail int
@@ -54,9 +60,13 @@ type World struct {
 	Srv     *fakediscord.Server
 	Discord Discord // the fake seen as a user: the World's channel
 	Channel string
-	Dir     string // configuration, state.dir and logs are here
-	Work    string // agent.cwd
-	Conf    Settings
+	// Slack is the fake Slack, if Options.Slack asked for one: its
+	// channel is allowed and its tokens and Web API are configured, and
+	// chat.platform says whether a broker serves it.
+	Slack *Slack
+	Dir   string // configuration, state.dir and logs are here
+	Work  string // agent.cwd
+	Conf  Settings
 	// Raw is TOML appended to the configuration Conf renders, for what
 	// Settings cannot say (arrays of tables such as
 	// [[agents.NAME.mcp_servers]]); read at each Start.
@@ -119,8 +129,89 @@ func NewWorld(tb testing.TB, bins Binaries, opts Options) *World {
 		"discord.token":            Token,
 		"discord.api_url":          srv.APIURL(),
 		"discord.allowed_channels": []string{w.Channel},
-	}.With(opts.Conf)
+	}
+	if opts.Slack != nil {
+		w.Slack = newSlack(w, *opts.Slack)
+		w.Conf = w.Conf.With(Settings{
+			"slack.bot_token":        w.Slack.Srv.BotToken(),
+			"slack.app_token":        w.Slack.Srv.AppToken(),
+			"slack.api_url":          w.Slack.Srv.APIURL(),
+			"slack.allowed_channels": []string{w.Slack.Channel},
+		})
+	}
+	w.Conf = w.Conf.With(opts.Conf)
 	return w
+}
+
+// SlackOverHTTP has the World's brokers take Slack's events over HTTP
+// (slack.mode = "http") on a free port, signed with the fake's signing
+// secret: once a broker is ready the fake posts to it.
+func (w *World) SlackOverHTTP() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	w.Conf = w.Conf.With(Settings{
+		"slack.mode":           "http",
+		"slack.listen":         addr,
+		"slack.signing_secret": w.Slack.Srv.SigningSecret(),
+	})
+	return nil
+}
+
+// Platforms are the chat platforms the World's brokers serve, as
+// chat.platform says.
+func (w *World) Platforms() []string {
+	switch p := w.Conf["chat.platform"].(type) {
+	case string:
+		return []string{p}
+	case []string:
+		return p
+	}
+	return nil
+}
+
+// serves reports whether the World's brokers serve the platform.
+func (w *World) serves(platform string) bool { return slices.Contains(w.Platforms(), platform) }
+
+// slackHTTP is the address the World's brokers take Slack's requests
+// on ("" in Socket Mode).
+func (w *World) slackHTTP() string {
+	if mode, _ := w.Conf["slack.mode"].(string); mode != "http" {
+		return ""
+	}
+	addr, _ := w.Conf["slack.listen"].(string)
+	return addr
+}
+
+// slackConnections are the Socket Mode connections the fake Slack has
+// accepted (0 without one).
+func (w *World) slackConnections() int {
+	if w.Slack == nil {
+		return 0
+	}
+	return w.Slack.Srv.SocketStats().Connections
+}
+
+// slackReady waits, with wait, until the fake Slack reaches a broker
+// that serves it: over Socket Mode, a connection greeted, and opened
+// after the first since (those of a broker killed before may look open
+// a while yet); over HTTP, the fake told where to post.
+func (w *World) slackReady(since int, wait func(what string) error) error {
+	if addr := w.slackHTTP(); addr != "" {
+		base := "http://" + addr
+		w.Slack.Srv.UseHTTP(fakeslack.Endpoints{Events: base + "/slack/events", Interactivity: base + "/slack/interactivity", Commands: base + "/slack/commands"})
+		return nil
+	}
+	w.Slack.Srv.UseSocketMode()
+	for st := w.Slack.Srv.SocketStats(); st.Connections <= since || st.Ready == 0; st = w.Slack.Srv.SocketStats() {
+		if err := wait("before connecting to Slack"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteConfig writes the World's configuration and returns its path.
