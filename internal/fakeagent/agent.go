@@ -50,6 +50,13 @@ type Options struct {
 	// EarlyFlood, if set, makes session/new first send Lines updates of
 	// Bytes each for each of IDs sessions that never exist.
 	EarlyFlood struct{ Lines, Bytes, IDs int }
+	// ListSessions, ResumeSession, CloseSession and ForkSession advertise
+	// and serve session/list, session/resume, session/close and
+	// session/fork (sessionCapabilities) over the sessions kept as files
+	// under <cwd>/.fakeagent (see sessions.go). ListPage is how many
+	// sessions one page of session/list holds (0: all).
+	ListSessions, ResumeSession, CloseSession, ForkSession bool
+	ListPage                                               int
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -142,6 +149,7 @@ type agent struct {
 	cwds     map[string]string
 	mcp      map[string]json.RawMessage // session -> mcpServers as received
 	resumed  map[string]bool            // loaded, and not yet prompted since
+	how      map[string]string          // session -> how this process has it (see sessions.go)
 	configs  map[string]*sessionConfig  // session -> its choices
 	// clientCaps are the clientCapabilities of initialize.
 	clientCaps json.RawMessage
@@ -275,9 +283,10 @@ func (a *agent) handle(line []byte) {
 		a.reply(m.ID, map[string]any{"protocolVersion": 1, "authMethods": auth,
 			"agentInfo": map[string]string{"name": "fakeagent", "version": "1"},
 			"agentCapabilities": map[string]any{
-				"loadSession":        a.opts.LoadSession,
-				"promptCapabilities": map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true},
-				"mcpCapabilities":    map[string]bool{"http": a.opts.MCPHTTP, "sse": a.opts.MCPSSE}}})
+				"loadSession":         a.opts.LoadSession,
+				"promptCapabilities":  map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true},
+				"mcpCapabilities":     map[string]bool{"http": a.opts.MCPHTTP, "sse": a.opts.MCPSSE},
+				"sessionCapabilities": a.sessionCapabilities()}})
 	case "authenticate":
 		var p struct{ MethodID string }
 		json.Unmarshal(m.Params, &p)
@@ -293,6 +302,8 @@ func (a *agent) handle(line []byte) {
 		a.newSession(m)
 	case "session/load":
 		a.loadSession(m)
+	case "session/list", "session/resume", "session/close", "session/fork":
+		a.sessionMethod(m)
 	case "session/prompt":
 		var p promptParams
 		json.Unmarshal(m.Params, &p)
@@ -362,11 +373,11 @@ func (a *agent) newSession(m message) {
 		a.replyErr(m.ID, -32602, "cwd must be absolute")
 		return
 	}
-	a.sessions++
-	sid := fmt.Sprintf("sess-%d-%d", a.opts.PID, a.sessions)
+	sid := a.newSessionIDLocked()
 	a.remember(sid, p.Cwd, p.MCPServers)
+	a.setHowLocked(sid, "new")
 	a.mu.Unlock()
-	if a.opts.LoadSession {
+	if a.opts.LoadSession || a.kept() {
 		a.appendHistory(sid, "")
 	}
 	// Real agents send updates before the session/new answer.
@@ -404,6 +415,7 @@ func (a *agent) loadSession(m message) {
 	}
 	a.mu.Lock()
 	a.remember(p.SessionID, p.Cwd, p.MCPServers)
+	a.setHowLocked(p.SessionID, "loaded")
 	if a.resumed == nil {
 		a.resumed = map[string]bool{}
 	}

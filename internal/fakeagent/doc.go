@@ -112,6 +112,11 @@
 //	resource           a read tool call whose content embeds a text file
 //	usage              a usage_update with cost; the answer carries usage
 //	title TEXT         a session_info_update titling the session TEXT
+//	session            answers "session SID (HOW); N earlier prompts;
+//	                   last: TEXT": how this process has the session
+//	                   (new, loaded, resumed, forked from P) and the
+//	                   prompts it holds before this one (see sessions.go
+//	                   for session/list, resume, close and fork)
 //	unknown-update     between two chunks, an update of an unknown kind and
 //	                   a chunk with a content block of an unknown type
 //	flood-answer N [K] N MiB of answer in chunks of K KiB (64), lines of

@@ -121,7 +121,7 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		}
 		return ""
 	}
-	if a.configScript(t, cmd, rest(0)) {
+	if a.configScript(t, cmd, rest(0)) || a.sessionScript(t, cmd) {
 		return
 	}
 	switch cmd {
