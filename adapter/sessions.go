@@ -442,10 +442,12 @@ func (m *memoryRecords) SessionsIn(thread, profile, dir string) []SessionRecord 
 	var out []SessionRecord
 	for _, tr := range m.threads {
 		if tr.profile == profile && tr.dir == dir {
-			out = append(out, tr.sessions...)
+			for _, r := range slices.Backward(tr.sessions) {
+				out = append(out, r)
+			}
 		}
 	}
-	slices.SortFunc(out, func(a, b SessionRecord) int { return b.Used.Compare(a.Used) })
+	slices.SortStableFunc(out, func(a, b SessionRecord) int { return b.Used.Compare(a.Used) })
 	return out
 }
 
