@@ -396,16 +396,17 @@ func (e *Engine) config() Config {
 	return e.cfg
 }
 
-// Reconfigure changes the timeouts, permission rules and mode, queue size
-// and watchdog settings for turns that start from now on; the Journal,
-// ThreadProfiles, ThreadChoices, Observer, Auditor and Logger stay. Running turns keep
+// Reconfigure changes the timeouts, permission rules and mode, queue size,
+// busy mode and watchdog settings for turns that start from now on; the
+// Journal, ThreadProfiles, ThreadChoices, SessionRecords, Observer,
+// Auditor and Logger stay. Running turns keep
 // the settings they started with.
 func (e *Engine) Reconfigure(c Config) {
 	c.defaults()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c.Journal, c.ThreadProfiles, c.Observer, c.Auditor, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Auditor, e.cfg.Logger
-	c.ThreadChoices = e.cfg.ThreadChoices
+	c.ThreadChoices, c.SessionRecords = e.cfg.ThreadChoices, e.cfg.SessionRecords
 	e.cfg = c
 }
 

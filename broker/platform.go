@@ -150,6 +150,32 @@ func (v platformEngine) SetMode(ctx context.Context, thread, mode string) (adapt
 	return v.e.SetMode(ctx, v.id(thread), mode)
 }
 
+func (v platformEngine) SendNow(thread string, p *adapter.Prompt, by string) error {
+	return v.e.SendNow(v.id(thread), p, by)
+}
+
+func (v platformEngine) Withdraw(thread string, p *adapter.Prompt, cause error) error {
+	return v.e.Withdraw(v.id(thread), p, cause)
+}
+
+func (v platformEngine) Waiting(thread string) []adapter.Waiting { return v.e.Waiting(v.id(thread)) }
+
+func (v platformEngine) Sessions(ctx context.Context, thread string) (adapter.SessionList, error) {
+	return v.e.Sessions(ctx, v.id(thread))
+}
+
+func (v platformEngine) Resume(ctx context.Context, thread, id string) (adapter.Resumed, error) {
+	return v.e.Resume(ctx, v.id(thread), id)
+}
+
+func (v platformEngine) CanFork(ctx context.Context, thread string) error {
+	return v.e.CanFork(ctx, v.id(thread))
+}
+
+func (v platformEngine) Fork(ctx context.Context, parent, child string) (adapter.Forked, error) {
+	return v.e.Fork(ctx, v.id(parent), v.id(child))
+}
+
 // platformMemory is the state store's records of one platform's
 // conversations, by its own thread ids.
 type platformMemory struct {

@@ -21,6 +21,19 @@ type Engine interface {
 	Options(thread string) adapter.ThreadOptions
 	SetOption(ctx context.Context, thread, id, value string) (adapter.ThreadOptions, error)
 	SetMode(ctx context.Context, thread, mode string) (adapter.ThreadOptions, error)
+	// Waiting lists the prompts waiting in a thread's queue; SendNow
+	// sends one next, interrupting the running turn; Withdraw takes one
+	// out (see adapter.Engine).
+	Waiting(thread string) []adapter.Waiting
+	SendNow(thread string, p *adapter.Prompt, by string) error
+	Withdraw(thread string, p *adapter.Prompt, cause error) error
+	// Sessions lists the agent sessions a thread may take up, Resume
+	// takes one up, CanFork says why a thread cannot be forked, and Fork
+	// starts a thread from another's session (see adapter.Engine).
+	Sessions(ctx context.Context, thread string) (adapter.SessionList, error)
+	Resume(ctx context.Context, thread, id string) (adapter.Resumed, error)
+	CanFork(ctx context.Context, thread string) error
+	Fork(ctx context.Context, parent, child string) (adapter.Forked, error)
 }
 
 var _ Engine = (*adapter.Engine)(nil)
