@@ -295,8 +295,10 @@ func (e *Engine) Reset(threadID string, cause error) {
 
 // ThreadStatus describes a thread for /status.
 type ThreadStatus struct {
-	Busy        bool
-	Queued      int
+	Busy   bool
+	Queued int
+	// QueueSize is the most prompts that may wait (Config.QueueSize).
+	QueueSize   int
 	TurnStarted time.Time
 	// Profile is the thread's agent profile: its agent's, or the one it
 	// was given; "" before its first prompt.
@@ -317,6 +319,7 @@ type ThreadStatus struct {
 func (e *Engine) Status(threadID string) ThreadStatus {
 	var s ThreadStatus
 	e.mu.Lock()
+	s.QueueSize = e.cfg.QueueSize
 	if th := e.threads[threadID]; th != nil {
 		s.Queued = len(th.queue)
 		if th.cur != nil {

@@ -123,7 +123,10 @@ type platformEngine struct {
 	platform string
 }
 
-var _ chat.Engine = platformEngine{}
+var (
+	_ chat.QueueEngine   = platformEngine{}
+	_ chat.SessionEngine = platformEngine{}
+)
 
 func (v platformEngine) id(thread string) string { return ThreadID(v.platform, thread) }
 
@@ -160,8 +163,17 @@ func (v platformEngine) Withdraw(thread string, p *adapter.Prompt, cause error) 
 
 func (v platformEngine) Waiting(thread string) []adapter.Waiting { return v.e.Waiting(v.id(thread)) }
 
+// Sessions names the threads the records give by the platform's own
+// ids; a thread of another platform is not named.
 func (v platformEngine) Sessions(ctx context.Context, thread string) (adapter.SessionList, error) {
-	return v.e.Sessions(ctx, v.id(thread))
+	list, err := v.e.Sessions(ctx, v.id(thread))
+	for i, s := range list.Sessions {
+		list.Sessions[i].Thread, _ = strings.CutPrefix(s.Thread, v.platform+":")
+		if list.Sessions[i].Thread == s.Thread {
+			list.Sessions[i].Thread = ""
+		}
+	}
+	return list, err
 }
 
 func (v platformEngine) Resume(ctx context.Context, thread, id string) (adapter.Resumed, error) {

@@ -13,6 +13,7 @@ import (
 	"acpbroker/broker"
 	"acpbroker/chat"
 	"acpbroker/chat/discord"
+	"acpbroker/chat/thread"
 	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
@@ -141,7 +142,7 @@ func newHarness(t *testing.T, s setup) *harness {
 	if err := b.Serve(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.Srv.Await("slash commands registered", func() bool { return len(w.Srv.Commands()) == 9 })
+	w.Srv.Await("slash commands registered", func() bool { return len(w.Srv.Commands()) == len(thread.Commands) })
 	return h
 }
 

@@ -62,6 +62,22 @@ type turnSink struct {
 	// while the turn runs ("": none; see Config.CancelButton).
 	stop string
 
+	// The prompt as submitted, and its author: for Send now and Remove.
+	prompt *adapter.Prompt
+	from   User
+	// sentNext: the prompt goes next, the running turn interrupted for
+	// it; started: the agent has it. While it waits, a note under it
+	// offers Send now (see note.go).
+	sentNext, started bool
+	noteOnce          sync.Once
+	noteWake          chan struct{}
+	// noteKey keys its note's actions while the note is up (guarded by
+	// Server.mu); noteShown is closed once a turn that never started
+	// shows its end on its note, noteID.
+	noteKey   string
+	noteShown chan struct{}
+	noteID    string
+
 	// owned by run
 	posted []posted
 	// owned by marks
@@ -77,7 +93,7 @@ var _ adapter.Sink = (*turnSink)(nil)
 
 func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	t := &turnSink{s: s, conv: conv, at: at, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now(),
-		shownAll: make(chan struct{})}
+		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{})}
 	// The thread shows its turns in order: this one's messages wait
 	// until the one before has shown how it ended (or gave up).
 	s.mu.Lock()
@@ -97,7 +113,7 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 }
 
 func (t *turnSink) poke() {
-	for _, ch := range []chan struct{}{t.wake, t.react} {
+	for _, ch := range []chan struct{}{t.wake, t.react, t.noteWake} {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -108,19 +124,25 @@ func (t *turnSink) poke() {
 // Status implements adapter.Sink.
 func (t *turnSink) Status(st adapter.Status) {
 	t.mu.Lock()
+	note := false
 	switch st.Phase {
 	case adapter.PhaseQueued:
-		t.mark = MarkQueued
+		t.mark, note = MarkQueued, true
+	case adapter.PhaseNext:
+		t.mark, t.sentNext, note = MarkQueued, true, true
 	case adapter.PhaseWaitingForSlot:
 		t.status = "-# ⏳ " + st.Text
 	case adapter.PhaseWorking:
-		t.mark, t.working, t.status = MarkWorking, true, ""
+		t.mark, t.working, t.status, t.started = MarkWorking, true, "", true
 		t.tr.Dir = st.Dir
 	case adapter.PhaseCancelling:
 		t.status = "-# ⏹️ " + st.Text
 	}
 	t.version++
 	t.mu.Unlock()
+	if note {
+		t.startNote()
+	}
 	t.poke()
 }
 
@@ -337,6 +359,13 @@ func outcomeFooter(o adapter.Outcome) string {
 	}
 	// One line of small print: an agent's stderr tail may hold many.
 	summary := excerpt(o.Summary(), 400)
+	if o.Elapsed == 0 && o.Err != nil {
+		// It never started (removed from the queue, the broker stopping).
+		if errors.Is(o.Err, adapter.ErrCancelled) {
+			return "-# ⏹️ " + summary
+		}
+		return "-# ❌ " + summary
+	}
 	switch {
 	case errors.Is(o.Err, adapter.ErrCancelled):
 		return fmt.Sprintf("-# ⏹️ %s after %s", summary, took)
@@ -378,9 +407,24 @@ func (t *turnSink) run() {
 	if t.after != nil {
 		select {
 		case <-t.after:
+		case <-t.noteShown:
+			// A message that never reached the agent shows its end on
+			// its note; the thread's order is kept for the turns after.
+			t.shown(true, t.noteID)
+			select {
+			case <-t.after:
+			case <-s.ctx.Done():
+			}
+			return
 		case <-s.ctx.Done():
 			return
 		}
+	}
+	select {
+	case <-t.noteShown:
+		t.shown(true, t.noteID)
+		return
+	default:
 	}
 	var lastTyping time.Time
 	calls := window{burst: s.lim.Burst, per: s.lim.Window}
