@@ -57,7 +57,12 @@ type turnSink struct {
 
 	// after is closed once the thread's turn before this one has shown
 	// its end; shownAll once this one has (run closes it as it returns).
+	// Turns are put in that order as they start (see link), which a
+	// message sent next makes other than the order they were written in;
+	// linked is closed once this one is.
 	after, shownAll chan struct{}
+	linked          chan struct{}
+	linkOnce        sync.Once
 	// stop is the action id of the Cancel button its messages carry
 	// while the turn runs ("": none; see Config.CancelButton).
 	stop string
@@ -93,11 +98,8 @@ var _ adapter.Sink = (*turnSink)(nil)
 
 func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	t := &turnSink{s: s, conv: conv, at: at, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now(),
-		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{})}
-	// The thread shows its turns in order: this one's messages wait
-	// until the one before has shown how it ended (or gave up).
+		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{}), linked: make(chan struct{})}
 	s.mu.Lock()
-	t.after, conv.lastSink = conv.lastSink, t.shownAll
 	s.marking++
 	if s.cfg.CancelButton {
 		s.permSeq++
@@ -112,6 +114,24 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	return t
 }
 
+// link puts the turn in its thread's order of turns, once: with chain,
+// its messages wait until the turn before it (the last one linked) has
+// shown how it ended (or gave up); without, they go out at once. A turn
+// is linked as it starts (its first status past waiting, or its end):
+// the engine runs a thread's turns one at a time, so that is the order
+// they ran in.
+func (t *turnSink) link(chain bool) {
+	t.linkOnce.Do(func() {
+		s := t.s
+		s.mu.Lock()
+		if chain {
+			t.after, t.conv.lastSink = t.conv.lastSink, t.shownAll
+		}
+		s.mu.Unlock()
+		close(t.linked)
+	})
+}
+
 func (t *turnSink) poke() {
 	for _, ch := range []chan struct{}{t.wake, t.react, t.noteWake} {
 		select {
@@ -123,6 +143,9 @@ func (t *turnSink) poke() {
 
 // Status implements adapter.Sink.
 func (t *turnSink) Status(st adapter.Status) {
+	if st.Phase != adapter.PhaseQueued && st.Phase != adapter.PhaseNext {
+		t.link(true)
+	}
 	t.mu.Lock()
 	note := false
 	switch st.Phase {
@@ -175,6 +198,7 @@ func (t *turnSink) Notice(text string) {
 
 // Done implements adapter.Sink.
 func (t *turnSink) Done(o adapter.Outcome) {
+	t.link(true)
 	t.mu.Lock()
 	t.outcome = &o
 	t.working = false
@@ -193,6 +217,7 @@ func (t *turnSink) Done(o adapter.Outcome) {
 
 // refused ends a prompt the engine did not take, saying why.
 func (t *turnSink) refused(err error) {
+	t.link(false) // said at once: it is no turn
 	t.mu.Lock()
 	t.refusal = "⚠️ " + err.Error()
 	t.mark = MarkFailed
@@ -403,6 +428,11 @@ func (t *turnSink) run() {
 			delete(s.stops, t.stop)
 			s.mu.Unlock()
 		}()
+	}
+	select {
+	case <-t.linked:
+	case <-s.ctx.Done():
+		return
 	}
 	if t.after != nil {
 		select {
