@@ -57,6 +57,9 @@ type Options struct {
 	// sessions one page of session/list holds (0: all).
 	ListSessions, ResumeSession, CloseSession, ForkSession bool
 	ListPage                                               int
+	// SessionsDir, if set, keeps the sessions there, for every cwd, as
+	// real agents keep theirs in their home, rather than in each cwd.
+	SessionsDir string
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -150,6 +153,7 @@ type agent struct {
 	mcp      map[string]json.RawMessage // session -> mcpServers as received
 	resumed  map[string]bool            // loaded, and not yet prompted since
 	how      map[string]string          // session -> how this process has it (see sessions.go)
+	born     string                     // names this process's sessions (see newSessionIDLocked)
 	configs  map[string]*sessionConfig  // session -> its choices
 	// clientCaps are the clientCapabilities of initialize.
 	clientCaps json.RawMessage
@@ -408,7 +412,7 @@ func (a *agent) loadSession(m message) {
 		MCPServers json.RawMessage `json:"mcpServers"`
 	}
 	json.Unmarshal(m.Params, &p)
-	b, err := os.ReadFile(historyPath(p.Cwd, p.SessionID))
+	b, err := os.ReadFile(a.historyPath(p.Cwd, p.SessionID))
 	if err != nil {
 		a.replyErr(m.ID, -32002, "session not found: "+p.SessionID)
 		return
@@ -436,8 +440,18 @@ func (a *agent) loadSession(m message) {
 	}
 }
 
-func historyPath(cwd, sid string) string {
-	return filepath.Join(cwd, ".fakeagent", filepath.Base(sid))
+// historyPath is the file of session sid's prompts: under
+// Options.SessionsDir when set, else under <cwd>/.fakeagent.
+func (a *agent) historyPath(cwd, sid string) string {
+	return filepath.Join(a.sessionsDir(cwd), filepath.Base(sid))
+}
+
+// sessionsDir is where the sessions of cwd are kept.
+func (a *agent) sessionsDir(cwd string) string {
+	if a.opts.SessionsDir != "" {
+		return a.opts.SessionsDir
+	}
+	return filepath.Join(cwd, ".fakeagent")
 }
 
 // appendHistory records a prompt of a loadable session on disk.
@@ -448,7 +462,7 @@ func (a *agent) appendHistory(sid, text string) {
 	if cwd == "" {
 		return
 	}
-	path := historyPath(cwd, sid)
+	path := a.historyPath(cwd, sid)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		a.logf("history: %v", err)
 		return
@@ -459,6 +473,9 @@ func (a *agent) appendHistory(sid, text string) {
 		return
 	}
 	defer f.Close()
+	if a.opts.SessionsDir != "" {
+		os.WriteFile(path+".cwd", []byte(cwd), 0o644)
+	}
 	if text != "" {
 		fmt.Fprintln(f, strings.ReplaceAll(text, "\n", " "))
 	}

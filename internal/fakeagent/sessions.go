@@ -6,14 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // Sessions a new process can reach are kept as files under
-// <cwd>/.fakeagent: <sid> holds its prompts, one a line; <sid>.title
-// its title (the "title" prompt); "closed" lists the sessions closed
-// with session/close, one a line. session/load replays the prompts;
+// <cwd>/.fakeagent (or Options.SessionsDir, with <sid>.cwd naming the
+// session's cwd): <sid> holds its prompts, one a line; <sid>.title its
+// title (the "title" prompt); "closed" lists the sessions closed with
+// session/close, one a line. session/load replays the prompts;
 // session/resume takes the session up without replaying; session/fork
 // copies its prompts and title to a new session, which must be found
 // under the cwd the fork names (a copied workspace carries them);
@@ -38,10 +40,15 @@ func (a *agent) sessionCapabilities() map[string]any {
 	return caps
 }
 
-// newSessionIDLocked names a new session; a.mu must be held.
+// newSessionIDLocked names a new session; a.mu must be held. The
+// process's start tells its sessions from those of an earlier process
+// with the same pid (in a sandbox, every agent is pid 2).
 func (a *agent) newSessionIDLocked() string {
 	a.sessions++
-	return fmt.Sprintf("sess-%d-%d", a.opts.PID, a.sessions)
+	if a.born == "" {
+		a.born = strconv.FormatInt(time.Now().UnixNano()%(36*36*36*36*36*36), 36)
+	}
+	return fmt.Sprintf("sess-%d-%s-%d", a.opts.PID, a.born, a.sessions)
 }
 
 // setHowLocked records how this process came to have sid: "new",
@@ -74,7 +81,7 @@ func (a *agent) sessionMethod(m message) {
 	case "session/list":
 		a.listSessions(m, p.Cwd, p.Cursor)
 	case "session/resume":
-		if _, err := os.Stat(historyPath(p.Cwd, p.SessionID)); err != nil || !filepath.IsAbs(p.Cwd) {
+		if _, err := os.Stat(a.historyPath(p.Cwd, p.SessionID)); err != nil || !filepath.IsAbs(p.Cwd) {
 			a.replyErr(m.ID, -32002, "session not found: "+p.SessionID)
 			return
 		}
@@ -101,7 +108,7 @@ func (a *agent) sessionMethod(m message) {
 			a.replyErr(m.ID, -32002, "session not found: "+p.SessionID)
 			return
 		}
-		a.appendLine(filepath.Join(cwd, ".fakeagent", "closed"), p.SessionID)
+		a.appendLine(filepath.Join(a.sessionsDir(cwd), "closed"), p.SessionID)
 		a.reply(m.ID, map[string]any{})
 	case "session/fork":
 		a.forkSession(m, p.SessionID, p.Cwd, p.MCPServers)
@@ -111,7 +118,7 @@ func (a *agent) sessionMethod(m message) {
 // forkSession serves session/fork: a new session with the prompts and
 // title of parent, found under cwd.
 func (a *agent) forkSession(m message, parent, cwd string, mcp json.RawMessage) {
-	history, err := os.ReadFile(historyPath(cwd, parent))
+	history, err := os.ReadFile(a.historyPath(cwd, parent))
 	if err != nil || !filepath.IsAbs(cwd) {
 		a.replyErr(m.ID, -32002, "session not found: "+parent)
 		return
@@ -121,12 +128,15 @@ func (a *agent) forkSession(m message, parent, cwd string, mcp json.RawMessage) 
 	a.remember(sid, cwd, mcp)
 	a.setHowLocked(sid, "forked from "+parent)
 	a.mu.Unlock()
-	if err := os.WriteFile(historyPath(cwd, sid), history, 0o644); err != nil {
+	if err := os.WriteFile(a.historyPath(cwd, sid), history, 0o644); err == nil && a.opts.SessionsDir != "" {
+		err = os.WriteFile(a.historyPath(cwd, sid)+".cwd", []byte(cwd), 0o644)
+	}
+	if err != nil {
 		a.replyErr(m.ID, -32603, "fork: "+err.Error())
 		return
 	}
-	if title, err := os.ReadFile(historyPath(cwd, parent) + ".title"); err == nil {
-		os.WriteFile(historyPath(cwd, sid)+".title", title, 0o644)
+	if title, err := os.ReadFile(a.historyPath(cwd, parent) + ".title"); err == nil {
+		os.WriteFile(a.historyPath(cwd, sid)+".title", title, 0o644)
 	}
 	a.commands(sid)
 	a.reply(m.ID, a.setup(sid, map[string]any{"sessionId": sid}))
@@ -153,17 +163,21 @@ func (a *agent) listSessions(m message, cwd, cursor string) {
 	}
 	var all []entry
 	for _, dir := range dirs {
-		files, _ := os.ReadDir(filepath.Join(dir, ".fakeagent"))
+		kept := a.sessionsDir(dir)
+		files, _ := os.ReadDir(kept)
 		for _, f := range files {
 			if f.IsDir() || strings.Contains(f.Name(), ".") || f.Name() == "closed" {
 				continue
+			}
+			if where, err := os.ReadFile(filepath.Join(kept, f.Name()+".cwd")); err == nil && string(where) != dir {
+				continue // another cwd's, kept in SessionsDir
 			}
 			fi, err := f.Info()
 			if err != nil {
 				continue
 			}
 			info := map[string]any{"sessionId": f.Name(), "cwd": dir, "updatedAt": fi.ModTime().UTC().Format(time.RFC3339Nano)}
-			if title, err := os.ReadFile(filepath.Join(dir, ".fakeagent", f.Name()+".title")); err == nil {
+			if title, err := os.ReadFile(filepath.Join(kept, f.Name()+".title")); err == nil {
 				info["title"] = string(title)
 			}
 			all = append(all, entry{info, fi.ModTime()})
@@ -194,7 +208,7 @@ func (a *agent) saveTitle(sid, title string) {
 	cwd := a.cwds[sid]
 	a.mu.Unlock()
 	if cwd != "" && a.kept() {
-		if err := os.WriteFile(historyPath(cwd, sid)+".title", []byte(title), 0o644); err != nil {
+		if err := os.WriteFile(a.historyPath(cwd, sid)+".title", []byte(title), 0o644); err != nil {
 			a.logf("title: %v", err)
 		}
 	}
@@ -229,7 +243,7 @@ func (a *agent) sessionScript(t *turn, cmd string) bool {
 		how = "new"
 	}
 	var earlier []string
-	if b, err := os.ReadFile(historyPath(cwd, t.sid)); err == nil {
+	if b, err := os.ReadFile(a.historyPath(cwd, t.sid)); err == nil {
 		for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 			if l != "" {
 				earlier = append(earlier, l)
