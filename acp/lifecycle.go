@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -63,7 +64,7 @@ func (c *Conn) ListSessions(ctx context.Context, cwd string, max int) ([]Session
 	for range maxListPages {
 		var res listSessionsResult
 		if err := c.Call(ctx, MethodSessionList, listSessionsParams{Cwd: abs, Cursor: cursor}, &res); err != nil {
-			return out, fmt.Errorf("session/list: %w", err)
+			return out, methodError(MethodSessionList, err)
 		}
 		for _, s := range res.Sessions {
 			if len(out) == max {
@@ -120,7 +121,7 @@ func (c *Conn) ResumeSession(ctx context.Context, sessionID, cwd string, servers
 		c.mu.Lock()
 		c.takeEarlyLocked(sessionID)
 		c.mu.Unlock()
-		return nil, fmt.Errorf("session/resume: %w", err)
+		return nil, methodError(MethodSessionResume, err)
 	}
 	return c.registerSetup(sessionID, abs, res), nil
 }
@@ -153,7 +154,7 @@ func (c *Conn) ForkSession(ctx context.Context, sessionID, cwd string, servers [
 		_ = setup.UnmarshalJSON(raw)
 	}
 	if err != nil {
-		return "", nil, fmt.Errorf("session/fork: %w", err)
+		return "", nil, methodError(MethodSessionFork, err)
 	}
 	if res.SessionID == "" {
 		return "", nil, fmt.Errorf("session/fork: %w: empty sessionId", errBadParams)
@@ -170,7 +171,7 @@ func (c *Conn) ForkSession(ctx context.Context, sessionID, cwd string, servers [
 // in this process or another, as the agent allows.
 func (c *Conn) CloseSession(ctx context.Context, sessionID string) error {
 	if err := c.Call(ctx, MethodSessionClose, cancelParams{SessionID: sessionID}, nil); err != nil {
-		return fmt.Errorf("session/close: %w", err)
+		return methodError(MethodSessionClose, err)
 	}
 	c.mu.Lock()
 	if s := c.sessions[sessionID]; s != nil {
@@ -179,4 +180,13 @@ func (c *Conn) CloseSession(ctx context.Context, sessionID string) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// methodError names the method an error is of, unless the agent's own
+// error answer does already.
+func methodError(method string, err error) error {
+	if _, ok := errors.AsType[*RPCError](err); ok {
+		return err
+	}
+	return fmt.Errorf("%s: %w", method, err)
 }

@@ -163,7 +163,7 @@ func forkRefusal(err error) string {
 	case errors.Is(err, adapter.ErrThreadBusy):
 		return "The new thread is busy already; try again."
 	}
-	return "The conversation could not be forked: " + err.Error()
+	return "The agent could not fork this conversation into a new thread: " + err.Error()
 }
 
 // ago says how long ago t was, roughly.

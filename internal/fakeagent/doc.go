@@ -12,6 +12,9 @@
 //	code N             a fenced Go block of N lines, in small chunks
 //	stamp N D          N chunks "t=<unix nanoseconds sent>", D apart
 //	hang               one chunk, then nothing until session/cancel
+//	hang-timed [D]     as hang; at session/cancel it waits D (0), then
+//	                   says "cancel=NS answered=NS" (when it got the
+//	                   cancel, when it answers it) and answers cancelled
 //	ignore-cancel      one chunk, then never answers, not even a cancel
 //	late D TEXT...     ignores cancel, waits D, then answers TEXT
 //	crash [CODE]       one chunk, a line on stderr, exits with CODE (1)
