@@ -11,6 +11,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/internal/clip"
 	"acpbroker/pool"
+	"acpbroker/workspace"
 )
 
 // Errors of the sessions a thread may take up or start from.
@@ -28,6 +29,9 @@ var (
 	// package pool).
 	ErrNoFork       = pool.ErrNoFork
 	ErrCannotResume = pool.ErrCannotResume
+	// ErrWorkspaceTooBig: a thread's directory holds more than a fork
+	// may copy (see workspace.CopyDir).
+	ErrWorkspaceTooBig = workspace.ErrTooBig
 )
 
 // SessionRecords keeps the agent sessions threads have had, for Sessions

@@ -159,7 +159,7 @@ func TestSessions_ResumeLoadsWhereTheAgentCannotResume(t *testing.T) {
 // the session up with session/resume, and says nothing of a new session.
 func TestSessions_IdleStopClosesTheSessionAndTheNextMessageResumesIt(t *testing.T) {
 	w := newWorld(t, setup{conf: settings{"pool.idle_timeout": "1s", "agent.args": []string{"-close-session", "-resume-session"}}})
-	w.start()
+	b := w.start()
 	thread := w.mention(alice, "stream 1")
 	w.awaitAnswers(thread, 1)
 	pid, sid := w.agentPID(thread, alice), w.sessionOf(thread, alice)
@@ -170,6 +170,7 @@ func TestSessions_IdleStopClosesTheSessionAndTheNextMessageResumesIt(t *testing.
 	if err != nil || strings.TrimSpace(string(closed)) != sid {
 		t.Fatalf("the idle agent closed %q (%v) before it stopped, want %s", closed, err, sid)
 	}
+	b.awaitMetric(`acp_broker_agent_sessions_closed_total`, func(v float64) bool { return v == 1 })
 	got := w.answer(thread, alice, "session", 2)
 	if _, fresh := freshSession(got); fresh || !strings.HasPrefix(got, "session "+sid+" (resumed); 1 earlier prompts; last: stream 1") {
 		t.Fatalf("the next message got %q, want the session resumed", got)
@@ -207,5 +208,21 @@ func TestSessions_AWorktreeThreadForksIntoAWorktreeFromItsBranch(t *testing.T) {
 	child := m[1]
 	if got := w.answer(child, alice, "sh git rev-parse --abbrev-ref HEAD; cat kept.txt; ls", 1); !strings.Contains(got, "acp/"+child) || !strings.Contains(got, "committed") || strings.Contains(got, "draft.txt") {
 		t.Fatalf("the fork's worktree shows %q, want its own branch with the parent's commit and not its draft", got)
+	}
+}
+
+// agent.fork_max_size bounds the copy of a thread's directory for a
+// fork: past it the fork is refused, saying how much there is, and the
+// new thread gets no agent.
+func TestSessions_AForkCopiesNoMoreThanForkMaxSize(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{"agent.args": []string{"-fork-session"}, "agent.fork_max_size": "64KiB"}})
+	w.start()
+	thread := w.mention(alice, "sh head -c 100000 /dev/zero > big")
+	if a := w.awaitAnswers(thread, 1)[0]; !strings.Contains(a.Text, "exit: <nil>") {
+		t.Fatalf("the parent's file: %q", a.Text)
+	}
+	got := w.deferred(thread, alice, "fork", nil, "too big")
+	if !strings.Contains(got, "This thread's workspace is too big to copy for a fork:") || !strings.Contains(got, "more than the 64.0 KiB") {
+		t.Fatalf("/fork past the bound answered %q", got)
 	}
 }

@@ -2,6 +2,8 @@ package faults
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,11 +143,17 @@ func TestSteer_AnAgentThatIgnoresTheCancelIsReplacedAndTheSessionResumed(t *test
 	}
 }
 
-// With turn.busy = "interrupt", a message of the thread's starter
-// interrupts the running turn at once and runs next; another allowed
-// user's waits its turn, behind it.
+// With turn.busy = "interrupt" (or a profile's busy), a message of the
+// thread's starter interrupts the running turn at once and runs next;
+// another allowed user's waits its turn, behind it.
 func TestSteer_BusyInterruptLetsTheStarterInterruptAndQueuesOthers(t *testing.T) {
-	w := newWorld(t, setup{conf: settings{"turn.busy": "interrupt"}})
+	for _, conf := range []settings{{"turn.busy": "interrupt"}, {"agent.busy": "interrupt"}} {
+		t.Run(strings.Join(slices.Collect(maps.Keys(conf)), ""), func(t *testing.T) { busyInterrupt(t, conf) })
+	}
+}
+
+func busyInterrupt(t *testing.T, conf settings) {
+	w := newWorld(t, setup{conf: conf})
 	w.start()
 	thread := w.mention(alice, "hang")
 	w.awaitBotText(thread, "working…")

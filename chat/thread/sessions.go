@@ -162,6 +162,8 @@ func forkRefusal(err error) string {
 		return "This thread's agent does not offer session/fork, which is still marked unstable in ACP, so no thread can start from this conversation."
 	case errors.Is(err, adapter.ErrThreadBusy):
 		return "The new thread is busy already; try again."
+	case errors.Is(err, adapter.ErrWorkspaceTooBig):
+		return "This thread's workspace is too big to copy for a fork: " + err.Error()
 	}
 	return "The agent could not fork this conversation into a new thread: " + err.Error()
 }
