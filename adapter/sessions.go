@@ -11,7 +11,6 @@ import (
 	"acpbroker/acp"
 	"acpbroker/internal/clip"
 	"acpbroker/pool"
-	"acpbroker/workspace"
 )
 
 // Errors of the sessions a thread may take up or start from.
@@ -30,8 +29,8 @@ var (
 	ErrNoFork       = pool.ErrNoFork
 	ErrCannotResume = pool.ErrCannotResume
 	// ErrWorkspaceTooBig: a thread's directory holds more than a fork
-	// may copy (see workspace.CopyDir).
-	ErrWorkspaceTooBig = workspace.ErrTooBig
+	// may copy (agent.fork_max_size).
+	ErrWorkspaceTooBig = pool.ErrWorkspaceTooBig
 )
 
 // SessionRecords keeps the agent sessions threads have had, for Sessions

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"acpbroker/acp"
-	"acpbroker/workspace"
 )
 
 // SessionBook remembers each thread's agent session so a new process can
@@ -249,7 +248,7 @@ func (p *Pool) forkDir(ctx context.Context, parent, child string, prof *Profile)
 	if bound <= 0 {
 		bound = DefaultForkMaxBytes
 	}
-	n, err := workspace.CopyDir(ctx, src, dst, bound, p.cfg.RunAs)
+	n, err := copyDir(ctx, src, dst, bound, p.cfg.RunAs)
 	if err != nil {
 		return "", false, fmt.Errorf("the fork's copy of %s: %w", src, err)
 	}

@@ -12,7 +12,6 @@ import (
 	"acpbroker/acp"
 	"acpbroker/internal/agenttest"
 	"acpbroker/pool"
-	"acpbroker/workspace"
 )
 
 func ctx20(t *testing.T) context.Context {
@@ -141,7 +140,7 @@ func TestPool_AcquireForkRefusesWithoutTheCapabilityOrPastTheBound(t *testing.T)
 	small.Release(big, false)
 	small.SetProfiles(map[string]*pool.Profile{"default": {Command: fakeAgent, Args: []string{"-fork-session"}, WorkDir: filepath.Dir(big.Dir), PerThreadDir: true, ForkMaxBytes: 1 << 20}}, "default")
 	_, err = small.AcquireFork(ctx20(t), "copy", "", pool.Fork{Thread: "big", Session: big.SessionID}, nil)
-	if !errors.Is(err, workspace.ErrTooBig) || !strings.Contains(err.Error(), "2.0 MiB") {
+	if !errors.Is(err, pool.ErrWorkspaceTooBig) || !strings.Contains(err.Error(), "2.0 MiB") {
 		t.Fatalf("forking 2 MiB within 1 MiB: %v, want ErrTooBig saying how much", err)
 	}
 }

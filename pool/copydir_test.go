@@ -1,4 +1,4 @@
-package workspace
+package pool
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func TestCopyDir_CopiesFilesAndLinksWithoutFollowingThem(t *testing.T) {
 	must(t, os.Symlink("sub/deep/run.sh", filepath.Join(src, "inside")))
 	must(t, syscall.Mkfifo(filepath.Join(src, "pipe"), 0o644)) // nobody ever writes it
 
-	n, err := CopyDir(t.Context(), src, dst, 1<<20, nil)
+	n, err := copyDir(t.Context(), src, dst, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,52 +53,24 @@ func TestCopyDir_RefusesMoreThanTheBound(t *testing.T) {
 	src := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(src, "big"), make([]byte, 3<<10), 0o644))
 	dst := filepath.Join(t.TempDir(), "copy")
-	_, err := CopyDir(t.Context(), src, dst, 2<<10, nil)
-	if !errors.Is(err, ErrTooBig) || !strings.Contains(err.Error(), "3.0 KiB") || !strings.Contains(err.Error(), "2.0 KiB") {
-		t.Fatalf("copying 3 KiB within 2 KiB: %v, want ErrTooBig saying both", err)
+	_, err := copyDir(t.Context(), src, dst, 2<<10, nil)
+	if !errors.Is(err, ErrWorkspaceTooBig) || !strings.Contains(err.Error(), "3.0 KiB") || !strings.Contains(err.Error(), "2.0 KiB") {
+		t.Fatalf("copying 3 KiB within 2 KiB: %v, want ErrWorkspaceTooBig saying both", err)
 	}
 	if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused copy left %s: %v", dst, err)
 	}
-	if _, err := CopyDir(t.Context(), src, dst, 4<<10, nil); err != nil {
+	if _, err := copyDir(t.Context(), src, dst, 4<<10, nil); err != nil {
 		t.Fatalf("within the bound: %v", err)
 	}
-	if _, err := CopyDir(t.Context(), src, dst, 4<<10, nil); err == nil {
+	if _, err := copyDir(t.Context(), src, dst, 4<<10, nil); err == nil {
 		t.Error("a copy over a directory that holds one succeeded")
 	}
 }
 
-// A fork's worktree starts where its parent's branch is, with what was
-// committed there, not at the base.
-func TestPrepareFrom_StartsAtTheOtherThreadsBranch(t *testing.T) {
-	repo := newRepo(t)
-	w := newWorktrees(t, repo)
-	parent, _, err := w.Prepare(t.Context(), "1")
+func must(t *testing.T, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-	must(t, os.WriteFile(filepath.Join(parent, "work.txt"), []byte("done so far\n"), 0o644))
-	gitT(t, parent, "add", "work.txt")
-	gitT(t, parent, "commit", "-q", "-m", "parent's work")
-	must(t, os.WriteFile(filepath.Join(parent, "draft.txt"), []byte("uncommitted\n"), 0o644))
-
-	child, branch, err := w.PrepareFrom(t.Context(), "2", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if branch != "acp/2" {
-		t.Errorf("the fork's branch is %s, want acp/2", branch)
-	}
-	if b, err := os.ReadFile(filepath.Join(child, "work.txt")); err != nil || string(b) != "done so far\n" {
-		t.Errorf("the fork does not have the parent's commit: %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(child, "draft.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the parent's uncommitted file came along: %v", err)
-	}
-	if got, want := strings.TrimSpace(gitT(t, child, "rev-parse", "HEAD")), strings.TrimSpace(gitT(t, parent, "rev-parse", "HEAD")); got != want {
-		t.Errorf("the fork is at %s, the parent at %s", got, want)
-	}
-	if _, _, err := w.PrepareFrom(t.Context(), "3", "404"); !errors.Is(err, ErrBaseNotFound) {
-		t.Errorf("forking a thread that has no branch: %v, want ErrBaseNotFound", err)
 	}
 }

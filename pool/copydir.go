@@ -1,4 +1,4 @@
-package workspace
+package pool
 
 import (
 	"context"
@@ -10,24 +10,26 @@ import (
 	"syscall"
 )
 
-// ErrTooBig: a directory to copy holds more than the bound allows.
-var ErrTooBig = errors.New("directory too big to copy")
+// ErrWorkspaceTooBig: a thread's directory holds more than a fork may
+// copy (Profile.ForkMaxBytes).
+var ErrWorkspaceTooBig = errors.New("directory too big to copy")
 
-// maxCopyEntries bounds the files, directories and links CopyDir copies,
+// maxCopyEntries bounds the files, directories and links copyDir copies,
 // whatever their size.
 const maxCopyEntries = 1 << 18
 
-// CopyDir copies the directory src, which an agent wrote, into dst, which
+// copyDir copies the directory src, which an agent wrote, into dst, which
 // must not exist yet or be empty: its directories, regular files and
 // symbolic links (as links, never followed), their permissions (without
 // set-id bits), given to owner when set. Anything else (a named pipe, a
 // socket, a device) is left out, never opened. Nothing is read outside
 // src, whatever its links or a concurrent change of it say. When the
 // regular files hold more than maxBytes in all, or there are more than
-// 2^18 entries, nothing is copied and the error, which wraps ErrTooBig,
+// 2^18 entries, nothing is copied and the error, which wraps
+// ErrWorkspaceTooBig,
 // says how much there is; a copy that fails half-way is removed. It
 // returns how many bytes it copied, and ends early with ctx's cause.
-func CopyDir(ctx context.Context, src, dst string, maxBytes int64, owner *syscall.Credential) (int64, error) {
+func copyDir(ctx context.Context, src, dst string, maxBytes int64, owner *syscall.Credential) (int64, error) {
 	from, err := os.OpenRoot(src)
 	if err != nil {
 		return 0, err
@@ -38,7 +40,7 @@ func CopyDir(ctx context.Context, src, dst string, maxBytes int64, owner *syscal
 		return 0, err
 	}
 	if size > maxBytes || entries > maxCopyEntries {
-		return 0, &wordedError{msg: fmt.Sprintf("%s holds %s in %d entries, more than the %s (and %d entries) a copy may take", src, sizeText(size), entries, sizeText(maxBytes), maxCopyEntries), kind: ErrTooBig}
+		return 0, fmt.Errorf("%w: %s holds %s in %d entries, more than the %s (and %d entries) a copy may take", ErrWorkspaceTooBig, src, sizeText(size), entries, sizeText(maxBytes), maxCopyEntries)
 	}
 	if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return 0, err
@@ -168,7 +170,7 @@ func (c *copier) file(name string, perm fs.FileMode) error {
 	}
 	c.left -= n
 	if err == nil && c.left < 0 {
-		err = &wordedError{msg: "the directory grew past the bound while it was copied", kind: ErrTooBig}
+		err = fmt.Errorf("%w: the directory grew past the bound while it was copied", ErrWorkspaceTooBig)
 	}
 	return err
 }
