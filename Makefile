@@ -79,6 +79,7 @@ bench: build
 	$(GO) test -run '^$$' -bench Worktrees -benchtime 100x ./workspace/
 	$(GO) test -run '^$$' -bench '^BenchmarkTurnOverhead$$' -benchtime 300x ./bench/
 	$(GO) test -run '^$$' -bench SlackTurnOverhead -benchtime 60x ./bench/
+	$(GO) test -run '^$$' -bench SendNow -benchtime 100x -count 3 ./bench/
 	$(GO) test -run '^$$' -bench Recovery -benchtime 10x ./bench/
 	$(GO) test -run '^$$' -bench 'IdleThreadMemory|Scale' -benchtime 1x -timeout 30m ./bench/
 	$(GO) test -run '^$$' -bench Flood -benchtime 1x -timeout 30m ./bench/

@@ -31,6 +31,10 @@ const (
 	MethodAuthenticate      = "authenticate"
 	MethodSessionNew        = "session/new"
 	MethodSessionLoad       = "session/load"
+	MethodSessionList       = "session/list"
+	MethodSessionResume     = "session/resume"
+	MethodSessionFork       = "session/fork"
+	MethodSessionClose      = "session/close"
 	MethodSessionPrompt     = "session/prompt"
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"
@@ -95,7 +99,27 @@ type AgentCapabilities struct {
 	LoadSession        bool               `json:"loadSession"`
 	PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
 	MCPCapabilities    MCPCapabilities    `json:"mcpCapabilities"`
+	// Sessions are the session methods the agent serves beyond
+	// session/new and session/load.
+	Sessions AgentSessionCapabilities `json:"sessionCapabilities"`
 }
+
+// AgentSessionCapabilities says which of session/list, session/resume,
+// session/close and session/fork the agent serves: each is offered when
+// the agent sends its object (`{}`), and not when it leaves it out or
+// sends null. session/fork is still marked unstable in ACP.
+type AgentSessionCapabilities struct {
+	List   *struct{} `json:"list,omitempty"`
+	Resume *struct{} `json:"resume,omitempty"`
+	Close  *struct{} `json:"close,omitempty"`
+	Fork   *struct{} `json:"fork,omitempty"`
+}
+
+// CanList, CanResume, CanClose and CanFork report what the agent offers.
+func (s AgentSessionCapabilities) CanList() bool   { return s.List != nil }
+func (s AgentSessionCapabilities) CanResume() bool { return s.Resume != nil }
+func (s AgentSessionCapabilities) CanClose() bool  { return s.Close != nil }
+func (s AgentSessionCapabilities) CanFork() bool   { return s.Fork != nil }
 
 // AuthMethod is one way the agent accepts authentication.
 type AuthMethod struct {

@@ -66,6 +66,12 @@ type Config struct {
 	SlotWait time.Duration
 	// QueueSize bounds prompts waiting behind the running turn, per thread.
 	QueueSize int
+	// Busy is what a prompt whose author may act on its thread
+	// (Prompt.MayInterrupt) does while the thread's turn runs: BusyQueue
+	// (the default) waits its turn, BusyInterrupt interrupts the turn
+	// and is sent next. A thread whose agent profile sets its own Busy
+	// follows that.
+	Busy string
 	// Rules decide permission requests before anyone is asked (see
 	// package policy): the first that matches the tool call allows, denies
 	// or asks. The Permissions of the profile an agent started from
@@ -98,6 +104,10 @@ type Config struct {
 	// ThreadChoices, if set, keeps each thread's chosen options and mode;
 	// without it they are kept in memory, for the last threads that chose.
 	ThreadChoices ThreadChoices
+	// SessionRecords, if set, keeps the agent sessions threads have had,
+	// for Sessions when the agent lists none itself; without it they are
+	// kept in memory, for the last threads that had one.
+	SessionRecords SessionRecords
 	// Observer, if set, is told of every turn's timings.
 	Observer Observer
 	// Auditor, if set, records every permission decision.
@@ -139,6 +149,9 @@ func (c *Config) defaults() {
 	if c.WatchdogInterval <= 0 {
 		c.WatchdogInterval = 15 * time.Second
 	}
+	if c.Busy == "" {
+		c.Busy = BusyQueue
+	}
 }
 
 // Engine runs prompt turns against a pool of agents, one at a time per
@@ -158,6 +171,7 @@ type Engine struct {
 	closed  bool
 	threads map[string]*thread   // threads with a running or queued turn
 	options *optionBook          // what threads' agents offer, and chose
+	records SessionRecords       // the sessions threads have had
 	usage   map[string]acp.Usage // the last usage_update, by thread
 	stats   Stats
 	wg      sync.WaitGroup
@@ -167,7 +181,9 @@ type Engine struct {
 	loopHook func(*Prompt)
 }
 
-// thread is one conversation's queue and its worker.
+// thread is one conversation's queue and its worker. The queue holds
+// prompts' turns and the engine's own operations on the thread (see
+// control), in the order they run.
 type thread struct {
 	id     string
 	queue  []*turn
@@ -179,6 +195,10 @@ type thread struct {
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
 	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), usage: map[string]acp.Usage{}, hurry: make(chan struct{})}
+	e.records = cfg.SessionRecords
+	if e.records == nil {
+		e.records = newMemoryRecords(maxOptionViews)
+	}
 	e.stats.Outcomes = map[string]uint64{}
 	e.stats.Permissions = map[DecisionClass]uint64{}
 	e.stats.Elicitations = map[DecisionClass]uint64{}
@@ -187,11 +207,19 @@ func New(p *pool.Pool, cfg Config) *Engine {
 	return e
 }
 
-// Submit queues a prompt for thread. It never blocks. It returns
-// ErrQueueFull when the thread has too many prompts waiting and ErrShutdown
-// after Close; in both cases the prompt's Sink is never called. Otherwise
-// the Sink receives the turn's progress and exactly one Done.
+// Submit queues a prompt for thread. It never blocks. It returns an
+// error that is ErrQueueFull (and says the bound) when the thread has
+// too many prompts waiting, and ErrShutdown after Close; in both cases
+// the prompt's Sink is never called. Otherwise the Sink receives the
+// turn's progress and exactly one Done.
+//
+// A prompt that interrupts (Prompt.Interrupt, or Prompt.MayInterrupt
+// where the thread's busy mode is BusyInterrupt) goes before every other
+// waiting prompt but those that interrupted before it, and the running
+// turn is ended with the cause InterruptedBy its author; its Sink is
+// told PhaseNext.
 func (e *Engine) Submit(threadID string, p *Prompt) error {
+	interrupt := p.Interrupt || (p.MayInterrupt && e.busyMode(threadID, p.Agent) == BusyInterrupt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -203,9 +231,13 @@ func (e *Engine) Submit(threadID string, p *Prompt) error {
 		e.threads[threadID] = th
 		e.startWorkerLocked(th)
 	} else if len(th.queue) >= e.cfg.QueueSize {
-		return ErrQueueFull
+		return &queueFull{size: e.cfg.QueueSize}
 	}
 	t := e.newTurn(threadID, p)
+	if interrupt && (th.cur != nil || len(th.queue) > 0) {
+		e.sendNextLocked(th, t, p.AuthorName)
+		return nil
+	}
 	th.queue = append(th.queue, t)
 	ahead := len(th.queue) - 1
 	if th.cur != nil {
@@ -265,7 +297,9 @@ func (e *Engine) Reset(threadID string, cause error) {
 type ThreadStatus struct {
 	Busy bool
 	// Queued counts the prompts waiting behind the running turn.
-	Queued      int
+	Queued int
+	// QueueSize is the most prompts that may wait (Config.QueueSize).
+	QueueSize   int
 	TurnStarted time.Time
 	// Turn is what the running turn is doing ("" with none).
 	Turn TurnState
@@ -288,6 +322,7 @@ type ThreadStatus struct {
 func (e *Engine) Status(threadID string) ThreadStatus {
 	var s ThreadStatus
 	e.mu.Lock()
+	s.QueueSize = e.cfg.QueueSize
 	if th := e.threads[threadID]; th != nil {
 		s.Queued = len(th.queue)
 		if th.cur != nil {
@@ -366,7 +401,10 @@ type Stats struct {
 	OptionThreads int
 	// UsageThreads is the number of threads whose last usage is kept.
 	UsageThreads int
-	Pool         pool.Stats
+	// RecordedThreads is the number of threads whose sessions the engine
+	// keeps in memory, without Config.SessionRecords (at most 1024).
+	RecordedThreads int
+	Pool            pool.Stats
 }
 
 // Stats returns the engine's and its pool's gauges.
@@ -390,6 +428,7 @@ func (e *Engine) Stats() Stats {
 	e.mu.Unlock()
 	s.Pool = e.pool.Stats()
 	s.OptionThreads = e.options.size()
+	s.RecordedThreads = e.recordsSize()
 	return s
 }
 
@@ -404,16 +443,17 @@ func (e *Engine) config() Config {
 	return e.cfg
 }
 
-// Reconfigure changes the timeouts, permission rules and mode, queue size
-// and watchdog settings for turns that start from now on; the Journal,
-// ThreadProfiles, ThreadChoices, Observer, Auditor and Logger stay. Running turns keep
+// Reconfigure changes the timeouts, permission rules and mode, queue size,
+// busy mode and watchdog settings for turns that start from now on; the
+// Journal, ThreadProfiles, ThreadChoices, SessionRecords, Observer,
+// Auditor and Logger stay. Running turns keep
 // the settings they started with.
 func (e *Engine) Reconfigure(c Config) {
 	c.defaults()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	c.Journal, c.ThreadProfiles, c.Observer, c.Auditor, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Auditor, e.cfg.Logger
-	c.ThreadChoices = e.cfg.ThreadChoices
+	c.ThreadChoices, c.SessionRecords = e.cfg.ThreadChoices, e.cfg.SessionRecords
 	e.cfg = c
 }
 
@@ -496,7 +536,11 @@ func (e *Engine) work(th *thread, gen uint64) {
 		th.cur = t
 		e.mu.Unlock()
 
-		t.run(ctx)
+		if t.op != nil {
+			t.finish(Outcome{Err: t.op(ctx)})
+		} else {
+			t.run(ctx)
+		}
 
 		e.mu.Lock()
 		if th.cur == t {

@@ -31,6 +31,7 @@ type recorder struct {
 	working  chan struct{}
 	done     chan Outcome
 	doneN    int
+	doneAt   time.Time
 }
 
 func newRecorder() *recorder {
@@ -69,6 +70,7 @@ func (r *recorder) Ask(ctx context.Context, req *acp.PermissionRequest) Answer {
 func (r *recorder) Done(o Outcome) {
 	r.mu.Lock()
 	r.doneN++
+	r.doneAt = time.Now()
 	r.mu.Unlock()
 	r.done <- o
 }

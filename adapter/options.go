@@ -87,13 +87,15 @@ func Choices(opt acp.ConfigOption) []Choice {
 	return out
 }
 
-// agentID tells one agent process from the next of the same thread.
+// agentID tells one agent process, and session, from the next of the
+// same thread.
 type agentID struct {
 	pid     int
 	started time.Time
+	session string
 }
 
-func idOf(a *pool.Agent) agentID { return agentID{a.Proc.PID(), a.Started} }
+func idOf(a *pool.Agent) agentID { return agentID{a.Proc.PID(), a.Started, a.SessionID} }
 
 // optionView is the last state a thread's agent stated, kept past the
 // agent's end so that choices can be offered and made while none runs.

@@ -22,12 +22,16 @@ const (
 	PhaseWorking
 	// PhaseCancelling: the turn is being abandoned; waiting for the agent.
 	PhaseCancelling
+	// PhaseNext: the prompt goes next, and the thread's running turn is
+	// being interrupted for it (see Engine.SendNow).
+	PhaseNext
 )
 
 // Status is a change in a prompt's phase.
 type Status struct {
 	Phase Phase
-	// Position is the place in the thread's queue (1 = next), for PhaseQueued.
+	// Position is the place in the thread's queue (1 = next), for
+	// PhaseQueued and PhaseNext.
 	Position int
 	// Text says the phase in words, e.g. "waiting for a free agent slot".
 	Text string
@@ -69,8 +73,15 @@ type Prompt struct {
 	// turn runs so a restart can report the interrupted turn.
 	Ref string
 	// Title names the message for people, e.g. its first words.
-	Title  string
-	Author string
+	Title string
+	// Author identifies who wrote it (a chat user id); AuthorName names
+	// them for people, in the cause of a turn it interrupts.
+	Author, AuthorName string
+	// Interrupt: the prompt interrupts the thread's running turn and is
+	// sent next, in the same session (a steer). MayInterrupt: its author
+	// may act on the thread, so that where the thread's busy mode is
+	// BusyInterrupt it does the same; otherwise it waits its turn.
+	Interrupt, MayInterrupt bool
 	// Agent names the agent profile the thread is to use when this
 	// prompt is its first ("": the default). A thread keeps the profile
 	// it was given first; Agent is ignored after that.
@@ -166,7 +177,7 @@ func (o Outcome) Class() string {
 		err  error
 		name string
 	}{
-		{ErrCancelled, "cancelled"}, {ErrTimeout, "timeout"}, {ErrToolStuck, "tool_stuck"},
+		{ErrInterrupted, "interrupted"}, {ErrCancelled, "cancelled"}, {ErrTimeout, "timeout"}, {ErrToolStuck, "tool_stuck"},
 		{ErrAgentExited, "agent_exited"}, {ErrAgentUnhealthy, "agent_unhealthy"}, {ErrShutdown, "shutdown"},
 		{ErrNoSlot, "no_slot"}, {ErrAgentStart, "agent_start"}, {ErrOverflow, "overflow"}, {ErrAgentError, "agent_error"},
 		{ErrProfileGone, "profile_gone"}, {ErrNoProfile, "no_profile"},

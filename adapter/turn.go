@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"acpbroker/acp"
@@ -28,6 +29,15 @@ type turn struct {
 	cfg    Config    // the engine's, when the turn started
 	cancel context.CancelCauseFunc
 	once   sync.Once
+	ended  atomic.Bool // its Outcome is delivered
+	queued time.Time   // submitted
+	// next: the turn was sent next, interrupting the one before it (set
+	// and read under the engine's mu).
+	next bool
+	// op, if set, makes the turn one of the engine's operations on the
+	// thread (see Engine.control) rather than a prompt: it runs op, and
+	// its Outcome's Err is op's error.
+	op func(ctx context.Context) error
 
 	// owned by the turn's goroutine
 	agent *pool.Agent
@@ -94,7 +104,7 @@ type toolProgress struct {
 
 func (e *Engine) newTurn(threadID string, p *Prompt) *turn {
 	t := &turn{e: e, thread: threadID, p: p, cfg: e.cfg, log: e.log.With().Str("thread", threadID).Logger(),
-		text: clip.New(answerKeep, answerKeep)}
+		text: clip.New(answerKeep, answerKeep), queued: time.Now()}
 	if j := e.cfg.Journal; j != nil {
 		t.id = j.TurnQueued(threadID, p.Ref, p.Title, p.Author)
 	}
@@ -162,6 +172,11 @@ func (t *turn) logger() zerolog.Logger {
 // turn whose loop is stuck).
 func (t *turn) finish(out Outcome) {
 	t.once.Do(func() {
+		if t.op != nil {
+			t.ended.Store(true)
+			t.p.Sink.Done(out) // an operation: nothing to count or journal
+			return
+		}
 		if !t.start.IsZero() {
 			out.Elapsed = time.Since(t.start)
 		}
@@ -197,6 +212,7 @@ func (t *turn) finish(out Outcome) {
 		} else {
 			out.Shown = func(string) {}
 		}
+		t.ended.Store(true)
 		t.p.Sink.Done(out)
 	})
 }
@@ -276,6 +292,13 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		agent.Lost = ""
 		t.p.Sink.Notice("The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before.")
 	}
+	if agent.ContextUsage != nil {
+		// What the agent said of the session as it took it up: taken
+		// once, as Lost is.
+		t.e.setUsage(t.thread, *agent.ContextUsage)
+		agent.ContextUsage = nil
+	}
+	t.e.records.SessionUsed(t.thread, agent.Profile.Name, agent.Dir, agent.SessionID)
 	t.applyChoices(ctx, agent)
 
 	t.sub, err = agent.Conn.Subscribe(agent.SessionID, asker{t})
@@ -565,6 +588,10 @@ func (t *turn) forward(u acp.Update) {
 		if u.Usage != nil {
 			t.usage = u.Usage
 			t.e.setUsage(t.thread, *u.Usage)
+		}
+	case acp.UpdateSessionInfo:
+		if u.Title != nil {
+			t.e.records.SessionTitled(t.thread, t.agent.SessionID, clip.Cut(*u.Title, maxTitleBytes))
 		}
 	}
 	t.p.Sink.Update(u)

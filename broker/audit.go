@@ -22,3 +22,24 @@ func StoreDecision(d adapter.Decision) store.Decision {
 		Via: d.Via, By: d.By, ByName: d.ByName,
 	}
 }
+
+// storeRecords keeps the engine's records of the sessions threads had in
+// the state store.
+type storeRecords struct{ s *store.Store }
+
+var _ adapter.SessionRecords = storeRecords{}
+
+func (r storeRecords) SessionUsed(thread, profile, dir, id string) {
+	r.s.SessionUsed(thread, profile, dir, id)
+}
+
+func (r storeRecords) SessionTitled(thread, id, title string) { r.s.SessionTitled(thread, id, title) }
+
+func (r storeRecords) SessionsIn(thread, profile, dir string) []adapter.SessionRecord {
+	kept := r.s.SessionsIn(thread, profile, dir)
+	out := make([]adapter.SessionRecord, len(kept))
+	for i, k := range kept {
+		out[i] = adapter.SessionRecord{Thread: k.Thread, ID: k.ID, Title: k.Title, Used: k.Used}
+	}
+	return out
+}

@@ -195,6 +195,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
 	ec.ThreadChoices = b.store
+	ec.SessionRecords = storeRecords{b.store}
 	if opts.Engine != nil {
 		opts.Engine(&ec)
 	}
@@ -291,6 +292,7 @@ func engineConfig(cfg *config.Config, j adapter.Journal, o adapter.Observer, a a
 		CancelGrace:       cfg.Turn.CancelGrace,
 		SlotWait:          cfg.Pool.SlotWait,
 		QueueSize:         cfg.Turn.QueueSize,
+		Busy:              cfg.Turn.Busy,
 		PermissionMode:    cfg.Turn.PermissionMode,
 		PermissionTimeout: cfg.Turn.PermissionTimeout,
 		ToolTimeout:       cfg.Turn.ToolTimeout,

@@ -136,7 +136,10 @@ type platformEngine struct {
 	platform string
 }
 
-var _ chat.Engine = platformEngine{}
+var (
+	_ chat.QueueEngine   = platformEngine{}
+	_ chat.SessionEngine = platformEngine{}
+)
 
 func (v platformEngine) id(thread string) string { return ThreadID(v.platform, thread) }
 
@@ -161,6 +164,41 @@ func (v platformEngine) SetOption(ctx context.Context, thread, id, value string)
 
 func (v platformEngine) SetMode(ctx context.Context, thread, mode string) (adapter.ThreadOptions, error) {
 	return v.e.SetMode(ctx, v.id(thread), mode)
+}
+
+func (v platformEngine) SendNow(thread string, p *adapter.Prompt, by string) error {
+	return v.e.SendNow(v.id(thread), p, by)
+}
+
+func (v platformEngine) Withdraw(thread string, p *adapter.Prompt, cause error) error {
+	return v.e.Withdraw(v.id(thread), p, cause)
+}
+
+func (v platformEngine) Waiting(thread string) []adapter.Waiting { return v.e.Waiting(v.id(thread)) }
+
+// Sessions names the threads the records give by the platform's own
+// ids; a thread of another platform is not named.
+func (v platformEngine) Sessions(ctx context.Context, thread string) (adapter.SessionList, error) {
+	list, err := v.e.Sessions(ctx, v.id(thread))
+	for i, s := range list.Sessions {
+		list.Sessions[i].Thread, _ = strings.CutPrefix(s.Thread, v.platform+":")
+		if list.Sessions[i].Thread == s.Thread {
+			list.Sessions[i].Thread = ""
+		}
+	}
+	return list, err
+}
+
+func (v platformEngine) Resume(ctx context.Context, thread, id string) (adapter.Resumed, error) {
+	return v.e.Resume(ctx, v.id(thread), id)
+}
+
+func (v platformEngine) CanFork(ctx context.Context, thread string) error {
+	return v.e.CanFork(ctx, v.id(thread))
+}
+
+func (v platformEngine) Fork(ctx context.Context, parent, child string) (adapter.Forked, error) {
+	return v.e.Fork(ctx, v.id(parent), v.id(child))
 }
 
 // platformMemory is the state store's records of one platform's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -70,6 +71,11 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 			SandboxRO:          slices.Clone(p.SandboxRO),
 			SandboxRW:          slices.Clone(p.SandboxRW),
 			Permissions:        nonNil(p.Permissions),
+			Busy:               p.Busy,
+			ForkMaxBytes:       p.ForkMaxSize,
+		}
+		if pp.ForkMaxBytes == 0 {
+			pp.ForkMaxBytes = math.MaxInt64 // fork_max_size = 0: no bound
 		}
 		abs := *p
 		abs.Cwd = cwd
@@ -84,6 +90,13 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 				dir, _, err := wt.Prepare(ctx, worktreeThread(thread))
 				if err == nil && made != nil {
 					made(store.Worktree{Dir: dir, Thread: thread, Profile: p.Name, Repo: repo, Root: wt.Dir, DeleteBranches: wt.DeleteBranches})
+				}
+				return dir, err
+			}
+			pp.ForkWorkspace = func(ctx context.Context, parent, child string) (string, error) {
+				dir, _, err := wt.PrepareFrom(ctx, worktreeThread(child), worktreeThread(parent))
+				if err == nil && made != nil {
+					made(store.Worktree{Dir: dir, Thread: child, Profile: p.Name, Repo: repo, Root: wt.Dir, DeleteBranches: wt.DeleteBranches})
 				}
 				return dir, err
 			}

@@ -28,6 +28,7 @@ var liveKeyChecks = map[string]struct {
 	"turn.cancel_grace":          {`"3s"`, 3 * time.Second, func(b *Broker, _ *levelRecorder) any { return b.engine.Config().CancelGrace }},
 	"turn.tool_timeout":          {`"4m"`, 4 * time.Minute, func(b *Broker, _ *levelRecorder) any { return b.engine.Config().ToolTimeout }},
 	"turn.queue_size":            {`3`, 3, func(b *Broker, _ *levelRecorder) any { return b.engine.Config().QueueSize }},
+	"turn.busy":                  {`"interrupt"`, "interrupt", func(b *Broker, _ *levelRecorder) any { return b.engine.Config().Busy }},
 	"turn.permission_mode":       {`"deny"`, "deny", func(b *Broker, _ *levelRecorder) any { return b.engine.Config().PermissionMode }},
 	"turn.permission_timeout":    {`"9s"`, 9 * time.Second, func(b *Broker, _ *levelRecorder) any { return b.engine.Config().PermissionTimeout }},
 	"pool.slot_wait":             {`"11s"`, 11 * time.Second, func(b *Broker, _ *levelRecorder) any { return b.engine.Config().SlotWait }},

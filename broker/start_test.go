@@ -179,6 +179,8 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 		"memory_max":           {"", `"96MiB"`, 96 << 20, func(b *Broker) any { return profile(b).MemoryMax }},
 		"pids_max":             {"", `77`, 77, func(b *Broker) any { return profile(b).PidsMax }},
 		"restart_after_cancel": {"", `true`, true, func(b *Broker) any { return profile(b).RestartAfterCancel }},
+		"busy":                 {"", `"interrupt"`, "interrupt", func(b *Broker) any { return profile(b).Busy }},
+		"fork_max_size":        {"", `"3MiB"`, int64(3 << 20), func(b *Broker) any { return profile(b).ForkMaxBytes }},
 	}
 	elsewhere := maps.Clone(startElsewhere)
 	if _, err := exec.LookPath("bwrap"); err == nil {

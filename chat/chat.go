@@ -23,7 +23,33 @@ type Engine interface {
 	SetMode(ctx context.Context, thread, mode string) (adapter.ThreadOptions, error)
 }
 
-var _ Engine = (*adapter.Engine)(nil)
+// QueueEngine is an Engine whose threads' waiting prompts a platform may
+// show and act on: Waiting lists them, SendNow sends one next,
+// interrupting the running turn, Withdraw takes one out (see
+// adapter.Engine). A platform offers Send now and the queue with it.
+type QueueEngine interface {
+	Engine
+	Waiting(thread string) []adapter.Waiting
+	SendNow(thread string, p *adapter.Prompt, by string) error
+	Withdraw(thread string, p *adapter.Prompt, cause error) error
+}
+
+// SessionEngine is an Engine whose threads' agent sessions a platform
+// may list and take further: Sessions lists those a thread may take up,
+// Resume takes one up, CanFork says why a thread cannot be forked, and
+// Fork starts a thread from another's session (see adapter.Engine).
+type SessionEngine interface {
+	Engine
+	Sessions(ctx context.Context, thread string) (adapter.SessionList, error)
+	Resume(ctx context.Context, thread, id string) (adapter.Resumed, error)
+	CanFork(ctx context.Context, thread string) error
+	Fork(ctx context.Context, parent, child string) (adapter.Forked, error)
+}
+
+var (
+	_ QueueEngine   = (*adapter.Engine)(nil)
+	_ SessionEngine = (*adapter.Engine)(nil)
+)
 
 // Platform is a chat front end. Run serves conversations until ctx ends or
 // the platform's input is exhausted; once it returns no new prompt is

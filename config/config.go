@@ -72,6 +72,7 @@ type Config struct {
 		LivenessInterval  time.Duration
 		CancelGrace       time.Duration
 		QueueSize         int
+		Busy              string
 		UpdateQueue       int
 		PermissionMode    string
 		PermissionTimeout time.Duration
@@ -130,6 +131,12 @@ type Profile struct {
 	StartTimeout       time.Duration
 	MaxSessions        int
 	RestartAfterCancel bool
+	// Busy is "queue" or "interrupt", its threads' turn.busy ("": as
+	// turn.busy says).
+	Busy string
+	// ForkMaxSize bounds the copy of a thread's directory for a fork
+	// (0: no bound).
+	ForkMaxSize int64
 	// MemoryMax (bytes) and PidsMax bound each of its agents, in a
 	// control group of its own (0: no limit).
 	MemoryMax, PidsMax int64

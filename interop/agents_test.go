@@ -41,6 +41,9 @@ type subject struct {
 	// lastModel is the "model" of the latest request the model server got
 	// ("" for the SDK example, which has none).
 	lastModel func() string
+	// lastBody is the body of the latest model request, which carries
+	// the whole conversation ("" for the SDK example).
+	lastBody func() string
 	// scriptUsed waits until every scripted reply has been served in full.
 	scriptUsed func(ctx context.Context) error
 	// anthropic is the fake Messages API behind claude-agent-acp (nil for
@@ -64,6 +67,11 @@ type expectations struct {
 	// exitsOnEOF and exitsOnEOFWithSession: the agent exits when its
 	// stdin closes (before any session / with a live session).
 	exitsOnEOF, exitsOnEOFWithSession bool
+	// forksOnlyInPlace: the agent offers session/fork but forks a
+	// session only in the directory it worked in, not in another (a
+	// fork's copy of the workspace): claude-agent-acp 0.23.1 looks the
+	// session up under the new cwd's project and does not find it.
+	forksOnlyInPlace bool
 }
 
 // subjects lists the agents; each test runs one subtest per agent.
@@ -111,6 +119,7 @@ func sdkExample(t *testing.T) *subject {
 		toolOutputs:   func() []string { return nil },
 		modelRequests: func() []string { return nil },
 		lastModel:     func() string { return "" },
+		lastBody:      func() string { return "" },
 		scriptUsed:    func(context.Context) error { return nil },
 		expect: expectations{
 			permissionID:            "number",
@@ -197,6 +206,15 @@ func codex(t *testing.T) *subject {
 			}
 			return model
 		},
+		lastBody: func() string {
+			body := ""
+			for _, r := range fake.Requests() {
+				if strings.HasSuffix(r.Path, "/responses") {
+					body = string(r.Body)
+				}
+			}
+			return body
+		},
 		modelRequests: func() []string {
 			var out []string
 			for _, r := range fake.Requests() {
@@ -258,6 +276,15 @@ func claude(t *testing.T) *subject {
 			}
 			return model
 		},
+		lastBody: func() string {
+			body := ""
+			for _, r := range fake.Requests() {
+				if strings.HasSuffix(r.Path, "/messages") && r.Served != "count_tokens" {
+					body = string(r.Body)
+				}
+			}
+			return body
+		},
 		text: func(chunks ...string) { fake.Enqueue(fakeanthropic.Text(chunks...)) },
 		command: func(cmd, final string) {
 			fake.Enqueue(fakeanthropic.Bash(cmd, "the interop test needs this command"), fakeanthropic.Text(final))
@@ -315,6 +342,7 @@ func claude(t *testing.T) *subject {
 			cancelledPermissionStop: "cancelled",
 			staleAnswerAfterCancel:  true,
 			exitsOnEOF:              true,
+			forksOnlyInPlace:        true,
 		},
 	}
 }

@@ -162,11 +162,11 @@ func discordPermissionClick(t *testing.T, b *discordBroker) {
 // …" and the message shows ⏹️. An agent that answered the cancel keeps its
 // process, which answers the next message in the thread.
 // claude-agent-acp (run with RestartAfterCancel) gets a fresh process that
-// resumes the session with session/load, and the next message gets its
-// own answer: not empty, not the previous prompt's, and none of the
-// history the agent replays on loading. For the agents with a model the
-// cancelled message is the thread's second, so that history holds an
-// answer.
+// resumes the session with session/resume, which it offers (not
+// session/load, which would replay the history), and the next message
+// gets its own answer: not empty, not the previous prompt's, and none of
+// the session's history. For the agents with a model the cancelled
+// message is the thread's second, so that the history holds an answer.
 func discordCancelMidTurn(t *testing.T, b *discordBroker) {
 	s := b.s
 	var thread, after string // the cancelled turn answers the message after ("": the thread's first)
@@ -293,8 +293,8 @@ func discordCancelMidTurn(t *testing.T, b *discordBroker) {
 			t.Errorf("with RestartAfterCancel the cancelled agent (pid %d, gone %v) still serves the thread (pid %d)", before.PID, gone, now.PID)
 		case len(procs) != 2 || procs[1].pid != now.PID:
 			t.Errorf("%d processes for the thread, want the cancelled one and the one now serving (pid %d)", len(procs), now.PID)
-		case procs[1].sentAt(acp.MethodSessionLoad).IsZero() || now.SessionID != before.SessionID:
-			t.Errorf("the fresh process did not resume session %q (session now %q)", before.SessionID, now.SessionID)
+		case procs[1].sentAt(acp.MethodSessionResume).IsZero() || !procs[1].sentAt(acp.MethodSessionLoad).IsZero() || now.SessionID != before.SessionID:
+			t.Errorf("the fresh process did not resume session %q with session/resume alone (session now %q)", before.SessionID, now.SessionID)
 		}
 		t.Run("quiet-restart", func(t *testing.T) { discordQuietRestart(t, b, before.PID) })
 	} else if now.PID != before.PID {

@@ -63,7 +63,7 @@ type engine struct{ chat.Engine }
 // agent. Cleanup stops the broker (no new prompts, turns ended, last
 // messages posted, agents stopped) and checks what it did; the fake
 // Discord closes after it, and s's fake model after that.
-func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *discordBroker {
+func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config, more ...brokertest.Settings) *discordBroker {
 	t.Helper()
 	env, err := agentEnv(s.spec.Env)
 	if err != nil {
@@ -84,7 +84,7 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *disco
 			"turn.timeout":            turnTimeout.String(),
 			"turn.cancel_grace":       (cancelBound / 2).String(),
 			"turn.permission_timeout": discordAwait.String(),
-		},
+		}.With(merged(more)),
 		LogTail: 512 << 10,
 	})
 	w.Srv.AddUser(threadStarter)
@@ -132,6 +132,15 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config) *disco
 	}
 	b.await(t, "slash commands registered", func() bool { return len(b.srv.Commands()) == len(thread.Commands) })
 	return b
+}
+
+// merged is the settings of more, later ones over earlier ones.
+func merged(more []brokertest.Settings) brokertest.Settings {
+	out := brokertest.Settings{}
+	for _, m := range more {
+		out = out.With(m)
+	}
+	return out
 }
 
 // close stops the broker as the binary does at SIGTERM, and says what

@@ -216,6 +216,7 @@ var (
 	dElicitations     = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
 	dPendingElicits   = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
 	dOpenQuestionChat = desc("chat_open_questions", "The agent's questions shown in a thread, waiting for an answer, by platform.", "platform")
+	dSessionsClosed   = desc("agent_sessions_closed_total", "Agent sessions closed with session/close before their agents were stopped for idleness.")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -225,7 +226,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax, dThrottled, dDeduplicated, dRefusedHTTP} {
+	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax, dThrottled, dDeduplicated, dRefusedHTTP, dSessionsClosed} {
 		ch <- d
 	}
 }
@@ -274,6 +275,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(dKills, p.Killed)
 	counter(dOutOfMemory, p.OutOfMemory)
+	counter(dSessionsClosed, p.SessionsClosed)
 	gauge(dCgroups, float64(p.Cgroups))
 	gauge(dPendingRequests, float64(p.Conn.PendingRequests))
 	gauge(dPendingPerms, float64(p.Conn.PendingPermissions))

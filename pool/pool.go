@@ -89,7 +89,26 @@ type Config struct {
 var (
 	ErrClosed = errors.New("broker shutting down")
 	ErrBusy   = errors.New("thread's agent is busy")
+	// ErrNoFork: the agent does not offer session/fork, so a thread
+	// cannot start from another's session.
+	ErrNoFork = errors.New("the agent does not offer session/fork, which is still unstable in ACP")
+	// ErrCannotResume: the agent offers neither session/resume nor
+	// session/load, so it cannot take up another session.
+	ErrCannotResume = errors.New("the agent offers neither session/resume nor session/load")
+	// ErrCannotList: the agent does not offer session/list.
+	ErrCannotList = errors.New("the agent does not offer session/list")
+	// ErrLive: a thread to fork into already has an agent.
+	ErrLive = errors.New("the thread already has an agent")
+	// ErrAgentGone: the agent was stopped while it was being used.
+	ErrAgentGone = errors.New("the thread's agent stopped")
 )
+
+// Fork is what a thread forked from another starts from (AcquireFork).
+type Fork struct {
+	// Thread is the thread forked from, and Session its agent session,
+	// which the new thread's session starts from.
+	Thread, Session string
+}
 
 // Agent is one thread's agent process with its ACP connection and session.
 // It is handed out by Acquire and returned with Release.
@@ -99,8 +118,18 @@ type Agent struct {
 	// pool's profiles change.
 	Profile   *Profile
 	SessionID string
-	// Resumed is set when the session was loaded with session/load.
-	Resumed bool
+	// Resumed is set when the session was taken up again, in a new
+	// process or by Resume: ResumedWith names the method,
+	// session/resume where the agent offers it, else session/load.
+	Resumed     bool
+	ResumedWith string
+	// ForkedFrom is the session this one was forked from (AcquireFork).
+	ForkedFrom string
+	// Title and ContextUsage are the session's title and context use as
+	// the agent told them while it set the session up (in a replayed
+	// history, or before answering a resume or a fork), if it did.
+	Title        string
+	ContextUsage *acp.Usage
 	// Lost is the session id the thread had but could not resume (the
 	// agent cannot load sessions, or refused this one); SessionID is then
 	// a new session.
@@ -144,6 +173,12 @@ type Pool struct {
 	oom      uint64            // agents that ran out of memory
 	retiring map[*Agent]bool   // agents being stopped
 	retired  acp.Stats         // counters of connections already closed
+	// caps are what the last agent of each profile advertised, by
+	// profile name: what a thread with no live agent can be offered.
+	caps map[string]acp.AgentCapabilities
+	// closed counts the sessions closed with session/close before their
+	// agents were stopped for idleness.
+	closedSessions uint64
 
 	kick   chan struct{}
 	stop   chan struct{}
@@ -188,6 +223,7 @@ func New(cfg Config) *Pool {
 		uses:     map[string]use{},
 		stopped:  map[string]uint64{},
 		retiring: map[*Agent]bool{},
+		caps:     map[string]acp.AgentCapabilities{},
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -215,6 +251,20 @@ func New(cfg Config) *Pool {
 // stops that profile's least recently used idle agent; the first held by
 // the pool's bound, the least recently used idle agent of any profile.
 func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func()) (*Agent, error) {
+	return p.acquire(ctx, thread, profile, onWait, nil)
+}
+
+// AcquireFork is Acquire for a thread that starts from another's
+// session: its agent, started from profile, works in a directory made
+// from the other thread's (see Profile.ForkWorkspace) and starts its
+// session with session/fork from fork.Session. It fails with ErrLive if
+// the thread has an agent already, and with ErrNoFork if the agent does
+// not offer session/fork (a directory it copied is removed then).
+func (p *Pool) AcquireFork(ctx context.Context, thread, profile string, fork Fork, onWait func()) (*Agent, error) {
+	return p.acquire(ctx, thread, profile, onWait, &fork)
+}
+
+func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(), fork *Fork) (*Agent, error) {
 	var me *waiter
 	var notice <-chan time.Time // fires when the wait is long enough to tell
 	defer func() {
@@ -231,6 +281,10 @@ func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func(
 			return nil, ErrClosed
 		}
 		if a := p.agents[thread]; a != nil {
+			if fork != nil {
+				p.mu.Unlock()
+				return nil, ErrLive
+			}
 			if a.busy {
 				p.mu.Unlock()
 				return nil, ErrBusy
@@ -259,9 +313,12 @@ func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func(
 				p.leaveQueue(me)
 				me = nil
 			}
-			resume, _ := p.cfg.Sessions.Session(thread)
+			resume := ""
+			if fork == nil {
+				resume, _ = p.cfg.Sessions.Session(thread)
+			}
 			p.mu.Unlock()
-			return p.start(ctx, thread, prof, resume)
+			return p.start(ctx, thread, prof, resume, fork)
 		}
 		// A slot already being freed is enough: the first in line takes
 		// it when the stop ends. Evicting on every wake-up would stop one
@@ -376,7 +433,11 @@ func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
 	p.stopping++
 	p.countLocked(a.Profile.Name, -1, 0, 1)
 	p.countStopLocked(reason, grace)
+	idle := (reason == StopIdle || reason == StopLRU) && grace > 0
 	p.wg.Go(func() {
+		if idle {
+			p.closeSession(a, grace)
+		}
 		p.shutdown(a, grace)
 		p.mu.Lock()
 		p.stopping--
@@ -386,9 +447,29 @@ func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
 	})
 }
 
+// closeSession tells an agent stopped for idleness to free its session
+// (session/close, when it offers it), within grace: the session stays
+// in the book, and the thread's next agent resumes it.
+func (p *Pool) closeSession(a *Agent, grace time.Duration) {
+	if !a.Conn.Capabilities().Sessions.CanClose() || !a.Proc.Alive() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.hurry, grace)
+	defer cancel()
+	log := p.log.With().Str("thread", a.Thread).Str("session", a.SessionID).Int("pid", a.Proc.PID()).Logger()
+	if err := a.Conn.CloseSession(ctx, a.SessionID); err != nil {
+		log.Warn().Err(err).Msg("the idle agent's session was not closed; stopping it anyway")
+		return
+	}
+	p.mu.Lock()
+	p.closedSessions++
+	p.mu.Unlock()
+	log.Info().Msg("idle agent's session closed before it stops")
+}
+
 // start spawns and sets up an agent of prof in a slot reserved for it.
-func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID string) (*Agent, error) {
-	a, err := p.spawn(ctx, thread, prof, resumeID)
+func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork) (*Agent, error) {
+	a, err := p.spawn(ctx, thread, prof, resumeID, fork)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
@@ -413,12 +494,18 @@ func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID
 	p.countLocked(prof.Name, 1, 0, 0)
 	if a.SessionID != resumeID {
 		// Remembered at start, so that even a crash can resume it.
-		p.cfg.Sessions.RememberSession(thread, a.SessionID, a.Conn.Capabilities().LoadSession)
+		p.cfg.Sessions.RememberSession(thread, a.SessionID, resumable(a.Conn.Capabilities()))
 	}
 	return a, nil
 }
 
-func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID string) (*Agent, error) {
+// resumable reports whether an agent's sessions can be taken up again in
+// another of its processes.
+func resumable(caps acp.AgentCapabilities) bool {
+	return caps.LoadSession || caps.Sessions.CanResume()
+}
+
+func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork) (*Agent, error) {
 	timeout := prof.StartTimeout
 	if timeout <= 0 {
 		timeout = p.cfg.StartTimeout
@@ -429,10 +516,34 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	ctx, closing := context.WithCancelCause(ctx)
 	defer closing(nil)
 	defer context.AfterFunc(p.ctx, func() { closing(ErrClosed) })()
-	dir, err := p.workDir(ctx, thread, prof)
-	if err != nil {
+	var dir string
+	var err error
+	if fork != nil {
+		var copied bool
+		dir, copied, err = p.forkDir(ctx, fork.Thread, thread, prof)
+		if err != nil {
+			return nil, err
+		}
+		if copied {
+			defer func() {
+				if err != nil {
+					if rerr := os.RemoveAll(dir); rerr != nil {
+						p.log.Warn().Err(rerr).Str("dir", dir).Msg("the copy made for a fork that failed was not removed")
+					}
+				}
+			}()
+		}
+	} else if dir, err = p.workDir(ctx, thread, prof); err != nil {
 		return nil, err
 	}
+	a, err := p.launch(ctx, thread, prof, dir, resumeID, fork)
+	return a, err
+}
+
+// launch starts an agent of prof in dir and sets up its session: forked
+// from fork's, taken up again (resumeID), or new.
+func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, resumeID string, fork *Fork) (*Agent, error) {
+	var err error
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
 	var group *cgroup.Group
 	if m := p.cfg.Cgroups; m != nil {
@@ -483,17 +594,42 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 	if err != nil {
 		return fail(err)
 	}
-	servers := acp.UsableMCPServers(info.AgentCapabilities, prof.MCPServers, opts.Logger)
-	if resumeID != "" && info.AgentCapabilities.LoadSession {
-		if _, err := conn.LoadSession(ctx, resumeID, dir, servers); err == nil {
-			a.SessionID, a.Resumed = resumeID, true
-			log.Info().Str("session", resumeID).Int("pid", proc.PID()).Msg("agent resumed session")
-			return a, nil
-		} else if ctx.Err() != nil {
-			return fail(context.Cause(ctx))
-		} else {
-			log.Warn().Err(err).Str("session", resumeID).Msg("session/load failed; starting a new session")
+	caps := info.AgentCapabilities
+	p.mu.Lock()
+	p.caps[prof.Name] = caps
+	p.mu.Unlock()
+	servers := acp.UsableMCPServers(caps, prof.MCPServers, opts.Logger)
+	if fork != nil {
+		if !caps.Sessions.CanFork() {
+			return fail(ErrNoFork)
 		}
+		sid, early, err := conn.ForkSession(ctx, fork.Session, dir, servers)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			return fail(err)
+		}
+		a.SessionID, a.ForkedFrom = sid, fork.Session
+		a.Title, a.ContextUsage = told(early)
+		log.Info().Str("session", sid).Str("forked_from", fork.Session).Str("from_thread", fork.Thread).Int("pid", proc.PID()).Msg("agent started, its session forked")
+		return a, nil
+	}
+	if resumeID != "" {
+		for _, method := range resumeMethods(caps) {
+			early, err := takeUp(ctx, conn, method, resumeID, dir, servers)
+			if err == nil {
+				a.SessionID, a.Resumed, a.ResumedWith = resumeID, true, method
+				a.Title, a.ContextUsage = told(early)
+				log.Info().Str("session", resumeID).Str("method", method).Int("pid", proc.PID()).Msg("agent resumed session")
+				return a, nil
+			}
+			if ctx.Err() != nil {
+				return fail(context.Cause(ctx))
+			}
+			log.Warn().Err(err).Str("session", resumeID).Str("method", method).Msg("the session could not be taken up")
+		}
+		log.Warn().Str("session", resumeID).Msg("starting a new session")
 	}
 	a.Lost = resumeID
 	sid, _, err := conn.NewSession(ctx, dir, servers)
@@ -809,6 +945,9 @@ type Stats struct {
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
+	// SessionsClosed counts the sessions closed with session/close before
+	// their agents were stopped for idleness.
+	SessionsClosed uint64
 	// OutOfMemory counts the agents that ended for running out of memory
 	// (killed for their control group's limit); Cgroups counts the
 	// agents' control groups made and not yet removed.
@@ -826,7 +965,7 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Live: len(p.agents), MaxSessions: p.cfg.MaxSessions, Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
-		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, Stopped: make(map[string]uint64, len(p.stopped))}
+		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, SessionsClosed: p.closedSessions, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}

@@ -62,6 +62,18 @@ type Profile struct {
 	// them to the engine. An agent keeps the rules of the Profile it
 	// started from, whatever SetProfiles does while it runs.
 	Permissions []policy.Rule
+	// Busy is what a message from someone who may act on a thread does
+	// while the thread's turn runs: "queue" it, or "interrupt" the turn
+	// ("": as the engine's configuration says).
+	Busy string
+	// ForkWorkspace, if set, makes the working directory of a thread
+	// forked from another (see AcquireFork), as Workspace does for any
+	// other thread: a worktree profile's new worktree from the parent's
+	// branch. Without it a forked thread of a profile with Workspace gets
+	// Workspace's, and one of a profile with PerThreadDir a copy of the
+	// parent's directory of at most ForkMaxBytes.
+	ForkWorkspace func(ctx context.Context, parent, child string) (dir string, err error)
+	ForkMaxBytes  int64
 }
 
 // DefaultProfileName is the one profile of a Config without Profiles,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -21,8 +22,92 @@ type Thread struct {
 	Options map[string]string `json:"options,omitempty"`
 	Mode    string            `json:"mode,omitempty"`
 	// Chat is the chat layer's own record of the conversation.
-	Chat    json.RawMessage `json:"chat,omitempty"`
-	Updated time.Time       `json:"updated"`
+	Chat json.RawMessage `json:"chat,omitempty"`
+	// Sessions are the agent sessions the thread has had, the most
+	// recently used last (at most MaxThreadSessions).
+	Sessions []Session `json:"sessions,omitempty"`
+	Updated  time.Time `json:"updated"`
+}
+
+// Session is an agent session a thread had: its id, the agent's title
+// for it, the profile and directory its agent worked in, and when a turn
+// last started in it.
+type Session struct {
+	ID      string    `json:"id"`
+	Title   string    `json:"title,omitempty"`
+	Profile string    `json:"profile,omitempty"`
+	Dir     string    `json:"dir,omitempty"`
+	Used    time.Time `json:"used"`
+}
+
+// ThreadSession is a Session with the thread that had it.
+type ThreadSession struct {
+	Thread string
+	Session
+}
+
+// MaxThreadSessions bounds the sessions kept of one thread: the most
+// recently used.
+const MaxThreadSessions = 16
+
+// SessionUsed records that thread's agent of profile, working in dir,
+// used session id now.
+func (s *Store) SessionUsed(thread, profile, dir, id string) {
+	now := s.opts.Now().UTC()
+	s.updateThread(thread, func(t *Thread) {
+		// A new list: copies of the thread handed out keep theirs.
+		rec := Session{ID: id, Profile: profile, Dir: dir, Used: now}
+		list := make([]Session, 0, len(t.Sessions)+1)
+		for _, x := range t.Sessions {
+			if x.ID == id {
+				rec.Title = x.Title
+				continue
+			}
+			list = append(list, x)
+		}
+		list = append(list, rec)
+		if n := len(list); n > MaxThreadSessions {
+			list = list[n-MaxThreadSessions:]
+		}
+		t.Sessions = list
+	})
+}
+
+// SessionTitled records the agent's title for thread's session id.
+func (s *Store) SessionTitled(thread, id, title string) {
+	s.updateThread(thread, func(t *Thread) {
+		if i := slices.IndexFunc(t.Sessions, func(x Session) bool { return x.ID == id }); i >= 0 {
+			t.Sessions = slices.Clone(t.Sessions)
+			t.Sessions[i].Title = title
+		}
+	})
+}
+
+// SessionsIn are the sessions of every thread kept whose agent of
+// profile worked in dir, the most recently used first; dir "" stands for
+// the directory of thread's last recorded session.
+func (s *Store) SessionsIn(thread, profile, dir string) []ThreadSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dir == "" {
+		t := s.threads[thread]
+		if t == nil || len(t.Sessions) == 0 {
+			return nil
+		}
+		dir = t.Sessions[len(t.Sessions)-1].Dir
+	}
+	var out []ThreadSession
+	for id, t := range s.threads {
+		for _, rec := range slices.Backward(t.Sessions) {
+			if rec.Profile == profile && rec.Dir == dir {
+				out = append(out, ThreadSession{Thread: id, Session: rec})
+			}
+		}
+	}
+	// A thread's own are newest first already, used at the same time or
+	// not.
+	slices.SortStableFunc(out, func(a, b ThreadSession) int { return b.Used.Compare(a.Used) })
+	return out
 }
 
 // Thread returns what is kept of a thread.

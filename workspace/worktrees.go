@@ -86,6 +86,23 @@ func (w *Worktrees) Check(ctx context.Context) error {
 // A directory in the way that was never a worktree is left alone and
 // reported (ErrInTheWay).
 func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch string, err error) {
+	return w.prepare(ctx, thread, "")
+}
+
+// PrepareFrom is Prepare for a thread that starts from another: a branch
+// it makes starts where from's branch is now, with what from's agent
+// committed (what it left uncommitted is not carried), rather than at
+// Base. From's branch must exist (from's worktree was made).
+func (w *Worktrees) PrepareFrom(ctx context.Context, thread, from string) (dir, branch string, err error) {
+	fromName, err := escapeThread(from)
+	if err != nil {
+		return "", "", err
+	}
+	return w.prepare(ctx, thread, branchPrefix+fromName)
+}
+
+// prepare is Prepare, a new branch starting at fromBranch ("": at Base).
+func (w *Worktrees) prepare(ctx context.Context, thread, fromBranch string) (dir, branch string, err error) {
 	name, err := escapeThread(thread)
 	if err != nil {
 		return "", "", err
@@ -145,6 +162,9 @@ func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch str
 		add = append(add, "--", dir, branch)
 	} else {
 		base, err := w.resolveBase(ctx, repo, common)
+		if fromBranch != "" {
+			base, err = w.resolveBranch(ctx, common, fromBranch)
+		}
 		if err != nil {
 			return "", "", err
 		}
@@ -347,6 +367,19 @@ func (w *Worktrees) resolveBase(ctx context.Context, repo, common string) (strin
 			return "", err
 		}
 		return "", &wordedError{msg: fmt.Sprintf("%q is not a commit in %s", base, repo), kind: ErrBaseNotFound, err: err}
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// resolveBranch returns the commit id a local branch is at.
+func (w *Worktrees) resolveBranch(ctx context.Context, common, branch string) (string, error) {
+	out, err := w.run(ctx, gitCmd{args: []string{"rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/" + branch + "^{commit}"},
+		gitDir: common, common: common, readOnly: []string{common}})
+	if err != nil {
+		if exitCode(err) < 0 {
+			return "", err
+		}
+		return "", &wordedError{msg: fmt.Sprintf("there is no branch %s to start from", branch), kind: ErrBaseNotFound, err: err}
 	}
 	return strings.TrimSpace(out), nil
 }

@@ -26,8 +26,9 @@ import (
 const Thread = "console"
 
 // Console runs one conversation at a time: each input line is a prompt,
-// except the commands /cancel, /reset, /status, /new, /agents, /model,
-// /mode, /config, /agent and /quit,
+// except the commands /cancel, /steer, /queue, /reset, /status, /new,
+// /agents, /sessions, /resume, /fork, /model, /mode, /config, /agent
+// and /quit,
 // and except while a permission question is open, when the line answers
 // it.
 type Console struct {
@@ -77,7 +78,7 @@ func (c *Console) Run(ctx context.Context) error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
-	c.printf("Type a message for the agent (/cancel, /reset, /status, /new [agent], /agents, /model [value], /mode [value], /config [option value], /agent [command input], /quit).\n")
+	c.printf("Type a message for the agent (/cancel, /steer text, /queue [send|remove N], /reset, /status, /new [agent], /agents, /sessions, /resume id, /fork, /model [value], /mode [value], /config [option value], /agent [command input], /quit).\n")
 	for {
 		select {
 		case <-ctx.Done():
@@ -214,7 +215,7 @@ func (c *Console) command(line string) bool {
 		c.listAgents()
 		return false
 	}
-	if c.optionCommand(thread, line) {
+	if c.optionCommand(thread, line) || c.steerCommand(thread, line) {
 		return false
 	}
 	c.submit(thread, line)
@@ -222,14 +223,7 @@ func (c *Console) command(line string) bool {
 }
 
 // submit sends line to the agent as the thread's next prompt.
-func (c *Console) submit(thread, line string) {
-	s := &sink{c: c}
-	c.pending.Add(1)
-	if err := c.Engine.Submit(thread, &adapter.Prompt{Ref: "console", Title: title(line), Author: "console user", Agent: c.agent, Blocks: []acp.ContentBlock{acp.TextBlock(line)}, Sink: s}); err != nil {
-		c.pending.Done()
-		c.printf("[refused: %v]\n", err)
-	}
-}
+func (c *Console) submit(thread, line string) { c.submitPrompt(thread, line, false) }
 
 func (c *Console) printf(format string, args ...any) {
 	c.mu.Lock()
@@ -501,6 +495,10 @@ func (s *sink) Done(o adapter.Outcome) {
 	usage := ""
 	if u := chat.UsageText(o.Usage, o.TurnUsage); u != "" {
 		usage = " · " + u
+	}
+	if o.Err != nil && o.Elapsed == 0 {
+		s.c.printf("[message %s]\n", o.Summary()) // it never reached the agent
+		return
 	}
 	if o.Err != nil {
 		s.c.printf("[turn %s after %s%s]\n", o.Summary(), o.Elapsed.Round(time.Millisecond), usage)

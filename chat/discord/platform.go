@@ -261,6 +261,9 @@ func (p *platform) Locate(r string) (where, id, link string, ok bool) {
 	return parts[1], parts[2], fmt.Sprintf("https://discord.com/channels/%s/%s/%s", parts[0], parts[1], parts[2]), true
 }
 
+// ThreadLink implements thread.Linker: a channel mention.
+func (p *platform) ThreadLink(thread string) string { return "<#" + thread + ">" }
+
 // Download implements thread.Platform: an attachment's URL, fetched
 // with Config.HTTPClient within RequestTimeout, a byte past limit at
 // most.

@@ -69,6 +69,12 @@ func (a Access) mayAct(channel, starter string, u User) bool {
 	if !a.channel(channel) {
 		return false
 	}
+	return a.approver(u) || (starter != "" && u.ID == starter && a.user(u))
+}
+
+// approver reports whether u is an approver, or a member of an approver
+// role.
+func (a Access) approver(u User) bool {
 	if slices.Contains(a.Approvers, u.ID) {
 		return true
 	}
@@ -77,7 +83,7 @@ func (a Access) mayAct(channel, starter string, u User) bool {
 			return true
 		}
 	}
-	return starter != "" && u.ID == starter && a.user(u)
+	return false
 }
 
 // whoMayAct names, for a refusal, who may act on a thread.

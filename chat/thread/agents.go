@@ -67,7 +67,7 @@ func (s *Server) onNew(c Command) {
 	}
 	// The command's answer quotes the prompt; its status mark shows the
 	// turn.
-	s.submit(conv, answer, c.From.ID, text, agent, []acp.ContentBlock{acp.TextBlock(text)}, nil)
+	s.submit(conv, answer, c.From, text, agent, []acp.ContentBlock{acp.TextBlock(text)}, nil)
 }
 
 // onAgents lists the agent profiles with their live and busy agents.

@@ -63,6 +63,17 @@ var Commands = []CommandSpec{
 		{Name: "action", Description: "run, pause or resume (nothing: list them)"},
 		{Name: "name", Description: "The schedule"},
 	}},
+	{Name: "steer", Description: "Stop the agent's current turn and send it this instead, in the same session", Params: []Param{
+		{Name: "message", Description: "What the agent should do now", Rest: true},
+	}},
+	{Name: "queue", Description: "List the messages waiting in this thread, or remove one", Params: []Param{
+		{Name: "remove", Description: "The number of a waiting message to remove (its author or an approver may)", Rest: true},
+	}},
+	{Name: "sessions", Description: "List the agent's earlier sessions here, which this thread can resume"},
+	{Name: "resume", Description: "Continue one of the agent's earlier sessions in this thread", Params: []Param{
+		{Name: "session", Description: "The session's id, as /sessions lists it"},
+	}},
+	{Name: "fork", Description: "Open a new thread that starts from this conversation, with its own agent and workspace"},
 }
 
 // Click takes the use of one of the Server's buttons or menus: the
@@ -82,6 +93,10 @@ func (s *Server) Click(c Click) {
 			s.onStopClick(c)
 		case strings.HasPrefix(c.Action, "opt:"):
 			s.onOptionClick(c)
+		case strings.HasPrefix(c.Action, sendNowPrefix):
+			s.onSendNowClick(c)
+		case strings.HasPrefix(c.Action, removePrefix):
+			s.onRemoveClick(c)
 		}
 	})
 }
@@ -143,7 +158,7 @@ func (s *Server) command(c Command) {
 	if s.onOptionCommand(c, conv) {
 		return
 	}
-	if (c.Name == "cancel" || c.Name == "reset") && !access.mayAct(conv.channel, s.starterOf(conv), c.From) {
+	if acts(c.Name) && !access.mayAct(conv.channel, s.starterOf(conv), c.From) {
 		s.log.Info().Str("thread", conv.thread).Str("user", c.From.ID).Str("command", c.Name).Msg("command refused: not the thread's starter or an approver")
 		s.tell(c.Reply, fmt.Sprintf("%s can %s this thread; you can't. You can start your own thread by mentioning me.", whoMayAct(s.starterOf(conv)), s.p.Usage(c.Name)))
 		return
@@ -160,9 +175,37 @@ func (s *Server) command(c Command) {
 		c.Reply.Public(s.ctx, fmt.Sprintf("🔄 <@%s> reset the session: the next message starts a fresh agent session.", c.From.ID))
 	case "status":
 		s.tell(c.Reply, statusText(s.engine.Status(conv.thread)))
+	case "steer":
+		s.onSteer(c, conv)
+	case "queue":
+		s.onQueue(c, conv)
+	case "sessions", "resume", "fork":
+		if s.sessions == nil {
+			s.tell(c.Reply, "This broker does not keep agent sessions to list, resume or fork.")
+			return
+		}
+		switch c.Name {
+		case "sessions":
+			s.onSessions(c, conv)
+		case "resume":
+			s.onResume(c, conv)
+		default:
+			s.onFork(c, conv)
+		}
 	default:
 		s.tell(c.Reply, "Unknown command.")
 	}
+}
+
+// acts reports whether a command acts on its thread, so that only who
+// may act on it may give it: cancel, reset, steer (which interrupts),
+// resume (which changes its session) and fork (which copies it).
+func acts(command string) bool {
+	switch command {
+	case "cancel", "reset", "steer", "resume", "fork":
+		return true
+	}
+	return false
 }
 
 // statusText describes a thread's agent for status.

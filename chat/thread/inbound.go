@@ -2,6 +2,8 @@ package thread
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -138,15 +140,29 @@ func (s *Server) handleMessage(m Message, conv *conversation, prev <-chan struct
 			return
 		}
 	}
-	s.submit(conv, Origin{Where: m.Where, ID: m.ID, Ref: m.Ref}, m.From.ID, text, conv.agent, blocks, images)
+	s.submit(conv, Origin{Where: m.Where, ID: m.ID, Ref: m.Ref}, m.From, text, conv.agent, blocks, images)
 }
 
-// submit sends a prompt to the thread's agent, its turn shown against
-// the message at.
-func (s *Server) submit(conv *conversation, at Origin, author, title, agent string, blocks, images []acp.ContentBlock) {
+// submit sends a prompt from author to the thread's agent, its turn
+// shown against the message at. Where the thread's busy mode says so, an
+// author who may act on the thread interrupts its running turn.
+func (s *Server) submit(conv *conversation, at Origin, author User, title, agent string, blocks, images []acp.ContentBlock) {
+	s.submitPrompt(conv, at, author, title, agent, blocks, images, false)
+}
+
+// submitPrompt is submit, the prompt interrupting the running turn
+// (a steer) when interrupt is set.
+func (s *Server) submitPrompt(conv *conversation, at Origin, author User, title, agent string, blocks, images []acp.ContentBlock, interrupt bool) {
 	sink := newTurnSink(s, conv, at)
-	p := &adapter.Prompt{Ref: at.Ref, Title: excerpt(title, 80), Author: author, Agent: agent, Blocks: blocks, Images: images, Sink: sink}
+	p := &adapter.Prompt{Ref: at.Ref, Title: excerpt(title, 80), Author: author.ID, AuthorName: author.display(), Agent: agent,
+		Blocks: blocks, Images: images, Sink: sink, Interrupt: interrupt,
+		MayInterrupt: s.acl().mayAct(conv.channel, s.starterOf(conv), author)}
+	// Known to the sink before the engine can tell it it waits.
+	sink.setPrompt(p, author)
 	if err := s.engine.Submit(conv.thread, p); err != nil {
+		if errors.Is(err, adapter.ErrQueueFull) {
+			err = fmt.Errorf("<@%s>, %w: yours was not sent to the agent. Send it again once one has run, or see and remove them with `%s`", author.ID, err, s.p.Usage("queue"))
+		}
 		sink.refused(err)
 	}
 }

@@ -57,10 +57,31 @@ type turnSink struct {
 
 	// after is closed once the thread's turn before this one has shown
 	// its end; shownAll once this one has (run closes it as it returns).
+	// Turns are put in that order as they start (see link), which a
+	// message sent next makes other than the order they were written in;
+	// linked is closed once this one is.
 	after, shownAll chan struct{}
+	linked          chan struct{}
+	linkOnce        sync.Once
 	// stop is the action id of the Cancel button its messages carry
 	// while the turn runs ("": none; see Config.CancelButton).
 	stop string
+
+	// The prompt as submitted, and its author: for Send now and Remove.
+	prompt *adapter.Prompt
+	from   User
+	// sentNext: the prompt goes next, the running turn interrupted for
+	// it; started: the agent has it. While it waits, a note under it
+	// offers Send now (see note.go).
+	sentNext, started bool
+	noteOnce          sync.Once
+	noteWake          chan struct{}
+	// noteKey keys its note's actions while the note is up (guarded by
+	// Server.mu); noteShown is closed once a turn that never started
+	// shows its end on its note, noteID.
+	noteKey   string
+	noteShown chan struct{}
+	noteID    string
 
 	// owned by run
 	posted []posted
@@ -77,11 +98,8 @@ var _ adapter.Sink = (*turnSink)(nil)
 
 func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	t := &turnSink{s: s, conv: conv, at: at, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now(),
-		shownAll: make(chan struct{})}
-	// The thread shows its turns in order: this one's messages wait
-	// until the one before has shown how it ended (or gave up).
+		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{}), linked: make(chan struct{})}
 	s.mu.Lock()
-	t.after, conv.lastSink = conv.lastSink, t.shownAll
 	s.marking++
 	if s.cfg.CancelButton {
 		s.permSeq++
@@ -96,8 +114,26 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	return t
 }
 
+// link puts the turn in its thread's order of turns, once: with chain,
+// its messages wait until the turn before it (the last one linked) has
+// shown how it ended (or gave up); without, they go out at once. A turn
+// is linked as it starts (its first status past waiting, or its end):
+// the engine runs a thread's turns one at a time, so that is the order
+// they ran in.
+func (t *turnSink) link(chain bool) {
+	t.linkOnce.Do(func() {
+		s := t.s
+		s.mu.Lock()
+		if chain {
+			t.after, t.conv.lastSink = t.conv.lastSink, t.shownAll
+		}
+		s.mu.Unlock()
+		close(t.linked)
+	})
+}
+
 func (t *turnSink) poke() {
-	for _, ch := range []chan struct{}{t.wake, t.react} {
+	for _, ch := range []chan struct{}{t.wake, t.react, t.noteWake} {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -107,20 +143,29 @@ func (t *turnSink) poke() {
 
 // Status implements adapter.Sink.
 func (t *turnSink) Status(st adapter.Status) {
+	if st.Phase != adapter.PhaseQueued && st.Phase != adapter.PhaseNext {
+		t.link(true)
+	}
 	t.mu.Lock()
+	note := false
 	switch st.Phase {
 	case adapter.PhaseQueued:
-		t.mark = MarkQueued
+		t.mark, note = MarkQueued, true
+	case adapter.PhaseNext:
+		t.mark, t.sentNext, note = MarkQueued, true, true
 	case adapter.PhaseWaitingForSlot:
 		t.status = "-# ⏳ " + st.Text
 	case adapter.PhaseWorking:
-		t.mark, t.working, t.status = MarkWorking, true, ""
+		t.mark, t.working, t.status, t.started = MarkWorking, true, "", true
 		t.tr.Dir = st.Dir
 	case adapter.PhaseCancelling:
 		t.status = "-# ⏹️ " + st.Text
 	}
 	t.version++
 	t.mu.Unlock()
+	if note {
+		t.startNote()
+	}
 	t.poke()
 }
 
@@ -153,6 +198,7 @@ func (t *turnSink) Notice(text string) {
 
 // Done implements adapter.Sink.
 func (t *turnSink) Done(o adapter.Outcome) {
+	t.link(true)
 	t.mu.Lock()
 	t.outcome = &o
 	t.working = false
@@ -171,6 +217,7 @@ func (t *turnSink) Done(o adapter.Outcome) {
 
 // refused ends a prompt the engine did not take, saying why.
 func (t *turnSink) refused(err error) {
+	t.link(false) // said at once: it is no turn
 	t.mu.Lock()
 	t.refusal = "⚠️ " + err.Error()
 	t.mark = MarkFailed
@@ -337,6 +384,13 @@ func outcomeFooter(o adapter.Outcome) string {
 	}
 	// One line of small print: an agent's stderr tail may hold many.
 	summary := excerpt(o.Summary(), 400)
+	if o.Elapsed == 0 && o.Err != nil {
+		// It never started (removed from the queue, the broker stopping).
+		if errors.Is(o.Err, adapter.ErrCancelled) {
+			return "-# ⏹️ " + summary
+		}
+		return "-# ❌ " + summary
+	}
 	switch {
 	case errors.Is(o.Err, adapter.ErrCancelled):
 		return fmt.Sprintf("-# ⏹️ %s after %s", summary, took)
@@ -375,12 +429,32 @@ func (t *turnSink) run() {
 			s.mu.Unlock()
 		}()
 	}
+	select {
+	case <-t.linked:
+	case <-s.ctx.Done():
+		return
+	}
 	if t.after != nil {
 		select {
 		case <-t.after:
+		case <-t.noteShown:
+			// A message that never reached the agent shows its end on
+			// its note; the thread's order is kept for the turns after.
+			t.shown(true, t.noteID)
+			select {
+			case <-t.after:
+			case <-s.ctx.Done():
+			}
+			return
 		case <-s.ctx.Done():
 			return
 		}
+	}
+	select {
+	case <-t.noteShown:
+		t.shown(true, t.noteID)
+		return
+	default:
 	}
 	var lastTyping time.Time
 	calls := window{burst: s.lim.Burst, per: s.lim.Window}

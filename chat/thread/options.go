@@ -252,7 +252,7 @@ func (s *Server) onAgentCommand(c Command, conv *conversation, o adapter.ThreadO
 		s.log.Warn().Err(err).Str("thread", conv.thread).Msg("agent command: the command's answer could not be read; nothing sent to the agent")
 		return
 	}
-	s.submit(conv, at, c.From.ID, text, conv.agent, []acp.ContentBlock{acp.TextBlock(text)}, nil)
+	s.submit(conv, at, c.From, text, conv.agent, []acp.ContentBlock{acp.TextBlock(text)}, nil)
 }
 
 func hasCommand(cmds []acp.AvailableCommand, name string) bool {

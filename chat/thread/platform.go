@@ -98,6 +98,13 @@ type (
 	Whisperer interface {
 		Whisper(ctx context.Context, where, user string, v View) error
 	}
+	// Linker names one of the bot's threads in a View's text as a link
+	// people can follow (Discord: <#id>); "" where it has none. Without
+	// it, the Server names a thread in words ("a new thread of this
+	// channel").
+	Linker interface {
+		ThreadLink(thread string) string
+	}
 )
 
 // ErrNotFound is what a Platform's error matches when the message,

@@ -131,16 +131,3 @@ func (s *Server) describeSchedules(list []ScheduleInfo) string {
 	fmt.Fprintf(&b, "-# An approver runs one now, pauses or resumes it: %s", s.p.Usage("schedules", Arg{Name: "action", Value: "run"}, Arg{Name: "name"}))
 	return b.String()
 }
-
-// approver reports whether u may act on any thread.
-func (a Access) approver(u User) bool {
-	if slices.Contains(a.Approvers, u.ID) {
-		return true
-	}
-	for _, r := range u.Roles {
-		if slices.Contains(a.ApproverRoles, r) {
-			return true
-		}
-	}
-	return false
-}

@@ -147,7 +147,11 @@ type Server struct {
 	rename Renamer   // nil: its threads are not renamed
 	whisp  Whisperer // nil: private answers to text commands are replies
 	engine chat.Engine
-	log    zerolog.Logger
+	// queue and sessions are engine when it is one (nil otherwise): the
+	// queue's notes and commands, and the session commands, need them.
+	queue    chat.QueueEngine
+	sessions chat.SessionEngine
+	log      zerolog.Logger
 	// ignored logs what strangers do that is ignored, sampled: see
 	// ignoredCancelBurst.
 	ignored zerolog.Logger
@@ -175,6 +179,7 @@ type Server struct {
 	perms     map[string]*openPermission
 	questions map[string]*openQuestion // the agent's questions, as perms
 	stops     map[string]*turnSink     // turns with a Cancel button, by its action id, while they run
+	notes     map[string]*turnSink     // waiting messages whose note offers Send now, by its key, while it is up
 	permSeq   uint64
 	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
 	schedules Schedules             // nil: none shown here
@@ -203,8 +208,11 @@ func New(cfg Config, p Platform, engine chat.Engine) *Server {
 		perms:     map[string]*openPermission{},
 		questions: map[string]*openQuestion{},
 		stops:     map[string]*turnSink{},
+		notes:     map[string]*turnSink{},
 		titles:    map[string]*retitling{},
 	}
+	s.queue, _ = engine.(chat.QueueEngine)
+	s.sessions, _ = engine.(chat.SessionEngine)
 	s.typer, _ = p.(Typer)
 	s.rename, _ = p.(Renamer)
 	s.whisp, _ = p.(Whisperer)
@@ -285,6 +293,9 @@ type Stats struct {
 	RefusedAttachments uint64
 	LostAnswers        uint64 // answers whose final view could not be shown
 	Retitling          int    // threads renamed within RetitleInterval
+	// Waiting is the number of waiting messages whose note offers Send
+	// now.
+	Waiting int
 }
 
 // Stats returns a snapshot of the counters.
@@ -296,6 +307,7 @@ func (s *Server) Stats() Stats {
 	st.OpenQuestions = len(s.questions)
 	st.Conversations = len(s.convs)
 	st.Retitling = len(s.titles)
+	st.Waiting = len(s.notes)
 	return st
 }
 

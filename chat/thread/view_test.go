@@ -14,7 +14,7 @@ import (
 // the answer grows; a view is made again only after a change; the final
 // view renders what is kept of the whole, and says how long it was.
 func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
-	s := &turnSink{s: &Server{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}, lim: Limits{MessageRunes: 2000}}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1)}
+	s := &turnSink{s: &Server{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}, lim: Limits{MessageRunes: 2000}}, conv: &conversation{}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), linked: make(chan struct{})}
 	s.Status(adapter.Status{Phase: adapter.PhaseWorking})
 	piece := strings.Repeat(strings.Repeat("y", 99)+"\n", 640)
 	chunk := func(text string) acp.Update {

@@ -50,6 +50,16 @@ type Options struct {
 	// EarlyFlood, if set, makes session/new first send Lines updates of
 	// Bytes each for each of IDs sessions that never exist.
 	EarlyFlood struct{ Lines, Bytes, IDs int }
+	// ListSessions, ResumeSession, CloseSession and ForkSession advertise
+	// and serve session/list, session/resume, session/close and
+	// session/fork (sessionCapabilities) over the sessions kept as files
+	// under <cwd>/.fakeagent (see sessions.go). ListPage is how many
+	// sessions one page of session/list holds (0: all).
+	ListSessions, ResumeSession, CloseSession, ForkSession bool
+	ListPage                                               int
+	// SessionsDir, if set, keeps the sessions there, for every cwd, as
+	// real agents keep theirs in their home, rather than in each cwd.
+	SessionsDir string
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -142,6 +152,8 @@ type agent struct {
 	cwds     map[string]string
 	mcp      map[string]json.RawMessage // session -> mcpServers as received
 	resumed  map[string]bool            // loaded, and not yet prompted since
+	how      map[string]string          // session -> how this process has it (see sessions.go)
+	born     string                     // names this process's sessions (see newSessionIDLocked)
 	configs  map[string]*sessionConfig  // session -> its choices
 	// clientCaps are the clientCapabilities of initialize.
 	clientCaps json.RawMessage
@@ -275,9 +287,10 @@ func (a *agent) handle(line []byte) {
 		a.reply(m.ID, map[string]any{"protocolVersion": 1, "authMethods": auth,
 			"agentInfo": map[string]string{"name": "fakeagent", "version": "1"},
 			"agentCapabilities": map[string]any{
-				"loadSession":        a.opts.LoadSession,
-				"promptCapabilities": map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true},
-				"mcpCapabilities":    map[string]bool{"http": a.opts.MCPHTTP, "sse": a.opts.MCPSSE}}})
+				"loadSession":         a.opts.LoadSession,
+				"promptCapabilities":  map[string]bool{"image": !a.opts.NoImages, "embeddedContext": true},
+				"mcpCapabilities":     map[string]bool{"http": a.opts.MCPHTTP, "sse": a.opts.MCPSSE},
+				"sessionCapabilities": a.sessionCapabilities()}})
 	case "authenticate":
 		var p struct{ MethodID string }
 		json.Unmarshal(m.Params, &p)
@@ -293,6 +306,8 @@ func (a *agent) handle(line []byte) {
 		a.newSession(m)
 	case "session/load":
 		a.loadSession(m)
+	case "session/list", "session/resume", "session/close", "session/fork":
+		a.sessionMethod(m)
 	case "session/prompt":
 		var p promptParams
 		json.Unmarshal(m.Params, &p)
@@ -362,11 +377,11 @@ func (a *agent) newSession(m message) {
 		a.replyErr(m.ID, -32602, "cwd must be absolute")
 		return
 	}
-	a.sessions++
-	sid := fmt.Sprintf("sess-%d-%d", a.opts.PID, a.sessions)
+	sid := a.newSessionIDLocked()
 	a.remember(sid, p.Cwd, p.MCPServers)
+	a.setHowLocked(sid, "new")
 	a.mu.Unlock()
-	if a.opts.LoadSession {
+	if a.opts.LoadSession || a.kept() {
 		a.appendHistory(sid, "")
 	}
 	// Real agents send updates before the session/new answer.
@@ -397,13 +412,14 @@ func (a *agent) loadSession(m message) {
 		MCPServers json.RawMessage `json:"mcpServers"`
 	}
 	json.Unmarshal(m.Params, &p)
-	b, err := os.ReadFile(historyPath(p.Cwd, p.SessionID))
+	b, err := os.ReadFile(a.historyPath(p.Cwd, p.SessionID))
 	if err != nil {
 		a.replyErr(m.ID, -32002, "session not found: "+p.SessionID)
 		return
 	}
 	a.mu.Lock()
 	a.remember(p.SessionID, p.Cwd, p.MCPServers)
+	a.setHowLocked(p.SessionID, "loaded")
 	if a.resumed == nil {
 		a.resumed = map[string]bool{}
 	}
@@ -424,8 +440,18 @@ func (a *agent) loadSession(m message) {
 	}
 }
 
-func historyPath(cwd, sid string) string {
-	return filepath.Join(cwd, ".fakeagent", filepath.Base(sid))
+// historyPath is the file of session sid's prompts: under
+// Options.SessionsDir when set, else under <cwd>/.fakeagent.
+func (a *agent) historyPath(cwd, sid string) string {
+	return filepath.Join(a.sessionsDir(cwd), filepath.Base(sid))
+}
+
+// sessionsDir is where the sessions of cwd are kept.
+func (a *agent) sessionsDir(cwd string) string {
+	if a.opts.SessionsDir != "" {
+		return a.opts.SessionsDir
+	}
+	return filepath.Join(cwd, ".fakeagent")
 }
 
 // appendHistory records a prompt of a loadable session on disk.
@@ -436,7 +462,7 @@ func (a *agent) appendHistory(sid, text string) {
 	if cwd == "" {
 		return
 	}
-	path := historyPath(cwd, sid)
+	path := a.historyPath(cwd, sid)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		a.logf("history: %v", err)
 		return
@@ -447,6 +473,9 @@ func (a *agent) appendHistory(sid, text string) {
 		return
 	}
 	defer f.Close()
+	if a.opts.SessionsDir != "" {
+		os.WriteFile(path+".cwd", []byte(cwd), 0o644)
+	}
 	if text != "" {
 		fmt.Fprintln(f, strings.ReplaceAll(text, "\n", " "))
 	}

@@ -12,6 +12,9 @@
 //	code N             a fenced Go block of N lines, in small chunks
 //	stamp N D          N chunks "t=<unix nanoseconds sent>", D apart
 //	hang               one chunk, then nothing until session/cancel
+//	hang-timed [D]     as hang; at session/cancel it waits D (0), then
+//	                   says "cancel=NS answered=NS" (when it got the
+//	                   cancel, when it answers it) and answers cancelled
 //	ignore-cancel      one chunk, then never answers, not even a cancel
 //	late D TEXT...     ignores cancel, waits D, then answers TEXT
 //	crash [CODE]       one chunk, a line on stderr, exits with CODE (1)
@@ -112,6 +115,11 @@
 //	resource           a read tool call whose content embeds a text file
 //	usage              a usage_update with cost; the answer carries usage
 //	title TEXT         a session_info_update titling the session TEXT
+//	session            answers "session SID (HOW); N earlier prompts;
+//	                   last: TEXT": how this process has the session
+//	                   (new, loaded, resumed, forked from P) and the
+//	                   prompts it holds before this one (see sessions.go
+//	                   for session/list, resume, close and fork)
 //	unknown-update     between two chunks, an update of an unknown kind and
 //	                   a chunk with a content block of an unknown type
 //	flood-answer N [K] N MiB of answer in chunks of K KiB (64), lines of

@@ -121,7 +121,7 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		}
 		return ""
 	}
-	if a.configScript(t, cmd, rest(0)) {
+	if a.configScript(t, cmd, rest(0)) || a.sessionScript(t, cmd) {
 		return
 	}
 	switch cmd {
@@ -168,6 +168,20 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		if t.waitCancel() {
 			t.stop("cancelled")
 		}
+	case "hang-timed":
+		// As hang, and it says when it got the cancel and when it
+		// answers it, D (0) later: its own cancel time, apart from the
+		// client's.
+		a.chunk(sid, "working…")
+		if !t.waitCancel() {
+			return
+		}
+		got := time.Now()
+		if d := dur(arg(0, "0s")); d > 0 && !t.wait(d) {
+			return
+		}
+		a.chunk(sid, fmt.Sprintf("\ncancel=%d answered=%d\n", got.UnixNano(), time.Now().UnixNano()))
+		t.stop("cancelled")
 	case "ignore-cancel":
 		a.chunk(sid, "working…")
 		<-a.ctx.Done()

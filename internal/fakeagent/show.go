@@ -61,6 +61,7 @@ func (a *agent) show(t *turn, cmd string, args []string, rest string) bool {
 		return true
 	case "title":
 		a.update(sid, map[string]any{"sessionUpdate": "session_info_update", "title": rest, "updatedAt": "2026-01-02T03:04:05Z"})
+		a.saveTitle(sid, rest)
 		a.chunk(sid, "Titled.")
 	case "unknown-update":
 		a.chunk(sid, "before ")
