@@ -34,7 +34,7 @@ func (c *Client) onCommand(cmd *slackapi.SlashCommand, at time.Time) {
 		c.spawn(func() {
 			r.Private(c.ctx, thread.View{Text: fmt.Sprintf("I don't know `%s %s`.\n\n%s", c.cfg.Command, label(text, 80), c.help())})
 		})
-	case parsed.Name == "new" || parsed.Name == "agents":
+	case channelCommand(parsed.Name):
 		parsed.Where, parsed.From, parsed.Reply = cmd.ChannelID, from, r
 		c.srv.Command(parsed)
 	default:
@@ -45,6 +45,12 @@ func (c *Client) onCommand(cmd *slackapi.SlashCommand, at time.Time) {
 	}
 }
 
+// channelCommand reports whether the slash command serves command: those
+// of a channel rather than of a thread.
+func channelCommand(command string) bool {
+	return command == "new" || command == "agents" || command == "schedules"
+}
+
 // help says how to use the app in Slack.
 func (c *Client) help() string {
 	bot := "@" + c.botName()
@@ -52,7 +58,7 @@ func (c *Client) help() string {
 	fmt.Fprintf(&b, "**Start**: mention %s in a channel I serve with a question or a task; I answer in a thread of your message, with an agent of its own. Every later message in the thread goes to the same agent (no mention needed).\n", bot)
 	fmt.Fprintf(&b, "**In the thread**: the **Cancel** button or a 🛑 reaction stops the running turn; or write to me, the mention first:\n")
 	for _, spec := range thread.Commands {
-		if spec.Name == "new" {
+		if channelCommand(spec.Name) {
 			continue
 		}
 		usage := bot + " " + spec.Name
@@ -61,7 +67,7 @@ func (c *Client) help() string {
 		}
 		fmt.Fprintf(&b, "• `%s`: %s\n", usage, spec.Description)
 	}
-	fmt.Fprintf(&b, "**Here**: `%s new [agent] [prompt]` starts a thread with an agent, `%s agents` lists them, `%s help` shows this.\n", c.cfg.Command, c.cfg.Command, c.cfg.Command)
+	fmt.Fprintf(&b, "**Here**: `%s new [agent] [prompt]` starts a thread with an agent, `%s agents` lists them, `%s schedules` lists the schedules (an approver runs, pauses or resumes one: `%s schedules run [name]`), `%s help` shows this.\n", c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command)
 	b.WriteString("-# Only the thread's starter or an approver can answer its questions, cancel it, reset it or change its agent.")
 	return b.String()
 }

@@ -155,7 +155,8 @@ func TestControl_CommandsWrittenToTheApp(t *testing.T) {
 }
 
 // /acp serves what makes sense outside a thread: help, new (a thread
-// opened from its answer, its prompt the first turn), agents and status;
+// opened from its answer, its prompt the first turn), agents, status and
+// schedules;
 // a thread's command is told to be written in the thread. Every
 // command is acknowledged within Slack's 3 seconds.
 func TestControl_SlashCommand(t *testing.T) {
@@ -166,6 +167,8 @@ func TestControl_SlashCommand(t *testing.T) {
 	h.whispered(h.alice, "write `@fakebot cancel` to me in the thread")
 	h.acked(h.srv.SlashCommand(h.channel, h.alice.ID, "/acp", "status"))
 	h.whispered(h.alice, "This bot runs one agent")
+	h.acked(h.srv.SlashCommand(h.channel, h.alice.ID, "/acp", "schedules"))
+	h.whispered(h.alice, "No schedules are configured here.")
 
 	h.acked(h.srv.SlashCommand(h.channel, h.alice.ID, "/acp", "new stream 3"))
 	var root fakeslack.Message

@@ -540,13 +540,13 @@ func (w *capped) Write(b []byte) (int, error) {
 	return w.buf.Write(b)
 }
 
-// Usage implements thread.Platform: new and agents are the slash
-// command's (/acp new <agent>); the others are written to the app in
-// its thread (@app model <value>).
+// Usage implements thread.Platform: new, agents and schedules are the
+// slash command's (/acp new <agent>); the others are written to the app
+// in its thread (@app model <value>).
 func (p *platform) Usage(command string, args ...thread.Arg) string {
 	c := p.client()
 	s := "@" + c.botName() + " " + command
-	if command == "new" || command == "agents" {
+	if channelCommand(command) {
 		s = c.cfg.Command + " " + command
 	}
 	for _, a := range args {
