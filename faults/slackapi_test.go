@@ -12,7 +12,8 @@ import (
 // channel from the app's message, streams its answer there, and links
 // to it; a token for Discord's channel only is refused Slack's; a
 // schedule with platform "slack" opens a thread for each run in its
-// Slack channel; `broker audit --schedules` lists its runs.
+// Slack channel, and `/acp schedules` lists it there; `broker audit
+// --schedules` lists its runs.
 func TestSlack_APIPromptsAndSchedulesRunInSlackThreads(t *testing.T) {
 	w := newWorld(t, setup{slack: true, conf: settings{
 		"chat.platform": []string{"discord", "slack"},
@@ -78,6 +79,9 @@ prompt = "stream 2 10ms"
 	if a := s.awaitAnswers(runs[0], 1)[0]; !strings.Contains(a.text, "chunk 2") {
 		t.Errorf("the schedule's first run answered %q", a.text)
 	}
+	// /acp schedules lists it in the channel.
+	w.Slack.Srv.SlashCommand(sc, w.Slack.Alice.ID, "/acp", "schedules")
+	s.(*slackFront).whispered(pAlice, "*often*", 0)
 	out, err := exec.Command(w.Bins.Broker, "audit", "--schedules", "--config", w.writeConfig()).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "often") || !strings.Contains(string(out), "slack:"+sc+"/") {
 		t.Errorf("broker audit --schedules: %v\n%s", err, out)
