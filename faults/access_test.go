@@ -182,7 +182,7 @@ func TestAccess_OnlyAllowedUsersAndGroupsAreServedOnSlack(t *testing.T) {
 	}
 	f.click(thread, req, pCarol, "Allow")
 	await(t, f, "the request answered by carol", func() bool {
-		return strings.Contains(f.message(thread, req.id).text, "<@"+s.Carol.ID+"> chose *Allow*")
+		return strings.Contains(f.message(thread, req.id).text, "@"+s.Carol.DisplayName+" chose *Allow*")
 	})
 	got := f.awaitAnswers(thread, 1)
 	if !strings.Contains(got[0].text, "permission granted: allow") || !strings.HasPrefix(got[0].footer, "-# ✅ done") {

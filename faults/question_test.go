@@ -98,7 +98,7 @@ func TestQuestion_AFormAnsweredThroughASlackModal(t *testing.T) {
 	ack(s.Srv.ClickButton(s.Channel, q.TS, s.Alice.ID, button("Submit")))
 	await(t, f, "the question closed with who answered", func() bool {
 		m, _ := s.Srv.Message(s.Channel, q.TS)
-		return len(brokertest.SlackElements(m.Blocks)) == 0 && strings.Contains(s.Text(m), "<@"+s.Alice.ID+"> answered: *Colour*, *Count*, *Name*, *Ship it*")
+		return len(brokertest.SlackElements(m.Blocks)) == 0 && strings.Contains(s.Text(m), "@"+s.Alice.DisplayName+" answered: *Colour*, *Count*, *Name*, *Ship it*")
 	})
 	if m, _ := s.Srv.Message(s.Channel, q.TS); strings.Contains(s.Text(m), "secret") || strings.Contains(s.Text(m), "blue") {
 		t.Fatalf("the answered question shows the values: %q", s.Text(m))

@@ -546,7 +546,7 @@ func (b *slackBroker) turnMessages(thread, after string) []fakeslack.Message {
 // writtenCancel reports whether the app's message answers "@app cancel":
 // no part of the turn's answer.
 func writtenCancel(text string) bool {
-	return strings.HasPrefix(text, "🛑 <@") && strings.HasSuffix(text, "cancelled the current turn.")
+	return strings.HasPrefix(text, "🛑 @") && strings.HasSuffix(text, "cancelled the current turn.")
 }
 
 // slackTurn is one turn as its thread shows it.
@@ -646,7 +646,7 @@ func (b *slackBroker) allowOnce(t *testing.T, thread, after string) slackClick {
 		t.Fatalf("no button %q for option %d on %q", c.option.Name, idx, c.text)
 	}
 	c.acked = b.acked(t, b.srv.ClickButton(b.channel, msg.TS, b.alice.ID, id))
-	want := fmt.Sprintf("<@%s> chose *%s*", b.alice.ID, c.option.Name)
+	want := fmt.Sprintf("@%s chose *%s*", b.alice.DisplayName, c.option.Name) // named, not mentioned
 	b.await(t, "the request saying who chose what", func() bool {
 		m, _ := b.srv.Message(b.channel, msg.TS)
 		return strings.Contains(brokertest.SlackText(m.Blocks, m.Text), want) && len(brokertest.SlackElements(m.Blocks)) == 0
