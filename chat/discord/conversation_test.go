@@ -278,11 +278,13 @@ func TestConversation_AllowedRolesAndBots(t *testing.T) {
 // its own turn starts, then ✅.
 func TestConversation_ThreadNameAndQueuedReaction(t *testing.T) {
 	h := newHarness(t, setup{})
-	first := "slow 700ms 3   " + strings.Repeat("very long words ", 12)
+	// Long enough for the queued message to be seen waiting on a loaded
+	// machine: 4 s.
+	first := "slow 2s 3   " + strings.Repeat("very long words ", 12)
 	thread := h.mention(alice, first+"\nand a second line")
 	ch, _ := h.srv.Channel(thread)
 	name := []rune(ch.Name)
-	if len(name) != 90 || name[89] != '…' || !strings.HasPrefix(ch.Name, "slow 700ms 3 very long words very") {
+	if len(name) != 90 || name[89] != '…' || !strings.HasPrefix(ch.Name, "slow 2s 3 very long words very") {
 		t.Fatalf("thread named %q (%d runes), want the first line folded and cut to 90", ch.Name, len(name))
 	}
 	queued := h.srv.SendMessage(thread, alice, "next in line")
