@@ -128,7 +128,8 @@ func (a *agent) forkSession(m message, parent, cwd string, mcp json.RawMessage) 
 	a.remember(sid, cwd, mcp)
 	a.setHowLocked(sid, "forked from "+parent)
 	a.mu.Unlock()
-	if err := os.WriteFile(a.historyPath(cwd, sid), history, 0o644); err == nil && a.opts.SessionsDir != "" {
+	err = os.WriteFile(a.historyPath(cwd, sid), history, 0o644)
+	if err == nil && a.opts.SessionsDir != "" {
 		err = os.WriteFile(a.historyPath(cwd, sid)+".cwd", []byte(cwd), 0o644)
 	}
 	if err != nil {
