@@ -25,7 +25,7 @@ func TestDumpable_AnotherProcessOfTheUserCannotReadTheBrokersEnvironment(t *test
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	config := filepath.Join(dir, "broker.toml")
-	os.WriteFile(config, []byte("[agent]\ncommand = \"/bin/true\"\ncwd = \""+dir+"/work\"\n[state]\ndir = \""+dir+"/state\"\n"), 0o644)
+	os.WriteFile(config, []byte("[agent]\ncommand = \"/bin/true\"\ncwd = \""+dir+"/work\"\n[state]\ndir = \""+dir+"/state\"\n[http]\nlisten = \"127.0.0.1:0\"\n"), 0o644)
 	asNobody := func(c *exec.Cmd) *exec.Cmd {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 		c.Dir = dir
