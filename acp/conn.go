@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -315,7 +316,13 @@ func (c *Conn) writeLoop() {
 			}
 			if _, err := c.out.Write(b); err != nil {
 				c.writeErr.Store(&err)
-				c.log.Warn().Err(err).Msg("write to agent failed")
+				if errors.Is(err, os.ErrClosed) {
+					// The broker closed the agent's input to stop it: what
+					// was still queued has no one to go to.
+					c.log.Debug().Err(err).Msg("write to an agent being stopped dropped")
+				} else {
+					c.log.Warn().Err(err).Msg("write to agent failed")
+				}
 			}
 		case <-c.stop:
 			return

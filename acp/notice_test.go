@@ -2,8 +2,11 @@ package acp
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -127,4 +130,49 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A message still queued when the broker closes the agent's input to
+// stop it is dropped without a warning (the stop is routine); a write
+// the agent's side refuses (it closed its end) is warned of. Either
+// way the Conn says the agent is gone.
+func TestConn_AWriteAfterTheInputWasClosedIsNoWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		shut func(r, w *os.File)
+		warn bool
+	}{
+		{"closed by the broker", func(_, w *os.File) { w.Close() }, false},
+		{"closed by the agent", func(r, _ *os.File) { r.Close() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log lockedBuffer
+			agentOutR, agentOutW := io.Pipe()
+			defer agentOutW.Close()
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inR.Close()
+			defer inW.Close()
+			c := NewConn(agentOutR, inW, Options{Logger: zerolog.New(&log)})
+			defer c.Close()
+			tc.shut(inR, inW)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c.CancelSession("s1") // a notification: written, or not, in the background
+			for !strings.Contains(log.String(), "write") {
+				if ctx.Err() != nil {
+					t.Fatalf("the failed write was never noticed; log: %s", log.String())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if _, err := c.Start(ctx, "session/new", map[string]any{}); !errors.Is(err, ErrAgentGone) {
+				t.Errorf("a request after the failed write: %v, want ErrAgentGone", err)
+			}
+			if warned := strings.Contains(log.String(), `"level":"warn"`); warned != tc.warn {
+				t.Errorf("warned %v, want %v; log: %s", warned, tc.warn, log.String())
+			}
+		})
+	}
 }
