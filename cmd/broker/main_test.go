@@ -208,12 +208,12 @@ func TestRun_ConsoleShowsAFullTurnWithTheDemoAgent(t *testing.T) {
 
 // config.example.toml, as `make run` uses it, is a working console setup:
 // with only the paths moved (the demo agent's, the workspace, the state
-// and the metrics port), a message gets a full answer.
+// and the metrics and API ports), a message gets a full answer.
 func TestRun_ConfigExampleShowsAFullTurn(t *testing.T) {
 	dir := t.TempDir()
 	b := startBroker(t, filepath.Join("..", "..", "config.example.toml"), append(agentUserEnv(t, dir),
 		"BROKER_AGENT_COMMAND="+fakeAgent, "BROKER_AGENT_CWD="+filepath.Join(dir, "work"),
-		"BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_HTTP_LISTEN=127.0.0.1:0")...)
+		"BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_HTTP_LISTEN=127.0.0.1:0", "BROKER_API_LISTEN=127.0.0.1:0")...)
 	b.say(t, "hello from the example")
 	b.out.waitFor(t, "[done in", 20*time.Second)
 	if !strings.Contains(b.out.String(), "agent> You said: hello from the example") {
