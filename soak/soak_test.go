@@ -964,13 +964,27 @@ type outcomeMessage struct {
 }
 
 // outcomeMessages are the bot's messages in a thread that end a prompt:
-// final footers, refusals and restart notices.
+// final footers (also on the note under a waiting message that never
+// ran), refusals and restart notices.
 func (s *soak) outcomeMessages(thread string) []outcomeMessage {
 	var out []outcomeMessage
-	for _, m := range s.d.BotMessages(thread) {
+	bot := s.d.Srv.Bot().ID
+	for _, m := range s.d.Srv.Messages(thread) {
+		if m.Author.ID != bot || m.InteractionID != "" || strings.HasPrefix(m.Content, brokertest.PermissionPrefix) {
+			continue
+		}
 		at := m.Created
 		if !m.EditedAt.IsZero() {
 			at = m.EditedAt
+		}
+		if m.ReferenceID != "" {
+			// The note under a waiting message: it shows that message's
+			// outcome when the message never ran (removed, or cancelled
+			// with the queue by a reset).
+			if f := brokertest.Footer(m.Content); f != "" {
+				out = append(out, outcomeMessage{f, at})
+			}
+			continue
 		}
 		if f := brokertest.Footer(m.Content); f != "" {
 			out = append(out, outcomeMessage{f, at})
