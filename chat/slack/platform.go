@@ -248,7 +248,7 @@ func (p *platform) Mark(ctx context.Context, where, id string, m thread.Mark, on
 		method = "reactions.remove"
 	}
 	var err error
-	for {
+	for failed := 0; ; {
 		err = c.call(ctx, method, "", false, func(ctx context.Context) error {
 			if on {
 				return c.api.AddReactionContext(ctx, name, item)
@@ -257,7 +257,13 @@ func (p *platform) Mark(ctx context.Context, where, id string, m thread.Mark, on
 		})
 		wait, limited := retryAfter(err)
 		if !limited {
-			break
+			// A reaction is the same made twice: one Slack failed to
+			// make (a 5xx) is tried again, a few times.
+			if !serverError(err) || failed >= markServerTries-1 {
+				break
+			}
+			failed++
+			wait = time.Duration(failed) * markServerWait
 		}
 		if !c.sleep(ctx, wait) {
 			return cmp.Or(context.Cause(ctx), context.Cause(c.ctx))
@@ -268,6 +274,19 @@ func (p *platform) Mark(ctx context.Context, where, id string, m thread.Mark, on
 		return nil
 	}
 	return err
+}
+
+// A status reaction Slack failed to make (a 5xx) is tried markServerTries
+// times in all, markServerWait more apart each time.
+const (
+	markServerTries = 4
+	markServerWait  = 250 * time.Millisecond
+)
+
+// serverError reports whether err is Slack's server failing (a 5xx).
+func serverError(err error) bool {
+	se, ok := errors.AsType[slackapi.StatusCodeError](err)
+	return ok && se.Code >= 500
 }
 
 // Marks implements thread.Platform: the bot's reactions that are marks.

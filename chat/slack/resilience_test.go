@@ -2,6 +2,8 @@ package slack_test
 
 import (
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +189,24 @@ func TestResilience_AnAnswerToADeletedMessageStaysOutOfTheChannel(t *testing.T) 
 	}
 	if posts != 1 {
 		t.Fatalf("%d replies to the deleted message were posted", posts)
+	}
+}
+
+// A status reaction Slack fails to make (a 503, twice) is made all the
+// same: a reaction is the same made twice, so it is tried again.
+func TestResilience_AStatusReactionSlackFailsIsTriedAgain(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.srv.InjectError(fakeslack.OnMethod("reactions.add"), 2, http.StatusServiceUnavailable)
+	c := h.mention(h.alice, "hello")
+	h.answer(c, "✅")
+	h.srv.Await("✅ on the message", func() bool { return h.hasReaction(c.channel, c.ts, "white_check_mark") })
+	var tries []int
+	for _, call := range h.srv.Calls() {
+		if call.Method == "reactions.add" && call.Args["name"] == "gear" {
+			tries = append(tries, call.Status)
+		}
+	}
+	if !slices.Equal(tries, []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK}) {
+		t.Fatalf("⚙️ was tried with the answers %v, want two 503s and then 200", tries)
 	}
 }
