@@ -82,6 +82,10 @@ type turnSink struct {
 	noteKey   string
 	noteShown chan struct{}
 	noteID    string
+	// noteRunning: the note's goroutine was started (guarded by mu);
+	// noteDone is closed once it has returned (or could not start).
+	noteRunning bool
+	noteDone    chan struct{}
 
 	// owned by run
 	posted []posted
@@ -98,7 +102,7 @@ var _ adapter.Sink = (*turnSink)(nil)
 
 func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 	t := &turnSink{s: s, conv: conv, at: at, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now(),
-		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{}), linked: make(chan struct{})}
+		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{}), noteDone: make(chan struct{}), linked: make(chan struct{})}
 	s.mu.Lock()
 	s.marking++
 	if s.cfg.CancelButton {
@@ -463,6 +467,12 @@ func (t *turnSink) run() {
 	for {
 		t.attach()
 		v := t.view()
+		if v.final && len(t.posted) == 0 {
+			if id, ok := t.awaitNote(); ok {
+				t.shown(true, id)
+				return
+			}
+		}
 		if i, edit := t.next(v); i >= 0 {
 			// The final view, and the agent's first words (perhaps after a
 			// status line), go out as soon as the platform allows; the
@@ -523,6 +533,29 @@ func (t *turnSink) run() {
 		if !t.idle(v.working, &lastTyping) {
 			return
 		}
+	}
+}
+
+// awaitNote waits, for a turn that ended without starting while its
+// note is up, for the note to show the turn's end or give up, so that
+// the end is shown once; it reports whether the note shows it, and
+// which message that is.
+func (t *turnSink) awaitNote() (string, bool) {
+	t.mu.Lock()
+	running, started := t.noteRunning, t.started
+	t.mu.Unlock()
+	if running && !started {
+		select {
+		case <-t.noteShown:
+		case <-t.noteDone:
+		case <-t.s.ctx.Done():
+		}
+	}
+	select {
+	case <-t.noteShown:
+		return t.noteID, true
+	default:
+		return "", false
 	}
 }
 

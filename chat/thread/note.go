@@ -46,8 +46,15 @@ func (t *turnSink) startNote() {
 		t.noteKey = strconv.FormatUint(s.permSeq, 36)
 		s.notes[t.noteKey] = t
 		s.mu.Unlock()
+		t.mu.Lock()
+		t.noteRunning = true
+		t.mu.Unlock()
 		if !s.spawnLate(t.note) {
 			t.dropNoteKey()
+			t.mu.Lock()
+			t.noteRunning = false
+			t.mu.Unlock()
+			close(t.noteDone)
 		}
 	})
 }
@@ -66,6 +73,7 @@ func (t *turnSink) dropNoteKey() {
 // that never reached the agent, or the Server gives up.
 func (t *turnSink) note() {
 	s := t.s
+	defer close(t.noteDone)
 	defer t.dropNoteKey()
 	var id, shown string
 	for {
