@@ -54,15 +54,15 @@ func arrayOfTables(k string) bool {
 const permissionsField = "permissions"
 
 // readMCPServers reads the mcp_servers tables of a section of the
-// configuration file (section: "agent" or "agents.NAME"; table: that
+// configuration file (section: "agent" or "agents.NAME"; doc: that
 // section as go-toml read it). viper lowercases the keys of tables inside
 // arrays, which would change environment variable names, so they are
 // read from the text itself. Values expand ${VAR} from env as agent.env
 // does; a stdio server's command is resolved as agent.command is. set
 // reports whether the section has the key at all.
-func (r *reader) readMCPServers(section string, table map[string]any, env map[string]string) (servers []acp.MCPServer, set bool) {
+func (r *reader) readMCPServers(section string, doc map[string]any, env map[string]string) (servers []acp.MCPServer, set bool) {
 	base := section + "." + mcpServersField
-	raw := foldGet(table, mcpServersField)
+	raw := foldGet(doc, mcpServersField)
 	if raw == nil {
 		return nil, false
 	}
@@ -81,7 +81,7 @@ func (r *reader) readMCPServers(section string, table map[string]any, env map[st
 			r.fail(key, "must be a table with at least name and command (stdio) or type and url (http, sse)")
 			continue
 		}
-		t := mcpTable{r: r, key: key, tbl: map[string]any{}, lookup: lookup}
+		t := mcpTable{table: table{r: r, key: key, tbl: map[string]any{}}, lookup: lookup}
 		var unknown []string
 		for k, v := range tbl {
 			if lk := strings.ToLower(k); slices.Contains(mcpServerKeys, lk) {
@@ -127,15 +127,11 @@ func foldGet(m map[string]any, key string) any {
 }
 
 // mcpTable reads one [[agent.mcp_servers]] table, keys in lower case.
+// mcpTable is an [[mcp_servers]] table: read as any array table is,
+// with the broker's environment to expand its values in.
 type mcpTable struct {
-	r      *reader
-	key    string
-	tbl    map[string]any
+	table
 	lookup func(string) (string, bool)
-}
-
-func (t *mcpTable) fail(field, format string, args ...any) {
-	t.r.fail(t.key+"."+field, format, args...)
 }
 
 // expand substitutes the broker's environment in a value of field.
@@ -143,36 +139,6 @@ func (t *mcpTable) expand(field, s string) string {
 	out, refused := pool.Expand(s, t.lookup)
 	for _, name := range refused {
 		t.fail(field, "refers to ${%s}, a broker secret", name)
-	}
-	return out
-}
-
-func (t *mcpTable) str(field string) string {
-	v, ok := t.tbl[field]
-	if !ok {
-		return ""
-	}
-	s, ok := v.(string)
-	if !ok {
-		t.fail(field, "must be a string")
-	}
-	return s
-}
-
-func (t *mcpTable) strs(field string) []string {
-	v, ok := t.tbl[field]
-	if !ok {
-		return nil
-	}
-	list, ok := v.([]any)
-	out := make([]string, 0, len(list))
-	for _, item := range list {
-		s, isStr := item.(string)
-		ok = ok && isStr
-		out = append(out, s)
-	}
-	if !ok {
-		t.fail(field, "must be a list of strings")
 	}
 	return out
 }
