@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,6 +312,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	if j := t.cfg.Journal; j != nil {
 		j.TurnStarted(t.id) // on disk before the agent can see the prompt
 	}
+	drainRefused(agent) // what it was refused between turns is not this turn's
 	t.call, err = agent.Conn.Prompt(ctx, agent.SessionID, t.blocks())
 	if err != nil {
 		t.e.pool.Release(agent, true)
@@ -342,6 +345,7 @@ func (t *turn) loop(ctx context.Context) Outcome {
 	terminals := time.NewTicker(terminalRefresh)
 	defer terminals.Stop()
 	exited, overflow := t.agent.Proc.Exited(), t.sub.Overflowed()
+	refused := t.agent.Refused()
 	for {
 		if t.e.loopHook != nil {
 			t.e.loopHook(t.p)
@@ -349,6 +353,9 @@ func (t *turn) loop(ctx context.Context) Outcome {
 		select {
 		case u := <-t.sub.Updates():
 			t.forward(u)
+		case r := <-refused:
+			refused = nil // said once a turn; the proxy logs and counts every one
+			t.p.Sink.Notice(fmt.Sprintf("The agent tried to reach %s, which its profile does not allow (%s); it was refused.", net.JoinHostPort(r.Host, strconv.Itoa(r.Port)), r.Reason))
 		case <-t.call.Done():
 			return t.answered()
 		case <-exited:
@@ -543,6 +550,18 @@ func (t *turn) awaitCancelled(grace time.Duration) bool {
 			return false
 		case <-t.e.hurry:
 			return false
+		}
+	}
+}
+
+// drainRefused forgets the proxy's refusals of a's connections not yet
+// seen.
+func drainRefused(a *pool.Agent) {
+	for {
+		select {
+		case <-a.Refused():
+		default:
+			return
 		}
 	}
 }

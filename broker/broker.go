@@ -41,6 +41,7 @@ import (
 	"acpbroker/internal/brokersock"
 	"acpbroker/internal/redact"
 	"acpbroker/metrics"
+	"acpbroker/netproxy"
 	"acpbroker/pool"
 	"acpbroker/schedule"
 	"acpbroker/store"
@@ -89,6 +90,7 @@ type Broker struct {
 	sock    *brokersock.Server // nil if its socket could not be made
 	pool    *pool.Pool
 	cgroups *cgroup.Manager // nil: agents run without resource limits
+	proxy   *netproxy.Proxy // the sandboxed agents' way out (nil: none goes through it)
 	engine  *adapter.Engine
 	chats   []*platform // in chat.platform's order
 	metrics *metrics.Metrics
@@ -143,8 +145,13 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.redact = redact.New(append(agents.secrets, cfg.Secrets()...)...)
 	b.cgroups = openCgroups(cfg, log)
+	if b.proxy, err = openProxy(cfg, log); err != nil {
+		return b, err
+	}
 	pc := pool.Config{
 		Sandbox:        sandboxFor(cfg),
+		Proxy:          b.proxy,
+		NetDir:         netDir(cfg),
 		RunAs:          cfg.Agent.RunAs,
 		Cgroups:        b.cgroups,
 		Redact:         b.redact,
@@ -192,6 +199,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			return metrics.ScheduleStats{Runs: runs, Running: running}
 		},
 	})
+	if b.proxy != nil {
+		b.metrics.Register(b.proxy)
+	}
 	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
 	ec.ThreadChoices = b.store
@@ -366,6 +376,9 @@ func (b *Broker) Kill() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	b.pool.Shutdown(ctx)
+	if b.proxy != nil {
+		b.proxy.Close()
+	}
 	if b.cgroups != nil {
 		b.cgroups.Close()
 	}
@@ -439,6 +452,10 @@ func (b *Broker) Stop(ctx context.Context) {
 	wg.Wait()
 	if b.sched != nil {
 		b.sched.Wait() // its loop ended with Serve; runs being started give up with it
+	}
+	if b.proxy != nil {
+		b.proxy.Close() // the agents are gone: what they left open goes
+		os.RemoveAll(netDir(b.cfg))
 	}
 	if b.cgroups != nil {
 		b.cgroups.Close()

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"acpbroker/config"
+	"acpbroker/netproxy"
 	"acpbroker/policy"
 	"acpbroker/pool"
 	"acpbroker/store"
@@ -73,6 +74,12 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 			Permissions:        nonNil(p.Permissions),
 			Busy:               p.Busy,
 			ForkMaxBytes:       p.ForkMaxSize,
+			Network:            p.Network,
+			AllowKey:           allowKey(cfg, p),
+		}
+		if pp.Allow, err = netproxy.ParseAllow(p.AllowHosts); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", pp.AllowKey, err))
+			continue
 		}
 		if pp.ForkMaxBytes == 0 {
 			pp.ForkMaxBytes = math.MaxInt64 // fork_max_size = 0: no bound
@@ -105,6 +112,15 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 		out.secrets = append(out.secrets, secretValues(p, env)...)
 	}
 	return out, errors.Join(errs...)
+}
+
+// allowKey is the key p's allow_hosts was written in: its own
+// section's, or [agent]'s.
+func allowKey(cfg *config.Config, p *config.Profile) string {
+	if k := "agents." + p.Name + ".allow_hosts"; cfg.Written(k) {
+		return k
+	}
+	return "agent.allow_hosts"
 }
 
 // nonNil makes a profile without rules have none: the engine's own do

@@ -51,8 +51,9 @@ type Config struct {
 		// Bounds on what one agent may ask of the broker.
 		MaxReadBytes, MaxWriteBytes, MaxRequests int
 		MaxTerminals, MaxTerminalBytes           int
-		// Sandbox is "bwrap", "none" or "launcher"; SandboxNetwork
-		// leaves sandboxed agents the network.
+		// Sandbox is "bwrap", "none" or "launcher"; SandboxNetwork false
+		// (deprecated) makes network "none" for every profile that sets
+		// no network of its own.
 		Sandbox        string
 		SandboxNetwork bool
 		// Launcher and LauncherStop: see pool.Sandbox.
@@ -148,6 +149,11 @@ type Profile struct {
 	Permissions []policy.Rule
 	// SandboxRO and SandboxRW are more paths its sandboxed agents see.
 	SandboxRO, SandboxRW []string
+	// Network is what network its sandboxed agents have: "proxy" (a
+	// namespace of their own, out only through the broker's proxy to
+	// AllowHosts), "none" or "host".
+	Network    string
+	AllowHosts []string
 }
 
 // Limited reports whether some profile limits its agents (memory_max,
@@ -298,6 +304,13 @@ func Load(path string, environ []string) (*Config, error) {
 		p := c.Agent.Profile
 		p.Name = DefaultProfileName
 		c.Profiles[p.Name] = &p
+	}
+	if _, inEnv := env[envName("agent.network")]; !c.Agent.SandboxNetwork && !v.InConfig("agent.network") && !inEnv {
+		for _, p := range c.Profiles {
+			if !v.IsSet("agents." + p.Name + ".network") {
+				p.Network = "none"
+			}
+		}
 	}
 	switch {
 	case c.DefaultProfile == "" && len(c.Profiles) == 1:

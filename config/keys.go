@@ -13,6 +13,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/chat/discord"
 	"acpbroker/chat/slack"
+	"acpbroker/netproxy"
 )
 
 // key is one configuration key, defined once: its default, how it is
@@ -71,7 +72,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Agent.MaxTerminalBytes = r.integer(k, 1<<10, 1<<30) }},
 	{name: "agent.sandbox", def: "bwrap", doc: "run each agent in a bubblewrap sandbox (see Security model); `launcher` through `agent.launcher` (a container or cluster); `none` unconfined",
 		read: func(r *reader, k string, c *Config) { c.Agent.Sandbox = r.oneOf(k, "bwrap", "none", "launcher") }},
-	{name: "agent.sandbox_network", def: true, doc: "`false` gives sandboxed agents no network at all",
+	{name: "agent.sandbox_network", def: true, doc: "deprecated: `false` is `agent.network = \"none\"` for every profile that sets no `network` of its own",
 		read: func(r *reader, k string, c *Config) { c.Agent.SandboxNetwork = r.boolean(k) }},
 	{name: "agent.launcher", def: []string{}, doc: "with `agent.sandbox = \"launcher\"`: the command each agent is started through (see Security model)",
 		read: readLauncher},
@@ -270,6 +271,15 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.SandboxRO = r.absPaths(k) }},
 	{name: "sandbox_rw", def: []string{}, doc: "more absolute paths its sandboxed agents may write, at the same place (e.g. `~/.claude`, `CODEX_HOME`)",
 		read: func(r *reader, k string, p *Profile) { p.SandboxRW = r.absPaths(k) }},
+	{name: "network", def: "proxy", doc: "what network its sandboxed agents (their terminals and MCP servers too) have: `proxy`, a network of their own whose only way out is the broker's proxy to `allow_hosts`; `none`, no network at all; `host`, the host's (every port on its loopback and LAN: the broker's own listeners too; see Network)",
+		read: func(r *reader, k string, p *Profile) { p.Network = r.oneOf(k, "proxy", "none", "host") }},
+	{name: "allow_hosts", def: netproxy.DefaultAllow, shown: "the model providers", doc: "with `network = \"proxy\"`: the hosts its agents may reach, each a name (`api.example.com`), a pattern (`*.example.com`: any name under it) or an address, with an optional port (`:8443`; none: 443 and 80); an address on loopback, the LAN or link-local is reached only when an entry names it with its port (see Network)",
+		read: func(r *reader, k string, p *Profile) {
+			p.AllowHosts = r.strs(k)
+			if _, err := netproxy.ParseAllow(p.AllowHosts); err != nil {
+				r.fail(k, "%v", err)
+			}
+		}},
 	{name: "max_sessions", def: 0, doc: "live agents of this profile at most, within `pool.max_sessions` (`0`: only that bound; above it, `check-config` and the log warn)",
 		read: func(r *reader, k string, p *Profile) { p.MaxSessions = r.integer(k, 0, 10000) }},
 	{name: "memory_max", def: "4GiB", doc: "most memory each of its agents may use, with all it starts (its terminals' commands too): bytes, or with a unit (`512MiB`, `4GiB`); past it the kernel kills the agent and the thread is told so (`0`: no limit; see Resource limits)",

@@ -24,7 +24,8 @@ func probeLine(t *testing.T, text, what string) string {
 }
 
 // A sandboxed agent (the default) reaches its own workspace and a
-// loopback model server, and nothing of the broker or of other threads:
+// loopback model server its allow_hosts names (through the proxy), and
+// nothing of the broker or of other threads:
 // not the broker's environment (where the token is), not its state, its
 // configuration or a secret file beside them, not another thread's
 // workspace; and it cannot write into the state directory.
@@ -34,7 +35,7 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 	defer model.Close()
 	// The token reaches the broker through its environment, where an
 	// unconfined process of the same user could read it.
-	w := newWorld(t, setup{conf: settings{"discord.token": nil}})
+	w := newWorld(t, setup{conf: settings{"discord.token": nil, "agent.allow_hosts": []string{strings.TrimPrefix(model.URL, "http://")}}})
 	w.Env = []string{"BROKER_DISCORD_TOKEN=" + brokertest.Token}
 	secret := filepath.Join(w.Dir, "token.txt")
 	os.WriteFile(secret, []byte(brokertest.Token), 0o600)
@@ -55,7 +56,7 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 		"r:" + filepath.Join(w.Dir, "state", "state.db"),
 		"w:" + filepath.Join(w.Dir, "state", "planted"),
 		"r:" + otherFile,
-		"get:" + model.URL,
+		"proxy:" + model.URL,
 	}
 	thread := w.mention(alice, "probe "+strings.Join(probes, " "))
 	got := w.awaitAnswers(thread, 1)[0].Text
@@ -67,7 +68,7 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 			t.Errorf("%s: %s", p, r)
 		}
 	}
-	if r := probeLine(t, got, probes[6]); r != "ok" {
+	if r := probeLine(t, got, probes[6]); !strings.HasPrefix(r, "ok") {
 		t.Errorf("the loopback model server: %s", r)
 	}
 	if _, err := os.Stat(filepath.Join(w.Dir, "state", "planted")); err == nil {
@@ -84,20 +85,22 @@ func TestSandbox_AnAgentSeesOnlyItsOwnThread(t *testing.T) {
 	}
 }
 
-// With agent.sandbox_network = false a sandboxed agent has no network at
-// all: not even the loopback server the default sandbox lets it reach
-// (see TestSandbox_AnAgentSeesOnlyItsOwnThread), while its own
-// workspace still works.
+// With agent.sandbox_network = false (deprecated: agent.network =
+// "none") a sandboxed agent has no network at all: not the proxy, not
+// the host's loopback, while its own workspace still works.
 func TestSandbox_NoNetworkCutsEvenLoopback(t *testing.T) {
 	needBwrap(t)
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer model.Close()
 	w := newWorld(t, setup{conf: settings{"agent.sandbox_network": false}})
 	w.start()
-	thread := w.mention(alice, "probe get:"+model.URL)
+	thread := w.mention(alice, "probe get:"+model.URL+" proxy:"+model.URL)
 	got := w.awaitAnswers(thread, 1)[0].Text
 	if r := probeLine(t, got, "get:"+model.URL); !strings.HasPrefix(r, "denied") {
 		t.Errorf("the loopback server with agent.sandbox_network = false: %s", r)
+	}
+	if r := probeLine(t, got, "proxy:"+model.URL); !strings.HasPrefix(r, "denied: no HTTP_PROXY") {
+		t.Errorf("agent.sandbox_network = false leaves a proxy: %s", r)
 	}
 	own := "w:" + filepath.Join(w.Work, thread, "own.txt")
 	w.Discord.Post(thread, alice, "probe "+own)

@@ -94,6 +94,13 @@ func New(src Sources) *Metrics {
 	return m
 }
 
+// Register adds a package's own collector to the registry (its metrics
+// are then among Described's).
+func (m *Metrics) Register(c prometheus.Collector) {
+	m.reg.MustRegister(c)
+	m.collectors = append(m.collectors, c)
+}
+
 // Described are the names of every metric the registry may export (a
 // histogram's name without its _bucket, _sum and _count series), each
 // with its labels, as its collectors describe them: whether or not a

@@ -16,6 +16,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/cgroup"
 	"acpbroker/internal/redact"
+	"acpbroker/netproxy"
 
 	"github.com/rs/zerolog"
 )
@@ -80,6 +81,17 @@ type Config struct {
 	// Sessions remembers each thread's agent session for session/load
 	// (default: in memory, for the last 4096 threads).
 	Sessions SessionBook
+	// Proxy is the way out of the agents whose profile's Network is
+	// NetworkProxy. NetDir is the directory where each such agent gets a
+	// directory of its own with the socket the proxy serves it on: the
+	// agents' user must be able to pass through it (and everything above
+	// it), and no one else to write in it. Forwarder is the program that
+	// relays the sandbox's proxy port to that socket, one that imports
+	// netproxy (default: the running program), at a path the agents' user
+	// can reach.
+	Proxy     *netproxy.Proxy
+	NetDir    string
+	Forwarder string
 	// Registry, if set, records the agent processes alive.
 	Registry Registry
 	Logger   zerolog.Logger
@@ -141,6 +153,7 @@ type Agent struct {
 	Dir string
 
 	group    *cgroup.Group // nil without Config.Cgroups
+	net      *agentNet     // nil unless it goes through the proxy
 	busy     bool
 	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
@@ -551,8 +564,15 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 			return nil, fmt.Errorf("agent's control group: %w", err)
 		}
 	}
-	spec, err := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, p.threadName(thread), prof.Name, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
+	nw, err := p.openNet(thread, prof)
 	if err != nil {
+		p.removeGroup(thread, group)
+		return nil, fmt.Errorf("agent failed to start: %w", err)
+	}
+	network := p.cfg.Sandbox.networkOf(prof)
+	spec, err := p.cfg.Sandbox.wrap(ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: prof.Env, Logger: log, Redact: p.cfg.Redact, Credential: p.cfg.RunAs}, p.threadName(thread), prof.Name, network, nw, mcpPrograms(prof.MCPServers), prof.SandboxRO, prof.SandboxRW)
+	if err != nil {
+		nw.close()
 		p.removeGroup(thread, group)
 		return nil, fmt.Errorf("agent failed to start: %w", err)
 	}
@@ -560,6 +580,7 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 	proc, err := p.cfg.Launch(spec)
 	closeFiles(spec.ExtraFiles) // the process has its own copies
 	if err != nil {
+		nw.close()
 		p.removeGroup(thread, group)
 		return nil, err
 	}
@@ -572,13 +593,13 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
-	opts.Terminal = p.terminalCommand(prof, dir, group)
+	opts.Terminal = p.terminalCommand(prof, dir, group, network, nw)
 	if opts.TerminalGrace <= 0 {
 		opts.TerminalGrace = p.cfg.ExitGrace
 	}
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir, group: group}
+	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir, group: group, net: nw}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -652,7 +673,7 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 // limits. It is nil, and terminals are not offered, when agents start
 // through a launcher: the broker cannot put a command in the same
 // confinement.
-func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group) func(acp.TerminalCommand) (acp.TerminalCommand, error) {
+func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group, network string, nw *agentNet) func(acp.TerminalCommand) (acp.TerminalCommand, error) {
 	sb := p.cfg.Sandbox
 	if len(sb.Launcher) > 0 {
 		return nil
@@ -663,7 +684,7 @@ func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group) f
 		cmd.Credential = p.cfg.RunAs
 		cmd.Group = group
 		if sb.Enabled() {
-			return sb.wrapTerminal(cmd, prof.Command, dir, programs, prof.SandboxRO, prof.SandboxRW)
+			return sb.wrapTerminal(cmd, prof.Command, dir, network, nw, programs, prof.SandboxRO, prof.SandboxRW)
 		}
 		return cmd, nil
 	}
@@ -769,6 +790,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	}
 	p.mu.Unlock()
 	p.removeGroup(a.Thread, a.group)
+	a.net.close() // once the agent and its terminals are gone
 }
 
 // groupRemoveWait bounds the wait for a stopped agent's control group to

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/netproxy"
 	"acpbroker/policy"
 )
 
@@ -50,6 +51,14 @@ type Profile struct {
 	// git directory, which its worktrees' commits go to). Agents of other
 	// profiles do not see them.
 	SandboxRO, SandboxRW []string
+	// Network is the network its sandboxed agents (their terminals and
+	// what they start too) have: NetworkProxy, NetworkNone or
+	// NetworkHost ("": NetworkNone with Sandbox.NoNetwork, else
+	// NetworkHost). Behind the proxy they reach what Allow permits;
+	// AllowKey is its configuration key, for what refusals say.
+	Network  string
+	Allow    netproxy.Allow
+	AllowKey string
 	// MaxSessions bounds this profile's agents, live, starting and
 	// stopping, within the pool's MaxSessions (0: only the pool's bound).
 	MaxSessions int

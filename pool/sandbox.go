@@ -41,8 +41,9 @@ type Sandbox struct {
 	// ReadOnly and ReadWrite are more paths to show the agent, at the same
 	// place (an agent's own configuration directory, a tool cache).
 	ReadOnly, ReadWrite []string
-	// NoNetwork gives the agent a network namespace of its own: no
-	// network at all.
+	// NoNetwork gives a sandboxed program a network namespace of its
+	// own: an agent whose profile names no Network (Check tries it so),
+	// and git (ConfineGit).
 	NoNetwork bool
 	// Hide are the broker's own paths, symbolic links resolved (its
 	// state directory, its configuration and token files and the
@@ -106,7 +107,12 @@ func (s Sandbox) stopCommand(thread, workdir, profile string) []string {
 // read-only, as the agent's own. In bubblewrap, the returned spec holds
 // an open file in ExtraFiles, which the caller closes once the process
 // has started.
-func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readOnly, readWrite []string) (ProcessSpec, error) {
+//
+// network is the agent's network (see Profile.Network): with
+// NetworkProxy, n is its way out, and the agent runs behind the
+// forwarder, which relays the sandbox's loopback proxy port to n's
+// socket.
+func (s Sandbox) wrap(spec ProcessSpec, thread, profile, network string, n *agentNet, programs, readOnly, readWrite []string) (ProcessSpec, error) {
 	if len(s.Launcher) > 0 {
 		words := s.expand(s.Launcher, thread, spec.Dir, profile)
 		spec.Args = append(append(words[1:], spec.Command), spec.Args...)
@@ -116,15 +122,21 @@ func (s Sandbox) wrap(spec ProcessSpec, thread, profile string, programs, readOn
 	if !s.Enabled() {
 		return spec, nil
 	}
-	args := append(s.confine(spec.Command, spec.Dir, spec.Env, programs, readOnly, readWrite), environ(spec.Env)...)
-	args = append(args, "--chdir", spec.Dir)
+	s.NoNetwork = network != NetworkHost
+	args := s.confine(spec.Command, spec.Dir, spec.Env, programs, readOnly, readWrite)
+	command, cmdArgs, env := spec.Command, spec.Args, spec.Env
+	if n != nil {
+		args, command, cmdArgs = n.mount(args, command, cmdArgs)
+		env = mergeEnv(env, proxyEnv)
+	}
+	args = append(append(args, environ(env)...), "--chdir", spec.Dir)
 	f, err := argsFile(args)
 	if err != nil {
 		return spec, err
 	}
 	fd := 3 + len(spec.ExtraFiles)
 	spec.ExtraFiles = append(slices.Clone(spec.ExtraFiles), f)
-	spec.Args = append([]string{"--args", fmt.Sprint(fd), "--", spec.Command}, spec.Args...)
+	spec.Args = append([]string{"--args", fmt.Sprint(fd), "--", command}, cmdArgs...)
 	spec.Command = s.Bwrap
 	mark := newSandboxMark()
 	spec.Env = mark.env(bwrapEnv)
@@ -273,20 +285,27 @@ func (s Sandbox) systemHides() (args, hidden []string) {
 // directory, cmd.Env its environment, set inside. Its own program is
 // looked up inside the sandbox. The returned command holds an open file
 // in ExtraFiles, which whoever starts it closes.
-func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir string, programs, readOnly, readWrite []string) (acp.TerminalCommand, error) {
+// Its network is the agent's (network, n: see wrap).
+func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir, network string, n *agentNet, programs, readOnly, readWrite []string) (acp.TerminalCommand, error) {
 	bwrap := s.Bwrap
 	if found, err := exec.LookPath(bwrap); err == nil {
 		bwrap = found // the broker's PATH, as for the agent itself
 	}
-	args := append(s.confine(program, dir, cmd.Env, programs, readOnly, readWrite), environ(cmd.Env)...)
-	args = append(args, "--chdir", cmd.Dir)
+	s.NoNetwork = network != NetworkHost
+	args := s.confine(program, dir, cmd.Env, programs, readOnly, readWrite)
+	command, cmdArgs, env := cmd.Path, cmd.Args, cmd.Env
+	if n != nil {
+		args, command, cmdArgs = n.mount(args, command, cmdArgs)
+		env = mergeEnv(env, proxyEnv)
+	}
+	args = append(append(args, environ(env)...), "--chdir", cmd.Dir)
 	f, err := argsFile(args)
 	if err != nil {
 		return cmd, err
 	}
 	fd := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(slices.Clone(cmd.ExtraFiles), f)
-	cmd.Args = append([]string{"--args", fmt.Sprint(fd), "--", cmd.Path}, cmd.Args...)
+	cmd.Args = append([]string{"--args", fmt.Sprint(fd), "--", command}, cmdArgs...)
 	cmd.Path = bwrap
 	mark := newSandboxMark()
 	cmd.Env = mark.env(bwrapEnv)
@@ -478,7 +497,11 @@ func (s Sandbox) Check(timeout time.Duration, runAs *syscall.Credential) error {
 			return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 		}
 	}
-	spec, err := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", nil, nil, nil)
+	network := NetworkHost
+	if s.NoNetwork {
+		network = NetworkNone
+	}
+	spec, err := s.wrap(ProcessSpec{Command: truePath, Dir: dir}, "check", "", network, nil, nil, nil, nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoSandbox, err)
 	}

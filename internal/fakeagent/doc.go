@@ -87,7 +87,10 @@
 //	run CMD [ARGS...]  runs CMD itself in its directory, answers its output
 //	probe WHAT...      a hostile agent: tries each WHAT and says "ok" or
 //	                   why not: r:PATH reads, w:PATH writes, get:URL
-//	                   fetches, unix:PATH asks a unix socket with a JSON
+//	                   fetches, tcp:HOST:PORT connects straight,
+//	                   proxy:URL fetches through its HTTP(S)_PROXY (says
+//	                   the body), connect:HOST:PORT asks HTTPS_PROXY for
+//	                   a tunnel, unix:PATH asks a unix socket with a JSON
 //	                   line (and says the answer), environ:TEXT looks for
 //	                   TEXT in every /proc/*/environ it can read
 //	sh SCRIPT          runs the rest of the prompt, as typed, with sh -c in

@@ -1,12 +1,14 @@
 package fakeagent
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,7 +249,7 @@ func (a *agent) prompt(id *json.RawMessage, p *promptParams, cancel <-chan struc
 		// every /proc/*/environ it can read, unix:PATH asks a unix
 		// socket with a JSON line) and says what happened.
 		for _, what := range args {
-			a.chunk(sid, what+" "+probe(what)+"\n")
+			a.chunk(sid, what+" "+Probe(what)+"\n")
 		}
 		t.stop("end_turn")
 	case "fs-fifo":
@@ -820,8 +822,62 @@ func (a *agent) flood(t *turn, n int) {
 	t.stop("end_turn")
 }
 
-// probe tries one thing a hostile agent might, and says "ok" or why not.
-func probe(what string) string {
+// viaProxy fetches url through the proxy its environment names
+// (HTTP_PROXY, or HTTPS_PROXY for https), loopback addresses too, and
+// says "ok" for a 2xx, else the status and the first line of the body.
+func viaProxy(raw string) string {
+	name := "HTTP_PROXY"
+	if strings.HasPrefix(raw, "https:") {
+		name = "HTTPS_PROXY"
+	}
+	proxy, err := url.Parse(os.Getenv(name))
+	if err != nil || proxy.Host == "" {
+		return "denied: no " + name
+	}
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	resp, err := c.Get(raw)
+	if err != nil {
+		return "denied: " + err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode/100 == 2 {
+		return "ok: " + strings.TrimSpace(string(body))
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	return fmt.Sprintf("denied: %s: %s", resp.Status, first)
+}
+
+// connectVia asks the proxy HTTPS_PROXY names for a tunnel to
+// hostport, and says "ok" or its answer.
+func connectVia(hostport string) string {
+	proxy, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+	if err != nil || proxy.Host == "" {
+		return "denied: no HTTPS_PROXY"
+	}
+	c, err := net.DialTimeout("tcp", proxy.Host, 5*time.Second)
+	if err != nil {
+		return "denied: " + err.Error()
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return "denied: " + err.Error()
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return "ok"
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+	return fmt.Sprintf("denied: %s: %s", resp.Status, first)
+}
+
+// Probe tries one thing a hostile agent might (see the probe command),
+// and says "ok" or why not.
+func Probe(what string) string {
 	kind, arg, _ := strings.Cut(what, ":")
 	var err error
 	switch kind {
@@ -835,6 +891,15 @@ func probe(what string) string {
 		if resp, err = c.Get(arg); err == nil {
 			resp.Body.Close()
 		}
+	case "tcp":
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", arg, 5*time.Second); err == nil {
+			c.Close()
+		}
+	case "proxy":
+		return viaProxy(arg)
+	case "connect":
+		return connectVia(arg)
 	case "unix":
 		var c net.Conn
 		if c, err = net.DialTimeout("unix", arg, 5*time.Second); err == nil {

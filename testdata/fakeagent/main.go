@@ -38,7 +38,14 @@ func main() {
 	earlyFlood := flag.String("early-flood", "", "LINES:KIB:IDS: before answering session/new, send LINES updates of KIB KiB for each of IDS sessions that never exist")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
 	child := flag.Bool("child-ignore-term", false, "be a child that ignores SIGTERM and never exits")
+	probe := flag.Bool("probe", false, "no agent: try each argument as the probe command would (a terminal's command), print what happened, exit")
 	flag.Parse()
+	if *probe {
+		for _, what := range flag.Args() {
+			fmt.Println(what, fakeagent.Probe(what))
+		}
+		return
+	}
 	if *child || *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
