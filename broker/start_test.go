@@ -181,6 +181,11 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 		"restart_after_cancel": {"", `true`, true, func(b *Broker) any { return profile(b).RestartAfterCancel }},
 		"busy":                 {"", `"interrupt"`, "interrupt", func(b *Broker) any { return profile(b).Busy }},
 		"fork_max_size":        {"", `"3MiB"`, int64(3 << 20), func(b *Broker) any { return profile(b).ForkMaxBytes }},
+		"network":              {"", `"none"`, "none", func(b *Broker) any { return profile(b).Network }},
+		"allow_hosts": {"", `["models.example.com:8443"]`, []bool{true, false}, func(b *Broker) any {
+			a := profile(b).Allow
+			return []bool{a.Permits("models.example.com", 8443), a.Permits("api.anthropic.com", 443)}
+		}},
 	}
 	elsewhere := maps.Clone(startElsewhere)
 	if _, err := exec.LookPath("bwrap"); err == nil {

@@ -87,6 +87,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.sandbox_ro":            {"/opt/a", func(c *Config) any { return c.Agent.SandboxRO }, []string{"/opt/a"}},
 		"agent.sandbox_rw":            {"/var/cache/b", func(c *Config) any { return c.Agent.SandboxRW }, []string{"/var/cache/b"}},
 		"agent.sandbox_network":       {"false", func(c *Config) any { return c.Agent.SandboxNetwork }, false},
+		"agent.network":               {"host", func(c *Config) any { return c.Profiles["default"].Network }, "host"},
+		"agent.allow_hosts":           {"api.example.com,*.example.org:8443", func(c *Config) any { return c.Profiles["default"].AllowHosts }, []string{"api.example.com", "*.example.org:8443"}},
 		"agent.launcher":              {"sh", func(c *Config) any { return c.Agent.Launcher }, []string{"sh"}},
 		"agent.launcher_stop":         {"true", func(c *Config) any { return c.Agent.LauncherStop }, []string{"true"}},
 		"agent.run_as_user":           {"nobody", func(c *Config) any { return c.Agent.RunAs != nil && c.Agent.RunAs.Uid == 65534 }, os.Getuid() == 0},

@@ -3,10 +3,12 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"acpbroker/netproxy"
 )
@@ -98,14 +100,11 @@ func (p *Pool) openNet(thread string, prof *Profile) (*agentNet, error) {
 	if p.cfg.Proxy == nil || p.cfg.NetDir == "" {
 		return nil, errors.New("agent network: the profile's agents go through the proxy, but the broker runs none")
 	}
-	forwarder := p.cfg.Forwarder
-	if forwarder == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("agent network: the forwarder's program: %w", err)
-		}
-		forwarder = exe
+	p.fwdOnce.Do(func() { p.fwd, p.fwdErr = forwarderFor(p.cfg.Forwarder, p.cfg.NetDir, p.cfg.RunAs) })
+	if p.fwdErr != nil {
+		return nil, fmt.Errorf("agent network: the forwarder's program: %w", p.fwdErr)
 	}
+	forwarder := p.fwd
 	dir, err := os.MkdirTemp(p.cfg.NetDir, "a")
 	if err != nil {
 		return nil, fmt.Errorf("agent network: %w", err)
@@ -184,4 +183,74 @@ func (n *agentNet) mount(args []string, command string, cmdArgs []string) ([]str
 	args = append(args, "--bind", n.dir, sandboxNetDir, "--ro-bind", n.forwarder, sandboxForwarder)
 	fwd := append([]string{netproxy.ForwardArg, "--socket", sandboxNetDir + "/" + proxySocket, "--listen", proxyListen, "--", command}, cmdArgs...)
 	return args, sandboxForwarder, fwd
+}
+
+// forwarderFor is the forwarder's program for agents run as runAs:
+// program (default: the running one) where their user can reach it,
+// else a copy of it in netDir, made once.
+func forwarderFor(program, netDir string, runAs *syscall.Credential) (string, error) {
+	if program == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		program = exe
+	}
+	if runAs == nil || reachable(program, runAs) {
+		return program, nil
+	}
+	src, err := os.Open(program)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	dst, err := os.CreateTemp(netDir, "forward")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(dst.Name(), 0o755)
+	}
+	if err != nil {
+		os.Remove(dst.Name())
+		return "", err
+	}
+	return dst.Name(), nil
+}
+
+// reachable reports whether user c may open and run path as its mode
+// bits say: every directory above it searchable, the file executable
+// (supplementary groups and ACLs are not looked at: a "no" is safe).
+func reachable(path string, c *syscall.Credential) bool {
+	may := func(p string, bit uint32) bool {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return false
+		}
+		switch {
+		case st.Uid == c.Uid:
+			return st.Mode&(bit<<6) != 0
+		case st.Gid == c.Gid:
+			return st.Mode&(bit<<3) != 0
+		default:
+			return st.Mode&bit != 0
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if !may(d, 1) {
+			return false
+		}
+		if d == "/" {
+			break
+		}
+	}
+	return may(abs, 1) && may(abs, 4)
 }

@@ -193,6 +193,11 @@ type Pool struct {
 	// agents were stopped for idleness.
 	closedSessions uint64
 
+	// fwd is the forwarder's program, found (or copied) once.
+	fwdOnce sync.Once
+	fwd     string
+	fwdErr  error
+
 	kick   chan struct{}
 	stop   chan struct{}
 	ctx    context.Context // cancelled by Close; bounds agent start-up
