@@ -49,6 +49,9 @@ type subject struct {
 	// anthropic is the fake Messages API behind claude-agent-acp (nil for
 	// the others), for tests about that agent alone.
 	anthropic *fakeanthropic.Server
+	// allow is what the agent's profile must allow it to reach behind the
+	// broker's proxy: its fake model's address (none for the SDK example).
+	allow []string
 
 	expect expectations
 }
@@ -164,6 +167,7 @@ func codex(t *testing.T) *subject {
 			Env: append(baseEnv(home), "CODEX_HOME="+codexHome, "RUST_LOG=error", "NO_COLOR=1"),
 		},
 		model: true,
+		allow: []string{strings.TrimPrefix(fake.BaseURL(), "http://")},
 		text:  func(chunks ...string) { fake.Enqueue(fakeopenai.Text(chunks...)) },
 		command: func(cmd, final string) {
 			fake.Enqueue(fakeopenai.ExecCommand(cmd, "the interop test needs this command"), fakeopenai.Text(final))
@@ -267,6 +271,7 @@ func claude(t *testing.T) *subject {
 		},
 		model:     true,
 		anthropic: fake,
+		allow:     []string{strings.TrimPrefix(fake.BaseURL(), "http://")},
 		lastModel: func() string {
 			model := ""
 			for _, r := range fake.Requests() {

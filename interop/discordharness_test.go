@@ -22,6 +22,7 @@ import (
 	"acpbroker/chat/thread"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/metrics"
 	"acpbroker/pool"
 )
 
@@ -84,6 +85,7 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config, more .
 			"turn.timeout":            turnTimeout.String(),
 			"turn.cancel_grace":       (cancelBound / 2).String(),
 			"turn.permission_timeout": discordAwait.String(),
+			"agent.allow_hosts":       allowHosts(s),
 		}.With(merged(more)),
 		LogTail: 512 << 10,
 	})
@@ -143,9 +145,45 @@ func merged(more []brokertest.Settings) brokertest.Settings {
 	return out
 }
 
+// allowHosts is agent.allow_hosts for s's agent: its fake model, or
+// the default for an agent with none.
+func allowHosts(s *subject) any {
+	if len(s.allow) == 0 {
+		return nil
+	}
+	return s.allow
+}
+
+// throughProxy checks that an agent with a model reached it through the
+// broker's proxy (the sandbox leaves it no other way), counted by
+// profile. What it was refused is said (claude-agent-acp 0.23.1 asks
+// for raw.githubusercontent.com, which its turns do without).
+func throughProxy(t *testing.T, s *subject, sandbox pool.Sandbox, m *metrics.Metrics) {
+	t.Helper()
+	if !s.model || !sandbox.Enabled() {
+		return
+	}
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.Metric {
+			got[f.GetName()] += mt.GetCounter().GetValue()
+		}
+	}
+	allowed, refused := got["acp_broker_network_connections_total"], got["acp_broker_network_refused_total"]
+	t.Logf("%s: %v connection(s) through the proxy, %v refused", s.spec.Name, allowed, refused)
+	if allowed == 0 {
+		t.Errorf("%s answered with no connection through the proxy", s.spec.Name)
+	}
+}
+
 // close stops the broker as the binary does at SIGTERM, and says what
 // it did.
 func (b *discordBroker) close(t *testing.T) {
+	throughProxy(t, b.s, b.sandbox, b.broker.Metrics())
 	if err := b.broker.Stop(10 * time.Second); err != nil {
 		t.Logf("the broker's platforms returned %v", err)
 	}

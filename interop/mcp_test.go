@@ -165,6 +165,7 @@ func TestMCPServerReachesTheModel(t *testing.T) {
 			"agents.claude.start_timeout": startTimeout.String(),
 			"agents.claude.sandbox_ro":    []string{pkgs},
 			"agents.claude.sandbox_rw":    []string{home, logDir},
+			"agents.claude.allow_hosts":   s.allow,
 			"turn.permission_timeout":     "30s",
 		}
 		if err := (pool.Sandbox{Bwrap: "bwrap"}).Check(10*time.Second, nil); err != nil {

@@ -403,6 +403,7 @@ func newSlackBroker(t *testing.T, s *subject, engineCfg adapter.Config) *slackBr
 			"turn.timeout":            turnTimeout.String(),
 			"turn.cancel_grace":       (cancelBound / 2).String(),
 			"turn.permission_timeout": slackAwait.String(),
+			"agent.allow_hosts":       allowHosts(s),
 		},
 		LogTail: 512 << 10,
 	})
@@ -443,6 +444,7 @@ func newSlackBroker(t *testing.T, s *subject, engineCfg adapter.Config) *slackBr
 
 // close stops the broker and says what it asked of Slack.
 func (b *slackBroker) close(t *testing.T) {
+	throughProxy(t, b.s, b.sandbox, b.broker.Metrics())
 	if err := b.broker.Stop(10 * time.Second); err != nil {
 		t.Logf("the broker's platforms returned %v", err)
 	}

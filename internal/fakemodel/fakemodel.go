@@ -31,13 +31,18 @@ type Server[Request any] struct {
 	closed  bool
 }
 
-// Start listens on 127.0.0.1 on a free port and serves the routes routes
-// adds until Close. name prefixes its errors; logf (optional) receives one
-// line per request from the handlers.
+// Start listens on 127.0.0.2 (127.0.0.1 where that cannot be had) on a
+// free port and serves the routes routes adds until Close. name prefixes
+// its errors; logf (optional) receives one line per request from the
+// handlers. An agent behind the broker's proxy reaches it as it would
+// a model provider, through the proxy: its own 127.0.0.1, which it
+// reaches straight, is not the host's.
 func Start[Request any](name string, logf func(string, ...any), routes func(*http.ServeMux)) (*Server[Request], error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
-		return nil, err
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server[Request]{
 		name:    name,
@@ -60,7 +65,7 @@ func Start[Request any](name string, logf func(string, ...any), routes func(*htt
 	return s, nil
 }
 
-// BaseURL is http://127.0.0.1:port, without a path.
+// BaseURL is http://127.0.0.2:port (see Start), without a path.
 func (s *Server[Request]) BaseURL() string { return s.url }
 
 // Logf logs one line through the Logf the server was started with.
