@@ -20,6 +20,9 @@ const (
 
 	// maxHeaderBytes bounds a request's line and headers.
 	maxHeaderBytes = 16 << 10
+	// maxResponseHeaderBytes bounds an upstream's response line and
+	// headers.
+	maxResponseHeaderBytes = 64 << 10
 	// headerTimeout bounds the wait for a request's line and headers.
 	headerTimeout = 10 * time.Second
 	// replyTimeout bounds writing a refusal or an error to an agent.

@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -254,7 +256,7 @@ func stripHop(h http.Header) {
 
 // forward sends req to up and its response to the agent: one request per
 // connection.
-func forward(c net.Conn, req *http.Request, up net.Conn, upR io.Reader) {
+func forward(c net.Conn, req *http.Request, up net.Conn, upR *connReader) {
 	stripHop(req.Header)
 	req.Close = true
 	req.RequestURI = ""
@@ -262,20 +264,62 @@ func forward(c net.Conn, req *http.Request, up net.Conn, upR io.Reader) {
 		reply(c, http.StatusBadGateway, "acp-broker: cannot send the request: "+err.Error())
 		return
 	}
-	br := bufio.NewReader(upR)
+	br := bufio.NewReaderSize(upR, maxResponseHeaderBytes)
 	for {
+		upR.limit = maxResponseHeaderBytes
+		named := connectionNames(br)
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			reply(c, http.StatusBadGateway, "acp-broker: no response: "+err.Error())
 			return
 		}
+		upR.limit = -1
 		interim := resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
+		for _, name := range named {
+			resp.Header.Del(name)
+		}
 		stripHop(resp.Header)
 		resp.Close = !interim
 		err = resp.Write(c)
 		resp.Body.Close()
 		if err != nil || !interim {
 			return
+		}
+	}
+}
+
+// connectionNames are the header names the Connection header of the
+// response header block at the start of br lists (http.ReadResponse drops
+// a Connection header that says close, and with it the names it lists).
+// It only peeks: br is left as it was.
+func connectionNames(br *bufio.Reader) []string {
+	for n := 1; ; n = br.Buffered() + 1 {
+		b, err := br.Peek(n)
+		end := bytes.Index(b, []byte("\n\r\n")) + 3
+		if end < 3 {
+			end = bytes.Index(b, []byte("\n\n")) + 2
+		}
+		if end >= 2 {
+			tr := textproto.NewReader(bufio.NewReader(bytes.NewReader(b[:end])))
+			if _, err := tr.ReadLine(); err != nil {
+				return nil
+			}
+			h, err := tr.ReadMIMEHeader()
+			if err != nil {
+				return nil
+			}
+			var names []string
+			for _, v := range h.Values("Connection") {
+				for _, name := range strings.Split(v, ",") {
+					if name = strings.TrimSpace(name); name != "" {
+						names = append(names, name)
+					}
+				}
+			}
+			return names
+		}
+		if err != nil {
+			return nil
 		}
 	}
 }
