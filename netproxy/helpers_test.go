@@ -61,7 +61,7 @@ func start(t *testing.T, opts Options, allow []string, names map[string][]netip.
 }
 
 // socketPath is a short path for a Unix socket (their paths are bounded).
-func socketPath(t *testing.T) string {
+func socketPath(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "np")
 	if err != nil {
 		t.Fatal(err)
