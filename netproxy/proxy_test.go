@@ -227,6 +227,11 @@ func TestProxy_RefusesWhatIsNotAProxyRequest(t *testing.T) {
 	if calls := e.resolver.calls(); len(calls) != 0 {
 		t.Errorf("resolved %q", calls)
 	}
+	// An answer quoting what the agent sent is bounded.
+	resp, body := e.raw(strings.Repeat("x", 8000) + "\r\n\r\n")
+	if resp.StatusCode != 400 || len(body) > maxReplyText+len("…\n") {
+		t.Errorf("a long bad request: %s and %d bytes, want 400 and at most %d", resp.Status, len(body), maxReplyText+len("…\n"))
+	}
 }
 
 func TestProxy_BoundsRequestHeaders(t *testing.T) {
@@ -235,6 +240,11 @@ func TestProxy_BoundsRequestHeaders(t *testing.T) {
 	resp, body := e.raw("CONNECT api.example.com:443 HTTP/1.1\r\nX-Big: " + big + "\r\n\r\n")
 	if resp.StatusCode != 431 || !strings.Contains(body, "larger than 16384 bytes") {
 		t.Fatalf("got %s %q, want 431", resp.Status, body)
+	}
+	// Headers within the bound are read (and this host refused).
+	resp, body = e.raw("CONNECT example.com:443 HTTP/1.1\r\nX-Big: " + big[:12<<10] + "\r\n\r\n")
+	if resp.StatusCode != 403 {
+		t.Fatalf("a request with 12 KiB of headers: %s %q, want 403", resp.Status, body)
 	}
 }
 
