@@ -20,6 +20,9 @@ const (
 
 	// maxHeaderBytes bounds a request's line and headers.
 	maxHeaderBytes = 16 << 10
+	// maxResponseHeaderBytes bounds an upstream's response line and
+	// headers.
+	maxResponseHeaderBytes = 64 << 10
 	// headerTimeout bounds the wait for a request's line and headers.
 	headerTimeout = 10 * time.Second
 	// replyTimeout bounds writing a refusal or an error to an agent.
@@ -33,6 +36,8 @@ const (
 var (
 	// ErrClosed is the cause of the work of a closed Listener or Proxy.
 	ErrClosed = errors.New("netproxy: closed")
+	// errServed ends the work of a connection that has been served.
+	errServed = errors.New("netproxy: connection served")
 	// errDialTimeout is the cause of a resolution or dial past DialTimeout.
 	errDialTimeout = errors.New("took longer than the dial timeout")
 )

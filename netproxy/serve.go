@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -46,16 +48,14 @@ func (l *Listener) serve(c net.Conn) {
 		reply(c, http.StatusBadRequest, "acp-broker: "+err.Error())
 		return
 	}
-	hostPort := net.JoinHostPort(host, strconv.Itoa(port))
 	addrs, reason, err := l.check(host, port)
 	if reason != "" {
 		l.refused(Refusal{Host: host, Port: port, Reason: reason})
-		reply(c, http.StatusForbidden, fmt.Sprintf("acp-broker: %s is not allowed: %s", hostPort, reason))
+		reply(c, http.StatusForbidden, fmt.Sprintf("acp-broker: %s is not allowed: %s", net.JoinHostPort(host, strconv.Itoa(port)), reason))
 		return
 	}
 	if err != nil {
-		l.log.Info().Str("host", host).Int("port", port).Err(err).Msg("network connection failed")
-		reply(c, http.StatusBadGateway, fmt.Sprintf("acp-broker: %s: %v", hostPort, err))
+		l.failed(c, host, port, err)
 		return
 	}
 	l.counts.allowed.Add(1)
@@ -64,8 +64,7 @@ func (l *Listener) serve(c net.Conn) {
 
 	up, err := l.dial(addrs, port)
 	if err != nil {
-		l.log.Info().Str("host", host).Int("port", port).Err(err).Msg("network connection failed")
-		reply(c, http.StatusBadGateway, fmt.Sprintf("acp-broker: %s: %v", hostPort, err))
+		l.failed(c, host, port, err)
 		return
 	}
 	if !l.track(up) {
@@ -74,18 +73,31 @@ func (l *Listener) serve(c net.Conn) {
 	defer l.release(up, false)
 	l.log.Debug().Str("host", host).Int("port", port).Str("method", req.Method).Msg("network connection")
 
-	done := make(chan struct{})
-	defer close(done)
-	l.wg.Go(func() { l.closeIdle(act, done, c, up) })
+	ctx, cancel := context.WithCancelCause(l.ctx)
+	defer cancel(errServed)
+	l.wg.Go(func() { l.closeIdle(ctx, act, c, up) })
 	upR := &connReader{r: up, limit: -1, act: act}
 	if req.Method == http.MethodConnect {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
-		tunnel(c, br, up, upR)
+		// What the agent sent after its request (a TLS hello, eagerly)
+		// is in br's buffer; the rest is read from cr itself.
+		ahead, _ := br.Peek(br.Buffered())
+		tunnel(c, io.MultiReader(bytes.NewReader(ahead), cr), up, upR)
 		return
 	}
 	forward(c, req, up, upR)
+}
+
+// failed answers a connection whose host could not be resolved or
+// dialled 502, and logs it unless the listener is closing.
+func (l *Listener) failed(c net.Conn, host string, port int, err error) {
+	if l.ctx.Err() != nil {
+		return
+	}
+	l.log.Info().Str("host", host).Int("port", port).Err(err).Msg("network connection failed")
+	reply(c, http.StatusBadGateway, fmt.Sprintf("acp-broker: %s: %v", net.JoinHostPort(host, strconv.Itoa(port)), err))
 }
 
 // target is the host (as asked, without brackets) and port req is for.
@@ -103,16 +115,29 @@ func target(req *http.Request) (host string, port int, err error) {
 			p = "80"
 		}
 	default:
-		return "", 0, fmt.Errorf("only CONNECT host:port and absolute http:// requests are proxied, not %s %s", req.Method, req.RequestURI)
+		return "", 0, fmt.Errorf("only CONNECT host:port and absolute http:// requests are proxied, not %s %s", truncate(req.Method, 20), truncate(req.RequestURI, 80))
 	}
 	if host == "" {
 		return "", 0, fmt.Errorf("the request names no host")
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		if err := checkName(normalName(host)); err != nil {
+			return "", 0, fmt.Errorf("bad host %q: %v", truncate(host, 80), err)
+		}
 	}
 	port, err = strconv.Atoi(p)
 	if err != nil || port < 1 || port > 65535 {
 		return "", 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
 	}
 	return host, port, nil
+}
+
+// key names the owner's allow list in refusals.
+func (l *Listener) key() string {
+	if l.owner.Key == "" {
+		return "the allow list"
+	}
+	return l.owner.Key
 }
 
 // check says whether the agent may reach host:port and, if so, the
@@ -122,7 +147,7 @@ func target(req *http.Request) (host string, port int, err error) {
 func (l *Listener) check(host string, port int) (addrs []netip.Addr, reason string, err error) {
 	allow := l.owner.Allow
 	if !allow.Permits(host, port) {
-		return nil, "not in " + l.owner.Key, nil
+		return nil, "not in " + l.key(), nil
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
@@ -175,14 +200,15 @@ func (l *Listener) dial(addrs []netip.Addr, port int) (net.Conn, error) {
 }
 
 // closeIdle closes c and up once no byte has passed either way for the
-// idle timeout, or returns when done is closed.
-func (l *Listener) closeIdle(act *activity, done <-chan struct{}, c, up net.Conn) {
+// idle timeout, or returns when ctx ends (the connection served, or the
+// listener closed).
+func (l *Listener) closeIdle(ctx context.Context, act *activity, c, up net.Conn) {
 	idle := l.p.idleTimeout
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -254,7 +280,7 @@ func stripHop(h http.Header) {
 
 // forward sends req to up and its response to the agent: one request per
 // connection.
-func forward(c net.Conn, req *http.Request, up net.Conn, upR io.Reader) {
+func forward(c net.Conn, req *http.Request, up net.Conn, upR *connReader) {
 	stripHop(req.Header)
 	req.Close = true
 	req.RequestURI = ""
@@ -262,14 +288,20 @@ func forward(c net.Conn, req *http.Request, up net.Conn, upR io.Reader) {
 		reply(c, http.StatusBadGateway, "acp-broker: cannot send the request: "+err.Error())
 		return
 	}
-	br := bufio.NewReader(upR)
+	br := bufio.NewReaderSize(upR, maxResponseHeaderBytes)
 	for {
+		upR.limit = maxResponseHeaderBytes
+		named := connectionNames(br)
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			reply(c, http.StatusBadGateway, "acp-broker: no response: "+err.Error())
 			return
 		}
+		upR.limit = -1
 		interim := resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
+		for _, name := range named {
+			resp.Header.Del(name)
+		}
 		stripHop(resp.Header)
 		resp.Close = !interim
 		err = resp.Write(c)
@@ -280,9 +312,49 @@ func forward(c net.Conn, req *http.Request, up net.Conn, upR io.Reader) {
 	}
 }
 
+// connectionNames are the header names the Connection header of the
+// response header block at the start of br lists (http.ReadResponse drops
+// a Connection header that says close, and with it the names it lists).
+// It only peeks: br is left as it was.
+func connectionNames(br *bufio.Reader) []string {
+	for n := 1; ; n = br.Buffered() + 1 {
+		b, err := br.Peek(n)
+		end := bytes.Index(b, []byte("\n\r\n")) + 3
+		if end < 3 {
+			end = bytes.Index(b, []byte("\n\n")) + 2
+		}
+		if end >= 2 {
+			tr := textproto.NewReader(bufio.NewReader(bytes.NewReader(b[:end])))
+			if _, err := tr.ReadLine(); err != nil {
+				return nil
+			}
+			h, err := tr.ReadMIMEHeader()
+			if err != nil {
+				return nil
+			}
+			var names []string
+			for _, v := range h.Values("Connection") {
+				for _, name := range strings.Split(v, ",") {
+					if name = strings.TrimSpace(name); name != "" {
+						names = append(names, name)
+					}
+				}
+			}
+			return names
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// maxReplyText bounds the text of a refusal or an error, which may quote
+// what the agent sent.
+const maxReplyText = 1 << 10
+
 // reply writes a short text response and leaves c to be closed.
 func reply(c net.Conn, code int, body string) {
-	body += "\n"
+	body = truncate(body, maxReplyText) + "\n"
 	c.SetWriteDeadline(time.Now().Add(replyTimeout))
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		code, http.StatusText(code), len(body), body)
@@ -331,3 +403,11 @@ func (cr *connReader) Read(p []byte) (int, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// truncate is s cut to at most n bytes, marked if cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
