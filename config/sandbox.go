@@ -24,8 +24,9 @@ type brokerPath struct {
 }
 
 // brokerPaths are the broker's own files: its state directory (with its
-// socket), its configuration file and the files its tokens and secrets
-// are read from, and the directories those are in (but a system directory or /: there,
+// socket), its configuration file and every file a secret is read from
+// (the chat platforms' tokens and secrets, each API token's token_file),
+// and the directories those are in (but a system directory or /: there,
 // the file alone).
 func brokerPaths(cfg *Config) []brokerPath {
 	var out []brokerPath
@@ -45,6 +46,9 @@ func brokerPaths(cfg *Config) []brokerPath {
 	add("slack.bot_token_file", cfg.Slack.BotTokenFile, true)
 	add("slack.app_token_file", cfg.Slack.AppTokenFile, true)
 	add("slack.signing_secret_file", cfg.Slack.SigningSecretFile, true)
+	for i, t := range cfg.API.Tokens {
+		add(fmt.Sprintf("%s[%d].token_file", tokensField, i), t.TokenFile, true)
+	}
 	return out
 }
 
