@@ -102,6 +102,9 @@ type Broker struct {
 	// gitConfine confines the git commands on worktree profiles'
 	// repositories (nil: hardened only); it changes with a restart.
 	gitConfine workspace.Confiner
+	// sandbox is the agents' sandbox as started: what it hides a
+	// reload cannot change.
+	sandbox pool.Sandbox
 
 	ready     chan struct{} // closed once every platform takes messages
 	reloads   chan struct{} // a reload asked for, not yet begun
@@ -143,8 +146,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.redact = redact.New(append(agents.secrets, cfg.Secrets()...)...)
 	b.cgroups = openCgroups(cfg, log)
+	b.sandbox = sandboxFor(cfg)
 	pc := pool.Config{
-		Sandbox:        sandboxFor(cfg),
+		Sandbox:        b.sandbox,
 		RunAs:          cfg.Agent.RunAs,
 		Cgroups:        b.cgroups,
 		Redact:         b.redact,

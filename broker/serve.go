@@ -212,6 +212,9 @@ func (b *Broker) prepareReload(ctx context.Context) reloadResult {
 	}
 	problems := checkProfiles(ctx, cfg, b.gitConfine)
 	problems = append(problems, config.CheckSandbox(cfg)...)
+	if b.sandbox.Enabled() {
+		problems = append(problems, config.CheckTokenFilesHidden(cfg, b.sandbox.Hide)...)
+	}
 	if len(problems) > 0 {
 		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}
 	}
