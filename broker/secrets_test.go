@@ -59,7 +59,16 @@ func TestReload_ATokenFileTheSandboxDoesNotHideIsRefused(t *testing.T) {
 	if err := os.WriteFile(path, []byte(base+token("ci", first)+token("ops", beside)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if res := b.prepareReload(context.Background()); res.err != nil {
+	res = b.prepareReload(context.Background())
+	if res.err != nil {
 		t.Fatalf("a token file beside the first: %v", res.err)
+	}
+	// The new token is masked from then on, as the first is.
+	b.applyReload(res)
+	for _, f := range []string{first, beside} {
+		tok, _ := os.ReadFile(f)
+		if got := b.redact.String("an agent wrote " + string(tok)); strings.Contains(got, string(tok)) {
+			t.Errorf("the token of %s is not masked after the reload: %q", f, got)
+		}
 	}
 }

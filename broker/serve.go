@@ -239,7 +239,7 @@ func (b *Broker) applyReload(res reloadResult) {
 	applied, restart := config.Diff(b.cfg, cfg, b.redact.String)
 	// Profiles change for agents started from now on; the rest, only the
 	// live keys: everything else stays as it was started.
-	b.redact.Add(agents.secrets...)
+	b.redact.Add(append(agents.secrets, cfg.Secrets()...)...)
 	b.pool.SetProfiles(agents.profiles, cfg.DefaultProfile)
 	live := config.Live(b.cfg, cfg)
 	b.cfg = live

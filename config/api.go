@@ -171,12 +171,14 @@ func checkToken(fail func(format string, args ...any), token, key string, values
 }
 
 // Secrets are the configuration's secret values besides the agents'
-// environments: the Discord token and the API's tokens, to be masked
-// wherever text from outside is logged.
+// environments: the chat platforms' tokens and secrets and the API's
+// tokens, to be masked wherever text from outside is logged.
 func (c *Config) Secrets() []string {
 	var out []string
-	if c.Discord.Token != "" {
-		out = append(out, c.Discord.Token)
+	for _, s := range []string{c.Discord.Token, c.Slack.BotToken, c.Slack.AppToken, c.Slack.SigningSecret} {
+		if s != "" {
+			out = append(out, s)
+		}
 	}
 	for _, t := range c.API.Tokens {
 		if t.Token != "" {

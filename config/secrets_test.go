@@ -189,3 +189,19 @@ func TestLoadConfig_AgentsRunAsNobodyIsWarned(t *testing.T) {
 		}
 	}
 }
+
+// The secrets masked wherever text from outside is logged are the chat
+// platforms' tokens and secrets, Slack's too, and the API's tokens.
+func TestLoadConfig_SecretsAreEveryPlatformsAndTheAPIs(t *testing.T) {
+	cfg, err := loadText(t, agentTable()+"[chat]\nplatform = [\"discord\", \"slack\"]\n[discord]\ntoken = \"discord-token\"\nallowed_channels = [\"1\"]\n"+
+		"[slack]\nbot_token = \"xoxb-bot\"\napp_token = \"xapp-app\"\nallowed_channels = [\"C1\"]\n"+
+		"[[api.tokens]]\nname = \"ci\"\ntoken = \"ci-token-0123456789abcdef\"\nchannels = [\"*\"]\n", "BROKER_SLACK_SIGNING_SECRET=signing-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"discord-token", "xoxb-bot", "xapp-app", "signing-secret", "ci-token-0123456789abcdef"} {
+		if !slices.Contains(cfg.Secrets(), s) {
+			t.Errorf("%s is not among the secrets: %q", s, cfg.Secrets())
+		}
+	}
+}
