@@ -205,3 +205,23 @@ func TestLoadConfig_SecretsAreEveryPlatformsAndTheAPIs(t *testing.T) {
 		}
 	}
 }
+
+// A file a secret is read from that every user may read is warned of,
+// naming its key; one the broker's alone is not.
+func TestLoadConfig_ASecretFileEveryUserMayReadIsWarned(t *testing.T) {
+	dir := t.TempDir()
+	for mode, warned := range map[os.FileMode]bool{0o644: true, 0o640: false, 0o600: false} {
+		f := filepath.Join(dir, fmt.Sprintf("token-%04o", mode))
+		os.WriteFile(f, []byte("tok-0123456789abcdef"), 0o600)
+		os.Chmod(f, mode)
+		cfg, err := loadText(t, agentTable()+fmt.Sprintf("[[api.tokens]]\nname = \"ci\"\ntoken_file = %q\nchannels = [\"*\"]\n", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("api.tokens[0].token_file = %q is readable by every user of the machine (mode %04o)", f, mode)
+		got := slices.ContainsFunc(cfg.Warnings, func(w string) bool { return strings.Contains(w, want) })
+		if got != warned {
+			t.Errorf("mode %04o: warned %v (%q), want %v", mode, got, cfg.Warnings, warned)
+		}
+	}
+}
