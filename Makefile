@@ -102,10 +102,36 @@ fuzz:
 
 # Agents run in a bubblewrap sandbox by default; on a machine without it
 # the demo still runs, unconfined, and says so. Run as root, the broker
-# runs its agents as nobody (agent.run_as_user): never as root.
+# runs its agents as acp-agent (agent.run_as_user), a system user of
+# their own, made when missing: never as root, nor as nobody, whom other
+# services share (check-config warns of it, and make run falls back to it
+# only where no user can be made). The HTTP API is served on loopback
+# (RUN_API_LISTEN) with a token made for the run, given to the broker in
+# BROKER_API_TOKEN, printed with a curl example and kept in
+# state/api-token (state.dir, which agents are never shown) for scripts.
+RUN_API_LISTEN ?= 127.0.0.1:9480
+RUN_AGENT_USER ?= acp-agent
 run: build sandbox-deps
-	@if command -v bwrap >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ]; then export BROKER_AGENT_RUN_AS_USER=nobody; fi; \
+	@token=$$(openssl rand -hex 24 2>/dev/null || od -An -N24 -tx1 /dev/urandom | tr -d ' \n'); \
+	if [ $${#token} -lt 32 ]; then echo "could not make a token for the API"; exit 1; fi; \
+	mkdir -p state && (umask 077 && printf '%s\n' "$$token" > state/api-token); \
+	export BROKER_API_TOKEN=$$token BROKER_API_LISTEN=$(RUN_API_LISTEN); \
+	echo "The HTTP API listens on $(RUN_API_LISTEN), with a token made for this run (also in state/api-token):"; \
+	echo "  T=$$token"; \
+	echo "  curl -s http://$(RUN_API_LISTEN)/v1/prompts -H \"Authorization: Bearer \$$T\" -d '{\"text\": \"hello from curl\"}'"; \
+	if command -v bwrap >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			if ! id -u $(RUN_AGENT_USER) >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1 && \
+				useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin $(RUN_AGENT_USER); then \
+				echo "made the system user $(RUN_AGENT_USER), whom the demo agent runs as"; \
+			fi; \
+			if id -u $(RUN_AGENT_USER) >/dev/null 2>&1; then \
+				export BROKER_AGENT_RUN_AS_USER=$(RUN_AGENT_USER); \
+			else \
+				echo "no user $(RUN_AGENT_USER) could be made: the demo agent runs as nobody"; \
+				export BROKER_AGENT_RUN_AS_USER=nobody; \
+			fi; \
+		fi; \
 		$(BIN)/broker --config config.example.toml; \
 	else \
 		echo "bubblewrap is not installed: the demo agent runs WITHOUT a sandbox."; \

@@ -104,6 +104,9 @@ type Broker struct {
 	// gitConfine confines the git commands on worktree profiles'
 	// repositories (nil: hardened only); it changes with a restart.
 	gitConfine workspace.Confiner
+	// sandbox is the agents' sandbox as started: what it hides a
+	// reload cannot change.
+	sandbox pool.Sandbox
 
 	ready     chan struct{} // closed once every platform takes messages
 	reloads   chan struct{} // a reload asked for, not yet begun
@@ -148,8 +151,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	if b.proxy, err = openProxy(cfg, log); err != nil {
 		return b, err
 	}
+	b.sandbox = sandboxFor(cfg)
 	pc := pool.Config{
-		Sandbox:        sandboxFor(cfg),
+		Sandbox:        b.sandbox,
 		Proxy:          b.proxy,
 		NetDir:         netDir(cfg),
 		RunAs:          cfg.Agent.RunAs,

@@ -212,6 +212,9 @@ func (b *Broker) prepareReload(ctx context.Context) reloadResult {
 	}
 	problems := checkProfiles(ctx, cfg, b.gitConfine)
 	problems = append(problems, config.CheckSandbox(cfg)...)
+	if b.sandbox.Enabled() {
+		problems = append(problems, config.CheckTokenFilesHidden(cfg, b.sandbox.Hide)...)
+	}
 	if len(problems) > 0 {
 		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}
 	}
@@ -236,7 +239,7 @@ func (b *Broker) applyReload(res reloadResult) {
 	applied, restart := config.Diff(b.cfg, cfg, b.redact.String)
 	// Profiles change for agents started from now on; the rest, only the
 	// live keys: everything else stays as it was started.
-	b.redact.Add(agents.secrets...)
+	b.redact.Add(append(agents.secrets, cfg.Secrets()...)...)
 	b.pool.SetProfiles(agents.profiles, cfg.DefaultProfile)
 	live := config.Live(b.cfg, cfg)
 	b.cfg = live

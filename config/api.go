@@ -54,17 +54,27 @@ var tokenKeys = []string{"name", "token", "token_file", "channels", "agents", "m
 // guess, not a password to remember.
 const minTokenLength = 16
 
+// EnvTokenVar names one more client of the API, given by the
+// environment rather than the file (make run's): its token, for a
+// client named EnvTokenName that may use every channel and name every
+// profile, and may answer its prompts' permission requests.
+const (
+	EnvTokenVar  = "BROKER_API_TOKEN"
+	EnvTokenName = "env"
+)
+
+// publishedTokens are tokens the project's own examples have shown
+// (config.example.toml, README.md): anyone may know them, so none is
+// taken.
+var publishedTokens = []string{"demo-token-change-me-0123456789"}
+
 // readTokens reads the [[api.tokens]] tables of the file (doc as go-toml
 // read it); profiles are read already.
 func (r *reader) readTokens(doc map[string]any, c *Config) {
 	apiTable, _ := foldGet(doc, "api").(map[string]any)
 	raw := foldGet(apiTable, "tokens")
-	if raw == nil {
-		r.vals[tokensField] = "[]"
-		return
-	}
 	list, ok := raw.([]any)
-	if !ok {
+	if raw != nil && !ok {
 		r.fail(tokensField, "must be an array of tables: write an [[api.tokens]] table for each client")
 		return
 	}
@@ -99,6 +109,8 @@ func (r *reader) readTokens(doc map[string]any, c *Config) {
 			t.fail("name", "= %q is not a name: up to 64 letters, digits, '.', '-' and '_'", tok.Name)
 		case names[tok.Name] != "":
 			t.fail("name", "= %q is the name of %s too", tok.Name, names[tok.Name])
+		case tok.Name == EnvTokenName && r.env[EnvTokenVar] != "":
+			t.fail("name", "= %q is the name of the client %s gives", tok.Name, EnvTokenVar)
 		default:
 			names[tok.Name] = key
 		}
@@ -114,17 +126,7 @@ func (r *reader) readTokens(doc map[string]any, c *Config) {
 		case tok.Token == "":
 			t.fail("token", "is required (or token_file): the bearer token the client presents")
 		}
-		switch {
-		case tok.Token == "":
-		case len(tok.Token) < minTokenLength:
-			t.fail("token", "is shorter than %d characters: use a long random one (openssl rand -hex 32)", minTokenLength)
-		case strings.ContainsFunc(tok.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-			t.fail("token", "has spaces or control characters, which a bearer token cannot carry")
-		case values[tok.Token] != "":
-			t.fail("token", "is the token of %s too: each client needs its own", values[tok.Token])
-		default:
-			values[tok.Token] = key
-		}
+		checkToken(func(format string, args ...any) { t.fail("token", format, args...) }, tok.Token, key, values)
 		if len(tok.Channels) == 0 && len(c.Chat.Platforms) > 0 {
 			t.fail("channels", "is empty: list the channels it may start prompts in (\"ID\" or \"platform:ID\"), or [\"*\"] for every channel the bot serves")
 		}
@@ -137,17 +139,46 @@ func (r *reader) readTokens(doc map[string]any, c *Config) {
 		public = append(public, fmt.Sprintf("%s: channels=%v agents=%v may_approve=%v", tok.Name, tok.Channels, tok.Agents, tok.MayApprove))
 		secret = append(secret, tok.Name+"="+tok.Token)
 	}
+	if v := r.env[EnvTokenVar]; v != "" {
+		tok := APIToken{Name: EnvTokenName, Token: v, Channels: []string{"*"}, Agents: []string{"*"}, MayApprove: true}
+		checkToken(func(format string, args ...any) { r.fail(EnvTokenVar, format, args...) }, tok.Token, EnvTokenVar, values)
+		c.API.Tokens = append(c.API.Tokens, tok)
+		public = append(public, fmt.Sprintf("%s (%s): channels=%v agents=%v may_approve=%v", tok.Name, EnvTokenVar, tok.Channels, tok.Agents, tok.MayApprove))
+		secret = append(secret, tok.Name+"="+tok.Token)
+	}
 	r.vals[tokensField] = "[" + strings.Join(public, "; ") + "]"
 	r.vals[tokensField+".secrets"] = strings.Join(secret, "; ")
 }
 
+// checkToken says through fail what makes token, the token of key, no
+// secret to take: too short, not one word, one the project's examples
+// publish, or the token of another client (values: the tokens taken so
+// far, by key; token is added).
+func checkToken(fail func(format string, args ...any), token, key string, values map[string]string) {
+	switch {
+	case token == "":
+	case len(token) < minTokenLength:
+		fail("is shorter than %d characters: use a long random one (openssl rand -hex 32)", minTokenLength)
+	case strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		fail("has spaces or control characters, which a bearer token cannot carry")
+	case slices.Contains(publishedTokens, token):
+		fail("is the example token the broker's own documentation shows, which anyone may know: make one of your own (openssl rand -hex 32)")
+	case values[token] != "":
+		fail("is the token of %s too: each client needs its own", values[token])
+	default:
+		values[token] = key
+	}
+}
+
 // Secrets are the configuration's secret values besides the agents'
-// environments: the Discord token and the API's tokens, to be masked
-// wherever text from outside is logged.
+// environments: the chat platforms' tokens and secrets and the API's
+// tokens, to be masked wherever text from outside is logged.
 func (c *Config) Secrets() []string {
 	var out []string
-	if c.Discord.Token != "" {
-		out = append(out, c.Discord.Token)
+	for _, s := range []string{c.Discord.Token, c.Slack.BotToken, c.Slack.AppToken, c.Slack.SigningSecret} {
+		if s != "" {
+			out = append(out, s)
+		}
 	}
 	for _, t := range c.API.Tokens {
 		if t.Token != "" {

@@ -390,6 +390,7 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	c.values, c.read = r.vals, &r
+	c.Warnings = append(c.Warnings, exposureWarnings(c)...)
 	return c, nil
 }
 

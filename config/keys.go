@@ -236,7 +236,7 @@ var fileKeys = []fileKey{
 	{table: "", name: `channels."ID".agent`, shown: "—", reload: "yes",
 		doc: "the profile new threads of channel ID get, which allows the channel too (see Agent profiles); from the file only"},
 	{table: "", name: "api.tokens", shown: "`[]`", reload: "yes",
-		doc: "the API's clients: `[[api.tokens]]` tables with `name`, `token` or `token_file`, `channels`, `agents`, `may_approve` (see HTTP API); from the file only"},
+		doc: "the API's clients: `[[api.tokens]]` tables with `name`, `token` or `token_file`, `channels`, `agents`, `may_approve` (see HTTP API); from the file only, besides the one `BROKER_API_TOKEN` gives"},
 	{table: "", name: "schedules", shown: "`[]`", reload: "yes",
 		doc: "prompts the broker submits on a schedule: `[[schedules]]` tables (see Schedules); from the file only"},
 }

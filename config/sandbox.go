@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -24,8 +25,9 @@ type brokerPath struct {
 }
 
 // brokerPaths are the broker's own files: its state directory (with its
-// socket), its configuration file and the files its tokens and secrets
-// are read from, and the directories those are in (but a system directory or /: there,
+// socket), its configuration file and every file a secret is read from
+// (the chat platforms' tokens and secrets, each API token's token_file),
+// and the directories those are in (but a system directory or /: there,
 // the file alone).
 func brokerPaths(cfg *Config) []brokerPath {
 	var out []brokerPath
@@ -45,6 +47,9 @@ func brokerPaths(cfg *Config) []brokerPath {
 	add("slack.bot_token_file", cfg.Slack.BotTokenFile, true)
 	add("slack.app_token_file", cfg.Slack.AppTokenFile, true)
 	add("slack.signing_secret_file", cfg.Slack.SigningSecretFile, true)
+	for i, t := range cfg.API.Tokens {
+		add(fmt.Sprintf("%s[%d].token_file", tokensField, i), t.TokenFile, true)
+	}
 	return out
 }
 
@@ -57,6 +62,25 @@ func (c *Config) Hidden() []string {
 		out = append(out, b.path)
 	}
 	return out
+}
+
+// CheckTokenFilesHidden checks, for a reload, that each API token's
+// token_file (which a reload may add) is hidden by hidden, what the
+// running broker's sandbox hides since its start (its Hidden then): a
+// new file elsewhere would be shown to the agents it starts until a
+// restart, so the reload is refused, naming the key.
+func CheckTokenFilesHidden(cfg *Config, hidden []string) []error {
+	var problems []error
+	for _, b := range brokerPaths(cfg) {
+		if b.near || !strings.HasPrefix(b.what, tokensField+"[") {
+			continue
+		}
+		if !slices.ContainsFunc(hidden, func(h string) bool { return inside(b.path, h) }) {
+			problems = append(problems, fmt.Errorf("%s = %q is not hidden from agents until a restart: the running broker hides the files it started with; restart it to take this one, or keep the file beside one of those",
+				b.what, b.path))
+		}
+	}
+	return problems
 }
 
 // GitDir is where a worktree profile's repository keeps its objects and

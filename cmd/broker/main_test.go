@@ -18,7 +18,10 @@ import (
 
 var fakeAgent string
 
-func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
+func TestMain(m *testing.M) {
+	execConfined()
+	agenttest.Main(m, &fakeAgent)
+}
 
 // screen is a terminal the broker writes to; tests wait for text on it.
 type screen struct {

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"acpbroker/broker"
+	"acpbroker/internal/agenttest"
 	"acpbroker/internal/brokertest"
 )
 
@@ -205,5 +207,47 @@ func TestStatus_NoBrokerRunning(t *testing.T) {
 	}
 	if code, _, errOut := call("status", "--config", filepath.Join(t.TempDir(), "none.toml")); code != 2 || !strings.Contains(errOut, "none.toml") {
 		t.Fatalf("a configuration that is not there: exit %d, %q", code, errOut)
+	}
+}
+
+// `broker status` run as the broker's own user, not root, is answered:
+// the broker and the command are both non-dumpable, and neither needs
+// to read the other's /proc.
+func TestStatus_AnsweredToTheBrokersOwnUser(t *testing.T) {
+	dir := agenttest.OtherUserDir(t)
+	bin := filepath.Join(dir, "broker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	config := filepath.Join(dir, "broker.toml")
+	os.WriteFile(config, []byte("[agent]\ncommand = \"/bin/true\"\ncwd = \""+dir+"/work\"\n[state]\ndir = \""+dir+"/state\"\n[http]\nlisten = \"127.0.0.1:0\"\n"), 0o644)
+	asOwner := func(c *exec.Cmd) *exec.Cmd {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agenttest.Nobody, Gid: agenttest.Nobody}}
+		c.Dir = dir
+		c.Env = []string{"PATH=/usr/bin:/bin"}
+		return c
+	}
+	run, out := asOwner(exec.Command(bin, "--config", config)), &agenttest.Buffer{}
+	stdin, err := run.StdinPipe() // the console waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	run.Stdout, run.Stderr = out, out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Process.Kill(); run.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "broker started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker did not start:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	status := asOwner(exec.Command(bin, "status", "--config", config))
+	got, err := status.CombinedOutput()
+	if err != nil || !strings.Contains(string(got), fmt.Sprintf("pid %d", run.Process.Pid)) {
+		t.Fatalf("broker status as the broker's user: %v\n%s\nthe broker's log:\n%s", err, got, out.String())
 	}
 }

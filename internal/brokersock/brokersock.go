@@ -7,6 +7,7 @@ package brokersock
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,12 @@ import (
 // hidden from sandboxed agents; the socket is the broker user's alone
 // (mode 0600), a peer of another user (root aside) is refused, and so
 // is a peer in another user namespace than the broker's: a sandboxed
-// agent, even one that reached the socket.
+// agent, even one that reached the socket. An asker shows its user
+// namespace by sending a descriptor of it with its request, which no
+// process in a namespace below the broker's can open; without one, the
+// broker reads the peer's in /proc, which it cannot when the peer is
+// not dumpable (as the broker's own commands are) and the broker is
+// not root.
 const SocketName = "broker.sock"
 
 // legacySocketName is the socket an earlier broker served its audit
@@ -90,6 +96,9 @@ type Server struct {
 	log     zerolog.Logger
 	uid     int
 	userNS  string // the broker's user namespace, as /proc names it
+	// userNSID is that namespace's file's device and inode, which a
+	// descriptor an asker sends must have.
+	userNSID [2]uint64
 
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -126,12 +135,16 @@ func Serve(dir string, a Answers, log zerolog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("broker socket: %w", err)
 	}
 	userNS, err := os.Readlink("/proc/self/ns/user")
+	var st unix.Stat_t
+	if err == nil {
+		err = unix.Stat("/proc/self/ns/user", &st)
+	}
 	if err != nil {
 		ln.Close()
 		os.Remove(path)
 		return nil, fmt.Errorf("broker socket: %w", err)
 	}
-	s := &Server{ln: ln, path: path, answers: a, log: log, uid: os.Getuid(), userNS: userNS,
+	s := &Server{ln: ln, path: path, answers: a, log: log, uid: os.Getuid(), userNS: userNS, userNSID: [2]uint64{st.Dev, st.Ino},
 		conns: map[net.Conn]bool{}, servers: make(chan struct{}, maxConns)}
 	s.wg.Go(s.accept)
 	return s, nil
@@ -181,7 +194,7 @@ func (s *Server) serve(conn *net.UnixConn) {
 	// closed on a request not yet read makes the asker's write fail, and
 	// the refusal never reach it. The peer is who connected, whatever it
 	// writes.
-	line, readErr := bufio.NewReader(io.LimitReader(conn, maxRequest)).ReadBytes('\n')
+	line, shown, readErr := readRequest(conn)
 	cred, err := peerCred(conn)
 	if err != nil || (int(cred.Uid) != s.uid && cred.Uid != 0) {
 		uid := -1
@@ -192,8 +205,8 @@ func (s *Server) serve(conn *net.UnixConn) {
 		answer(reply{Error: "refused: the broker answers its own user alone"})
 		return
 	}
-	if ns, err := peerUserNS(cred.Pid); err != nil || ns != s.userNS {
-		s.log.Warn().Err(err).Int32("peer_pid", cred.Pid).Str("peer_userns", ns).Msg("broker socket: peer in another user namespace (a sandbox) refused")
+	if err := s.sameUserNS(cred.Pid, shown); err != nil {
+		s.log.Warn().Err(err).Int32("peer_pid", cred.Pid).Msg("broker socket: peer in another user namespace (a sandbox) refused")
 		answer(reply{Error: "refused: the broker answers no one in a sandbox"})
 		return
 	}
@@ -245,6 +258,54 @@ func (s *Server) serve(conn *net.UnixConn) {
 	default:
 		answer(reply{Error: fmt.Sprintf("unknown request %q", req.Ask)})
 	}
+}
+
+// readRequest reads a request line of at most maxRequest bytes from
+// conn, and the device and inode of the user namespace whose descriptor
+// came with it (nil if none did). A descriptor received is closed;
+// more than one, the kernel drops.
+func readRequest(conn *net.UnixConn) (line []byte, shown *[2]uint64, err error) {
+	buf := make([]byte, maxRequest)
+	oob := make([]byte, unix.CmsgSpace(4)) // one descriptor
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for _, m := range msgs {
+			fds, _ := unix.ParseUnixRights(&m)
+			for _, fd := range fds {
+				var st unix.Stat_t
+				if shown == nil && unix.Fstat(fd, &st) == nil {
+					shown = &[2]uint64{st.Dev, st.Ino}
+				}
+				unix.Close(fd)
+			}
+		}
+	}
+	if err != nil {
+		return nil, shown, err
+	}
+	rest := io.MultiReader(bytes.NewReader(buf[:n]), conn)
+	line, err = bufio.NewReader(io.LimitReader(rest, maxRequest)).ReadBytes('\n')
+	return line, shown, err
+}
+
+// sameUserNS says why the peer pid, which sent a descriptor of the
+// user namespace shown (nil: none), is not in the broker's user
+// namespace, or nil if it is.
+func (s *Server) sameUserNS(pid int32, shown *[2]uint64) error {
+	if shown != nil {
+		if *shown != s.userNSID {
+			return errors.New("the user namespace it sent is not the broker's")
+		}
+		return nil
+	}
+	ns, err := peerUserNS(pid)
+	if err != nil {
+		return err
+	}
+	if ns != s.userNS {
+		return fmt.Errorf("its user namespace is %s", ns)
+	}
+	return nil
 }
 
 // peerUserNS is the user namespace of the process pid, as /proc names
@@ -307,7 +368,19 @@ func ask(ctx context.Context, dir string, req request) (reply, error) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return reply{}, err
+	}
+	// The request comes with a descriptor of this process's user
+	// namespace: it shows the broker where the asker is, which the broker
+	// could not read in /proc of a process that is not dumpable.
+	var oob []byte
+	if ns, err := os.Open("/proc/self/ns/user"); err == nil {
+		defer ns.Close()
+		oob = unix.UnixRights(int(ns.Fd()))
+	}
+	if _, _, err := conn.(*net.UnixConn).WriteMsgUnix(append(line, '\n'), oob, nil); err != nil {
 		return reply{}, fmt.Errorf("broker socket %s: %w", path, err)
 	}
 	var r reply

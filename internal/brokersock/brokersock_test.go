@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -71,7 +72,10 @@ func TestSocket_ServesTheAuditTrailBoundedAndReplacesALeftover(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("askAudit: %+v, %v", got, err)
 	}
-	if f := filters[0]; !f.Since.Equal(since) || f.Thread != "42" {
+	mu.Lock()
+	f := filters[0]
+	mu.Unlock()
+	if !f.Since.Equal(since) || f.Thread != "42" {
 		t.Fatalf("the store was asked for %+v", f)
 	}
 
@@ -170,5 +174,45 @@ func TestSocket_ServesTheStatus(t *testing.T) {
 	defer s.Close()
 	if err := AskStatus(ctx, dir, &got); err == nil || !strings.Contains(err.Error(), "does not tell its status") {
 		t.Fatalf("AskStatus of a broker without a status: %v", err)
+	}
+}
+
+// A request that comes with a descriptor of another namespace than the
+// broker's user namespace (its network namespace, say) is refused; with
+// one of the broker's user namespace, or none (the peer's is read in
+// /proc then), it is served.
+func TestSocket_ADescriptorOfAnotherNamespaceIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Serve(dir, Answers{Decisions: func(store.DecisionFilter) ([]store.Decision, error) { return nil, nil }}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for ns, want := range map[string]string{
+		"/proc/self/ns/net":  `{"decisions":null,"error":"refused: the broker answers no one in a sandbox"}`,
+		"/proc/self/ns/user": `{"decisions":[]}`,
+		"":                   `{"decisions":[]}`,
+	} {
+		conn, err := net.Dial("unix", filepath.Join(dir, SocketName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var oob []byte
+		if ns != "" {
+			f, err := os.Open(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			oob = unix.UnixRights(int(f.Fd()))
+		}
+		if _, _, err := conn.(*net.UnixConn).WriteMsgUnix([]byte(`{"ask":"audit"}`+"\n"), oob, nil); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(conn)
+		conn.Close()
+		if strings.TrimSpace(string(b)) != want {
+			t.Errorf("with %q: answered %s, want %s", ns, b, want)
+		}
 	}
 }
