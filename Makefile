@@ -75,6 +75,8 @@ interop: interop-deps
 bench: build
 	$(GO) test -run '^$$' -bench SessionUpdates -benchtime 200000x -count 3 -cpu 1 ./acp/
 	$(GO) test -run '^$$' -bench DeathNoticed -benchtime 500x ./pool/
+	$(GO) test -run '^$$' -bench 'Start_Network' -benchtime 50x ./pool/
+	$(GO) test -run '^$$' -bench 'Proxy_StreamedResponse' -benchtime 200x ./netproxy/
 	$(GO) test -run '^$$' -bench ToolCallUpdate ./store/
 	$(GO) test -run '^$$' -bench Worktrees -benchtime 100x ./workspace/
 	$(GO) test -run '^$$' -bench '^BenchmarkTurnOverhead$$' -benchtime 300x ./bench/

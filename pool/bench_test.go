@@ -1,12 +1,15 @@
 package pool_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"sort"
 	"syscall"
 	"testing"
 	"time"
 
+	"acpbroker/netproxy"
 	"acpbroker/pool"
 
 	"github.com/rs/zerolog"
@@ -35,4 +38,41 @@ func BenchmarkProcess_DeathNoticed(b *testing.B) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkStart_Network measures what an agent's network costs its
+// start, sandboxed: spawn, initialize and session/new of the fake agent
+// with the host's network, a namespace of its own, and a namespace
+// behind the proxy (the forwarder started before the agent).
+func BenchmarkStart_Network(b *testing.B) {
+	if _, err := os.Stat("/usr/bin/bwrap"); err != nil {
+		b.Skip("bubblewrap is not installed")
+	}
+	for _, network := range []string{pool.NetworkHost, pool.NetworkNone, pool.NetworkProxy} {
+		b.Run(network, func(b *testing.B) {
+			proxy := netproxy.New(netproxy.Options{Logger: zerolog.Nop()})
+			defer proxy.Close()
+			p := pool.New(pool.Config{
+				Profiles: map[string]*pool.Profile{"p": {Command: fakeAgent, Env: []string{"PATH=/usr/bin:/bin"}, WorkDir: b.TempDir(), PerThreadDir: true, Network: network}},
+				Sandbox:  pool.Sandbox{Bwrap: "bwrap"}, Proxy: proxy, NetDir: b.TempDir(),
+				MaxSessions: 1, ExitGrace: 500 * time.Millisecond, Logger: zerolog.Nop(),
+			})
+			defer p.Close()
+			var lat []time.Duration
+			for i := range b.N {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				start := time.Now()
+				a, err := p.Acquire(ctx, fmt.Sprint("t", i), "", nil)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+				p.Release(a, true)
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
 }
