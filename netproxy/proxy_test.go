@@ -25,6 +25,7 @@ func TestProxy_ForwardsPlainHTTPWithoutHopByHopOrProxyHeaders(t *testing.T) {
 		if err != nil {
 			return
 		}
+		r.Header.Set("X-Host", r.Host)
 		got <- r.Header
 		body := r.Method + " " + r.RequestURI
 		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nConnection: X-Up-Hop, close\r\nX-Up-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Up-End: 2\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
@@ -41,9 +42,10 @@ func TestProxy_ForwardsPlainHTTPWithoutHopByHopOrProxyHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(body) != "GET /path?q=1" {
+	body := string(b)
+	if resp.StatusCode != 200 || body != "GET /path?q=1" {
 		t.Fatalf("got %s %q, want 200 %q", resp.Status, body, "GET /path?q=1")
 	}
 	h := <-got
@@ -60,6 +62,16 @@ func TestProxy_ForwardsPlainHTTPWithoutHopByHopOrProxyHeaders(t *testing.T) {
 	}
 	if n := metric(t, e.p, "acp_broker_network_connections_total", "codex"); n != 1 {
 		t.Errorf("connections_total = %v, want 1", n)
+	}
+
+	// The upstream is told the host the proxy checked, not another the
+	// request's Host header names.
+	resp, body = e.raw("GET http://" + up.addr() + "/host HTTP/1.1\r\nHost: evil.example\r\n\r\n")
+	if resp.StatusCode != 200 || string(body) != "GET /host" {
+		t.Fatalf("got %s %q", resp.Status, body)
+	}
+	if h := <-got; h.Get("X-Host") != up.addr() {
+		t.Errorf("upstream was told Host %q, want %q", h.Get("X-Host"), up.addr())
 	}
 }
 
@@ -204,6 +216,8 @@ func TestProxy_RefusesWhatIsNotAProxyRequest(t *testing.T) {
 		{"CONNECT api.example.com HTTP/1.1\r\n\r\n", "CONNECT needs host:port"},
 		{"CONNECT api.example.com:0 HTTP/1.1\r\n\r\n", `port "0" is not a number`},
 		{"hello\r\n\r\n", "bad request"},
+		{"CONNECT " + strings.Repeat("a", 300) + ".com:443 HTTP/1.1\r\n\r\n", "longer than 253 characters"},
+		{"CONNECT a<b>.com:443 HTTP/1.1\r\n\r\n", `bad host "a<b>.com"`},
 	} {
 		resp, body := e.raw(tc.req)
 		if resp.StatusCode != 400 || !strings.Contains(body, tc.want) {
@@ -213,6 +227,11 @@ func TestProxy_RefusesWhatIsNotAProxyRequest(t *testing.T) {
 	if calls := e.resolver.calls(); len(calls) != 0 {
 		t.Errorf("resolved %q", calls)
 	}
+	// An answer quoting what the agent sent is bounded.
+	resp, body := e.raw(strings.Repeat("x", 8000) + "\r\n\r\n")
+	if resp.StatusCode != 400 || len(body) > maxReplyText+len("…\n") {
+		t.Errorf("a long bad request: %s and %d bytes, want 400 and at most %d", resp.Status, len(body), maxReplyText+len("…\n"))
+	}
 }
 
 func TestProxy_BoundsRequestHeaders(t *testing.T) {
@@ -221,6 +240,11 @@ func TestProxy_BoundsRequestHeaders(t *testing.T) {
 	resp, body := e.raw("CONNECT api.example.com:443 HTTP/1.1\r\nX-Big: " + big + "\r\n\r\n")
 	if resp.StatusCode != 431 || !strings.Contains(body, "larger than 16384 bytes") {
 		t.Fatalf("got %s %q, want 431", resp.Status, body)
+	}
+	// Headers within the bound are read (and this host refused).
+	resp, body = e.raw("CONNECT example.com:443 HTTP/1.1\r\nX-Big: " + big[:12<<10] + "\r\n\r\n")
+	if resp.StatusCode != 403 {
+		t.Fatalf("a request with 12 KiB of headers: %s %q, want 403", resp.Status, body)
 	}
 }
 

@@ -48,16 +48,14 @@ func (l *Listener) serve(c net.Conn) {
 		reply(c, http.StatusBadRequest, "acp-broker: "+err.Error())
 		return
 	}
-	hostPort := net.JoinHostPort(host, strconv.Itoa(port))
 	addrs, reason, err := l.check(host, port)
 	if reason != "" {
 		l.refused(Refusal{Host: host, Port: port, Reason: reason})
-		reply(c, http.StatusForbidden, fmt.Sprintf("acp-broker: %s is not allowed: %s", hostPort, reason))
+		reply(c, http.StatusForbidden, fmt.Sprintf("acp-broker: %s is not allowed: %s", net.JoinHostPort(host, strconv.Itoa(port)), reason))
 		return
 	}
 	if err != nil {
-		l.log.Info().Str("host", host).Int("port", port).Err(err).Msg("network connection failed")
-		reply(c, http.StatusBadGateway, fmt.Sprintf("acp-broker: %s: %v", hostPort, err))
+		l.failed(c, host, port, err)
 		return
 	}
 	l.counts.allowed.Add(1)
@@ -66,8 +64,7 @@ func (l *Listener) serve(c net.Conn) {
 
 	up, err := l.dial(addrs, port)
 	if err != nil {
-		l.log.Info().Str("host", host).Int("port", port).Err(err).Msg("network connection failed")
-		reply(c, http.StatusBadGateway, fmt.Sprintf("acp-broker: %s: %v", hostPort, err))
+		l.failed(c, host, port, err)
 		return
 	}
 	if !l.track(up) {
@@ -84,10 +81,23 @@ func (l *Listener) serve(c net.Conn) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
-		tunnel(c, br, up, upR)
+		// What the agent sent after its request (a TLS hello, eagerly)
+		// is in br's buffer; the rest is read from cr itself.
+		ahead, _ := br.Peek(br.Buffered())
+		tunnel(c, io.MultiReader(bytes.NewReader(ahead), cr), up, upR)
 		return
 	}
 	forward(c, req, up, upR)
+}
+
+// failed answers a connection whose host could not be resolved or
+// dialled 502, and logs it unless the listener is closing.
+func (l *Listener) failed(c net.Conn, host string, port int, err error) {
+	if l.ctx.Err() != nil {
+		return
+	}
+	l.log.Info().Str("host", host).Int("port", port).Err(err).Msg("network connection failed")
+	reply(c, http.StatusBadGateway, fmt.Sprintf("acp-broker: %s: %v", net.JoinHostPort(host, strconv.Itoa(port)), err))
 }
 
 // target is the host (as asked, without brackets) and port req is for.
@@ -105,16 +115,29 @@ func target(req *http.Request) (host string, port int, err error) {
 			p = "80"
 		}
 	default:
-		return "", 0, fmt.Errorf("only CONNECT host:port and absolute http:// requests are proxied, not %s %s", req.Method, req.RequestURI)
+		return "", 0, fmt.Errorf("only CONNECT host:port and absolute http:// requests are proxied, not %s %s", truncate(req.Method, 20), truncate(req.RequestURI, 80))
 	}
 	if host == "" {
 		return "", 0, fmt.Errorf("the request names no host")
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		if err := checkName(normalName(host)); err != nil {
+			return "", 0, fmt.Errorf("bad host %q: %v", truncate(host, 80), err)
+		}
 	}
 	port, err = strconv.Atoi(p)
 	if err != nil || port < 1 || port > 65535 {
 		return "", 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
 	}
 	return host, port, nil
+}
+
+// key names the owner's allow list in refusals.
+func (l *Listener) key() string {
+	if l.owner.Key == "" {
+		return "the allow list"
+	}
+	return l.owner.Key
 }
 
 // check says whether the agent may reach host:port and, if so, the
@@ -124,7 +147,7 @@ func target(req *http.Request) (host string, port int, err error) {
 func (l *Listener) check(host string, port int) (addrs []netip.Addr, reason string, err error) {
 	allow := l.owner.Allow
 	if !allow.Permits(host, port) {
-		return nil, "not in " + l.owner.Key, nil
+		return nil, "not in " + l.key(), nil
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
@@ -324,9 +347,13 @@ func connectionNames(br *bufio.Reader) []string {
 	}
 }
 
+// maxReplyText bounds the text of a refusal or an error, which may quote
+// what the agent sent.
+const maxReplyText = 1 << 10
+
 // reply writes a short text response and leaves c to be closed.
 func reply(c net.Conn, code int, body string) {
-	body += "\n"
+	body = truncate(body, maxReplyText) + "\n"
 	c.SetWriteDeadline(time.Now().Add(replyTimeout))
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		code, http.StatusText(code), len(body), body)
@@ -375,3 +402,11 @@ func (cr *connReader) Read(p []byte) (int, error) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// truncate is s cut to at most n bytes, marked if cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
