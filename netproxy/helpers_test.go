@@ -190,10 +190,19 @@ type fakeResolver struct {
 	asked []string
 }
 
-func (r *fakeResolver) resolve(_ context.Context, host string) ([]netip.Addr, error) {
+// slowName is a name the fake resolver answers only when its context ends.
+const slowName = "slow.example.com"
+
+func (r *fakeResolver) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked = append(r.asked, host)
+	if host == slowName {
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		return nil, context.Cause(ctx)
+	}
 	if addrs, ok := r.names[host]; ok {
 		return addrs, nil
 	}

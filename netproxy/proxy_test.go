@@ -408,3 +408,48 @@ func TestProxy_CloseClosesEveryListenerAndLaterServes(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+func TestProxy_DialTimeoutBoundsResolving(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	e := start(t, Options{DialTimeout: timeout}, []string{slowName}, map[string][]netip.Addr{})
+	begun := time.Now()
+	resp, body := e.raw("CONNECT " + slowName + ":443 HTTP/1.1\r\n\r\n")
+	waited := time.Since(begun)
+	if resp.StatusCode != 502 || !strings.Contains(body, "cannot resolve: took longer than the dial timeout") {
+		t.Errorf("got %s %q, want 502 saying the dial timeout passed", resp.Status, body)
+	}
+	if waited < timeout || waited > timeout+2*time.Second {
+		t.Errorf("answered after %s, want after %s", waited, timeout)
+	}
+}
+
+func TestProxy_CloseAbandonsAResolutionInProgress(t *testing.T) {
+	e := start(t, Options{}, []string{slowName}, map[string][]netip.Addr{})
+	c, br := e.send("CONNECT " + slowName + ":443 HTTP/1.1\r\n\r\n")
+	defer c.Close()
+	eventually(t, "the name is being resolved", func() bool { return len(e.resolver.calls()) == 1 })
+	begun := time.Now()
+	e.l.Close()
+	if waited := time.Since(begun); waited > time.Second {
+		t.Errorf("Close took %s with a resolution in progress (the dial timeout is 10s)", waited)
+	}
+	if _, err := io.ReadAll(br); err != nil {
+		t.Errorf("the agent's connection: %v", err)
+	}
+}
+
+func TestProxy_RefusalsNameTheAllowListWithoutAKey(t *testing.T) {
+	p := New(Options{Logger: zerolog.Nop()})
+	defer p.Close()
+	sock := socketPath(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Serve(ln, Owner{Profile: "p"})
+	e := &env{t: t, sock: sock}
+	resp, body := e.raw("CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+	if resp.StatusCode != 403 || body != "acp-broker: example.com:443 is not allowed: not in the allow list\n" {
+		t.Errorf("got %s %q", resp.Status, body)
+	}
+}
