@@ -9,11 +9,13 @@ import (
 )
 
 // DefaultAllow is agent.allow_hosts's default: the model providers of the
-// agents we know (Anthropic; OpenAI and Codex, with Codex's sign-in host
-// and ChatGPT's backend; Google Gemini, with Gemini CLI's Code Assist and
-// token hosts) on 443 and nothing else.
+// agents we know (Anthropic, with the host Claude Code refreshes its
+// sign-in at; OpenAI and Codex, with Codex's sign-in host and ChatGPT's
+// backend; Google Gemini, with Gemini CLI's Code Assist and token hosts)
+// on 443 and nothing else.
 var DefaultAllow = []string{
 	"api.anthropic.com:443",
+	"console.anthropic.com:443",
 	"api.openai.com:443",
 	"auth.openai.com:443",
 	"chatgpt.com:443",

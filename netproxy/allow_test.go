@@ -97,7 +97,7 @@ func TestDefaultAllow_IsTheProvidersOn443Only(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, host := range []string{"api.anthropic.com", "api.openai.com", "auth.openai.com", "chatgpt.com", "generativelanguage.googleapis.com"} {
+	for _, host := range []string{"api.anthropic.com", "console.anthropic.com", "api.openai.com", "auth.openai.com", "chatgpt.com", "generativelanguage.googleapis.com"} {
 		if !a.Permits(host, 443) {
 			t.Errorf("DefaultAllow does not permit %s:443", host)
 		}
