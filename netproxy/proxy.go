@@ -36,6 +36,8 @@ const (
 var (
 	// ErrClosed is the cause of the work of a closed Listener or Proxy.
 	ErrClosed = errors.New("netproxy: closed")
+	// errServed ends the work of a connection that has been served.
+	errServed = errors.New("netproxy: connection served")
 	// errDialTimeout is the cause of a resolution or dial past DialTimeout.
 	errDialTimeout = errors.New("took longer than the dial timeout")
 )

@@ -73,9 +73,9 @@ func (l *Listener) serve(c net.Conn) {
 	defer l.release(up, false)
 	l.log.Debug().Str("host", host).Int("port", port).Str("method", req.Method).Msg("network connection")
 
-	done := make(chan struct{})
-	defer close(done)
-	l.wg.Go(func() { l.closeIdle(act, done, c, up) })
+	ctx, cancel := context.WithCancelCause(l.ctx)
+	defer cancel(errServed)
+	l.wg.Go(func() { l.closeIdle(ctx, act, c, up) })
 	upR := &connReader{r: up, limit: -1, act: act}
 	if req.Method == http.MethodConnect {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -200,14 +200,15 @@ func (l *Listener) dial(addrs []netip.Addr, port int) (net.Conn, error) {
 }
 
 // closeIdle closes c and up once no byte has passed either way for the
-// idle timeout, or returns when done is closed.
-func (l *Listener) closeIdle(act *activity, done <-chan struct{}, c, up net.Conn) {
+// idle timeout, or returns when ctx ends (the connection served, or the
+// listener closed).
+func (l *Listener) closeIdle(ctx context.Context, act *activity, c, up net.Conn) {
 	idle := l.p.idleTimeout
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
