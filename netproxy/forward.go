@@ -66,7 +66,7 @@ func Forwarder(args []string) int {
 	path, err := exec.LookPath(command[0])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "acp-broker network forwarder: %v\n", err)
-		return 127
+		return startStatus(err)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -85,10 +85,7 @@ func Forwarder(args []string) int {
 	if err := cmd.Start(); err != nil {
 		ln.Close()
 		fmt.Fprintf(os.Stderr, "acp-broker network forwarder: cannot start %s: %v\n", command[0], err)
-		if errors.Is(err, os.ErrPermission) {
-			return 126
-		}
-		return 127
+		return startStatus(err)
 	}
 	f.wg.Go(f.accept)
 
@@ -108,6 +105,15 @@ func Forwarder(args []string) int {
 	}
 	f.close()
 	return exitStatus(cmd.ProcessState, waitErr)
+}
+
+// startStatus is the status a shell gives a command that cannot start
+// for err: 126 if it is there but may not be run, 127 otherwise.
+func startStatus(err error) int {
+	if errors.Is(err, os.ErrPermission) {
+		return 126
+	}
+	return 127
 }
 
 // exitStatus is the status a shell would give a child that ended as st.

@@ -244,6 +244,17 @@ func TestForwarder_RefusesBadArguments(t *testing.T) {
 			t.Errorf("%q: ended with %v, stderr %q; want 127 and %q", tc.args, err, stderr.String(), tc.want)
 		}
 	}
+
+	// A command that is there but may not be run: 126, as a shell says.
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := exec.Command(exe, ForwardArg, "--socket", "/x.sock", "--listen", "127.0.0.1:0", "--", notExec).Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 126 {
+		t.Errorf("a command that may not be run: ended with %v, want 126", err)
+	}
 }
 
 func TestForwarder_InANetworkNamespaceReachesOnlyTheProxy(t *testing.T) {
