@@ -337,9 +337,9 @@ func TestForwarder_InANetworkNamespaceReachesOnlyTheProxy(t *testing.T) {
 	other := serveTCP(t, silent)
 	e := start(t, Options{}, []string{up.addr()}, nil)
 	exe := testBinary(t)
-	const inside = "127.0.0.1:3128"
-	cmd := exec.Command(bwrap, "--unshare-net", "--dev-bind", "/", "/", "--die-with-parent", "--",
-		exe, ForwardArg, "--socket", e.sock, "--listen", inside, "--", exe)
+	const inside = Listen
+	cmd := exec.Command(bwrap, append([]string{"--unshare-net", "--dev-bind", "/", "/", "--die-with-parent", "--"},
+		ForwardArgs(exe, e.sock, inside, exe)...)...)
 	cmd.Env = append(os.Environ(), "NETPROXY_TEST_CHILD=probe", "NETPROXY_TEST_HOST="+up.addr(),
 		"NETPROXY_TEST_REFUSED="+other.addr(), "NETPROXY_TEST_PROXY=http://"+inside)
 	cmd.WaitDelay = 5 * time.Second
@@ -355,5 +355,26 @@ func TestForwarder_InANetworkNamespaceReachesOnlyTheProxy(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the sandboxed child says:\n%s\nwant a line with %q", out, want)
 		}
+	}
+}
+
+func TestEnv_PointsEveryToolAtTheForwarder(t *testing.T) {
+	env := map[string]string{}
+	for _, kv := range Env(Listen) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
+		if env[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		if env[k] != "localhost,127.0.0.1,::1" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	if env["NODE_USE_ENV_PROXY"] != "1" {
+		t.Errorf("NODE_USE_ENV_PROXY = %q", env["NODE_USE_ENV_PROXY"])
 	}
 }
