@@ -51,7 +51,7 @@ func Forwarder(args []string) int {
 	fs := flag.NewFlagSet(ForwardArg, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	socket := fs.String("socket", "", "the proxy's Unix `socket`")
-	listen := fs.String("listen", "127.0.0.1:3128", "the TCP `address` to listen on")
+	listen := fs.String("listen", Listen, "the TCP `address` to listen on")
 	maxConns := fs.Int("max-conns", forwardMaxConns, "how many connections to relay at once at most")
 	if err := fs.Parse(args); err != nil {
 		return 127
