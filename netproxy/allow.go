@@ -51,6 +51,12 @@ type rule struct {
 // 80. An IP address entry must name a port. "*" alone is refused (use
 // agent.network = "host"). Errors name the entry and say what is wrong.
 // Names compare case-insensitively, a trailing dot ignored.
+//
+// A name entry lets the proxy dial only the public addresses the name
+// resolves to: one that resolves to a loopback, link-local, private or
+// otherwise inner address is refused unless an address entry names that
+// address and port too ("localhost:8080" needs "127.0.0.1:8080" beside
+// it).
 func ParseAllow(entries []string) (Allow, error) {
 	var a Allow
 	for _, e := range entries {

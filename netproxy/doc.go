@@ -7,8 +7,8 @@
 // loopback exists. The broker binds a Unix socket served by a Proxy
 // (Proxy.Serve, one listener per agent) into the sandbox and starts the
 // agent under the forwarder, which listens on the sandbox's 127.0.0.1:3128
-// and relays each TCP connection to the socket. The agent is told to use
-// http://127.0.0.1:3128 as its proxy. The proxy takes CONNECT host:port
+// and relays each TCP connection to the socket (ForwardArgs). The agent is
+// told to use http://127.0.0.1:3128 as its proxy (Env). The proxy takes CONNECT host:port
 // (HTTPS, tunnelled) and absolute-form plain HTTP requests, checks the
 // host and port as asked against the allow list, resolves the name itself
 // and dials the address it checked: a name that resolves to a loopback,

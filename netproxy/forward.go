@@ -22,8 +22,8 @@ const ForwardArg = "__acp-broker-net-forward"
 
 // Bounds of the forwarder.
 const (
-	// forwardMaxConns is how many connections it relays at once; one past
-	// it is closed at once.
+	// forwardMaxConns is how many connections it relays at once (unless
+	// --max-conns says); one past it is closed at once.
 	forwardMaxConns = 512
 	// forwardDialTimeout bounds connecting to the proxy's socket.
 	forwardDialTimeout = 10 * time.Second
@@ -45,12 +45,14 @@ func init() {
 // child has exited, after closing every relayed connection. If it cannot
 // listen, or the arguments are wrong, or COMMAND cannot start, it says
 // why on stderr and returns 127 (126 if COMMAND is found but cannot run)
-// without a child. At most 512 connections are relayed at once.
+// without a child. At most 512 connections are relayed at once (or
+// --max-conns); one more is closed as soon as it is accepted.
 func Forwarder(args []string) int {
 	fs := flag.NewFlagSet(ForwardArg, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	socket := fs.String("socket", "", "the proxy's Unix `socket`")
-	listen := fs.String("listen", "127.0.0.1:3128", "the TCP `address` to listen on")
+	listen := fs.String("listen", Listen, "the TCP `address` to listen on")
+	maxConns := fs.Int("max-conns", forwardMaxConns, "how many connections to relay at once at most")
 	if err := fs.Parse(args); err != nil {
 		return 127
 	}
@@ -61,6 +63,9 @@ func Forwarder(args []string) int {
 		return 127
 	case len(command) == 0:
 		fmt.Fprintln(os.Stderr, "acp-broker network forwarder: no command after --")
+		return 127
+	case *maxConns < 1:
+		fmt.Fprintln(os.Stderr, "acp-broker network forwarder: --max-conns must be at least 1")
 		return 127
 	}
 	path, err := exec.LookPath(command[0])
@@ -73,7 +78,7 @@ func Forwarder(args []string) int {
 		fmt.Fprintf(os.Stderr, "acp-broker network forwarder: cannot listen on %s: %v\n", *listen, err)
 		return 127
 	}
-	f := &forwarder{socket: *socket, ln: ln, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	f := &forwarder{socket: *socket, ln: ln, max: *maxConns, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -132,11 +137,12 @@ func exitStatus(st *os.ProcessState, err error) int {
 type forwarder struct {
 	socket string
 	ln     net.Listener
+	max    int           // connections relayed at once at most
 	done   chan struct{} // closed by close
 
 	mu     sync.Mutex
 	closed bool
-	relays int                   // connections relayed now: at most forwardMaxConns
+	relays int                   // connections relayed now: at most max
 	conns  map[net.Conn]struct{} // those and their connections to the socket
 	wg     sync.WaitGroup
 }
@@ -172,7 +178,7 @@ func (f *forwarder) accept() {
 func (f *forwarder) add(c net.Conn, accepted bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed || accepted && f.relays >= forwardMaxConns {
+	if f.closed || accepted && f.relays >= f.max {
 		return false
 	}
 	if accepted {

@@ -42,9 +42,17 @@ func testBinary(t testing.TB) string {
 // its child in mode with env added to the environment of both.
 func startForwarder(t testing.TB, sock, mode string, env ...string) *forwardRun {
 	t.Helper()
+	return startForwarderArgs(t, sock, mode, nil, env...)
+}
+
+// startForwarderArgs is startForwarder with more of the forwarder's
+// arguments.
+func startForwarderArgs(t testing.TB, sock, mode string, args []string, env ...string) *forwardRun {
+	t.Helper()
 	exe := testBinary(t)
 	addr := freeAddr(t)
-	cmd := exec.Command(exe, ForwardArg, "--socket", sock, "--listen", addr, "--", exe)
+	args = append(append([]string{ForwardArg, "--socket", sock, "--listen", addr}, args...), "--", exe)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), append(env, "NETPROXY_TEST_CHILD="+mode)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -162,6 +170,61 @@ func TestForwarder_RelaysToTheProxyAndExitsWithTheChildsStatus(t *testing.T) {
 	}
 }
 
+func TestForwarder_RelaysAtMostMaxConnsAtOnce(t *testing.T) {
+	up := serveTCP(t, silent)
+	e := start(t, Options{}, []string{up.addr()}, nil)
+	f := startForwarderArgs(t, e.sock, "stdin-exit", []string{"--max-conns", "2"})
+	f.line(t)
+	tunnel := func() (net.Conn, error) {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			return nil, err
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "CONNECT "+up.addr()+" HTTP/1.1\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if resp.StatusCode != 200 {
+			c.Close()
+			return nil, errors.New(resp.Status)
+		}
+		return c, nil
+	}
+	c1, err := tunnel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := tunnel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if c3, err := tunnel(); err == nil {
+		c3.Close()
+		t.Fatal("a third connection was relayed past --max-conns 2")
+	}
+	c1.Close()
+	// Once one ends there is room again (the forwarder sees the end a
+	// moment later).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := tunnel()
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room after a relay ended: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.stdin.Close()
+	f.wait(t)
+}
+
 func TestForwarder_PassesSignalsToTheChild(t *testing.T) {
 	sock := socketPath(t)
 	for _, tc := range []struct {
@@ -274,9 +337,9 @@ func TestForwarder_InANetworkNamespaceReachesOnlyTheProxy(t *testing.T) {
 	other := serveTCP(t, silent)
 	e := start(t, Options{}, []string{up.addr()}, nil)
 	exe := testBinary(t)
-	const inside = "127.0.0.1:3128"
-	cmd := exec.Command(bwrap, "--unshare-net", "--dev-bind", "/", "/", "--die-with-parent", "--",
-		exe, ForwardArg, "--socket", e.sock, "--listen", inside, "--", exe)
+	const inside = Listen
+	cmd := exec.Command(bwrap, append([]string{"--unshare-net", "--dev-bind", "/", "/", "--die-with-parent", "--"},
+		ForwardArgs(exe, e.sock, inside, exe)...)...)
 	cmd.Env = append(os.Environ(), "NETPROXY_TEST_CHILD=probe", "NETPROXY_TEST_HOST="+up.addr(),
 		"NETPROXY_TEST_REFUSED="+other.addr(), "NETPROXY_TEST_PROXY=http://"+inside)
 	cmd.WaitDelay = 5 * time.Second
@@ -292,5 +355,26 @@ func TestForwarder_InANetworkNamespaceReachesOnlyTheProxy(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the sandboxed child says:\n%s\nwant a line with %q", out, want)
 		}
+	}
+}
+
+func TestEnv_PointsEveryToolAtTheForwarder(t *testing.T) {
+	env := map[string]string{}
+	for _, kv := range Env(Listen) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"} {
+		if env[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		if env[k] != "localhost,127.0.0.1,::1" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	if env["NODE_USE_ENV_PROXY"] != "1" {
+		t.Errorf("NODE_USE_ENV_PROXY = %q", env["NODE_USE_ENV_PROXY"])
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // env is a proxy serving one agent's socket in a test.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	p        *Proxy
 	l        *Listener
 	sock     string
@@ -36,7 +36,7 @@ const testKey = "agents.codex.allow_hosts"
 
 // start serves a socket for profile "codex", thread "t1" with allow, and
 // names resolved by names (a nil map leaves the system's resolver).
-func start(t *testing.T, opts Options, allow []string, names map[string][]netip.Addr) *env {
+func start(t testing.TB, opts Options, allow []string, names map[string][]netip.Addr) *env {
 	t.Helper()
 	a, err := ParseAllow(allow)
 	if err != nil {
@@ -55,7 +55,12 @@ func start(t *testing.T, opts Options, allow []string, names map[string][]netip.
 		t.Fatal(err)
 	}
 	e.l = e.p.Serve(ln, Owner{Profile: "codex", Thread: "t1", Allow: a, Key: testKey,
-		OnRefused: func(r Refusal) { e.refusals <- r }})
+		OnRefused: func(r Refusal) {
+			select {
+			case e.refusals <- r:
+			default: // must not block: the tests read the first few
+			}
+		}})
 	t.Cleanup(func() { e.p.Close() })
 	return e
 }

@@ -67,7 +67,8 @@ type Owner struct {
 	// `agent.allow_hosts` or `agents.codex.allow_hosts`.
 	Key string
 	// OnRefused, if set, is called (must not block) for each refused
-	// connection, from the goroutine serving it.
+	// connection, from one of the listener's goroutines: calls may come
+	// from several at once.
 	OnRefused func(Refusal)
 }
 

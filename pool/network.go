@@ -27,38 +27,17 @@ const (
 )
 
 // Where the proxy reaches a sandboxed agent, inside its sandbox: the
-// directory holding the proxy's socket, the forwarder's program, and the
-// address the forwarder listens on, on the sandbox's own loopback.
+// directory holding the proxy's socket, and the forwarder's program
+// (which listens on netproxy.Listen, the sandbox's own loopback).
 const (
 	sandboxNetDir    = "/run/acp-broker/net"
 	sandboxForwarder = "/run/acp-broker/forward"
 	proxySocket      = "proxy.sock"
-	proxyListen      = "127.0.0.1:3128"
 )
 
-// proxyEnv is what an agent behind the proxy is given, over its own
-// environment: every usual way of naming an HTTP(S) proxy, with the
-// sandbox's own loopback left direct (it is the agent's alone), and
-// what node needs to honour them in its own fetch and http.
-var proxyEnv = func() []string {
-	url := "http://" + proxyListen
-	var env []string
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
-		env = append(env, k+"="+url, toLower(k)+"="+url)
-	}
-	noProxy := "localhost,127.0.0.1,::1"
-	return append(env, "NO_PROXY="+noProxy, "no_proxy="+noProxy, "NODE_USE_ENV_PROXY=1")
-}()
-
-func toLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
+// proxyEnv is what an agent behind the proxy is given over its own
+// environment (see netproxy.Env).
+var proxyEnv = netproxy.Env(netproxy.Listen)
 
 // networkOf is the network prof's agents have in the sandbox s.
 func (s Sandbox) networkOf(prof *Profile) string {
@@ -181,8 +160,8 @@ func (a *Agent) Refused() <-chan netproxy.Refusal {
 // the command line that runs command behind the forwarder.
 func (n *agentNet) mount(args []string, command string, cmdArgs []string) ([]string, string, []string) {
 	args = append(args, "--bind", n.dir, sandboxNetDir, "--ro-bind", n.forwarder, sandboxForwarder)
-	fwd := append([]string{netproxy.ForwardArg, "--socket", sandboxNetDir + "/" + proxySocket, "--listen", proxyListen, "--", command}, cmdArgs...)
-	return args, sandboxForwarder, fwd
+	fwd := netproxy.ForwardArgs(sandboxForwarder, sandboxNetDir+"/"+proxySocket, netproxy.Listen, append([]string{command}, cmdArgs...)...)
+	return args, fwd[0], fwd[1:]
 }
 
 // forwarderFor is the forwarder's program for agents run as runAs:
