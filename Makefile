@@ -93,7 +93,7 @@ bench: build
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./acp/:FuzzConn_AgentOutput ./chat/discord/:FuzzMessage_BecomesAPrompt \
 	./chat/discord/:FuzzInteraction_IsAnsweredOrRefused ./config/:FuzzLoadConfig \
-	./api/:FuzzStartRequest
+	./api/:FuzzStartRequest ./netproxy/:FuzzProxy_RefusesAnyRequestForAnInnerAddress
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
