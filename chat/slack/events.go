@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"time"
@@ -57,6 +58,28 @@ func (c *Client) take(in inbound, block bool, keys ...string) bool {
 		}
 	}
 	return true
+}
+
+// deliveryKeys name an interaction or a slash command for take, so that
+// one delivered again (the same trigger_id, or the same content in
+// another envelope or request) acts once: each of Slack's carries a
+// trigger_id of its own.
+func deliveryKeys(in inbound, payload []byte) []string {
+	trigger := ""
+	switch {
+	case in.interaction != nil:
+		trigger = in.interaction.TriggerID
+	case in.command != nil:
+		trigger = in.command.TriggerID
+	default:
+		return nil
+	}
+	sum := sha256.Sum256(payload)
+	keys := []string{"sum:" + string(sum[:])}
+	if trigger != "" {
+		keys = append(keys, "trig:"+trigger)
+	}
+	return keys
 }
 
 // dispatch hands what Slack sent to the Server, in the order it came:

@@ -105,5 +105,6 @@ func (c *Client) onSocket(sm *socketmode.Client, ev socketmode.Event) {
 	default:
 		return
 	}
+	keys = append(keys, deliveryKeys(in, req.Payload)...)
 	c.take(in, true, keys...)
 }
