@@ -40,6 +40,9 @@ const (
 const (
 	// DefaultAPIURL is where Web API calls go.
 	DefaultAPIURL = "https://slack.com/api/"
+	// DefaultFilesURL is where Slack keeps the files shared in a
+	// workspace: every url_private is under it.
+	DefaultFilesURL = "https://files.slack.com/files-pri/"
 	// DefaultThreadPrefix starts the engine's name of a Slack thread.
 	DefaultThreadPrefix = "slack:"
 	// DefaultCommand is the slash command the app manifest registers.
@@ -65,6 +68,11 @@ type Config struct {
 	// APIURL is where Web API calls go instead of Slack's (an API proxy,
 	// or a fake Slack in tests).
 	APIURL string
+	// FilesURL is where the files shared with the app are (default
+	// DefaultFilesURL): a file whose url_private is anywhere else is not
+	// fetched with the bot token. It is https, or http on a loopback
+	// address (a fake Slack in tests).
+	FilesURL string
 	// Access says who may use the app where; SetAccess changes it.
 	// Roles are Slack user group ids (S…).
 	Access Access
@@ -139,6 +147,12 @@ func (c *Config) defaults() {
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
 	}
+	if c.FilesURL == "" {
+		c.FilesURL = DefaultFilesURL
+	}
+	if !strings.HasSuffix(c.FilesURL, "/") {
+		c.FilesURL += "/"
+	}
 	switch {
 	case c.BareThreads:
 		c.ThreadPrefix = ""
@@ -197,6 +211,9 @@ func (c *Config) check() error {
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("slack.api_url %q is not an http(s) URL", c.APIURL)
+	}
+	if _, err := filesBase(c.FilesURL); err != nil {
+		return err
 	}
 	return nil
 }

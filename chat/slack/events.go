@@ -187,7 +187,12 @@ func (c *Client) onPost(p post) {
 		if url == "" {
 			url = f.URLPrivate
 		}
-		m.Files = append(m.Files, thread.Attachment{Name: f.Name, Type: f.Mimetype, Size: int64(f.Size), URL: url})
+		a := thread.Attachment{Name: f.Name, Type: f.Mimetype, Size: int64(f.Size), URL: url}
+		if err := c.fileURL(url); err != nil {
+			a.Refused = err.Error()
+			c.log.Warn().Str("channel", p.channel).Str("ts", p.ts).Str("file", f.ID).Str("url", label(url, 200)).Msg("a shared file's url_private is not on Slack's file host; not fetched")
+		}
+		m.Files = append(m.Files, a)
 	}
 	c.srv.Message(m)
 }

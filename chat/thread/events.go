@@ -65,6 +65,10 @@ type Attachment struct {
 	Name, Type string // its name and content type, as the platform says
 	Size       int64  // as the platform says
 	URL        string
+	// Refused, if set, says why the platform will not fetch it (a
+	// clause: "it is not on Slack's file host"): the message goes on
+	// without it, and its author is told.
+	Refused string
 }
 
 // Reaction is a user's mark on a message.
