@@ -232,7 +232,8 @@ var limits = thread.Limits{
 	Buttons:     25, // one actions block
 	Menus:       5,
 	MenuOptions: 100, // a static select
-	FormFields:  10,
+	FormFields:  25,  // inputs of one modal (it holds 100 blocks)
+	WholeForms:  true,
 	FieldRunes:  3000, // a plain_text_input
 	LinkRunes:   3000, // a button's url
 }

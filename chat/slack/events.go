@@ -19,6 +19,9 @@ type inbound struct {
 	interaction *slackapi.InteractionCallback
 	command     *slackapi.SlashCommand
 	at          time.Time // when it came: a trigger_id is good 3s from then
+	// form, for a modal's submission, is its acknowledgement, held back
+	// for the Server's answer.
+	form *formAck
 }
 
 // take queues what Slack sent for dispatch, once: keys (an event's
@@ -33,6 +36,7 @@ func (c *Client) take(in inbound, block bool, keys ...string) bool {
 		if _, dup := c.seen.get(k, now); k != "" && dup {
 			c.stats.Deduplicated++
 			c.mu.Unlock()
+			in.form.send(nil)
 			return true
 		}
 	}
@@ -92,7 +96,7 @@ func (c *Client) dispatch() {
 			case in.event != nil:
 				c.onEvent(in.event)
 			case in.interaction != nil:
-				c.onInteraction(in.interaction, in.at)
+				c.onInteraction(in.interaction, in.at, in.form)
 			case in.command != nil:
 				c.onCommand(in.command, in.at)
 			}
@@ -245,7 +249,7 @@ func (c *Client) onReaction(e *slackevents.ReactionAddedEvent) {
 // onInteraction hands a click, a choice in a menu or a modal's answer to
 // the Server, with a Reply that answers it through the Web API (the
 // interaction itself was acknowledged as it came).
-func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time) {
+func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time, form *formAck) {
 	from := c.user(c.ctx, cb.User.ID, false)
 	switch cb.Type {
 	case slackapi.InteractionTypeBlockActions:
@@ -273,20 +277,31 @@ func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time) {
 	case slackapi.InteractionTypeViewSubmission:
 		var meta formMeta
 		json.Unmarshal([]byte(cb.View.PrivateMetadata), &meta)
-		values := map[string]string{}
+		values, choices := map[string]string{}, map[string][]string{}
 		if cb.View.State != nil {
 			for block, actions := range cb.View.State.Values {
 				id, ok := strings.CutPrefix(block, fieldBlock)
 				if !ok {
 					continue
 				}
-				if a, ok := actions[id]; ok {
+				a, ok := actions[id]
+				if !ok {
+					continue
+				}
+				switch a.Type {
+				case "static_select", "radio_buttons", "checkboxes", "multi_static_select":
+					choices[id] = chosen(&a)
+					if choices[id] == nil {
+						choices[id] = []string{}
+					}
+				default:
 					values[id] = a.Value
 				}
 			}
 		}
-		r := &reply{c: c, user: from.ID, channel: meta.Channel, where: meta.Where, threadTS: meta.ThreadTS, trigger: cb.TriggerID, at: at}
-		c.srv.Answer(thread.FormAnswer{Form: cb.View.CallbackID, Values: values, From: from, Reply: r})
+		r := &reply{c: c, user: from.ID, channel: meta.Channel, where: meta.Where, threadTS: meta.ThreadTS, message: meta.Message,
+			trigger: cb.TriggerID, at: at, form: form}
+		c.srv.Answer(thread.FormAnswer{Form: cb.View.CallbackID, Values: values, Choices: choices, From: from, Reply: r})
 	}
 }
 

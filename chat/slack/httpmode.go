@@ -118,7 +118,7 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused", http.StatusUnauthorized)
 		return
 	}
-	if status := c.serveVerified(w, r.Header, body, at); status != http.StatusOK {
+	if status := c.serveVerified(r.Context(), w, r.Header, body, at); status != http.StatusOK {
 		// Not taken: Slack's retry of it, signed as it was, is no replay.
 		c.mu.Lock()
 		c.replays.remove(key)
@@ -127,8 +127,9 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveVerified takes a verified request and returns the status it
-// answered.
-func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte, at time.Time) int {
+// answered. A modal's submission is answered once the Server has
+// answered it (within Slack's 3 seconds): errors keep the modal open.
+func (c *Client) serveVerified(ctx context.Context, w http.ResponseWriter, h http.Header, body []byte, at time.Time) int {
 	ctype, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	if ctype == "application/json" {
 		return c.serveEvent(w, body, at)
@@ -147,6 +148,9 @@ func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte
 			return http.StatusBadRequest
 		}
 		in.interaction = &cb
+		if cb.Type == slackapi.InteractionTypeViewSubmission {
+			in.form = newFormAck()
+		}
 	case form.Has("command"):
 		in.command = &slackapi.SlashCommand{
 			TeamID: form.Get("team_id"), TeamDomain: form.Get("team_domain"), ChannelID: form.Get("channel_id"),
@@ -161,6 +165,14 @@ func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte
 	if !c.take(in, false, deliveryKeys(in, body)...) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
+	}
+	if in.form != nil {
+		if p := in.form.wait(ctx, at); p != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.Write(p)
+			return http.StatusOK
+		}
 	}
 	w.WriteHeader(http.StatusOK)
 	return http.StatusOK

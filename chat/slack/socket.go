@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -84,13 +85,14 @@ func (c *Client) onSocket(sm *socketmode.Client, ev socketmode.Event) {
 	if req == nil || req.EnvelopeID == "" {
 		return
 	}
-	actx, cancel := context.WithTimeout(c.ctx, ackWait)
-	err := sm.AckCtx(actx, req.EnvelopeID, nil)
-	cancel()
-	if err != nil {
-		c.log.Warn().Err(err).Str("envelope", req.EnvelopeID).Msg("envelope not acknowledged; Slack sends an event again")
-	}
 	in := inbound{at: time.Now()}
+	if cb, ok := ev.Data.(slackapi.InteractionCallback); ok && cb.Type == slackapi.InteractionTypeViewSubmission {
+		// Its acknowledgement answers it: held back for the Server.
+		in.form = newFormAck()
+		defer c.spawn(func() { c.ack(sm, req.EnvelopeID, in.form.wait(c.ctx, in.at)) })
+	} else {
+		c.ack(sm, req.EnvelopeID, nil)
+	}
 	keys := []string{"env:" + req.EnvelopeID}
 	switch d := ev.Data.(type) {
 	case slackevents.EventsAPIEvent:
@@ -107,4 +109,17 @@ func (c *Client) onSocket(sm *socketmode.Client, ev socketmode.Event) {
 	}
 	keys = append(keys, deliveryKeys(in, req.Payload)...)
 	c.take(in, true, keys...)
+}
+
+// ack acknowledges an envelope, with payload if it is not nil.
+func (c *Client) ack(sm *socketmode.Client, envelope string, payload json.RawMessage) {
+	actx, cancel := context.WithTimeout(c.ctx, ackWait)
+	defer cancel()
+	var p any
+	if payload != nil {
+		p = payload
+	}
+	if err := sm.AckCtx(actx, envelope, p); err != nil {
+		c.log.Warn().Err(err).Str("envelope", envelope).Msg("envelope not acknowledged; Slack sends an event again")
+	}
 }
