@@ -529,8 +529,8 @@ type Stats struct {
 	// after the first (Slack refreshes them every few hours, and a
 	// dropped one is opened again).
 	SocketReconnects uint64
-	// Deduplicated counts events Slack sent again (a retry, a replay)
-	// that were taken once; RefusedRequests the HTTP requests refused
+	// Deduplicated counts events, interactions and commands Slack sent
+	// again (a retry, a replay) that were taken once; RefusedRequests the HTTP requests refused
 	// (a bad or missing signature, a stale timestamp, a replay).
 	Deduplicated    uint64
 	RefusedRequests uint64

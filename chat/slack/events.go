@@ -25,8 +25,9 @@ type inbound struct {
 }
 
 // take queues what Slack sent for dispatch, once: keys (an event's
-// event_id, an envelope's id) already taken mark a retry or a replay,
-// which is counted and dropped. It reports whether in was queued or
+// event_id, an envelope's id, an interaction's or a command's
+// deliveryKeys) already taken mark a retry or a replay, which is counted
+// and dropped (a modal's submission dropped so closes the modal). It reports whether in was queued or
 // dropped as taken before; false when the queue is full (block: it
 // waits for room instead, until the Client ends).
 func (c *Client) take(in inbound, block bool, keys ...string) bool {
@@ -248,7 +249,9 @@ func (c *Client) onReaction(e *slackevents.ReactionAddedEvent) {
 
 // onInteraction hands a click, a choice in a menu or a modal's answer to
 // the Server, with a Reply that answers it through the Web API (the
-// interaction itself was acknowledged as it came).
+// interaction itself was acknowledged as it came; a modal's submission
+// is acknowledged by its Reply, form, which may keep the modal open with
+// errors).
 func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time, form *formAck) {
 	from := c.user(c.ctx, cb.User.ID, false)
 	switch cb.Type {

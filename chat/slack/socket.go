@@ -19,7 +19,8 @@ const ackWait = 3 * time.Second
 // runSocket serves over Socket Mode until ctx ends: socketmode's client
 // opens the connection (again, when Slack refreshes it or it drops) and
 // every envelope is acknowledged as it comes, before anything is done
-// with it, then queued for dispatch once (Slack sends an event again
+// with it (but a modal's submission, whose acknowledgement is its
+// answer, within Slack's 3 seconds), then queued for dispatch once (Slack sends an event again
 // when its acknowledgement did not come in time: its event_id tells
 // it).
 func (c *Client) runSocket(ctx context.Context) error {
