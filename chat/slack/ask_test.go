@@ -209,10 +209,12 @@ func TestQuestion_FormIsOneModalWhoseSubmitAnswers(t *testing.T) {
 		t.Fatal("the question closed on a refused answer")
 	}
 	values[count.ID] = "4"
-	h.submitted(v, h.alice, values)
+	good := h.submitted(v, h.alice, values)
 	if v, _ = h.srv.View(v.ID); v.Open {
 		t.Fatal("the modal stayed open after a good answer")
 	}
+	nextSecond()
+	h.acked(h.srv.Redeliver(good.ID)) // taken once: nothing said of it
 	after := h.closedWith(c, q.TS, "@Alice answered: *Colour*, *Count*, *Name*, *Ship it*")
 	if strings.Contains(text(after), "secret") || strings.Contains(text(after), "blue") {
 		t.Fatalf("the answered question shows the values: %q", text(after))
@@ -253,6 +255,28 @@ func TestQuestion_FormChoicesAreCheckboxes(t *testing.T) {
 	h.submitted(v, h.alice, map[string]any{tags.ID: []string{"0", "2"}, ratio.ID: "0.5"})
 	h.closedWith(c, q.TS, "@Alice answered: *Ratio*, *Tags*")
 	h.answer(c, `answer: accept {"ratio":0.5,"tags":["alpha","gamma"]}`)
+}
+
+// Who may answer is checked again when the form is sent: a starter
+// no longer allowed to use the app by then is told so, the modal closes
+// and the question stays open for whoever may answer.
+func TestQuestion_FormSentByWhoMayNoLongerAnswer(t *testing.T) {
+	h := newHarness(t, setup{})
+	c := h.mention(h.alice, "elicit-form")
+	q := h.question(c, "❓ *The agent asks*: Tell me about the release")
+	v := h.fill(c, q, h.alice)
+	h.client.SetAccess(h.access(h.bob.ID))
+	h.submitted(v, h.alice, map[string]any{inputs(v)[2].ID: "v2"})
+	h.whispered(h.alice, "can answer this question; you can't")
+	if v, _ = h.srv.View(v.ID); v.Open {
+		t.Fatal("the modal stayed open")
+	}
+	if m, _ := h.srv.Message(c.channel, q.TS); len(elements(m.Blocks)) != 2 {
+		t.Fatal("the question closed on a refused answer")
+	}
+	if s := h.client.Stats(); s.OpenQuestions != 1 {
+		t.Fatalf("open questions = %d", s.OpenQuestions)
+	}
 }
 
 // A url question shows the whole link, as text and as a URL button the
