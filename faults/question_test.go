@@ -11,13 +11,13 @@ import (
 	"acpbroker/internal/fakeslack"
 )
 
-// An agent's question in a Slack thread, through the broker binary: its
-// choices are menus on the message, its text and number a modal that
-// ✏️ Fill in opens within the click's 3 seconds (Slack's life of a
-// trigger_id); bob, who did not start the thread, cannot answer; the
-// answer reaches the agent as typed, and the message says who answered
-// which fields, never the values. Every interaction is acknowledged in
-// time.
+// An agent's question in a Slack thread, through the broker binary: one
+// modal holds its fields, choices and yes or no as menus and buttons,
+// text and number as inputs, opened by ✏️ Answer within the click's 3
+// seconds (Slack's life of a trigger_id); bob, who did not start the
+// thread, cannot open it; the modal's Submit answers: the answer reaches
+// the agent as typed, and the message says who answered which fields,
+// never the values. Every interaction is acknowledged in time.
 func TestQuestion_AFormAnsweredThroughASlackModal(t *testing.T) {
 	w, front := newWorldOn(t, "slack", setup{})
 	f := front.(*slackFront)
@@ -39,16 +39,6 @@ func TestQuestion_AFormAnsweredThroughASlackModal(t *testing.T) {
 		t.Helper()
 		brokertest.MustGet(t, patience, func(ctx context.Context) (fakeslack.Envelope, error) { return s.AwaitAck(ctx, id) })
 	}
-	menu := func(field string) string {
-		t.Helper()
-		for _, e := range brokertest.SlackElements(q.Blocks) {
-			if strings.HasSuffix(e.ActionID, ":f:"+field) {
-				return e.ActionID
-			}
-		}
-		t.Fatalf("no menu for field %s on %q", field, s.Text(q))
-		return ""
-	}
 	button := func(label string) string {
 		t.Helper()
 		id, ok := brokertest.SlackButton(q.Blocks, label)
@@ -58,13 +48,10 @@ func TestQuestion_AFormAnsweredThroughASlackModal(t *testing.T) {
 		return id
 	}
 
-	ack(s.Srv.ChooseOption(s.Channel, q.TS, s.Bob.ID, menu("0"), "2"))
+	ack(s.Srv.ClickButton(s.Channel, q.TS, s.Bob.ID, button("✏️ Answer")))
 	f.whispered(pBob, "can answer this question; you can't", 0)
-	ack(s.Srv.ChooseOption(s.Channel, q.TS, s.Alice.ID, menu("0"), "2"))
-	ack(s.Srv.ChooseOption(s.Channel, q.TS, s.Alice.ID, menu("3"), "true"))
-
 	clicked := time.Now()
-	ack(s.Srv.ClickButton(s.Channel, q.TS, s.Alice.ID, button("✏️ Fill in")))
+	ack(s.Srv.ClickButton(s.Channel, q.TS, s.Alice.ID, button("✏️ Answer")))
 	var v fakeslack.View
 	await(t, f, "the modal", func() bool {
 		var ok bool
@@ -90,12 +77,10 @@ func TestQuestion_AFormAnsweredThroughASlackModal(t *testing.T) {
 			ids[in.Label.Text] = in.Element.ActionID
 		}
 	}
-	if ids["Count"] == "" || ids["Name"] == "" {
-		t.Fatalf("the modal %q asks %v, want Count and Name", v.Title, ids)
+	if len(ids) != 4 || ids["Colour"] == "" || ids["Count"] == "" || ids["Name"] == "" || ids["Ship it"] == "" {
+		t.Fatalf("the modal %q asks %v, want Colour, Count, Name and Ship it", v.Title, ids)
 	}
-	ack(s.Srv.SubmitView(v.ID, s.Alice.ID, map[string]any{ids["Count"]: "4", ids["Name"]: "v2 secret"}))
-	f.whispered(pAlice, "Saved", 0)
-	ack(s.Srv.ClickButton(s.Channel, q.TS, s.Alice.ID, button("Submit")))
+	ack(s.Srv.SubmitView(v.ID, s.Alice.ID, map[string]any{ids["Colour"]: "2", ids["Count"]: "4", ids["Name"]: "v2 secret", ids["Ship it"]: "true"}))
 	await(t, f, "the question closed with who answered", func() bool {
 		m, _ := s.Srv.Message(s.Channel, q.TS)
 		return len(brokertest.SlackElements(m.Blocks)) == 0 && strings.Contains(s.Text(m), "@"+s.Alice.DisplayName+" answered: *Colour*, *Count*, *Name*, *Ship it*")

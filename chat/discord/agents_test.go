@@ -2,11 +2,13 @@ package discord_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"acpbroker/chat"
 	"acpbroker/chat/discord"
+	"acpbroker/chat/thread"
 	"acpbroker/pool"
 )
 
@@ -105,5 +107,33 @@ func TestNew_RefusesWhatItCannotStart(t *testing.T) {
 	}
 	if n := h.pool.Stats().Live; n != 0 {
 		t.Fatalf("%d agents live after refusals", n)
+	}
+}
+
+// oneSchedule is a schedule list of one, which posts to a channel.
+type oneSchedule struct{ channel string }
+
+func (s oneSchedule) List() []thread.ScheduleInfo {
+	return []thread.ScheduleInfo{{Name: "nightly-report", Spec: "0 3 * * *", Where: "<#" + s.channel + ">", Enabled: true,
+		Last: "❌ failed: the build is red"}}
+}
+func (oneSchedule) Run(string, thread.User) (string, error) { return "", errors.New("not here") }
+func (oneSchedule) Pause(string, bool, thread.User) error   { return errors.New("not here") }
+
+// /agents and /schedules in a channel the bot does not serve are refused
+// as /new is there, telling nothing of the agents or the schedules; in
+// a channel it serves they answer.
+func TestChannelCommands_OnlyWhereServed(t *testing.T) {
+	h := newHarness(t, twoAgents(t, ""))
+	h.client.Threads().SetSchedules(oneSchedule{channel: h.channel})
+	for _, name := range []string{"schedules", "agents"} {
+		r := h.slashWith(h.other, alice, name, nil)
+		if !strings.Contains(r.Content, "I don't answer in this channel") || strings.Contains(r.Content, "nightly-report") ||
+			strings.Contains(r.Content, "alpha") {
+			t.Fatalf("/%s in another channel answered %q", name, r.Content)
+		}
+	}
+	if r := h.slashWith(h.channel, alice, "schedules", nil); !strings.Contains(r.Content, "nightly-report") {
+		t.Fatalf("/schedules in the served channel answered %q", r.Content)
 	}
 }

@@ -39,20 +39,6 @@ func (h *harness) closedWith(c conv, ts, want string) fakeslack.Message {
 	return m
 }
 
-// menuID is the action id of the question's menu for field i.
-func menuID(t *testing.T, m fakeslack.Message, i string) string {
-	t.Helper()
-	var ids []string
-	for _, e := range elements(m.Blocks) {
-		if strings.HasSuffix(e.ActionID, ":f:"+i) {
-			return e.ActionID
-		}
-		ids = append(ids, e.ActionID)
-	}
-	t.Fatalf("no menu for field %s among %q", i, ids)
-	return ""
-}
-
 // The agent's permission request shows a button per option. Only the
 // thread's starter (or an approver) may click: anyone else is told so
 // privately. Every click is acknowledged within Slack's 3 seconds; the
@@ -90,42 +76,65 @@ func TestPermission_TimeoutFailsClosed(t *testing.T) {
 	}
 }
 
-// inputs are a modal's text inputs: label, action id, value shown,
+// input is one of a modal's inputs: its label, element type, action
+// id, block id, value shown, options and those shown chosen, and
 // whether it may be left empty.
 type input struct {
-	Label, ID, Value string
-	Optional, Multi  bool
+	Label, Type, ID, Block, Value string
+	Options, Chosen               []string
+	Optional, Multi, Decimal      bool
 }
 
 func inputs(v fakeslack.View) []input {
+	type option struct {
+		Value string `json:"value"`
+	}
 	var out []input
 	for _, raw := range v.Blocks {
 		var b struct {
-			Type  string `json:"type"`
-			Label struct {
+			Type    string `json:"type"`
+			BlockID string `json:"block_id"`
+			Label   struct {
 				Text string `json:"text"`
 			} `json:"label"`
 			Optional bool `json:"optional"`
 			Element  struct {
-				ActionID     string `json:"action_id"`
-				InitialValue string `json:"initial_value"`
-				Multiline    bool   `json:"multiline"`
+				Type           string   `json:"type"`
+				ActionID       string   `json:"action_id"`
+				InitialValue   string   `json:"initial_value"`
+				Multiline      bool     `json:"multiline"`
+				Decimal        bool     `json:"is_decimal_allowed"`
+				Options        []option `json:"options"`
+				InitialOption  *option  `json:"initial_option"`
+				InitialOptions []option `json:"initial_options"`
 			} `json:"element"`
 		}
 		json.Unmarshal(raw, &b)
-		if b.Type == "input" {
-			out = append(out, input{b.Label.Text, b.Element.ActionID, b.Element.InitialValue, b.Optional, b.Element.Multiline})
+		if b.Type != "input" {
+			continue
 		}
+		in := input{Label: b.Label.Text, Type: b.Element.Type, ID: b.Element.ActionID, Block: b.BlockID, Value: b.Element.InitialValue,
+			Optional: b.Optional, Multi: b.Element.Multiline, Decimal: b.Element.Decimal}
+		for _, o := range b.Element.Options {
+			in.Options = append(in.Options, o.Value)
+		}
+		if b.Element.InitialOption != nil {
+			in.Chosen = append(in.Chosen, b.Element.InitialOption.Value)
+		}
+		for _, o := range b.Element.InitialOptions {
+			in.Chosen = append(in.Chosen, o.Value)
+		}
+		out = append(out, in)
 	}
 	return out
 }
 
-// fill has u press ✏️ Fill in on the question and returns the modal
+// fill has u press ✏️ Answer on the question and returns the modal
 // opened, checking it opened within the click's 3 seconds.
 func (h *harness) fill(c conv, q fakeslack.Message, u fakeslack.User) fakeslack.View {
 	h.t.Helper()
 	clicked := time.Now()
-	h.acked(h.srv.ClickButton(c.channel, q.TS, u.ID, buttonID(h.t, q.Blocks, "✏️ Fill in")))
+	h.acked(h.srv.ClickButton(c.channel, q.TS, u.ID, buttonID(h.t, q.Blocks, "✏️ Answer")))
 	var v fakeslack.View
 	h.srv.Await("the modal", func() bool {
 		var ok bool
@@ -138,43 +147,74 @@ func (h *harness) fill(c conv, q fakeslack.Message, u fakeslack.User) fakeslack.
 	return v
 }
 
-// A form: menus on the message for the choice and the yes/no, a modal
-// for the text and the number. Only the starter may answer; Submit
-// insists on the required field; a bad number is refused privately; the
-// modal shows again what was typed; the answer reaches the agent as
+// submitted has u submit the modal with values and returns the
+// submission's envelope, acknowledged within Slack's 3 seconds.
+func (h *harness) submitted(v fakeslack.View, u fakeslack.User, values map[string]any) fakeslack.Envelope {
+	h.t.Helper()
+	env := h.acked(h.srv.SubmitView(v.ID, u.ID, values))
+	if a := env.Attempts[len(env.Attempts)-1]; a.Latency > 3*time.Second {
+		h.t.Fatalf("the submission was acknowledged after %s", a.Latency)
+	}
+	if env.AckError != "" {
+		h.t.Fatalf("Slack would refuse the acknowledgement: %s", env.AckError)
+	}
+	return env
+}
+
+// A form is one modal, opened by ✏️ Answer, holding every field as it
+// asks (a menu for the choice, a number input, a text input, Yes and No
+// for the yes or no), whose Submit answers: only the starter may open
+// it; a bad value is shown under its field, the modal kept open and the
+// question with it; a good one closes the modal, reaches the agent as
 // typed content, and the thread says who answered which fields, without
 // their values.
-func TestQuestion_FormAnsweredThroughModalAndMenus(t *testing.T) {
+func TestQuestion_FormIsOneModalWhoseSubmitAnswers(t *testing.T) {
 	h := newHarness(t, setup{})
 	c := h.mention(h.alice, "elicit-form")
 	q := h.question(c, "❓ *The agent asks*: Tell me about the release")
-	for _, want := range []string{"*Colour*", "one of: red, green, blue", "*Name* _(required)_", "a whole number from 1 to 10", "*Ship it*"} {
+	for _, want := range []string{"*Colour*", "one of: red, green, blue", "*Name* _(required)_", "a whole number from 1 to 10", "*Ship it*",
+		"*✏️ Answer* opens the form, and its *Submit* sends the answer"} {
 		if !strings.Contains(text(q), want) {
 			t.Fatalf("question %q lacks %q", text(q), want)
 		}
 	}
-	submit := buttonID(t, q.Blocks, "Submit")
-	h.acked(h.srv.ChooseOption(c.channel, q.TS, h.bob.ID, menuID(t, q, "0"), "2"))
+	if els := elements(q.Blocks); len(els) != 2 || els[0].Text.Text != "✏️ Answer" || els[1].Text.Text != "Decline" {
+		t.Fatalf("the question's actions: %+v", els)
+	}
+	h.acked(h.srv.ClickButton(c.channel, q.TS, h.bob.ID, buttonID(t, q.Blocks, "✏️ Answer")))
 	h.whispered(h.bob, "can answer this question; you can't")
-	h.acked(h.srv.ClickButton(c.channel, q.TS, h.alice.ID, submit))
-	h.whispered(h.alice, "Still needed: *Name*")
-	h.acked(h.srv.ChooseOption(c.channel, q.TS, h.alice.ID, menuID(t, q, "0"), "2"))
-	h.acked(h.srv.ChooseOption(c.channel, q.TS, h.alice.ID, menuID(t, q, "3"), "true"))
+	if _, open := h.srv.OpenView(h.bob.ID); open {
+		t.Fatal("bob was shown the form")
+	}
 
 	v := h.fill(c, q, h.alice)
 	in := inputs(v)
-	if len(in) != 2 || in[0].Label != "Count" || in[1].Label != "Name" || in[1].Optional || v.Title != "Release" {
+	if len(in) != 4 || v.Title != "Release" {
 		t.Fatalf("modal %q: %+v", v.Title, in)
 	}
-	h.acked(h.srv.SubmitView(v.ID, h.alice.ID, map[string]any{in[0].ID: "many", in[1].ID: "v2 secret"}))
-	h.whispered(h.alice, "Saved *Name*")
-	h.whispered(h.alice, "*Count*: not a whole number")
-	v = h.fill(c, q, h.alice)
-	if in = inputs(v); in[1].Value != "v2 secret" {
-		t.Fatalf("the second modal does not keep the name: %+v", in)
+	colour, count, name, ship := in[0], in[1], in[2], in[3]
+	switch {
+	case colour.Label != "Colour" || colour.Type != "static_select" || strings.Join(colour.Options, ",") != "0,1,2" || !colour.Optional,
+		count.Label != "Count" || count.Type != "number_input" || count.Decimal,
+		name.Label != "Name" || name.Type != "plain_text_input" || name.Optional,
+		ship.Label != "Ship it" || ship.Type != "radio_buttons" || strings.Join(ship.Options, ",") != "true,false":
+		t.Fatalf("the modal's inputs: %+v", in)
 	}
-	h.acked(h.srv.SubmitView(v.ID, h.alice.ID, map[string]any{in[0].ID: "4", in[1].ID: "v2 secret"}))
-	h.acked(h.srv.ClickButton(c.channel, q.TS, h.alice.ID, submit))
+	values := map[string]any{colour.ID: "2", count.ID: "11", name.ID: "v2 secret", ship.ID: "true"}
+	h.submitted(v, h.alice, values)
+	if v, _ = h.srv.View(v.ID); !v.Open || !strings.Contains(v.Errors[count.Block], "At most 10") || len(v.Errors) != 1 {
+		t.Fatalf("after a count of 11 the modal is open %v with errors %v", v.Open, v.Errors)
+	}
+	if m, _ := h.srv.Message(c.channel, q.TS); len(elements(m.Blocks)) != 2 {
+		t.Fatal("the question closed on a refused answer")
+	}
+	values[count.ID] = "4"
+	good := h.submitted(v, h.alice, values)
+	if v, _ = h.srv.View(v.ID); v.Open {
+		t.Fatal("the modal stayed open after a good answer")
+	}
+	nextSecond()
+	h.acked(h.srv.Redeliver(good.ID)) // taken once: nothing said of it
 	after := h.closedWith(c, q.TS, "@Alice answered: *Colour*, *Count*, *Name*, *Ship it*")
 	if strings.Contains(text(after), "secret") || strings.Contains(text(after), "blue") {
 		t.Fatalf("the answered question shows the values: %q", text(after))
@@ -182,6 +222,60 @@ func TestQuestion_FormAnsweredThroughModalAndMenus(t *testing.T) {
 	h.answer(c, `answer: accept {"colour":"blue","count":4,"name":"v2 secret","ship":true}`)
 	if s := h.client.Stats(); s.OpenQuestions != 0 {
 		t.Fatalf("open questions = %d after the answer", s.OpenQuestions)
+	}
+	if n := len(h.srv.Ephemerals(h.alice.ID)); n != 0 {
+		t.Fatalf("alice was told %d things privately", n)
+	}
+}
+
+// Choices of several are checkboxes in the modal (a menu past ten
+// options), shown with the agent's default, and a decimal number a number
+// input that takes one; choosing more than the form allows is shown in
+// the modal; the answer is the options' values.
+func TestQuestion_FormChoicesAreCheckboxes(t *testing.T) {
+	h := newHarness(t, setup{http: true})
+	c := h.mention(h.alice, `elicit-json {"message":"Tag it","requestedSchema":{"type":"object","properties":{`+
+		`"tags":{"type":"array","title":"Tags","items":{"enum":["alpha","beta","gamma"]},"maxItems":2,"default":["beta"]},`+
+		`"ratio":{"type":"number","title":"Ratio"}},"required":["tags"]}}`)
+	q := h.question(c, "❓ *The agent asks*: Tag it")
+	v := h.fill(c, q, h.alice)
+	in := inputs(v)
+	if len(in) != 2 {
+		t.Fatalf("the modal's inputs: %+v", in)
+	}
+	ratio, tags := in[0], in[1]
+	if tags.Type != "checkboxes" || strings.Join(tags.Options, ",") != "0,1,2" || strings.Join(tags.Chosen, ",") != "1" ||
+		ratio.Type != "number_input" || !ratio.Decimal {
+		t.Fatalf("the modal's inputs: %+v", in)
+	}
+	h.submitted(v, h.alice, map[string]any{tags.ID: []string{"0", "1", "2"}, ratio.ID: "0.5"})
+	if v, _ = h.srv.View(v.ID); !v.Open || !strings.Contains(v.Errors[tags.Block], "At most 2") {
+		t.Fatalf("three tags of two: the modal is open %v with errors %v", v.Open, v.Errors)
+	}
+	h.submitted(v, h.alice, map[string]any{tags.ID: []string{"0", "2"}, ratio.ID: "0.5"})
+	h.closedWith(c, q.TS, "@Alice answered: *Ratio*, *Tags*")
+	h.answer(c, `answer: accept {"ratio":0.5,"tags":["alpha","gamma"]}`)
+}
+
+// Who may answer is checked again when the form is sent: a starter
+// no longer allowed to use the app by then is told so, the modal closes
+// and the question stays open for whoever may answer.
+func TestQuestion_FormSentByWhoMayNoLongerAnswer(t *testing.T) {
+	h := newHarness(t, setup{})
+	c := h.mention(h.alice, "elicit-form")
+	q := h.question(c, "❓ *The agent asks*: Tell me about the release")
+	v := h.fill(c, q, h.alice)
+	h.client.SetAccess(h.access(h.bob.ID))
+	h.submitted(v, h.alice, map[string]any{inputs(v)[2].ID: "v2"})
+	h.whispered(h.alice, "can answer this question; you can't")
+	if v, _ = h.srv.View(v.ID); v.Open {
+		t.Fatal("the modal stayed open")
+	}
+	if m, _ := h.srv.Message(c.channel, q.TS); len(elements(m.Blocks)) != 2 {
+		t.Fatal("the question closed on a refused answer")
+	}
+	if s := h.client.Stats(); s.OpenQuestions != 1 {
+		t.Fatalf("open questions = %d", s.OpenQuestions)
 	}
 }
 

@@ -230,10 +230,19 @@ type formMeta struct {
 	Where    string `json:"w"`
 	Channel  string `json:"c"`
 	ThreadTS string `json:"t,omitempty"`
+	// Message is the message whose button opened the modal (the
+	// question), which its answer changes.
+	Message string `json:"m,omitempty"`
 }
 
-// modal renders a form as a modal: a plain text input per field, the
-// title cut to Slack's 24 characters.
+// checkboxesMax is the most options a checkboxes element holds; a
+// choice of more is a multi-select menu.
+const checkboxesMax = 10
+
+// modal renders a form as a modal, an input per field: a plain text
+// input, a number input, a select menu for a choice, checkboxes (or a
+// multi-select menu, past 10 options) for choices, radio buttons for a
+// yes or no; the title cut to Slack's 24 characters.
 func modal(f thread.Form, meta formMeta) slackapi.ModalViewRequest {
 	title := label(f.Title, modalTitleRunes)
 	if title == "" {
@@ -241,20 +250,11 @@ func modal(f thread.Form, meta formMeta) slackapi.ModalViewRequest {
 	}
 	var set []slackapi.Block
 	for _, fl := range f.Fields {
-		var placeholder *slackapi.TextBlockObject
-		if p := label(fl.Placeholder, placeholderMax); p != "" {
-			placeholder = slackapi.NewTextBlockObject(slackapi.PlainTextType, p, false, false)
-		}
-		in := slackapi.NewPlainTextInputBlockElement(placeholder, fl.ID)
-		in.Multiline = fl.Multiline
-		in.InitialValue = fl.Value
-		in.MinLength = min(fl.MinRunes, inputRunes)
-		in.MaxLength = min(fl.MaxRunes, inputRunes)
 		name := label(fl.Label, inputLabelRunes)
 		if name == "" {
 			name = fl.ID
 		}
-		b := slackapi.NewInputBlock(fieldBlock+fl.ID, slackapi.NewTextBlockObject(slackapi.PlainTextType, name, false, false), nil, in)
+		b := slackapi.NewInputBlock(fieldBlock+fl.ID, slackapi.NewTextBlockObject(slackapi.PlainTextType, name, false, false), nil, input(fl))
 		b.Optional = !fl.Required
 		set = append(set, b)
 	}
@@ -272,6 +272,62 @@ func modal(f thread.Form, meta formMeta) slackapi.ModalViewRequest {
 		CallbackID:      f.ID,
 		PrivateMetadata: m,
 	}
+}
+
+// input is a form's field as a modal's input element.
+func input(fl thread.Field) slackapi.BlockElement {
+	var placeholder *slackapi.TextBlockObject
+	if p := label(fl.Placeholder, placeholderMax); p != "" {
+		placeholder = slackapi.NewTextBlockObject(slackapi.PlainTextType, p, false, false)
+	}
+	var opts, chosen []*slackapi.OptionBlockObject
+	for _, o := range fl.Options {
+		if o.Value == "" || len(o.Value) > optionValueMax || len(opts) == 100 {
+			continue
+		}
+		opt := slackapi.NewOptionBlockObject(o.Value, slackapi.NewTextBlockObject(slackapi.PlainTextType, label(o.Label, optionRunes), false, false), nil)
+		opts = append(opts, opt)
+		if o.Default {
+			chosen = append(chosen, opt)
+		}
+	}
+	switch fl.Kind {
+	case thread.FieldNumber:
+		in := slackapi.NewNumberInputBlockElement(placeholder, fl.ID, fl.Decimal)
+		in.InitialValue = fl.Value
+		return in
+	case thread.FieldYesNo:
+		in := slackapi.NewRadioButtonsBlockElement(fl.ID, opts...)
+		if len(chosen) > 0 {
+			in.InitialOption = chosen[0]
+		}
+		return in
+	case thread.FieldChoice:
+		in := slackapi.NewOptionsSelectBlockElement(slackapi.OptTypeStatic, placeholder, fl.ID, opts...)
+		if len(chosen) > 0 {
+			in.InitialOption = chosen[0]
+		}
+		return in
+	case thread.FieldChoices:
+		if len(opts) <= checkboxesMax {
+			in := slackapi.NewCheckboxGroupsBlockElement(fl.ID, opts...)
+			in.InitialOptions = chosen
+			return in
+		}
+		in := slackapi.NewOptionsMultiSelectBlockElement(slackapi.MultiOptTypeStatic, placeholder, fl.ID, opts...)
+		in.InitialOptions = chosen
+		if fl.Max > 0 {
+			most := min(fl.Max, len(opts))
+			in.MaxSelectedItems = &most
+		}
+		return in
+	}
+	in := slackapi.NewPlainTextInputBlockElement(placeholder, fl.ID)
+	in.Multiline = fl.Multiline
+	in.InitialValue = fl.Value
+	in.MinLength = min(fl.MinRunes, inputRunes)
+	in.MaxLength = min(fl.MaxRunes, inputRunes)
+	return in
 }
 
 // fieldBlock starts the block id of a modal's input.

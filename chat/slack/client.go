@@ -40,6 +40,9 @@ const (
 const (
 	// DefaultAPIURL is where Web API calls go.
 	DefaultAPIURL = "https://slack.com/api/"
+	// DefaultFilesURL is where Slack keeps the files shared in a
+	// workspace: every url_private is under it.
+	DefaultFilesURL = "https://files.slack.com/files-pri/"
 	// DefaultThreadPrefix starts the engine's name of a Slack thread.
 	DefaultThreadPrefix = "slack:"
 	// DefaultCommand is the slash command the app manifest registers.
@@ -65,6 +68,11 @@ type Config struct {
 	// APIURL is where Web API calls go instead of Slack's (an API proxy,
 	// or a fake Slack in tests).
 	APIURL string
+	// FilesURL is where the files shared with the app are (default
+	// DefaultFilesURL): a file whose url_private is anywhere else is not
+	// fetched with the bot token. It is https, or http on a loopback
+	// address (a fake Slack in tests).
+	FilesURL string
 	// Access says who may use the app where; SetAccess changes it.
 	// Roles are Slack user group ids (S…).
 	Access Access
@@ -139,6 +147,12 @@ func (c *Config) defaults() {
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
 	}
+	if c.FilesURL == "" {
+		c.FilesURL = DefaultFilesURL
+	}
+	if !strings.HasSuffix(c.FilesURL, "/") {
+		c.FilesURL += "/"
+	}
 	switch {
 	case c.BareThreads:
 		c.ThreadPrefix = ""
@@ -198,6 +212,9 @@ func (c *Config) check() error {
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("slack.api_url %q is not an http(s) URL", c.APIURL)
 	}
+	if _, err := filesBase(c.FilesURL); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -215,7 +232,8 @@ var limits = thread.Limits{
 	Buttons:     25, // one actions block
 	Menus:       5,
 	MenuOptions: 100, // a static select
-	FormFields:  10,
+	FormFields:  25,  // inputs of one modal (it holds 100 blocks)
+	WholeForms:  true,
 	FieldRunes:  3000, // a plain_text_input
 	LinkRunes:   3000, // a button's url
 }
@@ -511,8 +529,8 @@ type Stats struct {
 	// after the first (Slack refreshes them every few hours, and a
 	// dropped one is opened again).
 	SocketReconnects uint64
-	// Deduplicated counts events Slack sent again (a retry, a replay)
-	// that were taken once; RefusedRequests the HTTP requests refused
+	// Deduplicated counts events, interactions and commands Slack sent
+	// again (a retry, a replay) that were taken once; RefusedRequests the HTTP requests refused
 	// (a bad or missing signature, a stale timestamp, a replay).
 	Deduplicated    uint64
 	RefusedRequests uint64

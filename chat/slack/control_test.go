@@ -1,10 +1,12 @@
 package slack_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"acpbroker/chat/thread"
 	"acpbroker/internal/fakeslack"
 )
 
@@ -190,4 +192,33 @@ func TestControl_SlashCommand(t *testing.T) {
 	h.whispered(h.bob, "@Alice or an approver can")
 	h.command(c, h.alice, "cancel")
 	h.cancelled(c, "Alice")
+}
+
+// oneSchedule is a schedule list of one, which posts to a channel.
+type oneSchedule struct{ channel string }
+
+func (s oneSchedule) List() []thread.ScheduleInfo {
+	return []thread.ScheduleInfo{{Name: "nightly-report", Spec: "0 3 * * *", Where: "<#" + s.channel + ">", Enabled: true,
+		Last: "❌ failed: the build is red"}}
+}
+func (oneSchedule) Run(string, thread.User) (string, error) { return "", errors.New("not here") }
+func (oneSchedule) Pause(string, bool, thread.User) error   { return errors.New("not here") }
+
+// /acp agents and /acp schedules from a channel the app does not serve
+// are refused as /acp new is there, telling nothing of the schedules;
+// in a channel it serves they answer.
+func TestControl_ChannelCommandsOnlyWhereServed(t *testing.T) {
+	h := newHarness(t, setup{})
+	h.client.Threads().SetSchedules(oneSchedule{channel: h.channel})
+	for _, cmd := range []string{"schedules", "agents", "new hello"} {
+		h.acked(h.srv.SlashCommand(h.other, h.bob.ID, "/acp", cmd))
+		h.whispered(h.bob, "I don't answer in this channel; use /acp "+strings.Fields(cmd)[0]+" in one I serve.")
+	}
+	h.acked(h.srv.SlashCommand(h.channel, h.alice.ID, "/acp", "schedules"))
+	h.whispered(h.alice, "nightly-report")
+	for _, e := range h.srv.Ephemerals(h.bob.ID) {
+		if s := shown(e.Blocks, e.Text); strings.Contains(s, "nightly-report") || strings.Contains(s, "build is red") || strings.Contains(s, "This bot runs one agent") {
+			t.Fatalf("bob, in a channel the app does not serve, was told %q", s)
+		}
+	}
 }

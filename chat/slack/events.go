@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"time"
@@ -18,11 +19,15 @@ type inbound struct {
 	interaction *slackapi.InteractionCallback
 	command     *slackapi.SlashCommand
 	at          time.Time // when it came: a trigger_id is good 3s from then
+	// form, for a modal's submission, is its acknowledgement, held back
+	// for the Server's answer.
+	form *formAck
 }
 
 // take queues what Slack sent for dispatch, once: keys (an event's
-// event_id, an envelope's id) already taken mark a retry or a replay,
-// which is counted and dropped. It reports whether in was queued or
+// event_id, an envelope's id, an interaction's or a command's
+// deliveryKeys) already taken mark a retry or a replay, which is counted
+// and dropped (a modal's submission dropped so closes the modal). It reports whether in was queued or
 // dropped as taken before; false when the queue is full (block: it
 // waits for room instead, until the Client ends).
 func (c *Client) take(in inbound, block bool, keys ...string) bool {
@@ -32,6 +37,7 @@ func (c *Client) take(in inbound, block bool, keys ...string) bool {
 		if _, dup := c.seen.get(k, now); k != "" && dup {
 			c.stats.Deduplicated++
 			c.mu.Unlock()
+			in.form.send(nil)
 			return true
 		}
 	}
@@ -59,6 +65,28 @@ func (c *Client) take(in inbound, block bool, keys ...string) bool {
 	return true
 }
 
+// deliveryKeys name an interaction or a slash command for take, so that
+// one delivered again (the same trigger_id, or the same content in
+// another envelope or request) acts once: each of Slack's carries a
+// trigger_id of its own.
+func deliveryKeys(in inbound, payload []byte) []string {
+	trigger := ""
+	switch {
+	case in.interaction != nil:
+		trigger = in.interaction.TriggerID
+	case in.command != nil:
+		trigger = in.command.TriggerID
+	default:
+		return nil
+	}
+	sum := sha256.Sum256(payload)
+	keys := []string{"sum:" + string(sum[:])}
+	if trigger != "" {
+		keys = append(keys, "trig:"+trigger)
+	}
+	return keys
+}
+
 // dispatch hands what Slack sent to the Server, in the order it came:
 // the messages of a thread reach the engine in order.
 func (c *Client) dispatch() {
@@ -69,7 +97,7 @@ func (c *Client) dispatch() {
 			case in.event != nil:
 				c.onEvent(in.event)
 			case in.interaction != nil:
-				c.onInteraction(in.interaction, in.at)
+				c.onInteraction(in.interaction, in.at, in.form)
 			case in.command != nil:
 				c.onCommand(in.command, in.at)
 			}
@@ -164,7 +192,12 @@ func (c *Client) onPost(p post) {
 		if url == "" {
 			url = f.URLPrivate
 		}
-		m.Files = append(m.Files, thread.Attachment{Name: f.Name, Type: f.Mimetype, Size: int64(f.Size), URL: url})
+		a := thread.Attachment{Name: f.Name, Type: f.Mimetype, Size: int64(f.Size), URL: url}
+		if err := c.fileURL(url); err != nil {
+			a.Refused = err.Error()
+			c.log.Warn().Str("channel", p.channel).Str("ts", p.ts).Str("file", f.ID).Str("url", label(url, 200)).Msg("a shared file's url_private is not on Slack's file host; not fetched")
+		}
+		m.Files = append(m.Files, a)
 	}
 	c.srv.Message(m)
 }
@@ -216,8 +249,10 @@ func (c *Client) onReaction(e *slackevents.ReactionAddedEvent) {
 
 // onInteraction hands a click, a choice in a menu or a modal's answer to
 // the Server, with a Reply that answers it through the Web API (the
-// interaction itself was acknowledged as it came).
-func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time) {
+// interaction itself was acknowledged as it came; a modal's submission
+// is acknowledged by its Reply, form, which may keep the modal open with
+// errors).
+func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time, form *formAck) {
 	from := c.user(c.ctx, cb.User.ID, false)
 	switch cb.Type {
 	case slackapi.InteractionTypeBlockActions:
@@ -245,20 +280,31 @@ func (c *Client) onInteraction(cb *slackapi.InteractionCallback, at time.Time) {
 	case slackapi.InteractionTypeViewSubmission:
 		var meta formMeta
 		json.Unmarshal([]byte(cb.View.PrivateMetadata), &meta)
-		values := map[string]string{}
+		values, choices := map[string]string{}, map[string][]string{}
 		if cb.View.State != nil {
 			for block, actions := range cb.View.State.Values {
 				id, ok := strings.CutPrefix(block, fieldBlock)
 				if !ok {
 					continue
 				}
-				if a, ok := actions[id]; ok {
+				a, ok := actions[id]
+				if !ok {
+					continue
+				}
+				switch a.Type {
+				case "static_select", "radio_buttons", "checkboxes", "multi_static_select":
+					choices[id] = chosen(&a)
+					if choices[id] == nil {
+						choices[id] = []string{}
+					}
+				default:
 					values[id] = a.Value
 				}
 			}
 		}
-		r := &reply{c: c, user: from.ID, channel: meta.Channel, where: meta.Where, threadTS: meta.ThreadTS, trigger: cb.TriggerID, at: at}
-		c.srv.Answer(thread.FormAnswer{Form: cb.View.CallbackID, Values: values, From: from, Reply: r})
+		r := &reply{c: c, user: from.ID, channel: meta.Channel, where: meta.Where, threadTS: meta.ThreadTS, message: meta.Message,
+			trigger: cb.TriggerID, at: at, form: form}
+		c.srv.Answer(thread.FormAnswer{Form: cb.View.CallbackID, Values: values, Choices: choices, From: from, Reply: r})
 	}
 }
 

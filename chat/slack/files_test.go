@@ -161,3 +161,43 @@ func TestShow_FilesSharedReachTheAgent(t *testing.T) {
 		t.Fatalf("refused attachments = %d", n)
 	}
 }
+
+// A shared file whose url_private is not on Slack's file host (a Web API
+// method's URL on the same host, the same reached through "..", another
+// host) is never fetched with the bot token: its author is told in
+// words and the rest of the message reaches the agent. Fetched, the
+// first would have had the bot post @channel.
+func TestShow_FilesOnlyFromTheFileHost(t *testing.T) {
+	h := newHarness(t, setup{})
+	post := h.srv.APIURL() + "chat.postMessage?channel=" + h.channel + "&text=%3C%21channel%3E"
+	ts, _ := h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: "notes.md", Data: []byte("x"), URL: post,
+		Comment: h.srv.Bot().Mention() + " look at this"})
+	c := conv{channel: h.channel, ts: ts, key: "slack:" + h.channel + "/" + ts}
+	h.answer(c, "You said: look at this")
+	noChannelPing := func() {
+		t.Helper()
+		for _, call := range h.srv.CallsTo("chat.postMessage") {
+			if strings.Contains(call.Args["text"], "<!channel>") {
+				t.Fatalf("the bot posted %q", call.Args["text"])
+			}
+		}
+	}
+	noChannelPing()
+	h.said(c, `I did not pass "notes.md" to the agent: it is not on Slack's file host. The rest of your message was sent.`)
+
+	for i, u := range []string{
+		h.srv.FilesURL() + "T1-F1/../../api/chat.postMessage?channel=" + h.channel + "&text=%3C%21channel%3E",
+		"https://files.example.com/files-pri/T1-F1/notes.md",
+		strings.Replace(h.srv.FilesURL(), "http://", "https://", 1) + "T1-F1/notes.md",
+	} {
+		name := fmt.Sprintf("more-%d.md", i)
+		h.srv.ShareFile(h.channel, h.alice.ID, fakeslack.SharedFile{Name: name, Data: []byte("x"), URL: u,
+			Comment: fmt.Sprintf("and %d", i), ThreadTS: ts})
+		h.said(c, fmt.Sprintf("I did not pass %q to the agent", name))
+		h.answer(c, fmt.Sprintf("You said: and %d", i))
+	}
+	noChannelPing()
+	if n := h.client.Stats().RefusedAttachments; n != 4 {
+		t.Fatalf("refused attachments = %d, want 4", n)
+	}
+}

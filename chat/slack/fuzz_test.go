@@ -100,7 +100,7 @@ func FuzzServeSlack_TakesOrRefusesAnything(f *testing.F) {
 				case in.event != nil:
 					c.onEvent(in.event)
 				case in.interaction != nil:
-					c.onInteraction(in.interaction, in.at)
+					c.onInteraction(in.interaction, in.at, in.form)
 				case in.command != nil:
 					c.onCommand(in.command, in.at)
 				}

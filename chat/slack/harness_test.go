@@ -97,6 +97,7 @@ func newHarness(t *testing.T, s setup) *harness {
 	c.BotToken = srv.BotToken()
 	c.AppToken = srv.AppToken()
 	c.APIURL = srv.APIURL()
+	c.FilesURL = srv.FilesURL()
 	c.HTTPClient = srv.HTTPClient()
 	c.Logger = log
 	if s.slackLog != nil {

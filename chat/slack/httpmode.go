@@ -2,6 +2,9 @@ package slack
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
@@ -27,10 +32,10 @@ const (
 // maxRequest bounds the body of a request Slack posts.
 const maxRequest = 1 << 20
 
-// replayWindow is how long a request's signature is remembered: Slack's
-// verifier refuses a timestamp more than five minutes off, so a replay
-// later than that is refused anyway.
-const replayWindow = 6 * time.Minute
+// replayWindow is how long a request's MAC is remembered: a timestamp
+// more than five minutes off (either way) is refused, so a replay later
+// than that is refused anyway.
+const replayWindow = 2*maxSkew + time.Minute
 
 // runHTTP serves the Events API and interactivity on Config.Listen until
 // ctx ends.
@@ -73,8 +78,11 @@ func (c *Client) runHTTP(ctx context.Context) error {
 // good and it is not a replay of one taken: an event (JSON), an
 // interaction (a form with payload=) or a slash command (a form with
 // command=). It answers 200 as soon as what came is queued, within
-// Slack's 3 seconds; an event Slack sends again (X-Slack-Retry-Num)
-// after one taken is answered 200 and dropped.
+// Slack's 3 seconds. A request is remembered by what it signs (its MAC,
+// however its hex is written), so a replay of one taken is refused
+// however it is spelt; Slack's retry of one taken (X-Slack-Retry-Num)
+// is answered 200 and dropped, since Slack counts any other answer as a
+// failed delivery.
 func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
@@ -85,24 +93,43 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request too large or unreadable", http.StatusRequestEntityTooLarge)
 		return
 	}
-	if err := c.verify(r.Header, body); err != nil {
+	at := time.Now()
+	mac, err := c.verify(r.Header, body, at)
+	if err != nil {
 		c.count(&c.stats.RefusedRequests)
 		c.refusals.Warn().Err(err).Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("request refused")
 		http.Error(w, "refused", http.StatusUnauthorized)
 		return
 	}
-	at := time.Now()
-	if status := c.serveVerified(w, r.Header, body, at); status != http.StatusOK {
+	key := string(mac)
+	c.mu.Lock()
+	fresh := c.replays.add(key, struct{}{}, at)
+	if !fresh && r.Header.Get("X-Slack-Retry-Num") != "" {
+		c.stats.Deduplicated++
+	}
+	c.mu.Unlock()
+	if !fresh {
+		if r.Header.Get("X-Slack-Retry-Num") != "" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		c.count(&c.stats.RefusedRequests)
+		c.refusals.Warn().Err(errReplayed).Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("request refused")
+		http.Error(w, "refused", http.StatusUnauthorized)
+		return
+	}
+	if status := c.serveVerified(r.Context(), w, r.Header, body, at); status != http.StatusOK {
 		// Not taken: Slack's retry of it, signed as it was, is no replay.
 		c.mu.Lock()
-		c.replays.remove(r.Header.Get("X-Slack-Signature"))
+		c.replays.remove(key)
 		c.mu.Unlock()
 	}
 }
 
 // serveVerified takes a verified request and returns the status it
-// answered.
-func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte, at time.Time) int {
+// answered. A modal's submission is answered once the Server has
+// answered it (within Slack's 3 seconds): errors keep the modal open.
+func (c *Client) serveVerified(ctx context.Context, w http.ResponseWriter, h http.Header, body []byte, at time.Time) int {
 	ctype, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	if ctype == "application/json" {
 		return c.serveEvent(w, body, at)
@@ -121,6 +148,9 @@ func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte
 			return http.StatusBadRequest
 		}
 		in.interaction = &cb
+		if cb.Type == slackapi.InteractionTypeViewSubmission {
+			in.form = newFormAck()
+		}
 	case form.Has("command"):
 		in.command = &slackapi.SlashCommand{
 			TeamID: form.Get("team_id"), TeamDomain: form.Get("team_domain"), ChannelID: form.Get("channel_id"),
@@ -132,36 +162,63 @@ func (c *Client) serveVerified(w http.ResponseWriter, h http.Header, body []byte
 		http.Error(w, "neither an interaction nor a command", http.StatusBadRequest)
 		return http.StatusBadRequest
 	}
-	if !c.take(in, false) {
+	if !c.take(in, false, deliveryKeys(in, body)...) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 		return http.StatusServiceUnavailable
+	}
+	if in.form != nil {
+		if p := in.form.wait(ctx, at); p != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.Write(p)
+			return http.StatusOK
+		}
 	}
 	w.WriteHeader(http.StatusOK)
 	return http.StatusOK
 }
 
-// errReplayed: a request with a signature already taken.
-var errReplayed = errors.New("a replay of a request already taken")
+// Why a request is refused.
+var (
+	errReplayed     = errors.New("a replay of a request already taken")
+	errUnsigned     = errors.New("no signature or no timestamp")
+	errStale        = errors.New("the timestamp is more than five minutes off")
+	errBadSignature = errors.New("the signature does not match")
+)
 
-// verify checks a request's signature and timestamp with the signing
-// secret, and that it was not taken before.
-func (c *Client) verify(h http.Header, body []byte) error {
-	sv, err := slackapi.NewSecretsVerifier(h, c.cfg.SigningSecret)
+// maxSkew is how far a request's timestamp may be from now, as Slack's
+// own verifier allows.
+const maxSkew = 5 * time.Minute
+
+// verify checks a request's signature (v0=, the hex of the HMAC-SHA256
+// of "v0:timestamp:body" with the signing secret), compared as bytes,
+// and that its timestamp is at most five minutes off; it returns the
+// MAC, which names what was signed.
+func (c *Client) verify(h http.Header, body []byte, now time.Time) ([]byte, error) {
+	ts := h.Get("X-Slack-Request-Timestamp")
+	sig, ok := strings.CutPrefix(h.Get("X-Slack-Signature"), "v0=")
+	if ts == "" || !ok {
+		return nil, errUnsigned
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("the timestamp %q is not a number", label(ts, 20))
 	}
-	if _, err := sv.Write(body); err != nil {
-		return err
+	if d := now.Sub(time.Unix(sec, 0)); d > maxSkew || d < -maxSkew {
+		return nil, errStale
 	}
-	if err := sv.Ensure(); err != nil {
-		return err
+	got, err := hex.DecodeString(sig)
+	if err != nil {
+		return nil, errBadSignature
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.replays.add(h.Get("X-Slack-Signature"), struct{}{}, time.Now()) {
-		return errReplayed
+	m := hmac.New(sha256.New, []byte(c.cfg.SigningSecret))
+	fmt.Fprintf(m, "v0:%s:", ts)
+	m.Write(body)
+	want := m.Sum(nil)
+	if !hmac.Equal(got, want) {
+		return nil, errBadSignature
 	}
-	return nil
+	return want, nil
 }
 
 // serveEvent takes an Events API request: the URL's verification, or an

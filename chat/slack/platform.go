@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -526,37 +525,6 @@ func (p *platform) Locate(r string) (where, id, link string, ok bool) {
 		}
 	}
 	return where, ts, link, true
-}
-
-// Download implements thread.Platform: a file shared with the app,
-// fetched with the bot token, a byte past limit at most.
-func (p *platform) Download(ctx context.Context, f thread.Attachment, limit int64) ([]byte, error) {
-	c := p.client()
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	w := &capped{max: limit + 1}
-	err := c.api.GetFileContext(ctx, f.URL, w)
-	if err != nil && !errors.Is(err, errCapped) {
-		return nil, err
-	}
-	return w.buf.Bytes(), nil
-}
-
-// capped keeps up to max bytes, then refuses more.
-type capped struct {
-	buf bytes.Buffer
-	max int64
-}
-
-var errCapped = errors.New("the file is larger than the limit")
-
-func (w *capped) Write(b []byte) (int, error) {
-	room := w.max - int64(w.buf.Len())
-	if int64(len(b)) > room {
-		w.buf.Write(b[:max(room, 0)])
-		return int(max(room, 0)), errCapped
-	}
-	return w.buf.Write(b)
 }
 
 // Usage implements thread.Platform: new, agents and schedules are the

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -29,13 +30,88 @@ type reply struct {
 	responseURL string
 	trigger     string
 	at          time.Time // when the event came
+	// form, for a modal's submission, is its acknowledgement, held
+	// back until the Server answers: every answer but Invalid closes
+	// the modal first.
+	form *formAck
 
 	mu     sync.Mutex
 	posted thread.Origin
 	err    error // why Public posted nothing
 }
 
-var _ thread.Reply = (*reply)(nil)
+var (
+	_ thread.Reply      = (*reply)(nil)
+	_ thread.FormErrors = (*reply)(nil)
+)
+
+// formAck is the acknowledgement of a modal's submission, which Slack
+// takes within 3 seconds of it: with errors by block, it keeps the
+// modal open and shows them; empty, it closes the modal. The first of
+// the Server's answer and formAckWait sends it, once.
+type formAck struct {
+	mu   sync.Mutex
+	sent bool
+	ch   chan json.RawMessage // buffered: the one acknowledgement
+}
+
+// formAckWait is how long a modal's submission waits for the Server's
+// answer: Slack gives 3 seconds.
+const formAckWait = 2500 * time.Millisecond
+
+func newFormAck() *formAck { return &formAck{ch: make(chan json.RawMessage, 1)} }
+
+// send gives the acknowledgement payload (nil: close the modal), if none
+// was given yet, and reports whether it did.
+func (a *formAck) send(payload json.RawMessage) bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sent {
+		return false
+	}
+	a.sent = true
+	a.ch <- payload
+	return true
+}
+
+// wait returns the acknowledgement's payload once it is given, or, from
+// formAckWait after at (or once ctx ends), nil: the modal closes.
+func (a *formAck) wait(ctx context.Context, at time.Time) json.RawMessage {
+	t := time.NewTimer(time.Until(at.Add(formAckWait)))
+	defer t.Stop()
+	select {
+	case p := <-a.ch:
+		return p
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	a.send(nil)
+	return <-a.ch
+}
+
+// Invalid implements thread.FormErrors: the problems shown under their
+// fields in the modal, kept open, while its acknowledgement is still
+// held back.
+func (r *reply) Invalid(_ context.Context, problems map[string]string) bool {
+	if r.form == nil {
+		return false
+	}
+	errs := map[string]string{}
+	for id, p := range problems {
+		errs[fieldBlock+id] = label(p, formErrorRunes)
+	}
+	payload, _ := json.Marshal(map[string]any{"response_action": "errors", "errors": errs})
+	return r.form.send(payload)
+}
+
+// formErrorRunes bounds an error shown under a modal's field.
+const formErrorRunes = 300
+
+// closeForm lets a modal's submission close the modal, if it has not.
+func (r *reply) closeForm() { r.form.send(nil) }
 
 // replyTries bounds the rate-limited tries of an answer.
 const replyTries = 5
@@ -43,6 +119,7 @@ const replyTries = 5
 // Private implements thread.Reply.
 func (r *reply) Private(ctx context.Context, v thread.View) {
 	c := r.c
+	r.closeForm()
 	err := c.tryWait(ctx, replyTries, func(ctx context.Context) error { return c.whisper(ctx, r.where, r.user, v) })
 	if err == nil {
 		return
@@ -69,6 +146,7 @@ func (r *reply) Private(ctx context.Context, v thread.View) {
 // opened from it to know its starter.
 func (r *reply) Public(ctx context.Context, text string) {
 	c := r.c
+	r.closeForm()
 	var ts string
 	err := c.tryWait(ctx, replyTries, func(ctx context.Context) (err error) {
 		ts, err = c.post(ctx, r.where, thread.View{Text: text}, map[string]any{metaBy: r.user})
@@ -104,6 +182,7 @@ func (r *reply) Posted(context.Context) (thread.Origin, error) {
 // (through the response_url for a message the user alone sees).
 func (r *reply) Update(ctx context.Context, v thread.View) {
 	c := r.c
+	r.closeForm()
 	var err error
 	switch {
 	case r.message == "":
@@ -128,11 +207,11 @@ func (r *reply) Update(ctx context.Context, v thread.View) {
 }
 
 // Ack implements thread.Reply: Slack had its acknowledgement.
-func (r *reply) Ack(context.Context) {}
+func (r *reply) Ack(context.Context) { r.closeForm() }
 
 // Defer implements thread.Reply: Slack had its acknowledgement; Public
 // answers.
-func (r *reply) Defer(context.Context) {}
+func (r *reply) Defer(context.Context) { r.closeForm() }
 
 // triggerLife is how long a trigger_id opens a modal.
 const triggerLife = 3 * time.Second
@@ -142,7 +221,8 @@ const triggerLife = 3 * time.Second
 // while it is good.
 func (r *reply) Form(ctx context.Context, f thread.Form) {
 	c := r.c
-	view := modal(f, formMeta{Where: r.where, Channel: r.channel, ThreadTS: r.threadTS})
+	r.closeForm()
+	view := modal(f, formMeta{Where: r.where, Channel: r.channel, ThreadTS: r.threadTS, Message: r.message})
 	by := r.at.Add(triggerLife)
 	for {
 		err := c.call(ctx, "views.open", "", true, func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -18,7 +19,8 @@ const ackWait = 3 * time.Second
 // runSocket serves over Socket Mode until ctx ends: socketmode's client
 // opens the connection (again, when Slack refreshes it or it drops) and
 // every envelope is acknowledged as it comes, before anything is done
-// with it, then queued for dispatch once (Slack sends an event again
+// with it (but a modal's submission, whose acknowledgement is its
+// answer, within Slack's 3 seconds), then queued for dispatch once (Slack sends an event again
 // when its acknowledgement did not come in time: its event_id tells
 // it).
 func (c *Client) runSocket(ctx context.Context) error {
@@ -84,13 +86,14 @@ func (c *Client) onSocket(sm *socketmode.Client, ev socketmode.Event) {
 	if req == nil || req.EnvelopeID == "" {
 		return
 	}
-	actx, cancel := context.WithTimeout(c.ctx, ackWait)
-	err := sm.AckCtx(actx, req.EnvelopeID, nil)
-	cancel()
-	if err != nil {
-		c.log.Warn().Err(err).Str("envelope", req.EnvelopeID).Msg("envelope not acknowledged; Slack sends an event again")
-	}
 	in := inbound{at: time.Now()}
+	if cb, ok := ev.Data.(slackapi.InteractionCallback); ok && cb.Type == slackapi.InteractionTypeViewSubmission {
+		// Its acknowledgement answers it: held back for the Server.
+		in.form = newFormAck()
+		defer c.spawn(func() { c.ack(sm, req.EnvelopeID, in.form.wait(c.ctx, in.at)) })
+	} else {
+		c.ack(sm, req.EnvelopeID, nil)
+	}
 	keys := []string{"env:" + req.EnvelopeID}
 	switch d := ev.Data.(type) {
 	case slackevents.EventsAPIEvent:
@@ -105,5 +108,19 @@ func (c *Client) onSocket(sm *socketmode.Client, ev socketmode.Event) {
 	default:
 		return
 	}
+	keys = append(keys, deliveryKeys(in, req.Payload)...)
 	c.take(in, true, keys...)
+}
+
+// ack acknowledges an envelope, with payload if it is not nil.
+func (c *Client) ack(sm *socketmode.Client, envelope string, payload json.RawMessage) {
+	actx, cancel := context.WithTimeout(c.ctx, ackWait)
+	defer cancel()
+	var p any
+	if payload != nil {
+		p = payload
+	}
+	if err := sm.AckCtx(actx, envelope, p); err != nil {
+		c.log.Warn().Err(err).Str("envelope", envelope).Msg("envelope not acknowledged; Slack sends an event again")
+	}
 }

@@ -134,6 +134,19 @@ func (s *Server) command(c Command) {
 		return
 	}
 	switch c.Name {
+	case "new", "agents", "schedules":
+		// A channel's command is served where a mention would be: in a
+		// channel the bot serves, or a thread of one.
+		channel := c.Where
+		if conv := s.conversation(c.Where); conv != nil {
+			channel = conv.channel
+		}
+		if !s.acl().channel(channel) {
+			s.tell(c.Reply, fmt.Sprintf("I don't answer in this channel; use %s in one I serve.", s.p.Usage(c.Name)))
+			return
+		}
+	}
+	switch c.Name {
 	case "new":
 		s.onNew(c)
 		return

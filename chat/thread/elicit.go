@@ -81,6 +81,12 @@ func (s *Server) elicit(ctx context.Context, conv *conversation, req *acp.Elicit
 	} else {
 		v.Text = s.formText(req, who, len(texts) > 0, len(selects) > 0)
 		v.Actions = formActions(key, req, texts, selects, oq.values)
+		if s.lim.WholeForms {
+			v.Actions = []Action{
+				{ID: key + ":open", Label: "✏️ Answer", Style: Primary},
+				{ID: key + ":decline", Label: "Decline", Style: Danger},
+			}
+		}
 	}
 	v.NoPreview = true
 	closed := func(cause error) string {
@@ -133,6 +139,9 @@ func (s *Server) questionLayout(req *acp.ElicitationRequest) (texts, selects []i
 	if req.Schema == nil {
 		return nil, nil, errors.New("the form has no fields")
 	}
+	if s.lim.WholeForms {
+		return s.wholeFormLayout(req)
+	}
 	for i, f := range req.Schema.Fields {
 		switch f.Kind {
 		case acp.FieldText, acp.FieldNumber, acp.FieldInteger:
@@ -163,6 +172,33 @@ func (s *Server) questionLayout(req *acp.ElicitationRequest) (texts, selects []i
 		return nil, nil, fmt.Errorf("it has %d choices, more than the %d menus one %s message holds", len(selects), s.lim.Menus, name)
 	}
 	return texts, selects, nil
+}
+
+// wholeFormLayout asks every field of a form in the platform's form
+// (Limits.WholeForms), or says why the question does not fit.
+func (s *Server) wholeFormLayout(req *acp.ElicitationRequest) (fields, _ []int, unfit error) {
+	name := s.lim.Name
+	for i := range req.Schema.Fields {
+		f := &req.Schema.Fields[i]
+		switch f.Kind {
+		case acp.FieldText, acp.FieldNumber, acp.FieldInteger:
+			if v, ok := f.DefaultValue(); ok && utf8.RuneCountInString(f.FormatValue(v)) > s.lim.FieldRunes {
+				return nil, nil, fmt.Errorf("the agent's suggestion for “%s” is longer than the %d characters a %s form field holds", f.Label(), s.lim.FieldRunes, name)
+			}
+		case acp.FieldBoolean:
+		case acp.FieldSelect, acp.FieldMultiSelect:
+			if len(f.Options) > s.lim.MenuOptions {
+				return nil, nil, fmt.Errorf("the choice “%s” has %d options, more than the %d a %s menu holds", f.Label(), len(f.Options), s.lim.MenuOptions, name)
+			}
+		default:
+			return nil, nil, fmt.Errorf("the field “%s” is of a type (%s) that can't be asked", f.Label(), f.Type)
+		}
+		fields = append(fields, i)
+	}
+	if len(fields) > s.lim.FormFields {
+		return nil, nil, fmt.Errorf("it has %d fields, more than the %d one %s form holds", len(fields), s.lim.FormFields, name)
+	}
+	return fields, nil, nil
 }
 
 // defaults are the form's values before anyone answers: the agent's
@@ -213,6 +249,9 @@ func (s *Server) formText(req *acp.ElicitationRequest, who string, texts, select
 		how = append(how, "fill in the text with **✏️ Fill in**")
 	}
 	how = append(how, "then **Submit**")
+	if s.lim.WholeForms {
+		how = []string{"**✏️ Answer** opens the form, and its **Submit** sends the answer"}
+	}
 	footer := "\n-# " + who + " can answer: " + strings.Join(how, ", ") + "."
 	return cut(b.String(), s.lim.MessageRunes-10-utf8.RuneCountInString(footer)) + footer
 }
@@ -440,7 +479,8 @@ func (oq *openQuestion) choose(idx int, values []string) error {
 	return nil
 }
 
-// form is the question's text fields as a Form, filled in with the
+// form is the question's fields asked in a form (its text fields, or
+// all of them with Limits.WholeForms) as a Form, filled in with the
 // answers so far. s.mu must be held.
 func (oq *openQuestion) form(key string, lim Limits) Form {
 	var fields []Field
@@ -452,6 +492,10 @@ func (oq *openQuestion) form(key string, lim Limits) Form {
 			hint = f.Description
 		}
 		in.Placeholder = excerpt(hint, placeholderRunes)
+		if lim.WholeForms && wholeField(&in, f, oq.values[f.Key]) {
+			fields = append(fields, in)
+			continue
+		}
 		if f.Kind == acp.FieldText {
 			if f.MaxLength == nil || *f.MaxLength > 100 {
 				in.Multiline = true
@@ -479,7 +523,54 @@ func (oq *openQuestion) form(key string, lim Limits) Form {
 	if oq.req.Schema.Title != "" {
 		title = excerpt(oq.req.Schema.Title, formLabelRunes)
 	}
+	if lim.WholeForms {
+		return Form{ID: key + wholeFormSuffix, Title: title, Fields: fields}
+	}
 	return Form{ID: key + ":modal", Title: title, Fields: fields}
+}
+
+// wholeFormSuffix ends the ID of a form whose submission answers its
+// question (Limits.WholeForms).
+const wholeFormSuffix = ":form"
+
+// wholeField makes in a number, a choice, choices or a yes or no, as f
+// asks, showing current; it reports false for a text field, which the
+// caller makes as it always does.
+func wholeField(in *Field, f *acp.ElicitationField, current any) bool {
+	switch f.Kind {
+	case acp.FieldNumber, acp.FieldInteger:
+		in.Kind, in.Decimal = FieldNumber, f.Kind == acp.FieldNumber
+		if current != nil {
+			in.Value = f.FormatValue(current)
+		}
+	case acp.FieldBoolean:
+		in.Kind = FieldYesNo
+		in.Options = []Option{
+			{Label: "Yes", Value: "true", Default: current == true},
+			{Label: "No", Value: "false", Default: current == false},
+		}
+	case acp.FieldSelect, acp.FieldMultiSelect:
+		in.Kind = FieldChoice
+		chosen, _ := current.([]string)
+		for j, o := range f.Options {
+			in.Options = append(in.Options, Option{Label: excerpt(o.Label(), 100), Value: strconv.Itoa(j),
+				Default: current == o.Value || slices.Contains(chosen, o.Value)})
+		}
+		if f.Kind == acp.FieldMultiSelect {
+			in.Kind = FieldChoices
+			in.Min, in.Max = 0, len(f.Options)
+			if f.MinItems != nil {
+				in.Min = min(max(*f.MinItems, 0), in.Max)
+			}
+			if f.MaxItems != nil {
+				in.Max = max(min(*f.MaxItems, in.Max), 1)
+			}
+			in.Min = min(in.Min, in.Max)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // Answer takes a form a user filled in: each value is checked and kept;
@@ -490,6 +581,10 @@ func (s *Server) Answer(f FormAnswer) {
 }
 
 func (s *Server) onFormAnswer(fa FormAnswer) {
+	if key, ok := strings.CutSuffix(fa.Form, wholeFormSuffix); ok && strings.HasPrefix(key, questionPrefix) {
+		s.onWholeForm(key, fa)
+		return
+	}
 	key, ok := strings.CutSuffix(fa.Form, ":modal")
 	if !ok || !strings.HasPrefix(key, questionPrefix) {
 		s.tell(fa.Reply, "This form is no longer open.")
@@ -528,4 +623,95 @@ func (s *Server) onFormAnswer(fa FormAnswer) {
 	}
 	b.WriteString("\nPress **Submit** on the question when it is complete.")
 	s.tell(fa.Reply, strings.TrimSpace(b.String()))
+}
+
+// onWholeForm takes a whole form's answer (Limits.WholeForms): every
+// field is read and checked; what is wrong is shown by field in the
+// form, kept open, where the platform can (FormErrors), else told to the
+// user in words; a good answer answers the question, as Submit does.
+func (s *Server) onWholeForm(key string, fa FormAnswer) {
+	oq := s.claimQuestion(fa.Reply, key, fa.From)
+	if oq == nil {
+		return
+	}
+	content := map[string]any{}
+	problems := map[string]string{}
+	for _, idx := range oq.texts {
+		f := &oq.req.Schema.Fields[idx]
+		id := strconv.Itoa(idx)
+		switch f.Kind {
+		case acp.FieldBoolean:
+			if c := fa.Choices[id]; len(c) > 0 {
+				content[f.Key] = c[0] == "true"
+			}
+		case acp.FieldSelect, acp.FieldMultiSelect:
+			var chosen []string
+			for _, v := range fa.Choices[id] {
+				j, err := strconv.Atoi(v)
+				if err != nil || j < 0 || j >= len(f.Options) {
+					problems[id] = "That is not one of the choices."
+					break
+				}
+				chosen = append(chosen, f.Options[j].Value)
+			}
+			switch {
+			case len(chosen) == 0:
+			case f.Kind == acp.FieldMultiSelect:
+				content[f.Key] = chosen
+			default:
+				content[f.Key] = chosen[0]
+			}
+		default:
+			value := fa.Values[id]
+			if strings.TrimSpace(value) == "" {
+				break
+			}
+			v, err := f.Parse(value)
+			if err != nil {
+				problems[id] = sentence(err.Error())
+				continue
+			}
+			content[f.Key] = v
+		}
+		if problems[id] != "" {
+			continue
+		}
+		if v, ok := content[f.Key]; !ok && f.Required {
+			problems[id] = "This is needed."
+		} else if ok {
+			if err := f.Check(v); err != nil {
+				problems[id] = sentence(err.Error())
+			}
+		}
+	}
+	if len(problems) > 0 {
+		s.mu.Unlock()
+		if fe, ok := fa.Reply.(FormErrors); ok && fe.Invalid(s.ctx, problems) {
+			return
+		}
+		var list []string
+		for _, idx := range oq.texts {
+			if p := problems[strconv.Itoa(idx)]; p != "" {
+				list = append(list, "**"+oneLine(oq.req.Schema.Fields[idx].Label(), 80)+"**: "+p)
+			}
+		}
+		s.tell(fa.Reply, "The answer was not sent — "+strings.Join(list, " ")+" Use **✏️ Answer** again.")
+		return
+	}
+	s.answerQuestion(Click{Where: oq.thread, Action: key, From: fa.From, Reply: fa.Reply}, key, oq,
+		acp.ElicitationResult{Action: acp.ActionAccept, Content: content})
+}
+
+// sentence is a checker's phrase ("at least 3 characters") as a
+// sentence.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	s = strings.ToUpper(string(r)) + s[n:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
 }

@@ -65,6 +65,10 @@ type Attachment struct {
 	Name, Type string // its name and content type, as the platform says
 	Size       int64  // as the platform says
 	URL        string
+	// Refused, if set, says why the platform will not fetch it (a
+	// clause: "it is not on Slack's file host"): the message goes on
+	// without it, and its author is told.
+	Refused string
 }
 
 // Reaction is a user's mark on a message.
@@ -91,9 +95,20 @@ type Click struct {
 // FormAnswer is a Form a user filled in and sent.
 type FormAnswer struct {
 	Form   string            // the Form's ID
-	Values map[string]string // by Field ID
-	From   User
-	Reply  Reply
+	Values map[string]string // by Field ID: what a text or number field holds
+	// Choices are the Options' values chosen, by Field ID, for a
+	// choice, choices, or yes or no (none chosen: absent or empty).
+	Choices map[string][]string
+	From    User
+	Reply   Reply
+}
+
+// FormErrors is a Reply to a FormAnswer that can show what is wrong
+// with it in the form itself, by Field ID, the form kept open (Slack's
+// response_action errors). Invalid reports whether it could; if not,
+// the Server tells the user in words.
+type FormErrors interface {
+	Invalid(ctx context.Context, problems map[string]string) bool
 }
 
 // Command is a command a user gave, as a slash command or written to the

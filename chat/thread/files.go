@@ -27,8 +27,14 @@ var textExts = []string{".md", ".txt", ".log", ".go", ".py", ".js", ".ts", ".tsx
 // inlined, images as image blocks, each downloaded by the platform.
 // Anything over a limit or of another kind refuses the whole message,
 // with the reason in words, so the user can send it again without it.
-func (s *Server) attachments(ctx context.Context, files []Attachment) (text, images []acp.ContentBlock, refusal string) {
+// A file the platform refused to fetch is left out, and said so in
+// skipped.
+func (s *Server) attachments(ctx context.Context, files []Attachment) (text, images []acp.ContentBlock, skipped []string, refusal string) {
 	for _, a := range files {
+		if a.Refused != "" {
+			skipped = append(skipped, fmt.Sprintf("I did not pass %q to the agent: %s.", a.Name, a.Refused))
+			continue
+		}
 		ctype, _, _ := strings.Cut(a.Type, ";")
 		isImage := strings.HasPrefix(ctype, "image/")
 		isText := strings.HasPrefix(ctype, "text/") || ctype == "application/json" ||
@@ -39,26 +45,26 @@ func (s *Server) attachments(ctx context.Context, files []Attachment) (text, ima
 		case isImage:
 			limit, kind = s.cfg.MaxImageBytes, "images"
 		case !isText:
-			return nil, nil, fmt.Sprintf("I can't pass %q (%s) to the agent: only images and text files can be attached. Nothing was sent; please try again without it.", a.Name, orUnknown(ctype))
+			return nil, nil, nil, fmt.Sprintf("I can't pass %q (%s) to the agent: only images and text files can be attached. Nothing was sent; please try again without it.", a.Name, orUnknown(ctype))
 		}
 		if a.Size > limit {
-			return nil, nil, fmt.Sprintf("%q is %s; the limit for %s is %s. Nothing was sent; please try again with a smaller file.", a.Name, size(a.Size), kind, size(limit))
+			return nil, nil, nil, fmt.Sprintf("%q is %s; the limit for %s is %s. Nothing was sent; please try again with a smaller file.", a.Name, size(a.Size), kind, size(limit))
 		}
 		body, err := s.download(ctx, a, limit)
 		if err != nil {
-			return nil, nil, fmt.Sprintf("I could not read %q: %v. Nothing was sent; please try again.", a.Name, err)
+			return nil, nil, nil, fmt.Sprintf("I could not read %q: %v. Nothing was sent; please try again.", a.Name, err)
 		}
 		if isImage {
 			images = append(images, acp.ContentBlock{Type: "image", MimeType: ctype, Data: base64.StdEncoding.EncodeToString(body)})
 			continue
 		}
 		if !utf8.Valid(body) {
-			return nil, nil, fmt.Sprintf("%q is not UTF-8 text. Nothing was sent; please try again without it.", a.Name)
+			return nil, nil, nil, fmt.Sprintf("%q is not UTF-8 text. Nothing was sent; please try again without it.", a.Name)
 		}
 		name := strings.ToValidUTF8(a.Name, "\uFFFD") // a name is text for the agent too
 		text = append(text, acp.TextBlock(fmt.Sprintf("Attached file %s:\n```\n%s\n```", name, strings.TrimRight(string(body), "\n"))))
 	}
-	return text, images, ""
+	return text, images, skipped, ""
 }
 
 // download fetches a file through the platform, holding it to limit

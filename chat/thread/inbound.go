@@ -110,15 +110,22 @@ func (s *Server) handleMessage(m Message, conv *conversation, prev <-chan struct
 		}
 	}
 	text := m.Text
-	blocks, images, refusal := s.attachments(ctx, m.Files)
+	blocks, images, skipped, refusal := s.attachments(ctx, m.Files)
 	if refusal == "" && text == "" && len(blocks) == 0 && len(images) == 0 {
 		refusal = "Mention me with a question or a task, and I will start an agent on it in a thread."
+		if len(skipped) > 0 {
+			refusal = strings.Join(skipped, "\n") + " Nothing else came with it, so nothing was sent."
+		}
 	}
 	if refusal != "" {
 		s.count(&s.stats.RefusedAttachments)
 		s.markOnce(m.Where, m.ID, MarkFailed)
 		s.replyTo(ctx, m, refusal)
 		return
+	}
+	if len(skipped) > 0 {
+		s.count(&s.stats.RefusedAttachments)
+		s.replyTo(ctx, m, strings.Join(skipped, "\n")+" The rest of your message was sent.")
 	}
 	if text != "" {
 		blocks = append([]acp.ContentBlock{acp.TextBlock(text)}, blocks...)

@@ -159,6 +159,11 @@ type Limits struct {
 	// platform has no forms, and a question with text fields is
 	// declined), FieldRunes the most characters of one's value (4,000).
 	FormFields, FieldRunes int
+	// WholeForms: the platform's form holds every kind of field (text,
+	// numbers, choices, yes or no), and its submission answers the
+	// agent's question (Slack's modal). A question is then one button
+	// that opens its form, and Decline; FormFields bounds all its fields.
+	WholeForms bool
 	// LinkRunes is the most characters of a link button's URL (512).
 	LinkRunes int
 }
@@ -255,23 +260,43 @@ type File struct {
 }
 
 // Form is what a platform with forms (Limits.FormFields) opens for one
-// user at a click (Discord: a modal): text fields to fill in. Its
-// answer comes back as a FormAnswer with ID.
+// user at a click (Discord, Slack: a modal): fields to fill in, text
+// alone unless Limits.WholeForms. Its answer comes back as a FormAnswer
+// with ID.
 type Form struct {
 	ID, Title string
 	Fields    []Field
 }
 
-// Field is one text field of a Form.
+// FieldKind is what a Field asks for. A platform without
+// Limits.WholeForms is given FieldText and FieldNumber alone, and may
+// ask both as text.
+type FieldKind int
+
+const (
+	FieldText    FieldKind = iota
+	FieldNumber            // a number (Decimal: not only a whole one)
+	FieldChoice            // one of Options
+	FieldChoices           // from Min to Max of Options
+	FieldYesNo             // Options "true" (Yes) or "false" (No)
+)
+
+// Field is one field of a Form.
 type Field struct {
 	ID, Label, Placeholder string
-	// Value is what the field shows filled in; what is sent back is
-	// what it shows, so it is never cut.
+	Kind                   FieldKind
+	// Value is what a text or number field shows filled in; what is
+	// sent back is what it shows, so it is never cut.
 	Value     string
 	Required  bool
 	Multiline bool
-	// MinRunes and MaxRunes bound the value (0: no bound).
+	Decimal   bool
+	// MinRunes and MaxRunes bound a text value (0: no bound).
 	MinRunes, MaxRunes int
+	// Options are a choice's (Default: shown chosen); Min and Max bound
+	// how many of them FieldChoices takes.
+	Options  []Option
+	Min, Max int
 }
 
 // Arg is an argument of a command as Platform.Usage spells it.

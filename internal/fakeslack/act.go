@@ -162,6 +162,10 @@ type SharedFile struct {
 	// thread.
 	Comment  string
 	ThreadTS string
+	// URL, if set, is what url_private and url_private_download say
+	// instead of the file's address on the fake: a file that claims to
+	// be somewhere else.
+	URL string
 }
 
 // ShareFile has userID upload a file into a conversation: a file_share
@@ -179,7 +183,7 @@ func (s *Server) ShareFile(channelID, userID string, sf SharedFile) (ts, fileID 
 	}
 	now := time.Now()
 	f := &file{File: File{ID: s.newIDLocked("F"), Name: sf.Name, Title: sf.Title, Size: len(sf.Data),
-		Data: slices.Clone(sf.Data), User: userID, Created: now}, uploaded: true, shared: true}
+		Data: slices.Clone(sf.Data), User: userID, Created: now}, uploaded: true, shared: true, url: sf.URL}
 	if f.Title == "" {
 		f.Title = f.Name
 	}

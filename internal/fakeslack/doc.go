@@ -29,7 +29,10 @@
 // as a form with payload=, slash commands as a form. VerifyURL sends the
 // url_verification challenge. SendSigned posts a request with a wrong
 // secret, a stale timestamp or no signature; Replay sends a recorded
-// request again byte for byte.
+// request again byte for byte. In either mode Redeliver sends an
+// envelope's payload again in a new envelope (signed anew over HTTP), and
+// Resend sends a settled envelope again under its own id, as Slack may
+// deliver one thing twice.
 //
 // # Envelopes
 //
@@ -86,8 +89,10 @@
 // not_authed, a wrong one invalid_auth, the app token where the bot token
 // belongs (or the reverse) not_allowed_token_type. A JSON body without
 // charset=utf-8 is answered with the missing_charset warning. A file's
-// url_private serves its bytes to the bot token and redirects anyone
-// else to a sign-in page, which slack-go's GetFile reports.
+// url_private, under FilesURL (as Slack's are under
+// https://files.slack.com/files-pri/), serves its bytes to the bot token
+// and redirects anyone else to a sign-in page, which slack-go's GetFile
+// reports; SharedFile.URL makes a file claim to be elsewhere.
 //
 // The fake answers Slack's errors where a bot could be caught out: 50
 // blocks a message (100 a modal), 3,000 characters a section text, 2,000

@@ -465,3 +465,41 @@ func (s *Server) botEventLocked(ev map[string]any) {
 		s.eventLocked(ev)
 	}
 }
+
+// Redeliver sends an envelope's payload again as a new envelope (a new
+// envelope_id; over HTTP, signed anew), as Slack may deliver one thing
+// twice, and returns the new envelope's id. What the app's
+// acknowledgement of it does is what it did for the first.
+func (s *Server) Redeliver(id string) string {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.envByID[id]
+	if old == nil {
+		s.errorf("Redeliver: no envelope %s", id)
+		return ""
+	}
+	var payload any = old.Payload
+	e := s.newEnvelopeLocked(old.Type, old.Kind, old.EventID, payload, time.Now())
+	e.onAck = old.onAck
+	return e.ID
+}
+
+// Resend sends a settled envelope again under its own envelope_id, as a
+// Socket Mode connection may see one again; AwaitAck(id) waits for its
+// new acknowledgement.
+func (s *Server) Resend(id string) {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.envByID[id]
+	if e == nil || e.state != envSettled {
+		s.errorf("Resend: no settled envelope %s", id)
+		return
+	}
+	e.Acked, e.Failed = false, false
+	s.active[e.ID] = e
+	s.queue = append(s.queue, e)
+	s.deliverLocked(e, time.Now())
+	s.notifyLocked()
+}

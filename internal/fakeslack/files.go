@@ -18,6 +18,7 @@ type file struct {
 	File
 	uploaded bool // its bytes arrived
 	shared   bool
+	url      string // what its url_private says, if not its address on the fake
 }
 
 func (f *file) snapshot() File {

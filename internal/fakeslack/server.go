@@ -340,6 +340,11 @@ func (s *Server) URL() string { return "http://" + s.addr }
 // http://127.0.0.1:PORT/api/.
 func (s *Server) APIURL() string { return s.URL() + "/api/" }
 
+// FilesURL returns where the fake serves files (their url_private),
+// http://127.0.0.1:PORT/files-pri/, as Slack serves them from
+// https://files.slack.com/files-pri/.
+func (s *Server) FilesURL() string { return s.URL() + "/files-pri/" }
+
 // HTTPClient returns a client for the bot's slack.OptionHTTPClient whose
 // idle connections Close closes, so that no goroutine of the client's
 // transport outlives the test.

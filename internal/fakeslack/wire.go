@@ -176,6 +176,9 @@ func (s *Server) numMembersLocked(c *channel) int {
 
 // fileURLs are the addresses of a file on the fake.
 func (s *Server) fileURL(f *file, download bool) string {
+	if f.url != "" {
+		return f.url
+	}
 	p := "/files-pri/" + s.team.ID + "-" + f.ID + "/"
 	if download {
 		p += "download/"
