@@ -167,13 +167,7 @@ func throughProxy(t *testing.T, s *subject, sandbox pool.Sandbox, m *metrics.Met
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]float64{}
-	for _, f := range families {
-		for _, mt := range f.Metric {
-			got[f.GetName()] += mt.GetCounter().GetValue()
-		}
-	}
-	allowed, refused := got["acp_broker_network_connections_total"], got["acp_broker_network_refused_total"]
+	allowed, refused := networkCounts(families)
 	t.Logf("%s: %v connection(s) through the proxy, %v refused", s.spec.Name, allowed, refused)
 	if allowed == 0 {
 		t.Errorf("%s answered with no connection through the proxy", s.spec.Name)
