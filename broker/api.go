@@ -84,15 +84,17 @@ func (b *Broker) apiConfig(cfg *config.Config) api.Config {
 		}
 	}
 	return api.Config{
-		Tokens:       cfg.API.Tokens,
-		RateLimit:    cfg.API.RateLimit,
-		MaxBodyBytes: cfg.API.MaxBodyBytes,
-		MaxTextBytes: cfg.Discord.MaxTextBytes,
-		Fronts:       fronts,
-		Default:      def,
-		Profile:      func(name string) bool { return b.pool.Profile(name) != nil && b.pool.Profile(name).Name == name },
-		Store:        b.store,
-		Logger:       b.log.With().Str("part", "api").Logger(),
+		Tokens:         cfg.API.Tokens,
+		RateLimit:      cfg.API.RateLimit,
+		MaxBodyBytes:   cfg.API.MaxBodyBytes,
+		MaxConnections: cfg.API.MaxConnections,
+		MaxStreams:     cfg.API.MaxStreams,
+		MaxTextBytes:   cfg.Discord.MaxTextBytes,
+		Fronts:         fronts,
+		Default:        def,
+		Profile:        func(name string) bool { return b.pool.Profile(name) != nil && b.pool.Profile(name).Name == name },
+		Store:          b.store,
+		Logger:         b.log.With().Str("part", "api").Logger(),
 	}
 }
 
