@@ -76,13 +76,15 @@ type Server struct {
 	mu      sync.Mutex
 	cfg     Config
 	tokens  []tokenEntry
-	buckets map[string]*bucket        // by token name
-	live    map[string]*prompt        // prompts in memory, by id
-	done    []string                  // ended prompts in memory, oldest first
-	keys    map[string]*keyEntry      // Idempotency-Keys, by token and key
-	threads map[string]headlessThread // headless threads, by thread
-	answers map[int]uint64            // requests answered, by status
-	streams map[string]int            // event streams open, by token name
+	buckets map[string]*bucket // by token name
+	live    map[string]*prompt // prompts in memory, by id
+	done    []endedPrompt      // ended prompts in memory, oldest first
+	// doneBytes is what the ended prompts in memory keep, in all.
+	doneBytes int
+	keys      map[string]*keyEntry      // Idempotency-Keys, by token and key
+	threads   map[string]headlessThread // headless threads, by thread
+	answers   map[int]uint64            // requests answered, by status
+	streams   map[string]int            // event streams open, by token name
 	// failures are the failed authentications, by remote address.
 	failures map[string]*bucket
 }
@@ -128,13 +130,18 @@ type tokenEntry struct {
 }
 
 // Bounds of what the Server keeps in memory: ended prompts (their events
-// for late streams; GET reads the store after), and Idempotency-Keys.
+// for late streams; GET reads the store after), at most keepEnded of
+// them, for keepEndedAt, in keepEndedBytes in all (each keeps its last
+// endedEventBytes of events and its clipped answer); and
+// Idempotency-Keys.
 const (
-	keepEnded   = 1000
-	keepEndedAt = 10 * time.Minute
-	keyTTL      = 24 * time.Hour
-	maxKeys     = 10000
-	maxKeyLen   = 200
+	keepEnded       = 1000
+	keepEndedAt     = 10 * time.Minute
+	keepEndedBytes  = 64 << 20
+	endedEventBytes = 256 << 10
+	keyTTL          = 24 * time.Hour
+	maxKeys         = 10000
+	maxKeyLen       = 200
 )
 
 // How long a client may take: to send a request's headers (a new
@@ -885,27 +892,33 @@ func sortedFronts(m map[string]Front) []string {
 	return out
 }
 
-// ended moves a prompt to the ended ones kept in memory, dropping the
-// oldest beyond what is kept.
-func (s *Server) ended(p *prompt) {
+// endedPrompt is an ended prompt kept in memory: when it ended and the
+// bytes it keeps.
+type endedPrompt struct {
+	id    string
+	at    time.Time
+	bytes int
+}
+
+// ended moves a prompt, which keeps bytes now, to the ended ones kept in
+// memory, dropping the oldest beyond what is kept.
+func (s *Server) ended(id string, at time.Time, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.done = append(s.done, p.rec.ID)
+	s.done = append(s.done, endedPrompt{id: id, at: at, bytes: bytes})
+	s.doneBytes += bytes
 	s.sweepEndedLocked()
 }
 
 func (s *Server) sweepEndedLocked() {
 	for len(s.done) > 0 {
-		p := s.live[s.done[0]]
-		if p != nil && len(s.done) <= keepEnded {
-			p.mu.Lock()
-			recent := time.Since(p.ended) < keepEndedAt
-			p.mu.Unlock()
-			if recent {
-				return
-			}
+		e := s.done[0]
+		if len(s.done) <= keepEnded && s.doneBytes <= keepEndedBytes && time.Since(e.at) < keepEndedAt {
+			return
 		}
-		delete(s.live, s.done[0])
+		delete(s.live, e.id)
+		s.doneBytes -= e.bytes
+		s.done[0] = endedPrompt{}
 		s.done = s.done[1:]
 	}
 }

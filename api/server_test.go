@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,27 +25,24 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// memStore keeps prompts in memory.
+// memStore keeps prompts' records in memory (not their answers, so that
+// what the Server keeps is what a test measures).
 type memStore struct {
 	mu      sync.Mutex
 	prompts map[string]store.Prompt
-	answers map[string]string
 }
 
 func (m *memStore) PutPrompt(p store.Prompt, answer *string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.prompts[p.ID] = p
-	if answer != nil {
-		m.answers[p.ID] = *answer
-	}
 }
 
 func (m *memStore) Prompt(id string) (store.Prompt, string, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.prompts[id]
-	return p, m.answers[id], ok, nil
+	return p, "", ok, nil
 }
 
 func (m *memStore) Prompts() ([]store.Prompt, error) { return nil, nil }
@@ -85,7 +83,7 @@ func listen(t *testing.T, tune func(*Config)) *testAPI {
 		Fronts:       map[string]Front{HeadlessPlatform: h},
 		Default:      HeadlessPlatform,
 		Profile:      func(string) bool { return true },
-		Store:        &memStore{prompts: map[string]store.Prompt{}, answers: map[string]string{}},
+		Store:        &memStore{prompts: map[string]store.Prompt{}},
 		Logger:       zerolog.Nop(),
 	}
 	if tune != nil {
@@ -310,5 +308,72 @@ func TestAuthenticate_FailingAddressesBounded(t *testing.T) {
 	}
 	if len(s.failures) > maxFailingAddrs {
 		t.Errorf("%d addresses remembered, more than %d", len(s.failures), maxFailingAddrs)
+	}
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// Two hundred prompts of 5 MiB answers each, ended, keep no more than
+// keepEndedBytes in memory in all, the oldest dropped first; each keeps
+// its last endedEventBytes of events, so that a late stream gets the
+// end (after a gap event saying how many it missed), and GET the clipped
+// answer.
+func TestEnded_PromptsMemoryIsBoundedInBytes(t *testing.T) {
+	a := listen(t, nil)
+	before := heapInUse()
+	piece := strings.Repeat("x", 64<<10)
+	answer := strings.Repeat(piece, 80) // 5 MiB
+	var ids []string
+	const n = 200
+	for range n {
+		id, p := a.start()
+		ids = append(ids, id)
+		p.Sink.Status(adapter.Status{Phase: adapter.PhaseWorking})
+		for range 80 {
+			p.Sink.Update(chunk(piece))
+		}
+		done(p, answer)
+	}
+	answer = ""
+	after := heapInUse()
+	a.mu.Lock()
+	kept, bytes := len(a.done), a.doneBytes
+	a.mu.Unlock()
+	t.Logf("%d prompts of 5 MiB: %d kept in memory, %d MiB counted; the heap grew %d MiB", n, kept, bytes>>20, (int64(after)-int64(before))>>20)
+	if bytes > keepEndedBytes {
+		t.Errorf("the ended prompts keep %d bytes, more than %d", bytes, keepEndedBytes)
+	}
+	if grew := int64(after) - int64(before); grew > keepEndedBytes+16<<20 {
+		t.Errorf("the heap grew %d MiB for ended prompts, more than their %d MiB and a margin", grew>>20, keepEndedBytes>>20)
+	}
+	if kept == 0 || kept == n {
+		t.Fatalf("%d of %d ended prompts kept in memory: want the newest alone", kept, n)
+	}
+	last := ids[len(ids)-1]
+	resp, err := a.stream(context.Background(), last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	var types []string
+	for {
+		typ, _, err := nextEvent(r)
+		if err != nil {
+			break
+		}
+		types = append(types, typ)
+	}
+	if len(types) < 2 || types[0] != "gap" || types[len(types)-1] != "end" {
+		t.Errorf("a late stream of an ended prompt: %v, want a gap, the last events, and the end", types)
+	}
+	if resp, raw := a.request(http.DefaultClient, "GET", "/v1/prompts/"+last, testToken, ""); resp.StatusCode != http.StatusOK || !strings.Contains(raw, `"answer_bytes":5242880`) {
+		t.Errorf("GET of an ended prompt: %d %.200s", resp.StatusCode, raw)
 	}
 }
