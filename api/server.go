@@ -188,6 +188,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 // Addr is the address the API is served on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// MaxConnections is the bound on the connections its listener holds.
+func (s *Server) MaxConnections() int { return s.ln.Max() }
+
 // Close stops serving: event streams end, requests in flight get until
 // ctx ends.
 func (s *Server) Close(ctx context.Context) {

@@ -31,6 +31,9 @@ func Limit(ln net.Listener, n int) *Limited {
 	return &Limited{Listener: ln, max: max(n, 1)}
 }
 
+// Max is the bound on connections open.
+func (l *Limited) Max() int { return l.max }
+
 // Stats are a Limited listener's counters.
 type Stats struct {
 	// Open is the connections open now.
