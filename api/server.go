@@ -81,19 +81,12 @@ type Server struct {
 	done    []endedPrompt      // ended prompts in memory, oldest first
 	// doneBytes is what the ended prompts in memory keep, in all.
 	doneBytes int
-	keys      map[string]*keyEntry      // Idempotency-Keys, by token and key
-	threads   map[string]headlessThread // headless threads, by thread
-	answers   map[int]uint64            // requests answered, by status
-	streams   map[string]int            // event streams open, by token name
+	keys      *ordered[*keyEntry] // Idempotency-Keys, by token and key, oldest first
+	threads   *ordered[string]    // headless threads' tokens, by thread, least recently used first
+	answers   map[int]uint64      // requests answered, by status
+	streams   map[string]int      // event streams open, by token name
 	// failures are the failed authentications, by remote address.
 	failures map[string]*bucket
-}
-
-// headlessThread is a thread a headless prompt opened: the token that
-// opened it, and when it was last used.
-type headlessThread struct {
-	token string
-	used  time.Time
 }
 
 // Headless threads are kept while their prompts are (state.retention,
@@ -106,21 +99,8 @@ const (
 // useThreadLocked records a headless thread as used now, forgetting the
 // oldest beyond the bounds. s.mu must be held.
 func (s *Server) useThreadLocked(thread, token string, at time.Time) {
-	s.threads[thread] = headlessThread{token: token, used: at}
-	for k, t := range s.threads {
-		if time.Since(t.used) > threadTTL {
-			delete(s.threads, k)
-		}
-	}
-	for len(s.threads) > maxThreads {
-		oldest := ""
-		for k, t := range s.threads {
-			if oldest == "" || t.used.Before(s.threads[oldest].used) {
-				oldest = k
-			}
-		}
-		delete(s.threads, oldest)
-	}
+	s.threads.put(thread, token, at)
+	s.threads.trim(time.Now().Add(-threadTTL), maxThreads)
 }
 
 // tokenEntry is a token with its digest, compared in constant time.
@@ -170,7 +150,7 @@ func Listen(addr string, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("api.listen: %w", err)
 	}
 	s := &Server{ln: listener.Limit(ln, cmpInt(cfg.MaxConnections, defaultMaxConnections)), log: cfg.Logger, buckets: map[string]*bucket{},
-		live: map[string]*prompt{}, keys: map[string]*keyEntry{}, threads: map[string]headlessThread{}, answers: map[int]uint64{},
+		live: map[string]*prompt{}, keys: newOrdered[*keyEntry](), threads: newOrdered[string](), answers: map[int]uint64{},
 		streams: map[string]int{}, failures: map[string]*bucket{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.SetConfig(cfg)
@@ -236,18 +216,20 @@ func (s *Server) recall() {
 	if err != nil {
 		s.log.Warn().Err(err).Msg("the API's prompts could not be read")
 	}
+	// Oldest first, as the bounds drop them.
+	slices.SortStableFunc(list, func(a, b store.Prompt) int { return a.Created.Compare(b.Created) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range list {
 		if p.Key != "" && time.Since(p.Created) < keyTTL {
-			s.keys[p.Token+"\x00"+p.Key] = &keyEntry{id: p.ID, digest: p.Digest, at: p.Created, ready: closedChan}
+			s.keys.put(p.Token+"\x00"+p.Key, &keyEntry{id: p.ID, digest: p.Digest, at: p.Created, ready: closedChan}, p.Created)
 		}
 		if p.Platform == "" && time.Since(p.Created) < threadTTL {
-			if t, ok := s.threads[p.Thread]; !ok || t.used.Before(p.Created) {
-				s.threads[p.Thread] = headlessThread{token: p.Token, used: p.Created}
-			}
+			s.threads.put(p.Thread, p.Token, p.Created)
 		}
 	}
+	s.keys.trim(time.Now().Add(-keyTTL), maxKeys)
+	s.threads.trim(time.Now().Add(-threadTTL), maxThreads)
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -712,12 +694,13 @@ func (s *Server) claimKey(token, key, digest string) (prior, claimed *keyEntry) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := token + "\x00" + key
-	if e := s.keys[k]; e != nil && time.Since(e.at) < keyTTL {
+	if e, _, ok := s.keys.get(k); ok && time.Since(e.at) < keyTTL {
 		return e, nil
 	}
-	s.sweepKeysLocked()
+	s.keys.delete(k)
+	s.keys.trim(time.Now().Add(-keyTTL), maxKeys-1)
 	e := &keyEntry{digest: digest, at: time.Now(), ready: make(chan struct{})}
-	s.keys[k] = e
+	s.keys.put(k, e, e.at)
 	return nil, e
 }
 
@@ -728,27 +711,10 @@ func (s *Server) settleKey(token, key string, e *keyEntry, resp *StartResponse) 
 	defer s.mu.Unlock()
 	if resp != nil {
 		e.id, e.resp = resp.ID, resp
-	} else if s.keys[token+"\x00"+key] == e {
-		delete(s.keys, token+"\x00"+key)
+	} else if cur, _, ok := s.keys.get(token + "\x00" + key); ok && cur == e {
+		s.keys.delete(token + "\x00" + key)
 	}
 	close(e.ready)
-}
-
-func (s *Server) sweepKeysLocked() {
-	for k, e := range s.keys {
-		if time.Since(e.at) >= keyTTL {
-			delete(s.keys, k)
-		}
-	}
-	for len(s.keys) >= maxKeys {
-		var oldest string
-		for k, e := range s.keys {
-			if oldest == "" || e.at.Before(s.keys[oldest].at) {
-				oldest = k
-			}
-		}
-		delete(s.keys, oldest)
-	}
 }
 
 // replay answers a retried POST with what its key started.
@@ -814,9 +780,9 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 	if req.Thread != "" {
 		if headless {
 			s.mu.Lock()
-			owner, ok := s.threads[req.Thread]
+			owner, _, ok := s.threads.get(req.Thread)
 			s.mu.Unlock()
-			if !ok || owner.token != tok.Name {
+			if !ok || owner != tok.Name {
 				return nil, bad(http.StatusNotFound, "thread", "no thread %s of token %s's", req.Thread, tok.Name)
 			}
 		} else {
@@ -1236,6 +1202,6 @@ func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
 func (s *Server) HeadlessThread(thread string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.threads[thread]
+	_, _, ok := s.threads.get(thread)
 	return ok
 }
