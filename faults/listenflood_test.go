@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,40 +51,7 @@ func TestListeners_AFloodOfIdleConnectionsLeavesTheBrokerAnswering(t *testing.T)
 	}
 	t.Logf("flood of %d connections; the broker may open %d files, the test %d", n, brokerLimit, lim.Cur)
 
-	targets := []string{b.APIAddr(), b.Addr()}
-	conns := make([]net.Conn, n)
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	start := time.Now()
-	var wg sync.WaitGroup
-	const dialers = 8
-	for d := range dialers {
-		wg.Go(func() {
-			dialer := net.Dialer{Timeout: 3 * time.Second}
-			for i := d; i < n; i += dialers {
-				c, err := dialer.Dial("tcp", targets[i%2])
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-					continue
-				}
-				conns[i] = c
-			}
-		})
-	}
-	wg.Wait()
-	flooded := time.Now()
-	t.Cleanup(func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	})
-	t.Logf("%d connections opened in %s (%d failed)", n-int(failed.Load()), flooded.Sub(start).Round(time.Millisecond), failed.Load())
-	if failed.Load() > 0 {
-		t.Errorf("%d of the flood's connections could not be opened: %v", failed.Load(), firstErr.Load())
-	}
+	conns, flooded := flood(t, n, b.APIAddr(), b.Addr())
 
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -120,7 +88,55 @@ func TestListeners_AFloodOfIdleConnectionsLeavesTheBrokerAnswering(t *testing.T)
 
 	// Every connection of the flood is closed by the broker within the
 	// API's wait for a request's headers (10 s) and a margin.
-	deadline := flooded.Add(13 * time.Second)
+	closedBy(t, conns, flooded, 13*time.Second)
+}
+
+// flood opens n connections, to each of targets in turn, and holds them
+// until the test's end; it fails the test if any could not be opened,
+// and returns them and when they were all open.
+func flood(t *testing.T, n int, targets ...string) ([]net.Conn, time.Time) {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	var wg sync.WaitGroup
+	const dialers = 8
+	for d := range dialers {
+		wg.Go(func() {
+			dialer := net.Dialer{Timeout: 3 * time.Second}
+			for i := d; i < n; i += dialers {
+				c, err := dialer.Dial("tcp", targets[i%len(targets)])
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				conns[i] = c
+			}
+		})
+	}
+	wg.Wait()
+	flooded := time.Now()
+	t.Cleanup(func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	t.Logf("%d connections opened in %s (%d failed)", n-int(failed.Load()), flooded.Sub(start).Round(time.Millisecond), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d of the flood's connections could not be opened: %v", failed.Load(), firstErr.Load())
+	}
+	return conns, flooded
+}
+
+// closedBy checks that the broker closed every one of conns within wait
+// of flooded.
+func closedBy(t *testing.T, conns []net.Conn, flooded time.Time, wait time.Duration) {
+	t.Helper()
+	deadline := flooded.Add(wait)
 	open, last := 0, time.Time{}
 	for _, c := range conns {
 		if c == nil {
@@ -136,7 +152,36 @@ func TestListeners_AFloodOfIdleConnectionsLeavesTheBrokerAnswering(t *testing.T)
 		}
 	}
 	if open > 0 {
-		t.Fatalf("%d of the flood's connections were still open %s after it", open, deadline.Sub(flooded))
+		t.Fatalf("%d of the flood's connections were still open %s after it", open, wait)
 	}
 	t.Logf("the flood's connections were all closed within %s of it", last.Sub(flooded).Round(time.Millisecond))
+}
+
+// Slack's HTTP listener (slack.mode = "http") holds a bounded number of
+// connections too: 2,000 idle ones against a broker that may open 1,024
+// files leave Slack's events taken, a mention answered within 5 s, and every
+// connection of the flood closed within Slack's listener's 10 s wait
+// for a request's headers (and a margin).
+func TestListeners_AFloodOfIdleConnectionsLeavesSlackOverHTTPAnswering(t *testing.T) {
+	w, front := newWorldOn(t, "slack", setup{})
+	f := front.(*slackFront)
+	if err := w.SlackOverHTTP(); err != nil {
+		t.Fatal(err)
+	}
+	b := w.start()
+	if err := unix.Prlimit(b.PID(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 1024, Max: 1024}, nil); err != nil {
+		t.Fatalf("lowering the broker's limit on open files: %v", err)
+	}
+	conns, flooded := flood(t, 2000, w.Conf["slack.listen"].(string))
+	at := time.Now()
+	thread := f.mention(pAlice, "stream 3 10ms")
+	if got := f.awaitAnswers(thread, 1)[0]; !strings.Contains(got.text, "chunk 3") {
+		t.Fatalf("the answer during the flood: %q", got.text)
+	}
+	took := time.Since(at)
+	t.Logf("a mention was answered in %s during the flood", took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("a mention took %s to be answered during the flood, not once its connections timed out", took.Round(time.Millisecond))
+	}
+	closedBy(t, conns, flooded, 13*time.Second)
 }
