@@ -28,12 +28,16 @@ type Headless struct {
 	Known func(thread string) bool
 
 	mu   sync.Mutex
-	asks map[*acp.PermissionRequest]chan string // open requests: where the answer goes
+	asks map[*acp.PermissionRequest]chan answer // open requests: where the answer goes
 }
+
+// answer is an option chosen through the API, by the client (a token's
+// name).
+type answer struct{ option, client string }
 
 // NewHeadless is a Front of engine, whose threads are known by Known.
 func NewHeadless(engine Engine, known func(thread string) bool) *Headless {
-	return &Headless{engine: engine, Known: known, asks: map[*acp.PermissionRequest]chan string{}}
+	return &Headless{engine: engine, Known: known, asks: map[*acp.PermissionRequest]chan answer{}}
 }
 
 var _ Front = (*Headless)(nil)
@@ -77,7 +81,7 @@ func (h *Headless) Answer(req *acp.PermissionRequest, optionID, client string) e
 		return ErrNoOption
 	}
 	delete(h.asks, req)
-	ch <- optionID
+	ch <- answer{option: optionID, client: client}
 	return nil
 }
 
@@ -87,7 +91,9 @@ func (h *Headless) Cancel(thread string, cause error) bool {
 }
 
 // headlessSink is a headless thread's own Sink: nothing is shown, and
-// its permission requests wait for the API's answer.
+// its permission requests wait for the API's answer, which names the
+// token that gave it ("api:" and its name, as a chat's answer through
+// the API does).
 type headlessSink struct{ h *Headless }
 
 func (headlessSink) Status(adapter.Status) {}
@@ -99,13 +105,13 @@ func (headlessSink) Done(o adapter.Outcome) {
 
 func (s headlessSink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answer {
 	h := s.h
-	ch := make(chan string, 1)
+	ch := make(chan answer, 1)
 	h.mu.Lock()
 	h.asks[req] = ch
 	h.mu.Unlock()
 	select {
-	case opt := <-ch:
-		return adapter.Answer{Outcome: acp.PermissionOutcome{OptionID: opt}, By: "api"}
+	case a := <-ch:
+		return adapter.Answer{Outcome: acp.PermissionOutcome{OptionID: a.option}, By: "api:" + a.client, ByName: a.client}
 	case <-ctx.Done():
 	}
 	h.mu.Lock()

@@ -66,7 +66,6 @@ type prompt struct {
 	cancelCause     error
 	perms           map[string]*perm // by request id, asked and answered
 	permSeq         int
-	ended           time.Time // zero while it runs
 }
 
 // perm is one permission request of a prompt's turn.
@@ -334,7 +333,6 @@ func (s *promptSink) Done(o adapter.Outcome) {
 		p.rec.Error = o.Err.Error()
 	}
 	p.rec.Ended = time.Now().UTC()
-	p.ended = p.rec.Ended
 	p.rec.AnswerBytes = o.TextBytes
 	if o.Usage != nil || o.TurnUsage != nil {
 		p.rec.Usage, _ = json.Marshal(map[string]any{"context": o.Usage, "turn": o.TurnUsage})
@@ -345,11 +343,31 @@ func (s *promptSink) Done(o adapter.Outcome) {
 	}
 	p.emitLocked("end", End{State: state, StopReason: o.StopReason, Error: p.rec.Error, Summary: p.rec.Summary,
 		ElapsedMS: o.Elapsed.Milliseconds(), Usage: p.rec.Usage})
+	kept := p.trimLocked(endedEventBytes)
 	rec, answer := p.rec, p.answer
 	p.mu.Unlock()
 	p.s.cfg.Store.PutPrompt(rec, &answer)
-	p.s.ended(p)
+	p.s.ended(rec.ID, rec.Ended, kept)
 	s.inner.Done(o)
+}
+
+// promptOverhead is what an ended prompt kept in memory costs beyond its
+// events and answer: its record, maps and the like.
+const promptOverhead = 2 << 10
+
+// trimLocked keeps the last events of an ended prompt that fit in limit
+// bytes (the end event at least: a late stream is told how many it
+// missed, and GET has the answer), in an array of their own, and returns
+// what the prompt keeps now. p.mu must be held.
+func (p *prompt) trimLocked(limit int) int {
+	i, bytes := len(p.events), 0
+	for i > 0 && (i == len(p.events) || bytes+len(p.events[i-1].data) <= limit) {
+		i--
+		bytes += len(p.events[i].data)
+	}
+	p.events = slices.Clone(p.events[i:])
+	p.bytes = bytes
+	return bytes + len(p.answer) + len(p.rec.Summary) + len(p.rec.Error) + len(p.rec.Usage) + promptOverhead
 }
 
 func cmpOr(a, b string) string {

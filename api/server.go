@@ -21,6 +21,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/config"
+	"acpbroker/listener"
 	"acpbroker/metrics"
 	"acpbroker/store"
 
@@ -44,6 +45,11 @@ type Config struct {
 	Tokens       []config.APIToken
 	RateLimit    int   // requests per token per minute
 	MaxBodyBytes int64 // a request's body
+	// MaxConnections bounds the connections the listener holds open (read
+	// by Listen alone; 0: defaultMaxConnections); MaxStreams the event
+	// streams one token has open at once (0: defaultMaxStreams).
+	MaxConnections int
+	MaxStreams     int
 	// MaxTextBytes bounds one attachment, as the chat bounds a text file
 	// attached to a message.
 	MaxTextBytes int64
@@ -60,7 +66,7 @@ type Config struct {
 // Server serves the API on its own listener. Close stops it and returns
 // once its goroutines are gone; prompts it started go on in the engine.
 type Server struct {
-	ln   net.Listener
+	ln   *listener.Limited
 	http *http.Server
 	ctx  context.Context // ends at Close: event streams end with it
 	stop context.CancelFunc
@@ -70,19 +76,17 @@ type Server struct {
 	mu      sync.Mutex
 	cfg     Config
 	tokens  []tokenEntry
-	buckets map[string]*bucket        // by token name
-	live    map[string]*prompt        // prompts in memory, by id
-	done    []string                  // ended prompts in memory, oldest first
-	keys    map[string]*keyEntry      // Idempotency-Keys, by token and key
-	threads map[string]headlessThread // headless threads, by thread
-	answers map[int]uint64            // requests answered, by status
-}
-
-// headlessThread is a thread a headless prompt opened: the token that
-// opened it, and when it was last used.
-type headlessThread struct {
-	token string
-	used  time.Time
+	buckets map[string]*bucket // by token name
+	live    map[string]*prompt // prompts in memory, by id
+	done    []endedPrompt      // ended prompts in memory, oldest first
+	// doneBytes is what the ended prompts in memory keep, in all.
+	doneBytes int
+	keys      *ordered[*keyEntry] // Idempotency-Keys, by token and key, oldest first
+	threads   *ordered[string]    // headless threads' tokens, by thread, least recently used first
+	answers   map[int]uint64      // requests answered, by status
+	streams   map[string]int      // event streams open, by token name
+	// failures are the failed authentications, by remote address.
+	failures map[string]*bucket
 }
 
 // Headless threads are kept while their prompts are (state.retention,
@@ -95,21 +99,8 @@ const (
 // useThreadLocked records a headless thread as used now, forgetting the
 // oldest beyond the bounds. s.mu must be held.
 func (s *Server) useThreadLocked(thread, token string, at time.Time) {
-	s.threads[thread] = headlessThread{token: token, used: at}
-	for k, t := range s.threads {
-		if time.Since(t.used) > threadTTL {
-			delete(s.threads, k)
-		}
-	}
-	for len(s.threads) > maxThreads {
-		oldest := ""
-		for k, t := range s.threads {
-			if oldest == "" || t.used.Before(s.threads[oldest].used) {
-				oldest = k
-			}
-		}
-		delete(s.threads, oldest)
-	}
+	s.threads.put(thread, token, at)
+	s.threads.trim(time.Now().Add(-threadTTL), maxThreads)
 }
 
 // tokenEntry is a token with its digest, compared in constant time.
@@ -119,13 +110,37 @@ type tokenEntry struct {
 }
 
 // Bounds of what the Server keeps in memory: ended prompts (their events
-// for late streams; GET reads the store after), and Idempotency-Keys.
+// for late streams; GET reads the store after), at most keepEnded of
+// them, for keepEndedAt, in keepEndedBytes in all (each keeps its last
+// endedEventBytes of events and its clipped answer); and
+// Idempotency-Keys.
 const (
-	keepEnded   = 1000
-	keepEndedAt = 10 * time.Minute
-	keyTTL      = 24 * time.Hour
-	maxKeys     = 10000
-	maxKeyLen   = 200
+	keepEnded       = 1000
+	keepEndedAt     = 10 * time.Minute
+	keepEndedBytes  = 64 << 20
+	endedEventBytes = 256 << 10
+	keyTTL          = 24 * time.Hour
+	maxKeys         = 10000
+	maxKeyLen       = 200
+)
+
+// How long a client may take: to send a request's headers (a new
+// connection that sends none is closed then), to send the whole request,
+// to read an answer (an event stream bounds each of its writes with
+// streamWriteWait instead), and to send its next request on a kept
+// connection. Variables so that tests may shorten them before Listen.
+var (
+	readHeaderWait  = 10 * time.Second
+	readWait        = time.Minute
+	writeWait       = time.Minute
+	idleWait        = time.Minute
+	streamWriteWait = 30 * time.Second
+)
+
+// Defaults of the bounds a Config leaves 0.
+const (
+	defaultMaxConnections = 512
+	defaultMaxStreams     = 32
 )
 
 // Listen starts serving the API on addr.
@@ -134,14 +149,16 @@ func Listen(addr string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api.listen: %w", err)
 	}
-	s := &Server{ln: ln, log: cfg.Logger, buckets: map[string]*bucket{}, live: map[string]*prompt{}, keys: map[string]*keyEntry{}, threads: map[string]headlessThread{}, answers: map[int]uint64{}}
+	s := &Server{ln: listener.Limit(ln, cmpInt(cfg.MaxConnections, defaultMaxConnections)), log: cfg.Logger, buckets: map[string]*bucket{},
+		live: map[string]*prompt{}, keys: newOrdered[*keyEntry](), threads: newOrdered[string](), answers: map[int]uint64{},
+		streams: map[string]int{}, failures: map[string]*bucket{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.SetConfig(cfg)
 	s.recall()
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return s.ctx },
-		ErrorLog: nil}
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: readHeaderWait, ReadTimeout: readWait, WriteTimeout: writeWait,
+		IdleTimeout: idleWait, ConnState: s.ln.ConnState(nil), BaseContext: func(net.Listener) context.Context { return s.ctx }}
 	s.wg.Go(func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error().Err(err).Msg("the API stopped serving")
 		}
 	})
@@ -150,6 +167,9 @@ func Listen(addr string, cfg Config) (*Server, error) {
 
 // Addr is the address the API is served on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// MaxConnections is the bound on the connections its listener holds.
+func (s *Server) MaxConnections() int { return s.ln.Max() }
 
 // Close stops serving: event streams end, requests in flight get until
 // ctx ends.
@@ -196,18 +216,20 @@ func (s *Server) recall() {
 	if err != nil {
 		s.log.Warn().Err(err).Msg("the API's prompts could not be read")
 	}
+	// Oldest first, as the bounds drop them.
+	slices.SortStableFunc(list, func(a, b store.Prompt) int { return a.Created.Compare(b.Created) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range list {
 		if p.Key != "" && time.Since(p.Created) < keyTTL {
-			s.keys[p.Token+"\x00"+p.Key] = &keyEntry{id: p.ID, digest: p.Digest, at: p.Created, ready: closedChan}
+			s.keys.put(p.Token+"\x00"+p.Key, &keyEntry{id: p.ID, digest: p.Digest, at: p.Created, ready: closedChan}, p.Created)
 		}
 		if p.Platform == "" && time.Since(p.Created) < threadTTL {
-			if t, ok := s.threads[p.Thread]; !ok || t.used.Before(p.Created) {
-				s.threads[p.Thread] = headlessThread{token: p.Token, used: p.Created}
-			}
+			s.threads.put(p.Thread, p.Token, p.Created)
 		}
 	}
+	s.keys.trim(time.Now().Add(-keyTTL), maxKeys)
+	s.threads.trim(time.Now().Add(-threadTTL), maxThreads)
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -246,7 +268,11 @@ var routes = []route{
 func (s *Server) Stats() metrics.APIStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := metrics.APIStats{Requests: maps.Clone(s.answers)}
+	ls := s.ln.Stats()
+	st := metrics.APIStats{Requests: maps.Clone(s.answers), Connections: ls.Open, Evicted: ls.Evicted, Refused: ls.Refused}
+	for _, n := range s.streams {
+		st.Streams += n
+	}
 	for _, p := range s.live {
 		p.mu.Lock()
 		if !final(p.rec.State) {
@@ -276,6 +302,9 @@ func (c *counted) Write(b []byte) (int, error) {
 	}
 	return c.ResponseWriter.Write(b)
 }
+
+// Unwrap lets an http.ResponseController reach the connection.
+func (c *counted) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *counted) Flush() {
 	if f, ok := c.ResponseWriter.(http.Flusher); ok {
@@ -341,13 +370,35 @@ func reply(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// Failed authentications are limited by remote address: authFailures a
+// minute, in a burst of as many; past them the address is answered 429
+// (whatever token it sends) until one is allowed again. At most
+// maxFailingAddrs addresses are remembered.
+const (
+	authFailures    = 20
+	maxFailingAddrs = 4096
+)
+
 // authenticate finds the request's token, compared in constant time
 // with every token's (by their digests, so that neither the length nor
 // a prefix tells), and spends one of its requests; it answers 401 or
 // 429 itself and returns nil then. A token is never logged.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *tokenEntry {
+	addr := remoteHost(r)
+	now := time.Now()
+	s.mu.Lock()
+	if b := s.failures[addr]; b != nil {
+		if wait, ok := b.peek(now); !ok {
+			s.mu.Unlock()
+			w.Header().Set("Retry-After", fmt.Sprint(int(wait/time.Second)+1))
+			fail(w, http.StatusTooManyRequests, "", "more than %d failed authentications from %s in a minute: try again in %s", authFailures, addr, wait.Round(time.Second)+time.Second)
+			return nil
+		}
+	}
+	s.mu.Unlock()
 	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || given == "" {
+		s.failed(addr, now)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="acp-broker"`)
 		fail(w, http.StatusUnauthorized, "", "no bearer token: send Authorization: Bearer <token>")
 		return nil
@@ -363,6 +414,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *tokenEntr
 	}
 	if found == nil {
 		s.mu.Unlock()
+		s.failed(addr, now)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="acp-broker", error="invalid_token"`)
 		fail(w, http.StatusUnauthorized, "", "the bearer token is not one of the broker's")
 		return nil
@@ -382,6 +434,40 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) *tokenEntr
 	return found
 }
 
+// failed spends one of addr's failed authentications, forgetting the
+// addresses whose allowance is whole again when there are too many.
+func (s *Server) failed(addr string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.failures[addr]
+	if b == nil {
+		if len(s.failures) >= maxFailingAddrs {
+			for a, old := range s.failures {
+				if now.Sub(old.at) >= time.Minute {
+					delete(s.failures, a)
+				}
+			}
+			for a := range s.failures {
+				if len(s.failures) < maxFailingAddrs {
+					break
+				}
+				delete(s.failures, a)
+			}
+		}
+		b = newBucket(authFailures)
+		s.failures[addr] = b
+	}
+	b.take(now)
+}
+
+// remoteHost is the address a request came from, without its port.
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
 // bucket is a token's rate limit: rate requests a minute, in a burst of
 // as many.
 type bucket struct {
@@ -399,13 +485,22 @@ func (b *bucket) setRate(rate int) {
 
 // take spends one request; if none is left, how long until one is.
 func (b *bucket) take(now time.Time) (time.Duration, bool) {
+	wait, ok := b.peek(now)
+	if ok {
+		b.tokens--
+	}
+	return wait, ok
+}
+
+// peek reports whether a request is left, spending none; if none is,
+// how long until one is.
+func (b *bucket) peek(now time.Time) (time.Duration, bool) {
 	per := time.Minute / time.Duration(max(b.rate, 1))
 	if !b.at.IsZero() {
 		b.tokens = min(float64(b.rate), b.tokens+float64(now.Sub(b.at))/float64(per))
 	}
 	b.at = now
 	if b.tokens >= 1 {
-		b.tokens--
 		return 0, true
 	}
 	return time.Duration((1 - b.tokens) * float64(per)), false
@@ -599,12 +694,13 @@ func (s *Server) claimKey(token, key, digest string) (prior, claimed *keyEntry) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := token + "\x00" + key
-	if e := s.keys[k]; e != nil && time.Since(e.at) < keyTTL {
+	if e, _, ok := s.keys.get(k); ok && time.Since(e.at) < keyTTL {
 		return e, nil
 	}
-	s.sweepKeysLocked()
+	s.keys.delete(k)
+	s.keys.trim(time.Now().Add(-keyTTL), maxKeys-1)
 	e := &keyEntry{digest: digest, at: time.Now(), ready: make(chan struct{})}
-	s.keys[k] = e
+	s.keys.put(k, e, e.at)
 	return nil, e
 }
 
@@ -615,27 +711,10 @@ func (s *Server) settleKey(token, key string, e *keyEntry, resp *StartResponse) 
 	defer s.mu.Unlock()
 	if resp != nil {
 		e.id, e.resp = resp.ID, resp
-	} else if s.keys[token+"\x00"+key] == e {
-		delete(s.keys, token+"\x00"+key)
+	} else if cur, _, ok := s.keys.get(token + "\x00" + key); ok && cur == e {
+		s.keys.delete(token + "\x00" + key)
 	}
 	close(e.ready)
-}
-
-func (s *Server) sweepKeysLocked() {
-	for k, e := range s.keys {
-		if time.Since(e.at) >= keyTTL {
-			delete(s.keys, k)
-		}
-	}
-	for len(s.keys) >= maxKeys {
-		var oldest string
-		for k, e := range s.keys {
-			if oldest == "" || e.at.Before(s.keys[oldest].at) {
-				oldest = k
-			}
-		}
-		delete(s.keys, oldest)
-	}
 }
 
 // replay answers a retried POST with what its key started.
@@ -701,9 +780,9 @@ func (s *Server) start(ctx context.Context, tok *tokenEntry, req StartRequest, k
 	if req.Thread != "" {
 		if headless {
 			s.mu.Lock()
-			owner, ok := s.threads[req.Thread]
+			owner, _, ok := s.threads.get(req.Thread)
 			s.mu.Unlock()
-			if !ok || owner.token != tok.Name {
+			if !ok || owner != tok.Name {
 				return nil, bad(http.StatusNotFound, "thread", "no thread %s of token %s's", req.Thread, tok.Name)
 			}
 		} else {
@@ -782,27 +861,33 @@ func sortedFronts(m map[string]Front) []string {
 	return out
 }
 
-// ended moves a prompt to the ended ones kept in memory, dropping the
-// oldest beyond what is kept.
-func (s *Server) ended(p *prompt) {
+// endedPrompt is an ended prompt kept in memory: when it ended and the
+// bytes it keeps.
+type endedPrompt struct {
+	id    string
+	at    time.Time
+	bytes int
+}
+
+// ended moves a prompt, which keeps bytes now, to the ended ones kept in
+// memory, dropping the oldest beyond what is kept.
+func (s *Server) ended(id string, at time.Time, bytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.done = append(s.done, p.rec.ID)
+	s.done = append(s.done, endedPrompt{id: id, at: at, bytes: bytes})
+	s.doneBytes += bytes
 	s.sweepEndedLocked()
 }
 
 func (s *Server) sweepEndedLocked() {
 	for len(s.done) > 0 {
-		p := s.live[s.done[0]]
-		if p != nil && len(s.done) <= keepEnded {
-			p.mu.Lock()
-			recent := time.Since(p.ended) < keepEndedAt
-			p.mu.Unlock()
-			if recent {
-				return
-			}
+		e := s.done[0]
+		if len(s.done) <= keepEnded && s.doneBytes <= keepEndedBytes && time.Since(e.at) < keepEndedAt {
+			return
 		}
-		delete(s.live, s.done[0])
+		delete(s.live, e.id)
+		s.doneBytes -= e.bytes
+		s.done[0] = endedPrompt{}
 		s.done = s.done[1:]
 	}
 }
@@ -1019,6 +1104,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tok *tokenEntry)
 			return
 		}
 	}
+	if !s.openStream(w, tok) {
+		return
+	}
+	defer s.closeStream(tok)
+	// The stream reads nothing more, and outlives the server's read and
+	// write timeouts: each write has streamWriteWait instead, so that a
+	// client that stops reading is let go.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Now().Add(streamWriteWait))
 	flusher, _ := w.(http.Flusher)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -1038,6 +1133,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tok *tokenEntry)
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteWait))
 		list, missed, ended, changed := p.since(last)
 		if missed > 0 {
 			data, _ := json.Marshal(map[string]uint64{"missed": missed})
@@ -1060,6 +1156,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tok *tokenEntry)
 		select {
 		case <-changed:
 		case <-tick.C:
+			rc.SetWriteDeadline(time.Now().Add(streamWriteWait))
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
 			}
@@ -1072,6 +1169,31 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, tok *tokenEntry)
 	}
 }
 
+// openStream counts an event stream of tok's, or answers 429 itself when
+// the token has api.max_streams open already.
+func (s *Server) openStream(w http.ResponseWriter, tok *tokenEntry) bool {
+	s.mu.Lock()
+	limit := cmpInt(s.cfg.MaxStreams, defaultMaxStreams)
+	if s.streams[tok.Name] >= limit {
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		fail(w, http.StatusTooManyRequests, "", "token %s has %d event streams open, api.max_streams: close one first", tok.Name, limit)
+		return false
+	}
+	s.streams[tok.Name]++
+	s.mu.Unlock()
+	return true
+}
+
+// closeStream counts an event stream of tok's closed.
+func (s *Server) closeStream(tok *tokenEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[tok.Name]--; s.streams[tok.Name] <= 0 {
+		delete(s.streams, tok.Name)
+	}
+}
+
 // readAll reads a request's body (bounded by MaxBytesReader).
 func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
 
@@ -1080,6 +1202,6 @@ func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
 func (s *Server) HeadlessThread(thread string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.threads[thread]
+	_, _, ok := s.threads.get(thread)
 	return ok
 }

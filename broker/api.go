@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -84,17 +85,25 @@ func (b *Broker) apiConfig(cfg *config.Config) api.Config {
 		}
 	}
 	return api.Config{
-		Tokens:       cfg.API.Tokens,
-		RateLimit:    cfg.API.RateLimit,
-		MaxBodyBytes: cfg.API.MaxBodyBytes,
-		MaxTextBytes: cfg.Discord.MaxTextBytes,
-		Fronts:       fronts,
-		Default:      def,
-		Profile:      func(name string) bool { return b.pool.Profile(name) != nil && b.pool.Profile(name).Name == name },
-		Store:        b.store,
-		Logger:       b.log.With().Str("part", "api").Logger(),
+		Tokens:         cfg.API.Tokens,
+		RateLimit:      cfg.API.RateLimit,
+		MaxBodyBytes:   cfg.API.MaxBodyBytes,
+		MaxConnections: cfg.API.MaxConnections,
+		MaxStreams:     cfg.API.MaxStreams,
+		MaxTextBytes:   cfg.Discord.MaxTextBytes,
+		Fronts:         fronts,
+		Default:        def,
+		Profile:        func(name string) bool { return b.pool.Profile(name) != nil && b.pool.Profile(name).Name == name },
+		Store:          b.store,
+		Logger:         b.log.With().Str("part", "api").Logger(),
 	}
 }
+
+// apiOwnThread reports whether thread is one of the API's own (a prompt
+// of a broker without a chat): its agent is stopped after each turn, so
+// that one-shot prompts from programs never push a chat user's idle
+// agent out of the pool; the thread's next prompt resumes its session.
+func apiOwnThread(thread string) bool { return strings.HasPrefix(thread, api.HeadlessPlatform+":") }
 
 // openAPI serves the API when api.listen is set.
 func (b *Broker) openAPI() error {

@@ -163,6 +163,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		DefaultProfile: cfg.DefaultProfile,
 		MaxSessions:    cfg.Pool.MaxSessions,
 		IdleTimeout:    cfg.Pool.IdleTimeout,
+		OneShot:        apiOwnThread,
 		ExitGrace:      cfg.Agent.ExitGrace,
 		ThreadName:     threadName,
 		Sessions:       b.store,

@@ -45,6 +45,7 @@ var liveKeyChecks = map[string]struct {
 	"agents.default":             {`"b"`, "b", func(b *Broker, _ *levelRecorder) any { return b.pool.Stats().DefaultProfile }},
 	"api.rate_limit":             {`7`, 7, func(b *Broker, _ *levelRecorder) any { return b.api.Config().RateLimit }},
 	"api.max_body_bytes":         {`4096`, int64(4096), func(b *Broker, _ *levelRecorder) any { return b.api.Config().MaxBodyBytes }},
+	"api.max_streams":            {`5`, 5, func(b *Broker, _ *levelRecorder) any { return b.api.Config().MaxStreams }},
 	"slack.allowed_channels":     {`["C5", "C6"]`, []string{"C5", "C6"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowedChannels }},
 	"slack.allow_all_channels":   {`true`, true, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowAllChannels }},
 	"slack.allowed_users":        {`["U21"]`, []string{"U21"}, func(b *Broker, _ *levelRecorder) any { return slackOf(b).Access().AllowedUsers }},

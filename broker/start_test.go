@@ -132,6 +132,7 @@ func TestStart_EveryKeyReachesWhatConsumesIt(t *testing.T) {
 		"state.retention":             {"", `"48h"`, "48h0m0s", func(b *Broker) any { return b.store.Options().Retention }},
 		"http.listen":                 {"", q(listen), listen, func(b *Broker) any { return b.http.Addr() }},
 		"api.listen":                  {"", q(apiListen), apiListen, func(b *Broker) any { return b.APIAddr() }},
+		"api.max_connections":         {"", `77`, 77, func(b *Broker) any { return b.api.MaxConnections() }},
 		"discord.token":               {"token", `"t0ken-itself"`, "t0ken-itself", func(b *Broker) any { return discordOf(b).Config().Token }},
 		"discord.token_file":          {"launcher", q(tokenFile), "t0ken-from-file", func(b *Broker) any { return discordOf(b).Config().Token }},
 		"discord.api_url":             {"", `"http://127.0.0.1:1/api/v9/"`, "http://127.0.0.1:1/api/v9/", func(b *Broker) any { return discordOf(b).Config().APIURL }},

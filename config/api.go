@@ -14,7 +14,10 @@ type APIConfig struct {
 	RateLimit int
 	// MaxBodyBytes bounds a request's body.
 	MaxBodyBytes int64
-	Tokens       []APIToken
+	// MaxConnections bounds the connections the API's listener holds
+	// open; MaxStreams the event streams one token has open at once.
+	MaxConnections, MaxStreams int
+	Tokens                     []APIToken
 }
 
 // APIToken is one [[api.tokens]] table: a client of the API and what it

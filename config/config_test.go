@@ -81,6 +81,8 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"api.listen":                  {"127.0.0.1:9480", func(c *Config) any { return c.API.Listen }, "127.0.0.1:9480"},
 		"api.rate_limit":              {"7", func(c *Config) any { return c.API.RateLimit }, 7},
 		"api.max_body_bytes":          {"4096", func(c *Config) any { return c.API.MaxBodyBytes }, int64(4096)},
+		"api.max_connections":         {"77", func(c *Config) any { return c.API.MaxConnections }, 77},
+		"api.max_streams":             {"5", func(c *Config) any { return c.API.MaxStreams }, 5},
 		"discord.token_file":          {tokenFile, func(c *Config) any { return c.Discord.Token }, "tok"},
 		"agent.restart_after_cancel":  {"true", func(c *Config) any { return c.Agent.RestartAfterCancel }, true},
 		"agent.sandbox":               {"none", func(c *Config) any { return c.Agent.Sandbox }, "none"},

@@ -135,6 +135,10 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.API.RateLimit = r.integer(k, 1, 1000000) }},
 	{name: "api.max_body_bytes", def: 1 << 20, live: true, doc: "largest API request body (past it: `413`)",
 		read: func(r *reader, k string, c *Config) { c.API.MaxBodyBytes = int64(r.integer(k, 1<<10, 64<<20)) }},
+	{name: "api.max_connections", def: 512, doc: "connections the API's listener holds open at once: past it the one idle longest is closed to make room (or the new one, when every one is busy), so a flood of connections cannot use up the broker's file descriptors",
+		read: func(r *reader, k string, c *Config) { c.API.MaxConnections = r.integer(k, 8, 100000) }},
+	{name: "api.max_streams", def: 32, live: true, doc: "event streams (`GET /v1/prompts/{id}/events`) one API token may have open at once (past it: `429`)",
+		read: func(r *reader, k string, c *Config) { c.API.MaxStreams = r.integer(k, 1, 100000) }},
 
 	{name: "discord.token", def: "", secret: true, shown: "", doc: "the bot token (better: `BROKER_DISCORD_TOKEN`, or `discord.token_file`)",
 		read: func(r *reader, k string, c *Config) { c.Discord.Token = r.str(k) }},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -663,6 +664,26 @@ may_approve = true
 	}
 	if n := len(w.Srv.Requests()); n != 0 {
 		t.Errorf("the broker made %d requests to the (fake) Discord with no chat", n)
+	}
+	// The audit names the token that answered.
+	out, err := exec.Command(w.Bins.Broker, "audit", "--json", "--since", "1h", "--config", w.writeConfig()).Output()
+	if err != nil {
+		t.Fatalf("broker audit --json: %v", err)
+	}
+	var decided []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var d struct {
+			Thread, Via, By string
+			ByName          string `json:"by_name"`
+			OptionID        string `json:"option_id"`
+		}
+		json.Unmarshal([]byte(line), &d)
+		if strings.HasSuffix(d.Thread, s.Thread) {
+			decided = append(decided, d.Via+" "+d.By+" "+d.ByName+" "+d.OptionID)
+		}
+	}
+	if len(decided) != 1 || decided[0] != "user api:ci ci reject" {
+		t.Errorf("the audit of the thread: %q, want the token's answer (user api:ci ci reject)\n%s", decided, out)
 	}
 }
 

@@ -20,7 +20,7 @@ func TestAPI_TwoHundredPromptsAtOnce(t *testing.T) {
 		t.Skip("a load test")
 	}
 	const n = 200
-	w, b := apiWorld(t, settings{"pool.max_sessions": 32, "api.rate_limit": 10000})
+	w, b := apiWorld(t, settings{"pool.max_sessions": 32, "api.rate_limit": 10000, "api.max_streams": n})
 	c := b.client(ciToken)
 	c.http = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	start := time.Now()

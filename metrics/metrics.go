@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/listener"
 	"acpbroker/store"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -361,14 +362,22 @@ type Check struct {
 
 // readHeaderWait bounds how long a client of the metrics server may take
 // to send its request's headers: a connection that sends none is closed
-// instead of held open for ever.
-const readHeaderWait = 5 * time.Second
+// instead of held open for ever. A request has readWait, an answer
+// writeWait, a kept connection idleWait before its next request; at most
+// maxConns connections are open (a scraper and a probe or two need few).
+const (
+	readHeaderWait = 5 * time.Second
+	readWait       = 10 * time.Second
+	writeWait      = 30 * time.Second
+	idleWait       = 30 * time.Second
+	maxConns       = 64
+)
 
 // Server serves /metrics, /healthz (the broker's loop answers) and
 // /readyz (every readiness check passes).
 type Server struct {
 	srv  *http.Server
-	ln   net.Listener
+	ln   *listener.Limited
 	log  zerolog.Logger
 	done chan struct{}
 
@@ -382,15 +391,16 @@ func Listen(addr string, m *Metrics, live, ready []Check, log zerolog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, log: log, done: make(chan struct{}), live: live, ready: ready}
+	s := &Server{ln: listener.Limit(ln, maxConns), log: log, done: make(chan struct{}), live: live, ready: ready}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, s.live) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.serveChecks(w, s.ready) })
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderWait}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderWait, ReadTimeout: readWait, WriteTimeout: writeWait, IdleTimeout: idleWait,
+		ConnState: s.ln.ConnState(nil)}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("metrics server stopped")
 		}
 	}()

@@ -52,6 +52,12 @@ type Config struct {
 	MaxSessions int
 	// IdleTimeout stops agents idle that long (0: never).
 	IdleTimeout time.Duration
+	// OneShot, if set, says which threads' agents are stopped once a
+	// turn releases them (their session closed and kept for the
+	// thread's next, as an idle stop does), instead of holding a slot
+	// for IdleTimeout: threads whose prompts come one at a time from a
+	// program, so that they never push a person's idle agent out.
+	OneShot func(thread string) bool
 	// StartTimeout bounds spawn + initialize + session setup, for
 	// profiles that set no StartTimeout of their own.
 	StartTimeout time.Duration
@@ -451,7 +457,7 @@ func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
 	p.stopping++
 	p.countLocked(a.Profile.Name, -1, 0, 1)
 	p.countStopLocked(reason, grace)
-	idle := (reason == StopIdle || reason == StopLRU) && grace > 0
+	idle := (reason == StopIdle || reason == StopLRU || reason == StopOneShot) && grace > 0
 	p.wg.Go(func() {
 		if idle {
 			p.closeSession(a, grace)
@@ -873,6 +879,10 @@ func (p *Pool) Release(a *Agent, discard bool) {
 			discard, reason = true, StopReset
 		}
 	}
+	if !discard && p.cfg.OneShot != nil && p.cfg.OneShot(a.Thread) {
+		discard, reason = true, StopOneShot
+		p.log.Info().Str("thread", a.Thread).Str("profile", a.Profile.Name).Str("session", a.SessionID).Msg("stopping a one-shot thread's agent after its turn")
+	}
 	if discard {
 		delete(p.agents, a.Thread)
 		p.retireLocked(a, grace, reason)
@@ -943,6 +953,7 @@ func (p *Pool) janitor() {
 // Reasons an agent is stopped, as counted in Stats.Stopped.
 const (
 	StopIdle        = "idle"         // idle for IdleTimeout
+	StopOneShot     = "one_shot"     // its turn ended in a thread of Config.OneShot
 	StopLRU         = "lru"          // made room for another thread
 	StopCrashed     = "crashed"      // it exited during or after a turn
 	StopUntrusted   = "untrusted"    // a cancelled prompt went unanswered, or agent.restart_after_cancel

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"acpbroker/listener"
+
 	slackapi "github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 )
@@ -48,10 +50,13 @@ func (c *Client) runHTTP(ctx context.Context) error {
 	for _, p := range []string{PathEvents, PathInteractivity, PathCommands} {
 		mux.HandleFunc(p, c.serveSlack)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return c.ctx }}
+	// Slack posts a request at a time per event: a few hundred
+	// connections are plenty, and no flood of them uses up descriptors.
+	limited := listener.Limit(ln, 256)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: time.Minute, ConnState: limited.ConnState(nil), BaseContext: func(net.Listener) context.Context { return c.ctx }}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(limited) }()
 	c.mu.Lock()
 	c.addr = ln.Addr()
 	c.mu.Unlock()
