@@ -26,11 +26,10 @@ import (
 const Thread = "console"
 
 // Console runs one conversation at a time: each input line is a prompt,
-// except the commands /cancel, /steer, /queue, /reset, /status, /new,
-// /agents, /sessions, /resume, /fork, /model, /mode, /config, /agent
-// and /quit,
-// and except while a permission question is open, when the line answers
-// it.
+// except a command (a line starting with "/", read as thread.Commands
+// and the console's own /help and /quit say), which works even while a
+// question is open, and except while a question is open, when the line
+// answers it.
 type Console struct {
 	Engine       chat.Engine
 	In           io.Reader
@@ -78,7 +77,7 @@ func (c *Console) Run(ctx context.Context) error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
-	c.printf("Type a message for the agent (/cancel, /steer text, /queue [send|remove N], /reset, /status, /new [agent], /agents, /sessions, /resume id, /fork, /model [value], /mode [value], /config [option value], /agent [command input], /quit).\n")
+	c.printf("Type a message for the agent; /help lists the commands.\n")
 	for {
 		select {
 		case <-ctx.Done():
@@ -89,10 +88,7 @@ func (c *Console) Run(ctx context.Context) error {
 				c.waitTurns(ctx.Done())
 				return <-readErr
 			}
-			if c.answer(line) {
-				continue
-			}
-			if c.command(strings.TrimSpace(line)) {
+			if c.line(line) {
 				c.waitTurns(ctx.Done())
 				return nil
 			}
@@ -175,51 +171,6 @@ func (c *Console) current() string {
 		return Thread
 	}
 	return c.thread
-}
-
-// command handles one line; it reports true for /quit.
-func (c *Console) command(line string) bool {
-	if name, ok := strings.CutPrefix(line, "/new"); ok && (name == "" || name[0] == ' ') {
-		c.newConversation(strings.TrimSpace(name))
-		return false
-	}
-	thread := c.current()
-	switch line {
-	case "":
-		return false
-	case "/quit", "/exit":
-		c.Engine.Cancel(thread, adapter.CancelledBy("console user"))
-		return true
-	case "/cancel":
-		if !c.Engine.Cancel(thread, adapter.CancelledBy("console user")) {
-			c.printf("[nothing to cancel]\n")
-		}
-		return false
-	case "/reset":
-		c.Engine.Reset(thread, adapter.CancelledBy("reset"))
-		c.printf("[session reset: the next message starts a fresh agent session]\n")
-		return false
-	case "/status":
-		s := c.Engine.Status(thread)
-		state := "idle"
-		if s.Busy {
-			state = "busy"
-		}
-		context := ""
-		if u := chat.UsageText(s.Usage, nil); u != "" {
-			context = ", context " + u
-		}
-		c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s%s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir, context)
-		return false
-	case "/agents":
-		c.listAgents()
-		return false
-	}
-	if c.optionCommand(thread, line) || c.steerCommand(thread, line) {
-		return false
-	}
-	c.submit(thread, line)
-	return false
 }
 
 // submit sends line to the agent as the thread's next prompt.
@@ -532,8 +483,9 @@ func title(line string) string {
 }
 
 // newConversation starts a conversation with agent ("": the default);
-// the one before stays as it was, its agent stopped when idle.
-func (c *Console) newConversation(agent string) {
+// the one before stays as it was, its agent stopped when idle. It
+// reports whether it started one.
+func (c *Console) newConversation(agent string) bool {
 	if c.Agents != nil && agent != "" {
 		found := false
 		var names []string
@@ -546,7 +498,7 @@ func (c *Console) newConversation(agent string) {
 		}
 		if !found {
 			c.printf("[there is no agent %q; the agents are %s]\n", agent, strings.Join(names, ", "))
-			return
+			return false
 		}
 	}
 	c.thread = fmt.Sprintf("console-%d", time.Now().UnixNano())
@@ -555,6 +507,7 @@ func (c *Console) newConversation(agent string) {
 		agent = "the default agent"
 	}
 	c.printf("[new conversation with %s: the next message starts it]\n", agent)
+	return true
 }
 
 // listAgents prints the agent profiles with their live and busy agents.

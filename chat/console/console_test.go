@@ -157,3 +157,41 @@ func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
 		t.Errorf("printed %d bytes in all", total)
 	}
 }
+
+// An open permission question does not swallow commands: /status
+// answers and /cancel ends the turn and its question; a typed number
+// still answers the question.
+func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("permission", "Answer with a number: ")
+	tm.say("/status", "[busy, 0 queued, agent")
+	tm.say("/cancel", "[permission question closed")
+	tm.say("", "[turn cancelled")
+	tm.say("permission", "Answer with a number: ")
+	tm.say("3", "[chose Reject]")
+	tm.say("", "permission denied: reject")
+}
+
+// A line starting with "/" that names no command is answered, never sent
+// to the agent; a command reads the same in any case and with spaces
+// around it; /help lists the commands of the one table.
+func TestConsole_UnknownCommandsAreAnsweredAndHelpListsTheCommands(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("/frobnicate now", "[unknown command /frobnicate, see /help")
+	tm.say("/Cancel ", "[nothing to cancel]")
+	tm.say(" /status", "no agent yet; profile default (its agent starts with the next message)]")
+	out := tm.say("/help", "/quit — ")
+	for _, want := range []string{"/steer [message] — Stop the agent's current turn", "/queue [remove] — ", "/new [agent] [prompt] — ", "/help — "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/help does not list %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "/schedules") {
+		t.Errorf("/help lists /schedules, which the console does not serve:\n%s", out)
+	}
+	out = tm.say("hello", "You said: hello")
+	if strings.Contains(tm.out.String(), "You said: /frobnicate") {
+		t.Fatalf("/frobnicate reached the agent:\n%s", out)
+	}
+	tm.say("/status now", "[usage: /status]")
+}
