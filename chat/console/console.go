@@ -7,6 +7,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"acpbroker/acp"
@@ -86,7 +88,10 @@ func (c *Console) Run(ctx context.Context) error {
 			if !ok {
 				c.closeQuestion()
 				c.waitTurns(ctx.Done())
-				return <-readErr
+				if err := <-readErr; !errors.Is(err, syscall.EIO) {
+					return err
+				}
+				return nil // a terminal that hung up: its input ended
 			}
 			if c.line(line) {
 				c.waitTurns(ctx.Done())

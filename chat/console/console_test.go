@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -194,4 +195,18 @@ func TestConsole_UnknownCommandsAreAnsweredAndHelpListsTheCommands(t *testing.T)
 		t.Fatalf("/frobnicate reached the agent:\n%s", out)
 	}
 	tm.say("/status now", "[usage: /status]")
+}
+
+// eioReader reads as a terminal that hung up.
+type eioReader struct{}
+
+func (eioReader) Read([]byte) (int, error) { return 0, syscall.EIO }
+
+// A terminal that hung up ends the console's input, as an end of file
+// does: Run returns without an error for the broker to fail with.
+func TestConsole_AHungUpTerminalEndsTheInput(t *testing.T) {
+	c := &console.Console{In: eioReader{}, Out: io.Discard}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatalf("Run on a hung-up terminal = %v, want nil", err)
+	}
 }

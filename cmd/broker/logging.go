@@ -3,8 +3,11 @@ package main
 import (
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
+
+	"acpbroker/config"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -57,4 +60,17 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// terminalGone reports, for serve, whether the console's terminal has
+// hung up: the console is served and stdin was a terminal at the start
+// but answers as one no more (a hung-up terminal fails every request).
+// A broker without the console, or whose stdin is no terminal, is never
+// hung up: SIGHUP reloads it.
+func terminalGone(cfg *config.Config, stdin io.Reader) func() bool {
+	f, ok := stdin.(*os.File)
+	if !ok || !slices.Contains(cfg.Chat.Platforms, config.Console) || !isTerminal(f) {
+		return func() bool { return false }
+	}
+	return func() bool { return !isTerminal(f) }
 }
