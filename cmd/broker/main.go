@@ -110,7 +110,16 @@ func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
 		return 0
 	}
 
-	log, level := newLogger(cfg.Log.Format, cfg.Log.Level, stderr)
+	logTo := stderr
+	if f, err := conversationLog(cfg, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "broker: log:", err)
+		return 1
+	} else if f != nil {
+		defer f.Close()
+		logTo = f
+		fmt.Fprintf(stdout, "[the broker logs to %s]\n", f.Name())
+	}
+	log, level := newLogger(cfg.Log.Format, cfg.Log.Level, logTo)
 	for _, w := range cfg.Warnings {
 		log.Warn().Msg(w)
 	}
