@@ -51,8 +51,27 @@ type Console struct {
 
 	mu      sync.Mutex
 	asking  chan string // receives the next line while a question is open
+	ln      line        // the terminal's last line
 	pending sync.WaitGroup
 }
+
+// line is what the console knows of the terminal's last line: the
+// output is written whole lines at a time, so that an answer, the
+// console's own lines and what the user types do not share one. An
+// answer's unfinished line is held until its end comes, or a pause of
+// partialWait, or maxHeld bytes of it; any other line ends it first.
+type line struct {
+	owner *sink  // the answer the line continues (nil: none)
+	mid   bool   // the line written is not ended
+	held  string // the owner's unfinished line, not written yet
+	flush *time.Timer
+}
+
+// The bounds of an answer's unfinished line held back.
+const (
+	partialWait = 100 * time.Millisecond
+	maxHeld     = 4 << 10
+)
 
 var _ chat.Platform = (*Console)(nil)
 
@@ -85,6 +104,9 @@ func (c *Console) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case line, ok := <-lines:
+			c.mu.Lock()
+			c.ln.mid, c.ln.owner = false, nil // the user's Enter ended the line
+			c.mu.Unlock()
 			if !ok {
 				c.closeQuestion()
 				c.waitTurns(ctx.Done())
@@ -142,6 +164,9 @@ func (c *Console) Close(grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	c.waitTurns(ctx.Done())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.breakLocked()
 	return nil
 }
 
@@ -184,7 +209,78 @@ func (c *Console) submit(thread, line string) { c.submitPrompt(thread, line, fal
 func (c *Console) printf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Fprintf(c.Out, format, args...)
+	c.writeLocked(fmt.Sprintf(format, args...))
+}
+
+// writeLocked writes text on a line of its own: an answer's line is
+// ended first.
+func (c *Console) writeLocked(text string) {
+	if text == "" {
+		return
+	}
+	c.breakLocked()
+	io.WriteString(c.Out, text)
+	c.ln.mid = !strings.HasSuffix(text, "\n")
+}
+
+// breakLocked ends the answer's line, writing what is held of it.
+func (c *Console) breakLocked() {
+	c.flushLocked()
+	if c.ln.mid {
+		io.WriteString(c.Out, "\n")
+		c.ln.mid = false
+	}
+	c.ln.owner = nil
+}
+
+// flushLocked writes the answer's unfinished line held back.
+func (c *Console) flushLocked() {
+	if c.ln.flush != nil {
+		c.ln.flush.Stop()
+		c.ln.flush = nil
+	}
+	if c.ln.held != "" {
+		io.WriteString(c.Out, c.ln.held)
+		c.ln.held, c.ln.mid = "", true
+	}
+}
+
+// stream writes text of s's answer, its whole lines at once; the first
+// on a line of its own starts "agent> ".
+func (c *Console) stream(s *sink, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ln.owner != s {
+		c.breakLocked()
+		c.ln.owner, c.ln.held = s, "agent> "
+	}
+	text = c.ln.held + text
+	c.ln.held = ""
+	if c.ln.flush != nil {
+		c.ln.flush.Stop()
+		c.ln.flush = nil
+	}
+	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+		if c.ln.mid {
+			c.ln.mid = false // text continues the line written
+		}
+		io.WriteString(c.Out, text[:i+1])
+		text = text[i+1:]
+	}
+	if len(text) >= maxHeld {
+		io.WriteString(c.Out, text)
+		c.ln.mid = true
+		return
+	}
+	if c.ln.held = text; text != "" {
+		c.ln.flush = time.AfterFunc(partialWait, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.ln.owner == s {
+				c.flushLocked()
+			}
+		})
+	}
 }
 
 // sink prints one turn as it streams, within bounds whatever the agent
@@ -195,8 +291,6 @@ func (c *Console) printf(format string, args ...any) {
 // notice cut to maxLineBytes, a plan to its first maxPlan entries.
 type sink struct {
 	c         *Console
-	inAnswer  bool
-	lineEnded bool   // the answer printed so far ends with a newline
 	dir       string // the agent's working directory
 	printed   int64  // bytes of the answer printed
 	rest      clip.Text
@@ -321,13 +415,8 @@ func (s *sink) answer(text string) {
 	}
 	if room := answerKeep - s.printed; room > 0 {
 		now := clip.Head(text, int(min(room, int64(len(text)))))
-		if !s.inAnswer {
-			s.c.printf("agent> ")
-			s.inAnswer = true
-		}
-		s.c.printf("%s", now)
+		s.c.stream(s, now)
 		s.printed += int64(len(now))
-		s.lineEnded = strings.HasSuffix(now, "\n")
 		if text = text[len(now):]; text == "" {
 			return
 		}
@@ -354,8 +443,7 @@ func (s *sink) answerEnd() {
 	} else {
 		tail = whole
 	}
-	s.c.printf("agent> %s", tail)
-	s.inAnswer, s.lineEnded = true, strings.HasSuffix(tail, "\n")
+	s.c.stream(s, tail)
 	s.rest.Reset()
 }
 
@@ -374,12 +462,12 @@ func (s *sink) terminal(seen *toolSeen, u acp.Update) {
 	s.c.printf("[terminal] %s\n", last)
 }
 
+// breakLine ends the answer's line, if the terminal's last line is one.
 func (s *sink) breakLine() {
-	if s.inAnswer {
-		if !s.lineEnded {
-			s.c.printf("\n")
-		}
-		s.inAnswer, s.lineEnded = false, false
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if s.c.ln.owner == s {
+		s.c.breakLocked()
 	}
 }
 
@@ -407,11 +495,13 @@ func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answ
 	if title == "" {
 		title = req.ToolCall.ToolCallID
 	}
-	fmt.Fprintf(s.c.Out, "\n[permission] The agent asks to run: %s\n", title)
+	var q strings.Builder
+	fmt.Fprintf(&q, "\n[permission] The agent asks to run: %s\n", title)
 	for i, o := range req.Options {
-		fmt.Fprintf(s.c.Out, "  %d) %s (%s)\n", i+1, o.Name, o.Kind)
+		fmt.Fprintf(&q, "  %d) %s (%s)\n", i+1, o.Name, o.Kind)
 	}
-	fmt.Fprintf(s.c.Out, "Answer with a number: ")
+	q.WriteString("Answer with a number: ")
+	s.c.writeLocked(q.String())
 	s.c.mu.Unlock()
 	defer func() {
 		s.c.mu.Lock()
