@@ -28,6 +28,7 @@ type term struct {
 	out    *agenttest.Buffer
 	engine *adapter.Engine
 	seen   int // output already looked at
+	done   chan error
 }
 
 func newTerm(t *testing.T, args ...string) *term {
@@ -39,6 +40,7 @@ func newTerm(t *testing.T, args ...string) *term {
 	tm := &term{t: t, in: w, out: &agenttest.Buffer{}, engine: e}
 	c := &console.Console{Engine: e, In: r, Out: tm.out, User: "tester"}
 	done := make(chan error, 1)
+	tm.done = done
 	go func() { done <- c.Run(context.Background()) }()
 	t.Cleanup(func() {
 		w.Close()
@@ -171,6 +173,16 @@ func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 	tm.say("permission", "Answer with a number: ")
 	tm.say("3", "[chose Reject]")
 	tm.say("", "permission denied: reject")
+
+	// /quit leaves, the question open or not.
+	tm.say("permission", "Answer with a number: ")
+	fmt.Fprintln(tm.in, "/quit")
+	select {
+	case err := <-tm.done:
+		tm.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the console still runs after /quit with a question open:\n%s", tm.out.String()[tm.seen:])
+	}
 }
 
 // A line starting with "/" that names no command is answered, never sent
