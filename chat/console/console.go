@@ -51,16 +51,16 @@ type Console struct {
 
 	mu      sync.Mutex
 	asking  chan string // receives the next line while a question is open
-	ln      line        // the terminal's last line
+	ln      lastLine    // the terminal's last line
 	pending sync.WaitGroup
 }
 
-// line is what the console knows of the terminal's last line: the
+// lastLine is what the console knows of the terminal's last line: the
 // output is written whole lines at a time, so that an answer, the
 // console's own lines and what the user types do not share one. An
 // answer's unfinished line is held until its end comes, or a pause of
 // partialWait, or maxHeld bytes of it; any other line ends it first.
-type line struct {
+type lastLine struct {
 	owner *sink  // the answer the line continues (nil: none)
 	mid   bool   // the line written is not ended
 	held  string // the owner's unfinished line, not written yet
@@ -261,9 +261,7 @@ func (c *Console) stream(s *sink, text string) {
 		c.ln.flush = nil
 	}
 	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
-		if c.ln.mid {
-			c.ln.mid = false // text continues the line written
-		}
+		c.ln.mid = false // text continues the line written, and ends it
 		io.WriteString(c.Out, text[:i+1])
 		text = text[i+1:]
 	}
