@@ -166,20 +166,27 @@ func (c *Console) help() {
 	c.printf("%s", b.String())
 }
 
-// status prints the conversation's agent; before it has one, which
-// profile it will start.
+// status prints the conversation's agent; without one running, which
+// profile will start, and the session it keeps.
 func (c *Console) status(thread string) {
 	s := c.Engine.Status(thread)
 	state := "idle"
 	if s.Busy {
 		state = "busy"
 	}
-	if s.PID == 0 && s.SessionID == "" {
+	if s.PID == 0 {
 		profile := s.Profile
 		if profile == "" {
 			profile = c.profile()
 		}
-		c.printf("[%s, %d queued, no agent yet; profile %s (its agent starts with the next message)]\n", state, s.Queued, profile)
+		switch {
+		case s.Busy:
+			c.printf("[busy, %d queued, profile %s: its agent is starting]\n", s.Queued, profile)
+		case s.SessionID == "":
+			c.printf("[idle, %d queued, no agent running; profile %s (its agent starts with the next message)]\n", s.Queued, profile)
+		default:
+			c.printf("[idle, %d queued, profile %s, session %q: its agent is not running (it starts again with the next message)]\n", s.Queued, profile, s.SessionID)
+		}
 		return
 	}
 	context := ""

@@ -192,7 +192,7 @@ func TestConsole_UnknownCommandsAreAnsweredAndHelpListsTheCommands(t *testing.T)
 	tm := newTerm(t)
 	tm.say("/frobnicate now", "[unknown command /frobnicate, see /help")
 	tm.say("/Cancel ", "[nothing to cancel]")
-	tm.say(" /status", "no agent yet; profile default (its agent starts with the next message)]")
+	tm.say(" /status", "no agent running; profile default (its agent starts with the next message)]")
 	out := tm.say("/help", "/quit — ")
 	for _, want := range []string{"/steer [message] — Stop the agent's current turn", "/queue [remove] — ", "/new [agent] [prompt] — ", "/help — "} {
 		if !strings.Contains(out, want) {
@@ -221,4 +221,14 @@ func TestConsole_AHungUpTerminalEndsTheInput(t *testing.T) {
 	if err := c.Run(context.Background()); err != nil {
 		t.Fatalf("Run on a hung-up terminal = %v, want nil", err)
 	}
+}
+
+// /status reads well without an agent, none yet or none since it died:
+// which profile starts, no "pid 0" or empty fields.
+func TestConsole_StatusWithoutAnAgentReadsWell(t *testing.T) {
+	tm := newTerm(t)
+	none := "[idle, 0 queued, no agent running; profile default (its agent starts with the next message)]"
+	tm.say("/status", none)
+	tm.say("die", "[turn")
+	tm.say("/status", none)
 }
