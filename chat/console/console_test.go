@@ -161,9 +161,9 @@ func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
 	}
 }
 
-// An open permission question does not swallow commands: /status
-// answers and /cancel ends the turn and its question; a typed number
-// still answers the question.
+// An open permission question or form does not swallow commands:
+// /status answers, /cancel ends the turn and its question, /quit leaves;
+// a typed number still answers the question.
 func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 	tm := newTerm(t)
 	tm.say("permission", "Answer with a number: ")
@@ -173,6 +173,11 @@ func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 	tm.say("permission", "Answer with a number: ")
 	tm.say("3", "[chose Reject]")
 	tm.say("", "permission denied: reject")
+
+	// So does an open form of the agent's own question.
+	tm.say("elicit-form", "[question] The agent asks:")
+	tm.say("/status", "[busy, 0 queued, agent")
+	tm.say("/cancel", "[question closed")
 
 	// /quit leaves, the question open or not.
 	tm.say("permission", "Answer with a number: ")
