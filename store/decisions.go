@@ -165,7 +165,7 @@ func ReadDecisions(dir string, f DecisionFilter, lockTimeout time.Duration) ([]D
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("state.dir %s %w", dir, ErrLocked)
+		return nil, lockedError(dir, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state.dir: open %s: %w", path, err)

@@ -293,7 +293,7 @@ func ReadScheduleRuns(dir string, f RunFilter, lockTimeout time.Duration) ([]Sch
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("state.dir %s %w", dir, ErrLocked)
+		return nil, lockedError(dir, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state.dir: open %s: %w", path, err)

@@ -163,7 +163,7 @@ func Open(opts Options) (*Store, error) {
 	path := filepath.Join(opts.Dir, "state.db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("state.dir %s %w", opts.Dir, ErrLocked)
+		return nil, lockedError(opts.Dir, path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state.dir: open %s: %w", path, err)

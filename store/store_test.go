@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +104,21 @@ func TestStore_SecondOpenOfTheDirectoryIsRefused(t *testing.T) {
 	_, err := Open(Options{Dir: dir, LockTimeout: 200 * time.Millisecond})
 	if !errors.Is(err, ErrLocked) || time.Since(start) > 5*time.Second {
 		t.Fatalf("second Open = %v after %s, want ErrLocked", err, time.Since(start))
+	}
+}
+
+// The refusal names the process holding the state, so whoever meets it
+// knows which broker to stop.
+func TestStore_SecondOpenNamesThePIDHoldingTheLock(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir, Options{})
+	_, err := Open(Options{Dir: dir, LockTimeout: 100 * time.Millisecond})
+	if want := fmt.Sprintf("pid %d holds its lock", os.Getpid()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("second Open = %v, want it to say %q", err, want)
+	}
+	_, err = ReadDecisions(dir, DecisionFilter{}, 100*time.Millisecond)
+	if want := fmt.Sprintf("pid %d", os.Getpid()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("ReadDecisions while held = %v, want it to say %q", err, want)
 	}
 }
 

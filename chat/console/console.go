@@ -7,6 +7,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"acpbroker/acp"
@@ -26,11 +28,10 @@ import (
 const Thread = "console"
 
 // Console runs one conversation at a time: each input line is a prompt,
-// except the commands /cancel, /steer, /queue, /reset, /status, /new,
-// /agents, /sessions, /resume, /fork, /model, /mode, /config, /agent
-// and /quit,
-// and except while a permission question is open, when the line answers
-// it.
+// except a command (a line starting with "/", read as thread.Commands
+// and the console's own /help and /quit say), which works even while a
+// question is open, and except while a question is open, when the line
+// answers it.
 type Console struct {
 	Engine       chat.Engine
 	In           io.Reader
@@ -50,8 +51,27 @@ type Console struct {
 
 	mu      sync.Mutex
 	asking  chan string // receives the next line while a question is open
+	ln      lastLine    // the terminal's last line
 	pending sync.WaitGroup
 }
+
+// lastLine is what the console knows of the terminal's last line: the
+// output is written whole lines at a time, so that an answer, the
+// console's own lines and what the user types do not share one. An
+// answer's unfinished line is held until its end comes, or a pause of
+// partialWait, or maxHeld bytes of it; any other line ends it first.
+type lastLine struct {
+	owner *sink  // the answer the line continues (nil: none)
+	mid   bool   // the line written is not ended
+	held  string // the owner's unfinished line, not written yet
+	flush *time.Timer
+}
+
+// The bounds of an answer's unfinished line held back.
+const (
+	partialWait = 100 * time.Millisecond
+	maxHeld     = 4 << 10
+)
 
 var _ chat.Platform = (*Console)(nil)
 
@@ -78,21 +98,24 @@ func (c *Console) Run(ctx context.Context) error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
-	c.printf("Type a message for the agent (/cancel, /steer text, /queue [send|remove N], /reset, /status, /new [agent], /agents, /sessions, /resume id, /fork, /model [value], /mode [value], /config [option value], /agent [command input], /quit).\n")
+	c.printf("Type a message for the agent; /help lists the commands.\n")
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case line, ok := <-lines:
+			c.mu.Lock()
+			c.ln.mid, c.ln.owner = false, nil // the user's Enter ended the line
+			c.mu.Unlock()
 			if !ok {
 				c.closeQuestion()
 				c.waitTurns(ctx.Done())
-				return <-readErr
+				if err := <-readErr; !errors.Is(err, syscall.EIO) {
+					return err
+				}
+				return nil // a terminal that hung up: its input ended
 			}
-			if c.answer(line) {
-				continue
-			}
-			if c.command(strings.TrimSpace(line)) {
+			if c.line(line) {
 				c.waitTurns(ctx.Done())
 				return nil
 			}
@@ -141,6 +164,9 @@ func (c *Console) Close(grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	c.waitTurns(ctx.Done())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.breakLocked()
 	return nil
 }
 
@@ -177,58 +203,82 @@ func (c *Console) current() string {
 	return c.thread
 }
 
-// command handles one line; it reports true for /quit.
-func (c *Console) command(line string) bool {
-	if name, ok := strings.CutPrefix(line, "/new"); ok && (name == "" || name[0] == ' ') {
-		c.newConversation(strings.TrimSpace(name))
-		return false
-	}
-	thread := c.current()
-	switch line {
-	case "":
-		return false
-	case "/quit", "/exit":
-		c.Engine.Cancel(thread, adapter.CancelledBy("console user"))
-		return true
-	case "/cancel":
-		if !c.Engine.Cancel(thread, adapter.CancelledBy("console user")) {
-			c.printf("[nothing to cancel]\n")
-		}
-		return false
-	case "/reset":
-		c.Engine.Reset(thread, adapter.CancelledBy("reset"))
-		c.printf("[session reset: the next message starts a fresh agent session]\n")
-		return false
-	case "/status":
-		s := c.Engine.Status(thread)
-		state := "idle"
-		if s.Busy {
-			state = "busy"
-		}
-		context := ""
-		if u := chat.UsageText(s.Usage, nil); u != "" {
-			context = ", context " + u
-		}
-		c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s%s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir, context)
-		return false
-	case "/agents":
-		c.listAgents()
-		return false
-	}
-	if c.optionCommand(thread, line) || c.steerCommand(thread, line) {
-		return false
-	}
-	c.submit(thread, line)
-	return false
-}
-
 // submit sends line to the agent as the thread's next prompt.
 func (c *Console) submit(thread, line string) { c.submitPrompt(thread, line, false) }
 
 func (c *Console) printf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Fprintf(c.Out, format, args...)
+	c.writeLocked(fmt.Sprintf(format, args...))
+}
+
+// writeLocked writes text on a line of its own: an answer's line is
+// ended first.
+func (c *Console) writeLocked(text string) {
+	if text == "" {
+		return
+	}
+	c.breakLocked()
+	io.WriteString(c.Out, text)
+	c.ln.mid = !strings.HasSuffix(text, "\n")
+}
+
+// breakLocked ends the answer's line, writing what is held of it.
+func (c *Console) breakLocked() {
+	c.flushLocked()
+	if c.ln.mid {
+		io.WriteString(c.Out, "\n")
+		c.ln.mid = false
+	}
+	c.ln.owner = nil
+}
+
+// flushLocked writes the answer's unfinished line held back.
+func (c *Console) flushLocked() {
+	if c.ln.flush != nil {
+		c.ln.flush.Stop()
+		c.ln.flush = nil
+	}
+	if c.ln.held != "" {
+		io.WriteString(c.Out, c.ln.held)
+		c.ln.held, c.ln.mid = "", true
+	}
+}
+
+// stream writes text of s's answer, its whole lines at once; the first
+// on a line of its own starts "agent> ".
+func (c *Console) stream(s *sink, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ln.owner != s {
+		c.breakLocked()
+		c.ln.owner, c.ln.held = s, "agent> "
+	}
+	text = c.ln.held + text
+	c.ln.held = ""
+	if c.ln.flush != nil {
+		c.ln.flush.Stop()
+		c.ln.flush = nil
+	}
+	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+		c.ln.mid = false // text continues the line written, and ends it
+		io.WriteString(c.Out, text[:i+1])
+		text = text[i+1:]
+	}
+	if len(text) >= maxHeld {
+		io.WriteString(c.Out, text)
+		c.ln.mid = true
+		return
+	}
+	if c.ln.held = text; text != "" {
+		c.ln.flush = time.AfterFunc(partialWait, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.ln.owner == s {
+				c.flushLocked()
+			}
+		})
+	}
 }
 
 // sink prints one turn as it streams, within bounds whatever the agent
@@ -239,8 +289,6 @@ func (c *Console) printf(format string, args ...any) {
 // notice cut to maxLineBytes, a plan to its first maxPlan entries.
 type sink struct {
 	c         *Console
-	inAnswer  bool
-	lineEnded bool   // the answer printed so far ends with a newline
 	dir       string // the agent's working directory
 	printed   int64  // bytes of the answer printed
 	rest      clip.Text
@@ -365,13 +413,8 @@ func (s *sink) answer(text string) {
 	}
 	if room := answerKeep - s.printed; room > 0 {
 		now := clip.Head(text, int(min(room, int64(len(text)))))
-		if !s.inAnswer {
-			s.c.printf("agent> ")
-			s.inAnswer = true
-		}
-		s.c.printf("%s", now)
+		s.c.stream(s, now)
 		s.printed += int64(len(now))
-		s.lineEnded = strings.HasSuffix(now, "\n")
 		if text = text[len(now):]; text == "" {
 			return
 		}
@@ -398,8 +441,7 @@ func (s *sink) answerEnd() {
 	} else {
 		tail = whole
 	}
-	s.c.printf("agent> %s", tail)
-	s.inAnswer, s.lineEnded = true, strings.HasSuffix(tail, "\n")
+	s.c.stream(s, tail)
 	s.rest.Reset()
 }
 
@@ -418,12 +460,12 @@ func (s *sink) terminal(seen *toolSeen, u acp.Update) {
 	s.c.printf("[terminal] %s\n", last)
 }
 
+// breakLine ends the answer's line, if the terminal's last line is one.
 func (s *sink) breakLine() {
-	if s.inAnswer {
-		if !s.lineEnded {
-			s.c.printf("\n")
-		}
-		s.inAnswer, s.lineEnded = false, false
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if s.c.ln.owner == s {
+		s.c.breakLocked()
 	}
 }
 
@@ -451,11 +493,13 @@ func (s *sink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answ
 	if title == "" {
 		title = req.ToolCall.ToolCallID
 	}
-	fmt.Fprintf(s.c.Out, "\n[permission] The agent asks to run: %s\n", title)
+	var q strings.Builder
+	fmt.Fprintf(&q, "\n[permission] The agent asks to run: %s\n", title)
 	for i, o := range req.Options {
-		fmt.Fprintf(s.c.Out, "  %d) %s (%s)\n", i+1, o.Name, o.Kind)
+		fmt.Fprintf(&q, "  %d) %s (%s)\n", i+1, o.Name, o.Kind)
 	}
-	fmt.Fprintf(s.c.Out, "Answer with a number: ")
+	q.WriteString("Answer with a number: ")
+	s.c.writeLocked(q.String())
 	s.c.mu.Unlock()
 	defer func() {
 		s.c.mu.Lock()
@@ -532,8 +576,9 @@ func title(line string) string {
 }
 
 // newConversation starts a conversation with agent ("": the default);
-// the one before stays as it was, its agent stopped when idle.
-func (c *Console) newConversation(agent string) {
+// the one before stays as it was, its agent stopped when idle. It
+// reports whether it started one.
+func (c *Console) newConversation(agent string) bool {
 	if c.Agents != nil && agent != "" {
 		found := false
 		var names []string
@@ -546,7 +591,7 @@ func (c *Console) newConversation(agent string) {
 		}
 		if !found {
 			c.printf("[there is no agent %q; the agents are %s]\n", agent, strings.Join(names, ", "))
-			return
+			return false
 		}
 	}
 	c.thread = fmt.Sprintf("console-%d", time.Now().UnixNano())
@@ -555,6 +600,7 @@ func (c *Console) newConversation(agent string) {
 		agent = "the default agent"
 	}
 	c.printf("[new conversation with %s: the next message starts it]\n", agent)
+	return true
 }
 
 // listAgents prints the agent profiles with their live and busy agents.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type term struct {
 	out    *agenttest.Buffer
 	engine *adapter.Engine
 	seen   int // output already looked at
+	done   chan error
 }
 
 func newTerm(t *testing.T, args ...string) *term {
@@ -38,6 +40,7 @@ func newTerm(t *testing.T, args ...string) *term {
 	tm := &term{t: t, in: w, out: &agenttest.Buffer{}, engine: e}
 	c := &console.Console{Engine: e, In: r, Out: tm.out, User: "tester"}
 	done := make(chan error, 1)
+	tm.done = done
 	go func() { done <- c.Run(context.Background()) }()
 	t.Cleanup(func() {
 		w.Close()
@@ -156,4 +159,81 @@ func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
 	if total := len(tm.out.String()) - start; total > 4<<20 {
 		t.Errorf("printed %d bytes in all", total)
 	}
+}
+
+// An open permission question or form does not swallow commands:
+// /status answers, /cancel ends the turn and its question, /quit leaves;
+// a typed number still answers the question.
+func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("permission", "Answer with a number: ")
+	tm.say("/status", "[busy, 0 queued, agent")
+	tm.say("/cancel", "[permission question closed")
+	tm.say("", "[turn cancelled")
+	tm.say("permission", "Answer with a number: ")
+	tm.say("3", "[chose Reject]")
+	tm.say("", "permission denied: reject")
+
+	// So does an open form of the agent's own question.
+	tm.say("elicit-form", "[question] The agent asks:")
+	tm.say("/status", "[busy, 0 queued, agent")
+	tm.say("/cancel", "[question closed")
+
+	// /quit leaves, the question open or not.
+	tm.say("permission", "Answer with a number: ")
+	fmt.Fprintln(tm.in, "/quit")
+	select {
+	case err := <-tm.done:
+		tm.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the console still runs after /quit with a question open:\n%s", tm.out.String()[tm.seen:])
+	}
+}
+
+// A line starting with "/" that names no command is answered, never sent
+// to the agent; a command reads the same in any case and with spaces
+// around it; /help lists the commands of the one table.
+func TestConsole_UnknownCommandsAreAnsweredAndHelpListsTheCommands(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("/frobnicate now", "[unknown command /frobnicate, see /help")
+	tm.say("/Cancel ", "[nothing to cancel]")
+	tm.say(" /status", "no agent running; profile default (its agent starts with the next message)]")
+	out := tm.say("/help", "/quit — ")
+	for _, want := range []string{"/steer [message] — Stop the agent's current turn", "/queue [remove] — ", "/new [agent] [prompt] — ", "/help — "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/help does not list %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "/schedules") {
+		t.Errorf("/help lists /schedules, which the console does not serve:\n%s", out)
+	}
+	out = tm.say("hello", "You said: hello")
+	if strings.Contains(tm.out.String(), "You said: /frobnicate") {
+		t.Fatalf("/frobnicate reached the agent:\n%s", out)
+	}
+	tm.say("/status now", "[usage: /status]")
+}
+
+// eioReader reads as a terminal that hung up.
+type eioReader struct{}
+
+func (eioReader) Read([]byte) (int, error) { return 0, syscall.EIO }
+
+// A terminal that hung up ends the console's input, as an end of file
+// does: Run returns without an error for the broker to fail with.
+func TestConsole_AHungUpTerminalEndsTheInput(t *testing.T) {
+	c := &console.Console{In: eioReader{}, Out: io.Discard}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatalf("Run on a hung-up terminal = %v, want nil", err)
+	}
+}
+
+// /status reads well without an agent, none yet or none since it died:
+// which profile starts, no "pid 0" or empty fields.
+func TestConsole_StatusWithoutAnAgentReadsWell(t *testing.T) {
+	tm := newTerm(t)
+	none := "[idle, 0 queued, no agent running; profile default (its agent starts with the next message)]"
+	tm.say("/status", none)
+	tm.say("die", "[turn")
+	tm.say("/status", none)
 }

@@ -13,16 +13,11 @@ import (
 // optionSetWait bounds the wait for the agent's answer to a change.
 const optionSetWait = 30 * time.Second
 
-// optionCommand handles /model, /mode, /config and /agent; it reports
-// whether line was one of them.
-func (c *Console) optionCommand(thread, line string) bool {
-	fields := strings.Fields(line)
-	if len(fields) == 0 {
-		return false
-	}
-	args := fields[1:]
-	switch fields[0] {
-	case "/model":
+// optionCommand serves /model, /mode, /config and /agent (name, without
+// its "/"), with args the words given.
+func (c *Console) optionCommand(thread, name string, args []string) {
+	switch name {
+	case "model":
 		o := c.Engine.Options(thread)
 		opt, ok := o.Model()
 		switch {
@@ -35,7 +30,7 @@ func (c *Console) optionCommand(thread, line string) bool {
 				return c.Engine.SetOption(ctx, thread, opt.ID, strings.Join(args, " "))
 			})
 		}
-	case "/mode":
+	case "mode":
 		o := c.Engine.Options(thread)
 		switch {
 		case len(o.ModeChoices()) == 0:
@@ -48,17 +43,17 @@ func (c *Console) optionCommand(thread, line string) bool {
 				return c.Engine.SetMode(ctx, thread, args[0])
 			})
 		}
-	case "/config":
+	case "config":
 		o := c.Engine.Options(thread)
 		if len(o.Options) == 0 {
 			c.printf("[%s]\n", none(o, "the agent offers no options"))
-			return true
+			return
 		}
 		if len(args) == 0 {
 			for _, opt := range o.Options {
 				c.printf("[%s (%s): %s]\n", opt.ID, opt.Name, opt.Current())
 			}
-			return true
+			return
 		}
 		opt, ok := o.Option(args[0])
 		switch {
@@ -71,7 +66,7 @@ func (c *Console) optionCommand(thread, line string) bool {
 				return c.Engine.SetOption(ctx, thread, opt.ID, strings.Join(args[1:], " "))
 			})
 		}
-	case "/agent":
+	case "agent":
 		o := c.Engine.Options(thread)
 		if len(args) == 0 {
 			if len(o.Commands) == 0 {
@@ -84,13 +79,10 @@ func (c *Console) optionCommand(thread, line string) bool {
 				}
 				c.printf("[/%s%s: %s]\n", cmd.Name, hint, cmd.Description)
 			}
-			return true
+			return
 		}
 		c.submit(thread, "/"+strings.TrimPrefix(strings.Join(args, " "), "/"))
-	default:
-		return false
 	}
-	return true
 }
 
 // set makes a change and prints what the agent made of it.

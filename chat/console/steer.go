@@ -17,42 +17,37 @@ import (
 // agent.
 const sessionsWait = 2 * time.Minute
 
-// steerCommand serves /steer, /queue, /sessions, /resume and /fork; it
-// reports whether line was one of them. The console's user may act on
-// its conversation: a steer interrupts, and any waiting message may be
-// sent now or removed.
-func (c *Console) steerCommand(thread, line string) bool {
-	name, rest, _ := strings.Cut(line, " ")
-	rest = strings.TrimSpace(rest)
+// steerCommand serves /steer, /queue, /sessions, /resume and /fork
+// (name, without its "/"), rest being what follows it. The console's
+// user may act on its conversation: a steer interrupts, and any waiting
+// message may be sent now or removed.
+func (c *Console) steerCommand(thread, name, rest string) {
 	switch name {
-	case "/steer":
+	case "steer":
 		if rest == "" {
 			c.printf("[/steer TEXT stops the running turn and sends TEXT next, in the same session]\n")
-			return true
+			return
 		}
 		c.submitPrompt(thread, rest, true)
-	case "/queue":
+	case "queue":
 		c.queue(thread, rest)
-	case "/sessions", "/resume", "/fork":
+	case "sessions", "resume", "fork":
 		se, ok := c.Engine.(chat.SessionEngine)
 		if !ok {
 			c.printf("[this broker keeps no agent sessions to list, resume or fork]\n")
-			return true
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), sessionsWait)
 		defer cancel()
 		switch name {
-		case "/sessions":
+		case "sessions":
 			c.sessions(ctx, se, thread)
-		case "/resume":
+		case "resume":
 			c.resume(ctx, se, thread, rest)
 		default:
 			c.fork(ctx, se, thread)
 		}
-	default:
-		return false
 	}
-	return true
 }
 
 // queue lists the messages waiting in the conversation, or with "remove
@@ -65,6 +60,9 @@ func (c *Console) queue(thread, args string) {
 	}
 	waiting := q.Waiting(thread)
 	verb, n, _ := strings.Cut(args, " ")
+	if _, err := strconv.Atoi(verb); err == nil {
+		verb, n = "remove", verb // "/queue 2" removes, as everywhere
+	}
 	if verb == "" {
 		if len(waiting) == 0 {
 			c.printf("[nothing is waiting]\n")

@@ -304,12 +304,20 @@ const ignoredCancelBurst = 5
 // whose slash commands come as a line of text (Slack's) may read them so
 // too. Where, From and Reply are left for the caller to fill in.
 func (s *Server) Parse(text string) (Command, bool) {
+	agents := s.Agents()
+	return ParseCommand(text, func(word string) bool { return hasAgent(agents, word) })
+}
+
+// ParseCommand reads a command written as a line of text, as
+// Server.Parse does, where isAgent tells whether a word names an agent
+// profile. A front end without a Server (the console) reads its
+// commands so, and they mean what they mean everywhere.
+func ParseCommand(text string, isAgent func(word string) bool) (Command, bool) {
 	name, rest := cutWord(text)
-	i := slices.IndexFunc(Commands, func(c CommandSpec) bool { return strings.EqualFold(c.Name, name) })
-	if i < 0 {
+	spec, ok := LookupCommand(name)
+	if !ok {
 		return Command{}, false
 	}
-	spec := Commands[i]
 	args := map[string]string{}
 	for _, p := range spec.Params {
 		if rest == "" {
@@ -320,7 +328,7 @@ func (s *Server) Parse(text string) (Command, bool) {
 			break
 		}
 		word, after := cutWord(rest)
-		if p.Agent && !hasAgent(s.Agents(), word) {
+		if p.Agent && !isAgent(word) {
 			continue // the words are the next parameter's
 		}
 		args[p.Name], rest = word, after
@@ -329,6 +337,26 @@ func (s *Server) Parse(text string) (Command, bool) {
 		return Command{}, false
 	}
 	return Command{Name: spec.Name, Args: args}, true
+}
+
+// LookupCommand is the command named name (in any case), from Commands.
+func LookupCommand(name string) (CommandSpec, bool) {
+	i := slices.IndexFunc(Commands, func(c CommandSpec) bool { return strings.EqualFold(c.Name, name) })
+	if i < 0 {
+		return CommandSpec{}, false
+	}
+	return Commands[i], true
+}
+
+// Written is how a written command spells spec for people: its name and
+// its parameters in brackets ("steer [message]"), as ParseCommand reads
+// them.
+func (spec CommandSpec) Written() string {
+	w := spec.Name
+	for _, p := range spec.Params {
+		w += " [" + p.Name + "]"
+	}
+	return w
 }
 
 // cutWord is the first word of s and what follows it, both trimmed.

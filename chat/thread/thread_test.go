@@ -226,6 +226,35 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// A front end without a Server reads a written command as the Server
+// does, from the same table.
+func TestParseCommand_ReadsAsTheServerDoes(t *testing.T) {
+	isAgent := func(w string) bool { return w == "codex" }
+	for _, tc := range []struct {
+		text, name string
+		args       map[string]string
+	}{
+		{"cancel ", "cancel", map[string]string{}},
+		{"new codex fix it", "new", map[string]string{"agent": "codex", "prompt": "fix it"}},
+		{"new claude fix it", "new", map[string]string{"prompt": "claude fix it"}},
+		{"queue remove 2", "queue", map[string]string{"remove": "remove 2"}},
+		{"frobnicate", "", nil},
+		{"status now", "", nil},
+	} {
+		c, ok := thread.ParseCommand(tc.text, isAgent)
+		if ok != (tc.name != "") || c.Name != tc.name || (ok && !maps.Equal(c.Args, tc.args)) {
+			t.Errorf("ParseCommand(%q) = %q %v, %v; want %q %v", tc.text, c.Name, c.Args, ok, tc.name, tc.args)
+		}
+	}
+	spec, ok := thread.LookupCommand("STEER")
+	if !ok || spec.Written() != "steer [message]" {
+		t.Errorf("LookupCommand(STEER) = %+v, %v; written %q", spec, ok, spec.Written())
+	}
+	if _, ok := thread.LookupCommand("frobnicate"); ok {
+		t.Error("LookupCommand(frobnicate) found a command")
+	}
+}
+
 // memory is a Memory in a map.
 type memory struct {
 	mu sync.Mutex

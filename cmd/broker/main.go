@@ -110,7 +110,16 @@ func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
 		return 0
 	}
 
-	log, level := newLogger(cfg.Log.Format, cfg.Log.Level, stderr)
+	logTo := stderr
+	if f, err := conversationLog(cfg, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "broker: log:", err)
+		return 1
+	} else if f != nil {
+		defer f.Close()
+		logTo = f
+		fmt.Fprintf(stdout, "[the broker logs to %s]\n", f.Name())
+	}
+	log, level := newLogger(cfg.Log.Format, cfg.Log.Level, logTo)
 	for _, w := range cfg.Warnings {
 		log.Warn().Msg(w)
 	}
@@ -123,7 +132,7 @@ func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
 		fmt.Fprintln(stderr, "broker:", err)
 		return 1
 	}
-	serveErr := serve(ctx, b, signals, log, func() { os.Exit(1) })
+	serveErr := serve(ctx, b, signals, log, func() { os.Exit(1) }, terminalGone(cfg, in.stdin))
 	grace := b.Config().Shutdown.Grace
 	log.Info().Dur("grace", grace).Msg("shutting down")
 	stopCtx, cancel := context.WithTimeout(context.Background(), grace)
@@ -139,9 +148,10 @@ func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
 }
 
 // serve runs b until ctx ends or its platforms' input ends. Signals:
-// SIGHUP reloads; SIGTERM or SIGINT stops; a second one forces an
-// immediate exit after killing every agent's process group.
-func serve(ctx context.Context, b *broker.Broker, signals <-chan os.Signal, log zerolog.Logger, forceExit func()) error {
+// SIGHUP reloads, or stops when hungUp reports the console's terminal
+// gone; SIGTERM or SIGINT stops; a second one forces an immediate exit
+// after killing every agent's process group.
+func serve(ctx context.Context, b *broker.Broker, signals <-chan os.Signal, log zerolog.Logger, forceExit func(), hungUp func() bool) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	served := make(chan error, 1)
@@ -151,11 +161,15 @@ func serve(ctx context.Context, b *broker.Broker, signals <-chan os.Signal, log 
 		case err := <-served:
 			return err
 		case sig := <-signals:
-			if sig == syscall.SIGHUP {
+			if sig == syscall.SIGHUP && !hungUp() {
 				b.Reload()
 				continue
 			}
-			log.Info().Str("signal", sig.String()).Msg("stopping")
+			if sig == syscall.SIGHUP {
+				log.Info().Str("signal", sig.String()).Msg("the console's terminal hung up: stopping")
+			} else {
+				log.Info().Str("signal", sig.String()).Msg("stopping")
+			}
 			stop()
 			go forceOnSecondSignal(b, signals, time.Now(), log, forceExit)
 			return <-served
