@@ -63,8 +63,17 @@ rules: promtool-deps
 	cd packaging/prometheus && PATH="$(abspath $(BIN)):$$PATH" promtool check rules acp-broker.rules.yml
 	cd packaging/prometheus && PATH="$(abspath $(BIN)):$$PATH" promtool test rules acp-broker.rules.test.yml
 
+# The slowest packages start first: faults (its tests run one after
+# another, 9 minutes on two busy cores) and interop (4 minutes). Three
+# packages run at once: the tests mostly wait on subprocesses, fakes and
+# rate limits (a whole run kept two cores 20 % busy). TEST_TIMEOUT bounds
+# each package, faults with three times its time to spare: go test's
+# default of 10 minutes was hit on a busy machine.
+TEST_TIMEOUT ?= 30m
+TEST_FIRST := ./faults/ ./interop/
+
 test: sandbox-deps promtool-deps interop-deps
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 3 -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...
 
 # The real agents (SDK example, codex-acp, claude-agent-acp), directly and
 # through the Discord front end.

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -22,7 +24,7 @@ import (
 // given Options.FileTimeout, waits included, and may be withdrawn by the
 // agent ($/cancel_request, answered -32800); a read looks through at most
 // Options.MaxScanBytes of the file for its first line, and waits its turn
-// (see scanSlot).
+// (see scanSlot and slotReader).
 //
 // The request has been admitted; it is released once answered.
 func (c *Conn) serveFS(req *jsonrpc2.Request) {
@@ -78,35 +80,143 @@ func (c *Conn) serveFS(req *jsonrpc2.Request) {
 	}
 }
 
-// fileScans bounds the file reads the whole broker runs at once, so that
-// agents asking for many cannot keep every core busy: with two cores or
-// more, one is left to everything else.
-var fileScans = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+// fileScans bounds the file reads the whole broker runs at once past
+// their first buffer, so that agents asking for many cannot keep every
+// core busy: with two cores or more, one is left to everything else.
+var fileScans = newReadSlots(max(1, runtime.GOMAXPROCS(0)-1))
 
-// scanSlot waits for the Conn's turn to read a file (one read of each
-// agent at a time, so that one agent's flood does not hold up the
-// others), then for one of the broker's (fileScans). The wait ends with
-// ctx or the Conn; the function returned gives the slots back.
+// freeScan is how much of a file a read takes before it needs one of the
+// broker's slots: a small file is read at once, whatever other agents
+// read, at a cost no greater than answering any other request (each agent
+// reads one file at a time).
+const freeScan = 64 << 10
+
+// scanSlot waits for the Conn's turn to read a file: one read of each
+// agent at a time, so that one agent's flood holds up only itself. The
+// wait ends with ctx or the Conn; the function returned gives the turn
+// back.
 func (c *Conn) scanSlot(ctx context.Context) (release func(), err error) {
-	var held []chan struct{}
-	release = func() {
-		for _, s := range held {
-			<-s
-		}
+	select {
+	case c.scans <- struct{}{}:
+		return func() { <-c.scans }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-c.stop:
+		return nil, ErrClosed
 	}
-	for _, slots := range []chan struct{}{c.scans, fileScans} {
-		select {
-		case slots <- struct{}{}:
-			held = append(held, slots)
-		case <-ctx.Done():
-			release()
-			return nil, context.Cause(ctx)
-		case <-c.stop:
-			release()
-			return nil, ErrClosed
-		}
+}
+
+// readSlots shares a number of slots between the reads that want one, in
+// the order they asked. All methods are safe for concurrent use.
+type readSlots struct {
+	size int
+	mu   sync.Mutex
+	free int
+	// waiting are the reads waiting for a slot, first come first; a slot
+	// is given by closing the channel. At most one read of each Conn
+	// waits (scanSlot).
+	waiting []chan struct{}
+}
+
+func newReadSlots(n int) *readSlots { return &readSlots{size: n, free: n} }
+
+// take waits for a slot until ctx ends or stop closes; a read that finds
+// others waiting queues behind them.
+func (s *readSlots) take(ctx context.Context, stop <-chan struct{}) error {
+	s.mu.Lock()
+	if s.free > 0 && len(s.waiting) == 0 {
+		s.free--
+		s.mu.Unlock()
+		return nil
 	}
-	return release, nil
+	given := make(chan struct{})
+	s.waiting = append(s.waiting, given)
+	s.mu.Unlock()
+	var err error
+	select {
+	case <-given:
+		return nil
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	case <-stop:
+		err = ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.waiting, given); i >= 0 {
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		return err
+	}
+	// Given as the wait ended: passed on.
+	s.putLocked()
+	return err
+}
+
+// put gives a slot back: to the read waiting longest, if any.
+func (s *readSlots) put() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putLocked()
+}
+
+func (s *readSlots) putLocked() {
+	if len(s.waiting) == 0 {
+		s.free++
+		return
+	}
+	close(s.waiting[0])
+	s.waiting[0] = nil
+	s.waiting = s.waiting[1:]
+}
+
+// wanted says whether a read waits for a slot.
+func (s *readSlots) wanted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting) > 0
+}
+
+// slotReader reads a file for one request: its first freeScan bytes at
+// once, and the rest holding one of the broker's slots, taken in turn
+// with the other reads: while another waits, the slot is given up after
+// each read from the file and waited for again behind it. So a slow read
+// (a huge file, a slow file system) holds up the others by one buffer at
+// most, not by the whole of it. release gives back the slot it holds.
+type slotReader struct {
+	r     io.Reader
+	slots *readSlots
+	ctx   context.Context
+	stop  <-chan struct{}
+	free  int
+	held  bool
+}
+
+func (r *slotReader) Read(p []byte) (int, error) {
+	if r.free > 0 {
+		if len(p) > r.free {
+			p = p[:r.free]
+		}
+		n, err := r.r.Read(p)
+		r.free -= n
+		return n, err
+	}
+	if r.held && r.slots.wanted() {
+		r.release()
+	}
+	if !r.held {
+		if err := r.slots.take(r.ctx, r.stop); err != nil {
+			return 0, err
+		}
+		r.held = true
+	}
+	return r.r.Read(p)
+}
+
+func (r *slotReader) release() {
+	if r.held {
+		r.held = false
+		r.slots.put()
+	}
 }
 
 func decodeParams(req *jsonrpc2.Request, v any) error {
@@ -151,7 +261,9 @@ func (c *Conn) readTextFile(ctx context.Context, p *readTextFileParams) (any, er
 		return nil, rootErr(err, p.Path)
 	}
 	defer f.Close()
-	content, err := readLines(ctx, f, p.Line, p.Limit, c.opts.MaxReadBytes, c.opts.MaxScanBytes, c.stop)
+	shared := &slotReader{r: f, slots: fileScans, ctx: ctx, stop: c.stop, free: freeScan}
+	defer shared.release()
+	content, err := readLines(ctx, shared, p.Line, p.Limit, c.opts.MaxReadBytes, c.opts.MaxScanBytes, c.stop)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Path, err)
 	}

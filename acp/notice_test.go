@@ -51,8 +51,11 @@ func TestConn_AnswersToAnAgentThatReadsNothingAreBounded(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if peak > base+maxWaitingNotices+16 {
-		t.Errorf("%d goroutines at the peak of the flood, %d at the start: want at most %d waiting answers", peak, base, maxWaitingNotices)
+	// A waiting answer's goroutine is counted out just before it ends: on
+	// a busy machine as many again may be ending, not yet gone. Without
+	// the bound the flood holds one for each of its 5000 answers.
+	if peak > base+2*maxWaitingNotices+16 {
+		t.Errorf("%d goroutines at the peak of the flood, %d at the start: want at most %d waiting answers (and as many ending)", peak, base, maxWaitingNotices)
 	}
 	if got := c.Stats().UnsentAnswers; got != answers-outboxSize-1 {
 		t.Errorf("%d answers unsent, want %d (all but the queue's %d and the writer's one)", got, answers-outboxSize-1, outboxSize)

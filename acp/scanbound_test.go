@@ -78,8 +78,9 @@ func TestFS_AReadPastItsTimeIsStoppedAndAnswered(t *testing.T) {
 
 // 64 reads of a huge file at once are each answered, one agent's reads
 // taking turns; while every one of the broker's read slots is taken a
-// read waits, can be withdrawn by the agent (-32800), and otherwise is
-// answered once its time is up; the waits are all gone after.
+// small file is read all the same, and a read past the first buffer
+// waits, can be withdrawn by the agent (-32800), and otherwise goes on
+// once a slot is free; the waits are all gone after.
 func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	const n = 64
 	c, p := newPair(t, Options{MaxScanBytes: 4 << 20, FileTimeout: time.Minute})
@@ -105,15 +106,18 @@ func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	}
 	waitServed(t, c, 0)
 
-	// Every slot of the broker's taken: a read waits its turn.
-	for range cap(fileScans) {
-		fileScans <- struct{}{}
+	// Every slot of the broker's taken: a small file is read all the
+	// same, and a read past the first buffer waits its turn.
+	for range fileScans.size {
+		if err := fileScans.take(t.Context(), nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	freed := false
 	free := func() {
 		if !freed {
-			for range cap(fileScans) {
-				<-fileScans
+			for range fileScans.size {
+				fileScans.put()
 			}
 			freed = true
 		}
@@ -123,8 +127,11 @@ func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	if err := os.WriteFile(small, []byte("one\ntwo\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if got := fsCall(t, p, 99, MethodReadTextFile, map[string]any{"path": small, "line": 2}, 5*time.Second); !strings.Contains(got, `"content":"two\n"`) {
+		t.Fatalf("a small read with no slot free answered %s", got)
+	}
 	read := func(id int) {
-		b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": small, "line": 2})
+		b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": path, "line": 2})
 		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, id, b))
 	}
 	read(100)
@@ -139,14 +146,17 @@ func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	}
 	read(101)
 	free()
-	if m := p.next(); string(m["id"]) != "101" || !strings.Contains(string(m["result"]), `"content":"two\n"`) {
+	if m := p.next(); string(m["id"]) != "101" || !strings.Contains(string(m["error"]), "is not within the first 4194304 bytes") {
 		t.Fatalf("a read once a slot is free answered %s %s %s", m["id"], m["result"], m["error"])
 	}
 	waitServed(t, c, 0)
 	c.mu.Lock()
 	waits := len(c.waits)
 	c.mu.Unlock()
-	if waits != 0 || len(c.scans) != 0 || len(fileScans) != 0 {
-		t.Fatalf("after the reads: %d waits, %d of the agent's slots, %d of the broker's taken", waits, len(c.scans), len(fileScans))
+	fileScans.mu.Lock()
+	taken, waiting := fileScans.size-fileScans.free, len(fileScans.waiting)
+	fileScans.mu.Unlock()
+	if waits != 0 || len(c.scans) != 0 || taken != 0 || waiting != 0 {
+		t.Fatalf("after the reads: %d waits, %d of the agent's slots, %d of the broker's taken and %d reads waiting for one", waits, len(c.scans), taken, waiting)
 	}
 }

@@ -54,11 +54,15 @@ func newTerm(t *testing.T, args ...string) *term {
 	return tm
 }
 
+// patience bounds a wait for the console's output: a hang fails, a busy
+// machine is waited for (a 24 MiB answer took 28 s beside other tests).
+const patience = 2 * time.Minute
+
 // say types a line and waits for the output to show want after it.
 func (tm *term) say(line, want string) string {
 	tm.t.Helper()
 	fmt.Fprintln(tm.in, line)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		out := tm.out.String()[tm.seen:]
 		if i := strings.Index(out, want); i >= 0 {
