@@ -5,7 +5,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -238,12 +237,16 @@ func Load(path string, environ []string) (*Config, error) {
 		v.SetDefault(k, d)
 	}
 	var text []byte
+	doc := map[string]any{}
 	if path != "" {
 		var err error
 		if text, err = os.ReadFile(path); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
+		if doc, err = parse(path, text); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := v.MergeConfigMap(copyDoc(doc)); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -253,13 +256,19 @@ func Load(path string, environ []string) (*Config, error) {
 			env[k] = val
 		}
 	}
+	fromEnv := map[string]string{}
 	for k := range defaults {
-		if val, ok := env[envName(k)]; ok && k != defaultProfileKey {
-			v.Set(k, val)
+		if val, ok := env[envName(k)]; ok {
+			fromEnv[k] = envName(k) + "=" + val
+			if secretKey(k) {
+				fromEnv[k] = envName(k)
+			}
+			if k != defaultProfileKey {
+				v.Set(k, val)
+			}
 		}
 	}
-	r := reader{v: v, vals: map[string]string{}, env: env}
-	doc := r.readTOML(text)
+	r := reader{v: v, vals: map[string]string{}, env: env, path: path, text: text, fromEnv: fromEnv}
 	// A dotted profile name reads to viper as a profile and keys that do
 	// not exist: said first, as what it is.
 	agentsTable, _ := foldGet(doc, "agents").(map[string]any)

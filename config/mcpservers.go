@@ -9,8 +9,6 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/pool"
-
-	"github.com/pelletier/go-toml/v2"
 )
 
 // mcp_servers in [agent] or [agents.NAME] is an array of tables. viper
@@ -102,18 +100,6 @@ func (r *reader) readMCPServers(section string, doc map[string]any, env map[stri
 	r.vals[base] = "[" + strings.Join(public, "; ") + "]"
 	r.vals[base+mcpSecretsSuffix] = strings.Join(secret, "; ")
 	return servers, true
-}
-
-// readTOML reads the configuration file's text as go-toml does, keys as
-// written, for the values viper would change (see readMCPServers).
-func (r *reader) readTOML(text []byte) map[string]any {
-	var doc map[string]any
-	if len(text) > 0 {
-		if err := toml.Unmarshal(text, &doc); err != nil {
-			r.fail("config", "cannot be read: %v", err)
-		}
-	}
-	return doc
 }
 
 // foldGet is m's value for key, whose case does not matter (as in viper).
