@@ -156,7 +156,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Discord.AllowedBots = r.strs(k) }},
 	{name: "discord.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Discord.ShowThoughts = r.boolean(k) }},
-	{name: "discord.edit_interval", def: "1250ms", doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
+	{name: "discord.edit_interval", def: millis(discord.DefaultEditInterval), doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
 		read: func(r *reader, k string, c *Config) {
 			c.Discord.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
 		}},
@@ -205,7 +205,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Slack.AllowDMs = r.boolean(k) }},
 	{name: "slack.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Slack.ShowThoughts = r.boolean(k) }},
-	{name: "slack.edit_interval", def: "1500ms", doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
+	{name: "slack.edit_interval", def: millis(slack.DefaultEditInterval), doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
 		read: func(r *reader, k string, c *Config) {
 			c.Slack.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
 		}},
@@ -604,3 +604,6 @@ func defaultText(v any) string {
 		return fmt.Sprint(v)
 	}
 }
+
+// millis writes a default duration as the README gives it: "1250ms".
+func millis(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }

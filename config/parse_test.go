@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"acpbroker/chat/discord"
+	"acpbroker/chat/slack"
 )
 
 // A file that is not TOML is refused with its name, the line and the
@@ -89,5 +92,20 @@ func TestLoad_ErrorFromTheEnvironmentNamesTheVariable(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "BROKER_DISCORD_TOKEN_FILE=") {
 		t.Errorf("a secret key's variable is shown with its value: %v", err)
+	}
+}
+
+// An answer's edit interval has one default per platform, the client's
+// own: the configuration's default is it, as a client given none uses.
+func TestLoad_EditIntervalDefaultsAreThePlatforms(t *testing.T) {
+	c, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Discord.EditInterval != discord.DefaultEditInterval {
+		t.Errorf("discord.edit_interval defaults to %s, the client to %s", c.Discord.EditInterval, discord.DefaultEditInterval)
+	}
+	if c.Slack.EditInterval != slack.DefaultEditInterval {
+		t.Errorf("slack.edit_interval defaults to %s, the client to %s", c.Slack.EditInterval, slack.DefaultEditInterval)
 	}
 }
