@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -462,14 +461,12 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 		p.Args = slices.Clone(base.Args)
 		p.MCPServers = slices.Clone(base.MCPServers)
 	}
-	commandSet := false
 	for _, k := range profileKeys {
 		name := section + "." + k.name
 		if base != nil && !r.v.IsSet(name) {
 			continue
 		}
 		k.read(r, name, &p)
-		commandSet = commandSet || k.name == "command"
 	}
 	if servers, set := r.readMCPServers(section, table, env); set || base == nil {
 		p.MCPServers = servers
@@ -492,12 +489,6 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 		}
 	case base != nil && p.Command == "":
 		r.fail(section+".command", "is required: the agent program to run (here, or agent.command for every profile)")
-	case base == nil || commandSet:
-		if resolved, err := resolveCommand(p.Command, env["PATH"]); err != nil {
-			r.fail(section+".command", "%v", err)
-		} else {
-			p.Command = resolved
-		}
 	}
 	if p.Workspace == "worktree" && p.Repo == "" {
 		r.fail(section+".repo", "is required with workspace = \"worktree\": the git repository threads get worktrees of")
@@ -628,37 +619,4 @@ func readSecretFile(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// resolveCommand makes the agent program an absolute path: a name with a
-// slash is taken relative to the broker's working directory (not the
-// agent's), a bare name is looked up on path. It must be an executable
-// file.
-func resolveCommand(cmd, path string) (string, error) {
-	var candidates []string
-	if strings.ContainsRune(cmd, '/') {
-		abs, err := filepath.Abs(cmd)
-		if err != nil {
-			return "", err
-		}
-		candidates = []string{abs}
-	} else {
-		for _, dir := range filepath.SplitList(path) {
-			if dir == "" {
-				dir = "."
-			}
-			if abs, err := filepath.Abs(filepath.Join(dir, cmd)); err == nil {
-				candidates = append(candidates, abs)
-			}
-		}
-	}
-	for _, c := range candidates {
-		if st, err := os.Stat(c); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return c, nil
-		}
-	}
-	if strings.ContainsRune(cmd, '/') {
-		return "", fmt.Errorf("= %q: %s is not an executable file", cmd, candidates[0])
-	}
-	return "", fmt.Errorf("= %q is not found on PATH", cmd)
 }

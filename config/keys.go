@@ -344,10 +344,6 @@ func readLauncher(r *reader, k string, c *Config) {
 	}
 	if len(c.Agent.Launcher) == 0 {
 		r.fail(k, "is required with agent.sandbox = \"launcher\": the command agents are started through, e.g. [\"docker\", \"run\", \"--rm\", \"-i\", …]")
-	} else if resolved, err := resolveCommand(c.Agent.Launcher[0], r.env["PATH"]); err != nil {
-		r.fail(k, "%v", err)
-	} else {
-		c.Agent.Launcher[0] = resolved
 	}
 }
 

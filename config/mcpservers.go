@@ -56,7 +56,7 @@ const permissionsField = "permissions"
 // section as go-toml read it). viper lowercases the keys of tables inside
 // arrays, which would change environment variable names, so they are
 // read from the text itself. Values expand ${VAR} from env as agent.env
-// does; a stdio server's command is resolved as agent.command is. set
+// does; a stdio server's command is found where the broker is wired. set
 // reports whether the section has the key at all.
 func (r *reader) readMCPServers(section string, doc map[string]any, env map[string]string) (servers []acp.MCPServer, set bool) {
 	base := section + "." + mcpServersField
@@ -200,13 +200,9 @@ func (t *mcpTable) server(used map[string]string) acp.MCPServer {
 		for _, kv := range t.pairs("env", true) {
 			s.Env = append(s.Env, acp.EnvVariable{Name: kv[0], Value: t.expand("env."+kv[0], kv[1])})
 		}
-		command := t.str("command")
-		if command == "" {
+		s.Command = t.str("command")
+		if s.Command == "" {
 			t.fail("command", "is required for a stdio server: the MCP server program the agent starts")
-		} else if resolved, err := resolveCommand(command, t.lookupPath()); err != nil {
-			t.fail("command", "%v", err)
-		} else {
-			s.Command = resolved
 		}
 		return s
 	}
@@ -226,11 +222,6 @@ func (t *mcpTable) server(used map[string]string) acp.MCPServer {
 		t.fail("url", "= %q is not an http(s) URL", rawURL)
 	}
 	return s
-}
-
-func (t *mcpTable) lookupPath() string {
-	path, _ := t.lookup("PATH")
-	return path
 }
 
 // describe is the server as written, for reload diffs: its args and url
