@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,5 +87,41 @@ func TestBuildProfiles_CommandsAreFoundOrNamed(t *testing.T) {
 	cfg, err = build("[agent]\ncommand = \"agent\"\nsandbox = \"launcher\"\nlauncher = [\"facts-mcp\", \"run\"]\n")
 	if err != nil || cfg.Agent.Launcher[0] != filepath.Join(bin, "facts-mcp") {
 		t.Errorf("launcher %v, %v; want it found on PATH", cfg.Agent.Launcher, err)
+	}
+}
+
+// agent.run_as_user is found where the broker is wired: a user the
+// machine lacks is refused naming the key, and one it has becomes the
+// user agents run as (a broker not root cannot run them as another).
+func TestBuildProfiles_TheAgentsUserIsFoundOrNamed(t *testing.T) {
+	build := func(user string) (*config.Config, error) {
+		t.Helper()
+		cfg, err := loadText(t, fmt.Sprintf("[agent]\ncommand = %q\nrun_as_user = %q\n", fakeAgent, user))
+		if err != nil {
+			t.Fatalf("run_as_user = %q: %v", user, err)
+		}
+		_, err = buildProfiles(cfg, []string{"PATH=" + filepath.Dir(fakeAgent)}, nil, nil, zerolog.Nop())
+		return cfg, err
+	}
+	_, err := build("no-such-user-42")
+	if want := `agent.run_as_user = "no-such-user-42": no such user`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	cfg, err := build("nobody")
+	switch {
+	case os.Getuid() != 0:
+		if want := `agent.run_as_user = "nobody" needs the broker to run as root`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	case err != nil:
+		t.Fatal(err)
+	default:
+		nobody, lerr := user.Lookup("nobody")
+		if lerr != nil {
+			t.Skip(lerr)
+		}
+		if cfg.Agent.RunAs == nil || strconv.FormatUint(uint64(cfg.Agent.RunAs.Uid), 10) != nobody.Uid {
+			t.Errorf("agents run as %+v, want nobody's uid %s", cfg.Agent.RunAs, nobody.Uid)
+		}
 	}
 }

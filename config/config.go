@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -56,8 +54,11 @@ type Config struct {
 		SandboxNetwork bool
 		// Launcher and LauncherStop: see pool.Sandbox.
 		Launcher, LauncherStop []string
-		// RunAs is the user agents run as (agent.run_as_user), or nil.
-		RunAs *syscall.Credential
+		// RunAsUser is agent.run_as_user as written, a name or a uid;
+		// RunAs is that user, found where the broker is wired (nil
+		// until then, and with none).
+		RunAsUser string
+		RunAs     *syscall.Credential
 	}
 	// Profiles are the agents a thread may get, by name; DefaultProfile
 	// is the one a thread gets when nothing else says.
@@ -346,7 +347,7 @@ func Load(path string, environ []string) (*Config, error) {
 				key, p.MaxSessions, c.Pool.MaxSessions, c.Pool.MaxSessions))
 		}
 	}
-	if c.Agent.Sandbox == "none" && c.Agent.RunAs == nil && os.Getuid() == 0 {
+	if c.Agent.Sandbox == "none" && c.Agent.RunAsUser == "" && os.Getuid() == 0 {
 		c.Warnings = append(c.Warnings, `agent.sandbox = "none" with the broker running as root and no agent.run_as_user: agents run as root, unconfined; set agent.run_as_user to an unprivileged user, or use the sandbox`)
 	}
 	c.Channels = map[string]string{}
@@ -575,22 +576,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// lookupUser finds a user by name or number, with its primary group.
-func lookupUser(name string) (*syscall.Credential, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		if u, err = user.LookupId(name); err != nil {
-			return nil, fmt.Errorf("no such user")
-		}
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("user %s has ids %s:%s", name, u.Uid, u.Gid)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // maxSecretFile bounds a file holding a secret: a token is a line.

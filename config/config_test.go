@@ -91,7 +91,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.allow_hosts":           {"api.example.com,*.example.org:8443", func(c *Config) any { return c.Profiles["default"].AllowHosts }, []string{"api.example.com", "*.example.org:8443"}},
 		"agent.launcher":              {"sh", func(c *Config) any { return c.Agent.Launcher }, []string{"sh"}},
 		"agent.launcher_stop":         {"true", func(c *Config) any { return c.Agent.LauncherStop }, []string{"true"}},
-		"agent.run_as_user":           {"nobody", func(c *Config) any { return c.Agent.RunAs != nil && c.Agent.RunAs.Uid == 65534 }, os.Getuid() == 0},
+		"agent.run_as_user":           {"nobody", func(c *Config) any { return c.Agent.RunAsUser }, "nobody"},
 		"shutdown.grace":              {"20s", func(c *Config) any { return c.Shutdown.Grace }, 20 * time.Second},
 		"discord.show_thoughts":       {"true", func(c *Config) any { return c.Discord.ShowThoughts }, true},
 		"agent.description":           {"the one", func(c *Config) any { return c.Profiles["default"].Description }, "the one"},

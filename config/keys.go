@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -347,19 +346,9 @@ func readLauncher(r *reader, k string, c *Config) {
 	}
 }
 
-func readRunAs(r *reader, k string, c *Config) {
-	name := r.str(k)
-	if name == "" {
-		return
-	}
-	if cred, err := lookupUser(name); err != nil {
-		r.fail(k, "= %q: %v", name, err)
-	} else if os.Getuid() != 0 {
-		r.fail(k, "= %q needs the broker to run as root (it runs as uid %d)", name, os.Getuid())
-	} else {
-		c.Agent.RunAs = cred
-	}
-}
+// readRunAs reads agent.run_as_user's name; the broker finds the user
+// where it is wired.
+func readRunAs(r *reader, k string, c *Config) { c.Agent.RunAsUser = r.str(k) }
 
 // readDefaultProfile reads agents.default; Load checks it names a
 // profile once the profiles are read.

@@ -109,3 +109,18 @@ func TestLoad_EditIntervalDefaultsAreThePlatforms(t *testing.T) {
 		t.Errorf("slack.edit_interval defaults to %s, the client to %s", c.Slack.EditInterval, slack.DefaultEditInterval)
 	}
 }
+
+// Reading the configuration asks nothing of the machine: a program not
+// on PATH and a user the machine lacks are read as written, for the
+// broker to find where it is wired.
+func TestLoad_AsksNothingOfTheMachine(t *testing.T) {
+	c, err := Load("", []string{"PATH=/nonexistent",
+		"BROKER_AGENT_COMMAND=no-such-agent", "BROKER_AGENT_RUN_AS_USER=no-such-user-42",
+		"BROKER_AGENT_SANDBOX=launcher", "BROKER_AGENT_LAUNCHER=no-such-launcher,run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Profiles[DefaultProfileName].Command != "no-such-agent" || c.Agent.RunAsUser != "no-such-user-42" || c.Agent.RunAs != nil || c.Agent.Launcher[0] != "no-such-launcher" {
+		t.Errorf("command %q, run_as_user %q (%+v), launcher %q: not as written", c.Profiles[DefaultProfileName].Command, c.Agent.RunAsUser, c.Agent.RunAs, c.Agent.Launcher)
+	}
+}
