@@ -29,8 +29,51 @@ func parse(name string, text []byte) (map[string]any, error) {
 		return nil, fmt.Errorf("%s:%d:%d: %s", name, line, col, syntaxWords(text, line, col, strings.TrimPrefix(err.Error(), "toml: ")))
 	default:
 		// A key or table written twice: go-toml gives no position.
+		if key, first, again := writtenTwice(text); again > 0 {
+			return nil, fmt.Errorf("%s:%d: %s is written twice, first on line %d: keep one", name, again, key, first)
+		}
 		return nil, fmt.Errorf("%s: %s", name, twiceWords(strings.TrimPrefix(err.Error(), "toml: ")))
 	}
+}
+
+// writtenTwice finds the first key or [table] the text writes a second
+// time: its dotted name, and the lines of both (again is 0 if none).
+func writtenTwice(text []byte) (key string, first, again int) {
+	var p unstable.Parser
+	p.Reset(text)
+	seen := map[string]int{}
+	arrays := map[string]int{} // tables of each array so far
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		var parts []string
+		line := 0
+		for it := e.Key(); it.Next(); {
+			if line == 0 {
+				line = p.Shape(it.Node().Raw).Start.Line
+			}
+			parts = append(parts, string(it.Node().Data))
+		}
+		switch e.Kind {
+		case unstable.ArrayTable: // written again and again, as it should be
+			name := strings.Join(parts, ".")
+			table = []string{fmt.Sprintf("%s[%d]", name, arrays[name])}
+			arrays[name]++
+			continue
+		case unstable.Table:
+			table = parts
+			key = "[" + strings.Join(parts, ".") + "]"
+		case unstable.KeyValue:
+			key = strings.Join(append(append([]string(nil), table...), parts...), ".")
+		default:
+			continue
+		}
+		if f, ok := seen[key]; ok {
+			return key, f, line
+		}
+		seen[key] = line
+	}
+	return "", 0, 0
 }
 
 // keyBefore finds the key a line assigns to: "timeout" in

@@ -20,7 +20,10 @@ func TestLoad_SyntaxErrorNamesFileLineAndColumn(t *testing.T) {
 		{"an unclosed table name", "[agent]\ncommand = \"agent\"\n[turn\n", ":3:6: a table's name needs its closing ]"},
 		{"a value without quotes", "[turn]\ntimeout = 5m\n", ":2:12: expected the end of the line after the value of turn.timeout"},
 		{"an unfinished string", "[turn]\ntimeout = \"5m\n", ":2:14: a string in \"quotes\" must end on its line"},
-		{"a key twice", "[turn]\nqueue_size = 8\nqueue_size = 9\n", ": queue_size is written twice: keep one"},
+		{"a key twice", "[turn]\nqueue_size = 8\nqueue_size = 9\n", ":3: turn.queue_size is written twice, first on line 2: keep one"},
+		{"a key twice in an array's table", "[[schedules]]\nname = \"a\"\n[[schedules]]\nname = \"b\"\nname = \"c\"\n",
+			":5: schedules[1].name is written twice, first on line 4: keep one"},
+		{"a table twice", "[turn]\nqueue_size = 8\n[pool]\n[turn]\n", ":4: [turn] is written twice, first on line 1: keep one"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
