@@ -36,46 +36,6 @@ func parse(name string, text []byte) (map[string]any, error) {
 	}
 }
 
-// writtenTwice finds the first key or [table] the text writes a second
-// time: its dotted name, and the lines of both (again is 0 if none).
-func writtenTwice(text []byte) (key string, first, again int) {
-	var p unstable.Parser
-	p.Reset(text)
-	seen := map[string]int{}
-	arrays := map[string]int{} // tables of each array so far
-	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
-		var parts []string
-		line := 0
-		for it := e.Key(); it.Next(); {
-			if line == 0 {
-				line = p.Shape(it.Node().Raw).Start.Line
-			}
-			parts = append(parts, string(it.Node().Data))
-		}
-		switch e.Kind {
-		case unstable.ArrayTable: // written again and again, as it should be
-			name := strings.Join(parts, ".")
-			table = []string{fmt.Sprintf("%s[%d]", name, arrays[name])}
-			arrays[name]++
-			continue
-		case unstable.Table:
-			table = parts
-			key = "[" + strings.Join(parts, ".") + "]"
-		case unstable.KeyValue:
-			key = strings.Join(append(append([]string(nil), table...), parts...), ".")
-		default:
-			continue
-		}
-		if f, ok := seen[key]; ok {
-			return key, f, line
-		}
-		seen[key] = line
-	}
-	return "", 0, 0
-}
-
 // keyBefore finds the key a line assigns to: "timeout" in
 // `timeout = "5m" more`.
 var keyBefore = regexp.MustCompile(`^\s*([A-Za-z0-9_.\-"' ]+?)\s*=`)
@@ -172,40 +132,74 @@ func sscanName(msg, format string, name *string) bool {
 	return true
 }
 
-// keyLine is the line (1-based) where the file's text assigns key
-// (dotted, its case not minding), or 0 if it does not. It walks the
-// text's expressions without building values; errors are its only use.
-func keyLine(text []byte, key string) int {
-	if len(text) == 0 {
-		return 0
-	}
+// walkKeys calls f with each key and table the text writes, in order,
+// with the line its name starts on, until f returns false or the text
+// ends or stops being TOML. A key is dotted from the top, a table's in
+// brackets ("[turn]"), and the tables of an array are numbered from 0
+// ("agent.mcp_servers[1].command"); an array's own header is not given.
+// It builds no values: errors are its only use.
+func walkKeys(text []byte, f func(key string, line int) bool) {
 	var p unstable.Parser
 	p.Reset(text)
-	var table []string
+	arrays := map[string]int{} // tables of each array so far
+	var table string
 	for p.NextExpression() {
 		e := p.Expression()
+		var parts []string
+		line := 0
+		for it := e.Key(); it.Next(); {
+			if line == 0 {
+				line = p.Shape(it.Node().Raw).Start.Line
+			}
+			parts = append(parts, string(it.Node().Data))
+		}
+		name := strings.Join(parts, ".")
 		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			table = table[:0]
-			for it := e.Key(); it.Next(); {
-				table = append(table, string(it.Node().Data))
+		case unstable.ArrayTable:
+			table = fmt.Sprintf("%s[%d]", name, arrays[name])
+			arrays[name]++
+			continue
+		case unstable.Table:
+			table = name
+			if !f("["+name+"]", line) {
+				return
 			}
 		case unstable.KeyValue:
-			parts := append([]string(nil), table...)
-			line := 0
-			for it := e.Key(); it.Next(); {
-				n := it.Node()
-				parts = append(parts, string(n.Data))
-				if line == 0 {
-					line = p.Shape(n.Raw).Start.Line
-				}
+			if table != "" {
+				name = table + "." + name
 			}
-			if strings.EqualFold(strings.Join(parts, "."), key) {
-				return line
+			if !f(name, line) {
+				return
 			}
 		}
 	}
-	return 0
+}
+
+// keyLine is the line (1-based) where the file's text assigns key
+// (as walkKeys names it, its case not minding), or 0 if it does not.
+func keyLine(text []byte, key string) (line int) {
+	walkKeys(text, func(k string, l int) bool {
+		if strings.EqualFold(k, key) {
+			line = l
+		}
+		return line == 0
+	})
+	return line
+}
+
+// writtenTwice finds the first key or [table] the text writes a second
+// time: its name, and the lines of both (again is 0 if none).
+func writtenTwice(text []byte) (key string, first, again int) {
+	seen := map[string]int{}
+	walkKeys(text, func(k string, line int) bool {
+		if f, ok := seen[k]; ok {
+			key, first, again = k, f, line
+			return false
+		}
+		seen[k] = line
+		return true
+	})
+	return key, first, again
 }
 
 // copyDoc is a deep copy of a parsed document, for viper, which changes

@@ -67,6 +67,12 @@ func TestLoad_WrongTypeNamesTheKeyAndItsLine(t *testing.T) {
 			t.Errorf("%s\nspeaks the library's words (%q)", msg, library)
 		}
 	}
+	// So is a key of a table in an array, by its index.
+	_, err = loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[[agent.mcp_servers]]\nname = \"a\"\ncommand = \"a\"\n"+
+		"[[agent.mcp_servers]]\nname = \"b\"\n\ntype = \"ftp\"\n")
+	if want := `broker.toml:9: agent.mcp_servers[1].type = "ftp" must be one of stdio, http, sse`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %q", err, want)
+	}
 	// A key out of its range is pointed at too.
 	_, err = loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[turn]\ntimeout = \"7h\"\n")
 	if err == nil || !strings.Contains(err.Error(), "broker.toml:4: turn.timeout = 7h0m0s is out of range") {
