@@ -281,6 +281,11 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	if unknown := unknownKeys(v); len(unknown) > 0 {
+		for i, k := range unknown {
+			if line := keyLine(text, k); line > 0 {
+				unknown[i] = fmt.Sprintf("%s (%s:%d)", k, path, line)
+			}
+		}
 		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
 	c := &Config{Path: path}

@@ -73,6 +73,11 @@ func TestLoad_WrongTypeNamesTheKeyAndItsLine(t *testing.T) {
 	if want := `broker.toml:9: agent.mcp_servers[1].type = "ftp" must be one of stdio, http, sse`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want %q", err, want)
 	}
+	// And a key that is not one.
+	_, err = loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[turn]\ntimout = \"5m\"\n")
+	if want := "unknown key(s): turn.timout ("; err == nil || !strings.Contains(err.Error(), want) || !strings.HasSuffix(err.Error(), "broker.toml:4)") {
+		t.Errorf("got %v, want %q and the line", err, want)
+	}
 	// A key out of its range is pointed at too.
 	_, err = loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[turn]\ntimeout = \"7h\"\n")
 	if err == nil || !strings.Contains(err.Error(), "broker.toml:4: turn.timeout = 7h0m0s is out of range") {
