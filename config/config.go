@@ -1,7 +1,10 @@
 // Package config is the broker's configuration: its typed form, the
 // table of its keys (defaults, bounds, what a reload changes, the README's
-// lines), reading it from a TOML file and BROKER_* environment variables,
-// and the checks that name the key at fault.
+// lines), reading it from a TOML file (parsed once) and BROKER_*
+// environment variables, and the checks of types and ranges that name the
+// key at fault and where it was written. It asks nothing of the machine:
+// the programs, the user and the paths it names are found and checked
+// where the broker is wired.
 package config
 
 import (
@@ -229,7 +232,8 @@ var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Load reads the TOML file (if path is set), applies BROKER_* environment
 // overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and validates
-// everything. Errors name the offending key.
+// everything. Errors name the offending key and where it was written: the
+// file and line (and column, for a syntax error), or the variable.
 func Load(path string, environ []string) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
