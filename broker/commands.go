@@ -40,11 +40,8 @@ func findCommands(cfg *config.Config, environ []string) error {
 	}
 	for _, p := range profiles {
 		name := p.Name
-		if p == &cfg.Agent.Profile {
-			if p.Command == "" {
-				continue // each profile names its own
-			}
-			name = ""
+		if p.Command == "" {
+			continue // [agent] need not name one when each profile does
 		}
 		if found, err := findCommand(p.Command, path); err != nil {
 			fail(written(name, "command"), err)
