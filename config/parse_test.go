@@ -67,6 +67,13 @@ func TestLoad_WrongTypeNamesTheKeyAndItsLine(t *testing.T) {
 			t.Errorf("%s\nspeaks the library's words (%q)", msg, library)
 		}
 	}
+	// A number that is not whole is not taken for one.
+	_, err = loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[turn]\nqueue_size = 8.5\n[pool]\nmax_sessions = true\n")
+	for _, want := range []string{"broker.toml:4: turn.queue_size must be a whole number, not 8.5", "broker.toml:6: pool.max_sessions must be a whole number, not true"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
 	// So is a key of a table in an array, by its index.
 	_, err = loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n[[agent.mcp_servers]]\nname = \"a\"\ncommand = \"a\"\n"+
 		"[[agent.mcp_servers]]\nname = \"b\"\n\ntype = \"ftp\"\n")

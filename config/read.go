@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func (r *reader) boolean(key string) bool {
 
 func (r *reader) integer(key string, lo, hi int) int {
 	raw := r.v.Get(key)
-	n, err := cast.ToIntE(raw)
+	n, err := wholeNumber(raw)
 	if err != nil {
 		r.fail(key, "must be a whole number, not %s", written(raw))
 		return 0
@@ -106,7 +107,7 @@ func (r *reader) integer(key string, lo, hi int) int {
 // integerOrZero is integer with 0, for none, allowed below lo.
 func (r *reader) integerOrZero(key string, lo, hi int) int {
 	raw := r.v.Get(key)
-	n, err := cast.ToIntE(raw)
+	n, err := wholeNumber(raw)
 	if err != nil {
 		r.fail(key, "must be a whole number, not %s", written(raw))
 		return 0
@@ -184,6 +185,20 @@ func (r *reader) envList(key string) map[string]string {
 		out[name] = val
 	}
 	return out
+}
+
+// wholeNumber is v as an int: a TOML integer, or a string of one (from
+// the environment); 8.5 is not one, nor is true.
+func wholeNumber(v any) (int, error) {
+	switch v := v.(type) {
+	case float64:
+		if v != math.Trunc(v) {
+			return 0, errors.New("not whole")
+		}
+	case bool:
+		return 0, errors.New("not a number")
+	}
+	return cast.ToIntE(v)
 }
 
 // written is a value as a person wrote it, for an error: a string in
