@@ -26,7 +26,7 @@ func parse(name string, text []byte) (map[string]any, error) {
 		return doc, nil
 	case errors.As(err, &de):
 		line, col := de.Position()
-		return nil, fmt.Errorf("%s:%d:%d: %s", name, line, col, syntaxWords(text, line, col, strings.TrimPrefix(err.Error(), "toml: ")))
+		return nil, fmt.Errorf("%s:%d:%d: %s", name, line, col, syntaxWords(text, line, strings.TrimPrefix(err.Error(), "toml: ")))
 	default:
 		// A key or table written twice: go-toml gives no position.
 		if key, first, again := writtenTwice(text); again > 0 {
@@ -65,8 +65,8 @@ func keyAt(text []byte, line int) string {
 }
 
 // syntaxWords says what go-toml's message means, for the value or key
-// at line and column.
-func syntaxWords(text []byte, line, col int, msg string) string {
+// on line.
+func syntaxWords(text []byte, line int, msg string) string {
 	after := ""
 	if k := keyAt(text, line); k != "" {
 		after = " after the value of " + k
@@ -88,7 +88,7 @@ func syntaxWords(text []byte, line, col int, msg string) string {
 		return "the file ends where a value should be"
 	case msg == "incomplete number" || strings.HasPrefix(msg, "unexpected character") || strings.HasPrefix(msg, "invalid character"):
 		if k := keyAt(text, line); k != "" {
-			return fmt.Sprintf("the value of %s is not a value: a string is written in quotes (\"5m\"), a number or true or false without", k)
+			return fmt.Sprintf("the value of %s is not a string, a number, true or false: write a string in quotes (\"5m\")", k)
 		}
 		return "this is not a key = value line, a [table] or a comment"
 	case msg == "expected key but found none" || strings.HasPrefix(msg, "invalid character at start of key"):

@@ -19,6 +19,7 @@ func TestLoad_SyntaxErrorNamesFileLineAndColumn(t *testing.T) {
 			":4:16: expected the end of the line after the value of turn.timeout, found 'm'"},
 		{"an unclosed table name", "[agent]\ncommand = \"agent\"\n[turn\n", ":3:6: a table's name needs its closing ]"},
 		{"a value without quotes", "[turn]\ntimeout = 5m\n", ":2:12: expected the end of the line after the value of turn.timeout"},
+		{"a word without quotes", "[agent]\ncommand = agent\n", ":2:11: the value of agent.command is not a string, a number, true or false: write a string in quotes"},
 		{"an unfinished string", "[turn]\ntimeout = \"5m\n", ":2:14: a string in \"quotes\" must end on its line"},
 		{"a key twice", "[turn]\nqueue_size = 8\nqueue_size = 9\n", ":3: turn.queue_size is written twice, first on line 2: keep one"},
 		{"a key twice in an array's table", "[[schedules]]\nname = \"a\"\n[[schedules]]\nname = \"b\"\nname = \"c\"\n",
