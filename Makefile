@@ -101,7 +101,7 @@ bench: build
 # it runs with the ordinary tests from then on.
 FUZZTIME ?= 60s
 FUZZ_TARGETS := ./acp/:FuzzConn_AgentOutput ./chat/discord/:FuzzMessage_BecomesAPrompt \
-	./chat/discord/:FuzzInteraction_IsAnsweredOrRefused ./config/:FuzzLoadConfig \
+	./chat/discord/:FuzzInteraction_IsAnsweredOrRefused ./config/:FuzzLoadConfig ./config/:FuzzParse \
 	./api/:FuzzStartRequest ./netproxy/:FuzzProxy_RefusesAnyRequestForAnInnerAddress
 
 fuzz:

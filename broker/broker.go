@@ -141,6 +141,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		}
 		pool.KillLeftovers(list, log)
 	}
+	if err := complete(cfg, opts.Environ); err != nil {
+		return b, fmt.Errorf("config: %w", err)
+	}
 	b.gitConfine = gitConfiner(cfg)
 	agents, err := buildProfiles(cfg, opts.Environ, b.store.WorktreeMade, b.gitConfine, log)
 	if err != nil {

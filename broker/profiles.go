@@ -26,13 +26,18 @@ type builtProfiles struct {
 	secrets  []string
 }
 
-// buildProfiles makes each configured profile the pool's: its
+// buildProfiles makes each configured profile the pool's, once the
+// programs it names and the user its agents run as are found (see
+// complete): its
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
 // workspace hook, which gives made (if not nil) each worktree it makes
 // or finds, its git commands confined by confine. secrets are the chat
 // platforms' tokens and every profile's secret values.
 func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktree), confine workspace.Confiner, log zerolog.Logger) (*builtProfiles, error) {
+	if err := complete(cfg, environ); err != nil {
+		return nil, err
+	}
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: chatSecrets(cfg)}
 	var errs []error
@@ -87,7 +92,7 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 		abs := *p
 		abs.Cwd = cwd
 		if wt := worktreesFor(&abs, confine, log); wt != nil {
-			pp.SandboxRW = append(pp.SandboxRW, p.GitDir())
+			pp.SandboxRW = append(pp.SandboxRW, gitDir(p))
 			repo, err := filepath.Abs(p.Repo)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", cfg.ProfileKey(p, "repo"), err))

@@ -45,7 +45,7 @@ const sandboxCheckTimeout = 10 * time.Second
 // sandboxFor is the agents' sandbox as configured. What the broker keeps
 // out of the agents' sight wherever a path shown to them holds it: its
 // state, its configuration and token files and the directories they are
-// in (config.CheckSandbox refuses what hiding cannot keep).
+// in (checkSandbox refuses what hiding cannot keep).
 func sandboxFor(cfg *config.Config) pool.Sandbox {
 	switch cfg.Agent.Sandbox {
 	case "launcher":
@@ -54,7 +54,7 @@ func sandboxFor(cfg *config.Config) pool.Sandbox {
 	default:
 		return pool.Sandbox{}
 	}
-	return pool.Sandbox{Bwrap: "bwrap", NoNetwork: ownNetwork(cfg), Hide: cfg.Hidden()}
+	return pool.Sandbox{Bwrap: "bwrap", NoNetwork: ownNetwork(cfg), Hide: hidden(cfg)}
 }
 
 // ownNetwork reports whether some profile's agents get a network of

@@ -211,10 +211,11 @@ func (b *Broker) prepareReload(ctx context.Context) reloadResult {
 		return reloadResult{err: fmt.Errorf("config: %w", err)}
 	}
 	problems := checkProfiles(ctx, cfg, b.gitConfine)
-	problems = append(problems, config.CheckSandbox(cfg)...)
+	problems = append(problems, checkSandbox(cfg)...)
 	if b.sandbox.Enabled() {
-		problems = append(problems, config.CheckTokenFilesHidden(cfg, b.sandbox.Hide)...)
+		problems = append(problems, checkTokenFilesHidden(cfg, b.sandbox.Hide)...)
 	}
+	cfg.Warnings = append(cfg.Warnings, machineWarnings(cfg)...)
 	if len(problems) > 0 {
 		return reloadResult{err: fmt.Errorf("config: %w", errors.Join(problems...))}
 	}

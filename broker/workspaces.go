@@ -61,7 +61,7 @@ func checkProfiles(ctx context.Context, c *config.Config, confine workspace.Conf
 		p := c.Profiles[name]
 		if !seen[p.Cwd] {
 			seen[p.Cwd] = true
-			if err := config.CheckWritable(c.ProfileKey(p, "cwd"), p.Cwd); err != nil {
+			if err := checkWritable(c.ProfileKey(p, "cwd"), p.Cwd); err != nil {
 				problems = append(problems, err)
 			}
 		}
@@ -95,7 +95,7 @@ func ownedByAgents(p *config.Profile, runAs *syscall.Credential) error {
 	if runAs == nil {
 		return nil
 	}
-	dir := p.GitDir()
+	dir := gitDir(p)
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return err

@@ -152,6 +152,9 @@ func TestGitConfiner_ConfinesGitAsTheAgentsAre(t *testing.T) {
 				t.Skip("agent.run_as_user needs root")
 			}
 			cfg, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n"+tc.keys+"\n")
+			if err == nil {
+				err = complete(cfg, env) // as Open does
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,21 +1,20 @@
 // Package config is the broker's configuration: its typed form, the
 // table of its keys (defaults, bounds, what a reload changes, the README's
-// lines), reading it from a TOML file and BROKER_* environment variables,
-// and the checks that name the key at fault.
+// lines), reading it from a TOML file (parsed once) and BROKER_*
+// environment variables, and the checks of types and ranges that name the
+// key at fault and where it was written. It asks nothing of the machine:
+// the programs, the user and the paths it names are found and checked
+// where the broker is wired.
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/user"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,8 +57,11 @@ type Config struct {
 		SandboxNetwork bool
 		// Launcher and LauncherStop: see pool.Sandbox.
 		Launcher, LauncherStop []string
-		// RunAs is the user agents run as (agent.run_as_user), or nil.
-		RunAs *syscall.Credential
+		// RunAsUser is agent.run_as_user as written, a name or a uid;
+		// RunAs is that user, found where the broker is wired (nil
+		// until then, and with none).
+		RunAsUser string
+		RunAs     *syscall.Credential
 	}
 	// Profiles are the agents a thread may get, by name; DefaultProfile
 	// is the one a thread gets when nothing else says.
@@ -230,7 +232,8 @@ var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Load reads the TOML file (if path is set), applies BROKER_* environment
 // overrides (BROKER_TURN_TIMEOUT=5m overrides turn.timeout) and validates
-// everything. Errors name the offending key.
+// everything. Errors name the offending key and where it was written: the
+// file and line (and column, for a syntax error), or the variable.
 func Load(path string, environ []string) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
@@ -238,12 +241,16 @@ func Load(path string, environ []string) (*Config, error) {
 		v.SetDefault(k, d)
 	}
 	var text []byte
+	doc := map[string]any{}
 	if path != "" {
 		var err error
 		if text, err = os.ReadFile(path); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if err := v.ReadConfig(bytes.NewReader(text)); err != nil {
+		if doc, err = parse(path, text); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := v.MergeConfigMap(copyDoc(doc)); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -253,13 +260,19 @@ func Load(path string, environ []string) (*Config, error) {
 			env[k] = val
 		}
 	}
+	fromEnv := map[string]string{}
 	for k := range defaults {
-		if val, ok := env[envName(k)]; ok && k != defaultProfileKey {
-			v.Set(k, val)
+		if val, ok := env[envName(k)]; ok {
+			fromEnv[k] = envName(k) + "=" + val
+			if secretKey(k) {
+				fromEnv[k] = envName(k)
+			}
+			if k != defaultProfileKey {
+				v.Set(k, val)
+			}
 		}
 	}
-	r := reader{v: v, vals: map[string]string{}, env: env}
-	doc := r.readTOML(text)
+	r := reader{v: v, vals: map[string]string{}, env: env, path: path, text: text, fromEnv: fromEnv}
 	// A dotted profile name reads to viper as a profile and keys that do
 	// not exist: said first, as what it is.
 	agentsTable, _ := foldGet(doc, "agents").(map[string]any)
@@ -272,6 +285,11 @@ func Load(path string, environ []string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", errors.Join(r.errs...))
 	}
 	if unknown := unknownKeys(v); len(unknown) > 0 {
+		for i, k := range unknown {
+			if line := keyLine(text, k); line > 0 {
+				unknown[i] = fmt.Sprintf("%s (%s:%d)", k, path, line)
+			}
+		}
 		return nil, fmt.Errorf("config: unknown key(s): %s", strings.Join(unknown, ", "))
 	}
 	c := &Config{Path: path}
@@ -338,7 +356,7 @@ func Load(path string, environ []string) (*Config, error) {
 				key, p.MaxSessions, c.Pool.MaxSessions, c.Pool.MaxSessions))
 		}
 	}
-	if c.Agent.Sandbox == "none" && c.Agent.RunAs == nil && os.Getuid() == 0 {
+	if c.Agent.Sandbox == "none" && c.Agent.RunAsUser == "" && os.Getuid() == 0 {
 		c.Warnings = append(c.Warnings, `agent.sandbox = "none" with the broker running as root and no agent.run_as_user: agents run as root, unconfined; set agent.run_as_user to an unprivileged user, or use the sandbox`)
 	}
 	c.Channels = map[string]string{}
@@ -453,14 +471,12 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 		p.Args = slices.Clone(base.Args)
 		p.MCPServers = slices.Clone(base.MCPServers)
 	}
-	commandSet := false
 	for _, k := range profileKeys {
 		name := section + "." + k.name
 		if base != nil && !r.v.IsSet(name) {
 			continue
 		}
 		k.read(r, name, &p)
-		commandSet = commandSet || k.name == "command"
 	}
 	if servers, set := r.readMCPServers(section, table, env); set || base == nil {
 		p.MCPServers = servers
@@ -483,12 +499,6 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 		}
 	case base != nil && p.Command == "":
 		r.fail(section+".command", "is required: the agent program to run (here, or agent.command for every profile)")
-	case base == nil || commandSet:
-		if resolved, err := resolveCommand(p.Command, env["PATH"]); err != nil {
-			r.fail(section+".command", "%v", err)
-		} else {
-			p.Command = resolved
-		}
 	}
 	if p.Workspace == "worktree" && p.Repo == "" {
 		r.fail(section+".repo", "is required with workspace = \"worktree\": the git repository threads get worktrees of")
@@ -577,22 +587,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// lookupUser finds a user by name or number, with its primary group.
-func lookupUser(name string) (*syscall.Credential, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		if u, err = user.LookupId(name); err != nil {
-			return nil, fmt.Errorf("no such user")
-		}
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("user %s has ids %s:%s", name, u.Uid, u.Gid)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
 // maxSecretFile bounds a file holding a secret: a token is a line.
 const maxSecretFile = 64 << 10
 
@@ -619,37 +613,4 @@ func readSecretFile(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// resolveCommand makes the agent program an absolute path: a name with a
-// slash is taken relative to the broker's working directory (not the
-// agent's), a bare name is looked up on path. It must be an executable
-// file.
-func resolveCommand(cmd, path string) (string, error) {
-	var candidates []string
-	if strings.ContainsRune(cmd, '/') {
-		abs, err := filepath.Abs(cmd)
-		if err != nil {
-			return "", err
-		}
-		candidates = []string{abs}
-	} else {
-		for _, dir := range filepath.SplitList(path) {
-			if dir == "" {
-				dir = "."
-			}
-			if abs, err := filepath.Abs(filepath.Join(dir, cmd)); err == nil {
-				candidates = append(candidates, abs)
-			}
-		}
-	}
-	for _, c := range candidates {
-		if st, err := os.Stat(c); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return c, nil
-		}
-	}
-	if strings.ContainsRune(cmd, '/') {
-		return "", fmt.Errorf("= %q: %s is not an executable file", cmd, candidates[0])
-	}
-	return "", fmt.Errorf("= %q is not found on PATH", cmd)
 }

@@ -9,7 +9,7 @@ import (
 
 // FuzzLoadConfig loads arbitrary TOML: the result is a configuration or
 // an error that says what is wrong, never a panic or a hang.
-func FuzzLoad(f *testing.F) {
+func FuzzLoadConfig(f *testing.F) {
 	example, err := os.ReadFile("../config.example.toml")
 	if err != nil {
 		f.Fatal(err)
@@ -46,5 +46,39 @@ func FuzzLoad(f *testing.F) {
 		case err == nil && (cfg.Turn.Timeout <= 0 || cfg.Pool.MaxSessions < 1 || cfg.Agent.Command == ""):
 			t.Fatalf("a configuration out of bounds was accepted: %+v", cfg)
 		}
+	})
+}
+
+// FuzzParse parses arbitrary text as the configuration file and points
+// at its keys: a document or an error that names the file, never a
+// panic; every key found has a line within the text.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"[turn]\ntimeout = \"5m\" more\n",
+		"[turn]\nqueue_size = 8\nqueue_size = 9\n",
+		"[[schedules]]\nname = \"a\"\n[[schedules]]\nname = \"b\"\nname = \"c\"\n",
+		"[agents.\"x\".y]\n'a'.\"b\" = { c = [1, {d = 2}] }\n",
+		"a = \"\\u00e9\"\n[\"é\"]\nb = 1\n",
+		"[a\n",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		_, err := parse("broker.toml", []byte(text))
+		if err != nil && !strings.HasPrefix(err.Error(), "broker.toml:") {
+			t.Fatalf("an error that does not name the file: %v", err)
+		}
+		lines := strings.Count(text, "\n") + 1
+		walkKeys([]byte(text), func(key string, line int) bool {
+			if line < 1 || line > lines {
+				t.Fatalf("%s on line %d of %d", key, line, lines)
+			}
+			if keyLine([]byte(text), key) == 0 {
+				t.Fatalf("%s is walked but not found", key)
+			}
+			return true
+		})
+		writtenTwice([]byte(text))
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,7 +159,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Discord.AllowedBots = r.strs(k) }},
 	{name: "discord.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Discord.ShowThoughts = r.boolean(k) }},
-	{name: "discord.edit_interval", def: "1250ms", doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
+	{name: "discord.edit_interval", def: millis(discord.DefaultEditInterval), doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
 		read: func(r *reader, k string, c *Config) {
 			c.Discord.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
 		}},
@@ -209,7 +208,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Slack.AllowDMs = r.boolean(k) }},
 	{name: "slack.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Slack.ShowThoughts = r.boolean(k) }},
-	{name: "slack.edit_interval", def: "1500ms", doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
+	{name: "slack.edit_interval", def: millis(slack.DefaultEditInterval), doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
 		read: func(r *reader, k string, c *Config) {
 			c.Slack.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
 		}},
@@ -348,26 +347,12 @@ func readLauncher(r *reader, k string, c *Config) {
 	}
 	if len(c.Agent.Launcher) == 0 {
 		r.fail(k, "is required with agent.sandbox = \"launcher\": the command agents are started through, e.g. [\"docker\", \"run\", \"--rm\", \"-i\", …]")
-	} else if resolved, err := resolveCommand(c.Agent.Launcher[0], r.env["PATH"]); err != nil {
-		r.fail(k, "%v", err)
-	} else {
-		c.Agent.Launcher[0] = resolved
 	}
 }
 
-func readRunAs(r *reader, k string, c *Config) {
-	name := r.str(k)
-	if name == "" {
-		return
-	}
-	if cred, err := lookupUser(name); err != nil {
-		r.fail(k, "= %q: %v", name, err)
-	} else if os.Getuid() != 0 {
-		r.fail(k, "= %q needs the broker to run as root (it runs as uid %d)", name, os.Getuid())
-	} else {
-		c.Agent.RunAs = cred
-	}
-}
+// readRunAs reads agent.run_as_user's name; the broker finds the user
+// where it is wired.
+func readRunAs(r *reader, k string, c *Config) { c.Agent.RunAsUser = r.str(k) }
 
 // readDefaultProfile reads agents.default; Load checks it names a
 // profile once the profiles are read.
@@ -608,3 +593,6 @@ func defaultText(v any) string {
 		return fmt.Sprint(v)
 	}
 }
+
+// millis writes a default duration as the README gives it: "1250ms".
+func millis(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }

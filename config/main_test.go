@@ -6,12 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"acpbroker/internal/agenttest"
+	"go.uber.org/goleak"
 )
 
-var fakeAgent string
+// fakeAgent is the agent program the tests' configurations name. Reading
+// a configuration does not look for it: the broker does where it is
+// wired, so it need not exist.
+const fakeAgent = "/opt/acp-test/bin/fake-agent"
 
-func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // loadText loads a configuration written as text, with PATH holding the
 // fake agent's directory.

@@ -9,8 +9,6 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/pool"
-
-	"github.com/pelletier/go-toml/v2"
 )
 
 // mcp_servers in [agent] or [agents.NAME] is an array of tables. viper
@@ -58,7 +56,7 @@ const permissionsField = "permissions"
 // section as go-toml read it). viper lowercases the keys of tables inside
 // arrays, which would change environment variable names, so they are
 // read from the text itself. Values expand ${VAR} from env as agent.env
-// does; a stdio server's command is resolved as agent.command is. set
+// does; a stdio server's command is found where the broker is wired. set
 // reports whether the section has the key at all.
 func (r *reader) readMCPServers(section string, doc map[string]any, env map[string]string) (servers []acp.MCPServer, set bool) {
 	base := section + "." + mcpServersField
@@ -102,18 +100,6 @@ func (r *reader) readMCPServers(section string, doc map[string]any, env map[stri
 	r.vals[base] = "[" + strings.Join(public, "; ") + "]"
 	r.vals[base+mcpSecretsSuffix] = strings.Join(secret, "; ")
 	return servers, true
-}
-
-// readTOML reads the configuration file's text as go-toml does, keys as
-// written, for the values viper would change (see readMCPServers).
-func (r *reader) readTOML(text []byte) map[string]any {
-	var doc map[string]any
-	if len(text) > 0 {
-		if err := toml.Unmarshal(text, &doc); err != nil {
-			r.fail("config", "cannot be read: %v", err)
-		}
-	}
-	return doc
 }
 
 // foldGet is m's value for key, whose case does not matter (as in viper).
@@ -214,13 +200,9 @@ func (t *mcpTable) server(used map[string]string) acp.MCPServer {
 		for _, kv := range t.pairs("env", true) {
 			s.Env = append(s.Env, acp.EnvVariable{Name: kv[0], Value: t.expand("env."+kv[0], kv[1])})
 		}
-		command := t.str("command")
-		if command == "" {
+		s.Command = t.str("command")
+		if s.Command == "" {
 			t.fail("command", "is required for a stdio server: the MCP server program the agent starts")
-		} else if resolved, err := resolveCommand(command, t.lookupPath()); err != nil {
-			t.fail("command", "%v", err)
-		} else {
-			s.Command = resolved
 		}
 		return s
 	}
@@ -240,11 +222,6 @@ func (t *mcpTable) server(used map[string]string) acp.MCPServer {
 		t.fail("url", "= %q is not an http(s) URL", rawURL)
 	}
 	return s
-}
-
-func (t *mcpTable) lookupPath() string {
-	path, _ := t.lookup("PATH")
-	return path
 }
 
 // describe is the server as written, for reload diffs: its args and url

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,18 +22,33 @@ type reader struct {
 	errs []error
 	vals map[string]string
 	env  map[string]string // the broker's environment
+	// path and text are the file read, to point at a key's line;
+	// fromEnv says where each key set from the environment was read
+	// from: "BROKER_TURN_TIMEOUT=5 minutes" (a secret's variable alone).
+	path    string
+	text    []byte
+	fromEnv map[string]string
 }
 
 func (r *reader) record(key string, v any) { r.vals[key] = fmt.Sprint(v) }
 
+// fail records an error of key, after the variable it was read from or
+// the file and line it is written on.
 func (r *reader) fail(key, format string, args ...any) {
-	r.errs = append(r.errs, fmt.Errorf("%s %s", key, fmt.Sprintf(format, args...)))
+	msg := key + " " + fmt.Sprintf(format, args...)
+	if from, ok := r.fromEnv[key]; ok {
+		msg = from + ": " + msg
+	} else if line := keyLine(r.text, key); line > 0 {
+		msg = fmt.Sprintf("%s:%d: %s", r.path, line, msg)
+	}
+	r.errs = append(r.errs, errors.New(msg))
 }
 
 func (r *reader) str(key string) string {
-	s, err := cast.ToStringE(r.v.Get(key))
+	raw := r.v.Get(key)
+	s, err := cast.ToStringE(raw)
 	if err != nil {
-		r.fail(key, "must be a string: %v", err)
+		r.fail(key, "must be a string, not %s", written(raw))
 	}
 	r.record(key, s)
 	return s
@@ -57,25 +74,27 @@ func (r *reader) strs(key string) []string {
 	}
 	out, err := cast.ToStringSliceE(raw)
 	if err != nil {
-		r.fail(key, "must be a list of strings: %v", err)
+		r.fail(key, "must be a list of strings, not %s", written(raw))
 	}
 	r.record(key, out)
 	return out
 }
 
 func (r *reader) boolean(key string) bool {
-	b, err := cast.ToBoolE(r.v.Get(key))
+	raw := r.v.Get(key)
+	b, err := cast.ToBoolE(raw)
 	if err != nil {
-		r.fail(key, "must be true or false: %v", err)
+		r.fail(key, "must be true or false, not %s", written(raw))
 	}
 	r.record(key, b)
 	return b
 }
 
 func (r *reader) integer(key string, lo, hi int) int {
-	n, err := cast.ToIntE(r.v.Get(key))
+	raw := r.v.Get(key)
+	n, err := wholeNumber(raw)
 	if err != nil {
-		r.fail(key, "must be a whole number: %v", err)
+		r.fail(key, "must be a whole number, not %s", written(raw))
 		return 0
 	}
 	if n < lo || n > hi {
@@ -87,9 +106,10 @@ func (r *reader) integer(key string, lo, hi int) int {
 
 // integerOrZero is integer with 0, for none, allowed below lo.
 func (r *reader) integerOrZero(key string, lo, hi int) int {
-	n, err := cast.ToIntE(r.v.Get(key))
+	raw := r.v.Get(key)
+	n, err := wholeNumber(raw)
 	if err != nil {
-		r.fail(key, "must be a whole number: %v", err)
+		r.fail(key, "must be a whole number, not %s", written(raw))
 		return 0
 	}
 	if n != 0 && (n < lo || n > hi) {
@@ -165,4 +185,34 @@ func (r *reader) envList(key string) map[string]string {
 		out[name] = val
 	}
 	return out
+}
+
+// wholeNumber is v as an int: a TOML integer, or a string of one (from
+// the environment); 8.5 is not one, nor is true.
+func wholeNumber(v any) (int, error) {
+	switch v := v.(type) {
+	case float64:
+		if v != math.Trunc(v) {
+			return 0, errors.New("not whole")
+		}
+	case bool:
+		return 0, errors.New("not a number")
+	}
+	return cast.ToIntE(v)
+}
+
+// written is a value as a person wrote it, for an error: a string in
+// quotes, a list or a table by what it is.
+func written(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(v)
+	case []any, []string:
+		return "a list"
+	case map[string]any:
+		return "a table"
+	case nil:
+		return "nothing"
+	}
+	return fmt.Sprint(v)
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,63 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"acpbroker/internal/agenttest"
 )
-
-// Each API token's token_file is one of the broker's files, as the chat
-// platforms' token files are: hidden from agents, and a path shown
-// writable that holds it, a workspace that holds it or a path shown
-// read-only that is its directory is refused naming both keys.
-func TestSandbox_AnAPITokenFileIsHiddenAndRefusedNamingBothKeys(t *testing.T) {
-	dir := t.TempDir()
-	secrets := filepath.Join(dir, "secrets")
-	os.MkdirAll(secrets, 0o755)
-	agenttest.Traversable(t, secrets)
-	files := []string{filepath.Join(secrets, "ci"), filepath.Join(secrets, "ops")}
-	for _, f := range files {
-		os.WriteFile(f, []byte("tok-0123456789abcdef-"+filepath.Base(f)), 0o600)
-	}
-	for _, tc := range []struct {
-		agent string
-		want  []string
-	}{
-		{fmt.Sprintf("sandbox_rw = [%q]", secrets), []string{
-			fmt.Sprintf("agent.sandbox_rw = %q shows api.tokens[0].token_file %q: an agent may write around it there", secrets, files[0]),
-			fmt.Sprintf("agent.sandbox_rw = %q shows api.tokens[1].token_file %q", secrets, files[1])}},
-		{fmt.Sprintf("cwd = %q\nper_thread_dir = false", secrets), []string{
-			fmt.Sprintf("agent.cwd = %q shows api.tokens[0].token_file %q: the broker serves its agents' file requests there", secrets, files[0])}},
-		{fmt.Sprintf("sandbox_ro = [%q]", secrets), []string{
-			fmt.Sprintf("agent.sandbox_ro = %q is the directory of api.tokens[0].token_file, which agents are not shown", secrets)}},
-		{fmt.Sprintf("sandbox_ro = [%q]", dir), nil}, // hidden there
-	} {
-		text := fmt.Sprintf("[agent]\ncommand = %q\nrun_as_user = %q\n%s\n[state]\ndir = %q\n", fakeAgent, agenttest.AgentUser(), tc.agent, filepath.Join(dir, "state"))
-		if !strings.Contains(tc.agent, "cwd") {
-			text = strings.Replace(text, "[agent]\n", fmt.Sprintf("[agent]\ncwd = %q\n", filepath.Join(dir, "work")), 1)
-		}
-		for i, f := range files {
-			text += fmt.Sprintf("[[api.tokens]]\nname = \"t%d\"\ntoken_file = %q\nchannels = [\"*\"]\n", i, f)
-		}
-		cfg, err := loadText(t, text)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.agent, err)
-		}
-		for _, f := range files {
-			if !slices.Contains(cfg.Hidden(), f) {
-				t.Errorf("%s is not among the files hidden from agents: %q", f, cfg.Hidden())
-			}
-		}
-		problems := errors.Join(CheckSandbox(cfg)...)
-		if tc.want == nil && problems != nil {
-			t.Errorf("%s: refused: %v", tc.agent, problems)
-		}
-		for _, w := range tc.want {
-			if problems == nil || !strings.Contains(problems.Error(), w) {
-				t.Errorf("%s: %v\nwant %q", tc.agent, problems, w)
-			}
-		}
-	}
-}
 
 // A token the project's own examples show (README.md, config.example.toml,
 // testdata, packaging) is refused, in an [[api.tokens]] table and from
@@ -170,26 +113,6 @@ func TestLoadConfig_TheAPIBeyondLoopbackIsWarned(t *testing.T) {
 	}
 }
 
-// agent.run_as_user = "nobody" (by name or uid) is warned of, with how
-// to make a user of the agents' own; another user is not.
-func TestLoadConfig_AgentsRunAsNobodyIsWarned(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("agent.run_as_user needs root")
-	}
-	for user, warned := range map[string]bool{"nobody": true, "65534": true, "daemon": false} {
-		cfg, err := loadText(t, strings.Replace(agentTable(), "[agent]\n", fmt.Sprintf("[agent]\nrun_as_user = %q\n", user), 1))
-		if err != nil {
-			t.Fatalf("%s: %v", user, err)
-		}
-		got := slices.ContainsFunc(cfg.Warnings, func(w string) bool {
-			return strings.Contains(w, fmt.Sprintf("agent.run_as_user = %q is a user other services run as too", user)) && strings.Contains(w, "useradd --system")
-		})
-		if got != warned {
-			t.Errorf("agent.run_as_user = %q: warned %v (%q), want %v", user, got, cfg.Warnings, warned)
-		}
-	}
-}
-
 // The secrets masked wherever text from outside is logged are the chat
 // platforms' tokens and secrets, Slack's too, and the API's tokens.
 func TestLoadConfig_SecretsAreEveryPlatformsAndTheAPIs(t *testing.T) {
@@ -202,26 +125,6 @@ func TestLoadConfig_SecretsAreEveryPlatformsAndTheAPIs(t *testing.T) {
 	for _, s := range []string{"discord-token", "xoxb-bot", "xapp-app", "signing-secret", "ci-token-0123456789abcdef"} {
 		if !slices.Contains(cfg.Secrets(), s) {
 			t.Errorf("%s is not among the secrets: %q", s, cfg.Secrets())
-		}
-	}
-}
-
-// A file a secret is read from that every user may read is warned of,
-// naming its key; one the broker's alone is not.
-func TestLoadConfig_ASecretFileEveryUserMayReadIsWarned(t *testing.T) {
-	dir := t.TempDir()
-	for mode, warned := range map[os.FileMode]bool{0o644: true, 0o640: false, 0o600: false} {
-		f := filepath.Join(dir, fmt.Sprintf("token-%04o", mode))
-		os.WriteFile(f, []byte("tok-0123456789abcdef"), 0o600)
-		os.Chmod(f, mode)
-		cfg, err := loadText(t, agentTable()+fmt.Sprintf("[[api.tokens]]\nname = \"ci\"\ntoken_file = %q\nchannels = [\"*\"]\n", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := fmt.Sprintf("api.tokens[0].token_file = %q is readable by every user of the machine (mode %04o)", f, mode)
-		got := slices.ContainsFunc(cfg.Warnings, func(w string) bool { return strings.Contains(w, want) })
-		if got != warned {
-			t.Errorf("mode %04o: warned %v (%q), want %v", mode, got, cfg.Warnings, warned)
 		}
 	}
 }

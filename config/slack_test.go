@@ -1,15 +1,12 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"acpbroker/internal/agenttest"
 )
 
 // slackConf is a configuration serving Slack in Socket Mode from one
@@ -196,45 +193,6 @@ func TestDiff_SlackSecretsAreNamedNotShown(t *testing.T) {
 	}
 	if !slices.Contains(applied, "slack.allowed_users: [] -> [U1]") {
 		t.Errorf("the access list's change is not applied: %q", applied)
-	}
-}
-
-// The files Slack's secrets are read from are the broker's own: an agent
-// shown their directory writable is refused naming both keys, and a
-// sandbox hides them wherever they are shown.
-func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
-	dir := t.TempDir()
-	if user := agenttest.AgentUser(); user != "" {
-		agenttest.Traversable(t, dir)
-	}
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	os.MkdirAll(secrets, 0o755)
-	agenttest.Traversable(t, secrets)
-	files := map[string]string{}
-	for _, k := range []string{"bot_token_file", "app_token_file", "signing_secret_file"} {
-		files[k] = filepath.Join(secrets, k)
-		os.WriteFile(files[k], []byte("s3cret"), 0o600)
-	}
-	base := filepath.Join(dir, "broker.toml")
-	conf := fmt.Sprintf("[agent]\ncommand = %q\ncwd = %q\nrun_as_user = %q\nsandbox_rw = [%q]\n[state]\ndir = %q\n[slack]\nbot_token_file = %q\napp_token_file = %q\nsigning_secret_file = %q\n",
-		fakeAgent, filepath.Join(dir, "work"), agenttest.AgentUser(), secrets, filepath.Join(dir, "state"),
-		files["bot_token_file"], files["app_token_file"], files["signing_secret_file"])
-	if err := os.WriteFile(base, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := Load(base, []string{"PATH=" + os.Getenv("PATH")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems := errors.Join(CheckSandbox(cfg)...)
-	for k, f := range files {
-		want := fmt.Sprintf("agent.sandbox_rw = %q shows slack.%s %q", secrets, k, f)
-		if problems == nil || !strings.Contains(problems.Error(), want) {
-			t.Errorf("%v\nwant %q", problems, want)
-		}
-		if !slices.Contains(cfg.Hidden(), f) {
-			t.Errorf("%s is not among the files hidden from agents: %q", f, cfg.Hidden())
-		}
 	}
 }
 

@@ -27,6 +27,7 @@ func TestBadConfig_RefusedWithTheKeyBeforeConnecting(t *testing.T) {
 		{"ceiling over 6h", settings{"turn.timeout": "7h"}, nil, "turn.timeout = 7h0m0s is out of range [1s, 6h0m0s]"},
 		{"not a duration", settings{"turn.cancel_grace": "soon"}, nil, `turn.cancel_grace = "soon" is not a duration`},
 		{"not a duration from the environment", nil, []string{"BROKER_TURN_TIMEOUT=forever"}, `turn.timeout = "forever" is not a duration`},
+		{"not a number from the environment, named", nil, []string{"BROKER_TURN_QUEUE_SIZE=eight"}, `BROKER_TURN_QUEUE_SIZE=eight: turn.queue_size must be a whole number, not "eight"`},
 		{"unknown permission mode", settings{"turn.permission_mode": "yolo"}, nil, `turn.permission_mode = "yolo" must be one of ask, allow, deny`},
 		{"discord without allowed channels", settings{"discord.allowed_channels": []string{}}, nil, "discord.allowed_channels is empty"},
 		{"discord without a token", settings{"discord.token": nil}, nil, "discord.token is required"},

@@ -26,6 +26,10 @@ import (
 // DefaultAPIURL is Discord's REST base.
 const DefaultAPIURL = "https://discord.com/api/v9/"
 
+// DefaultEditInterval is an answer's least time between two message
+// calls, as discord.edit_interval's default gives it.
+const DefaultEditInterval = thread.DefaultEditInterval
+
 // Config configures a Client. Zero values have usable defaults, except
 // Token.
 type Config struct {
@@ -87,7 +91,7 @@ func (c *Config) defaults() {
 		c.APIURL = DefaultAPIURL
 	}
 	if c.EditInterval <= 0 {
-		c.EditInterval = 1250 * time.Millisecond
+		c.EditInterval = DefaultEditInterval
 	}
 	if c.MaxMessages <= 0 {
 		c.MaxMessages = 6

@@ -40,6 +40,9 @@ const (
 const (
 	// DefaultAPIURL is where Web API calls go.
 	DefaultAPIURL = "https://slack.com/api/"
+	// DefaultEditInterval is an answer's least time between two message
+	// calls, as slack.edit_interval's default gives it.
+	DefaultEditInterval = 1500 * time.Millisecond
 	// DefaultFilesURL is where Slack keeps the files shared in a
 	// workspace: every url_private is under it.
 	DefaultFilesURL = "https://files.slack.com/files-pri/"
@@ -163,7 +166,7 @@ func (c *Config) defaults() {
 		c.Command = DefaultCommand
 	}
 	if c.EditInterval <= 0 {
-		c.EditInterval = 1500 * time.Millisecond
+		c.EditInterval = DefaultEditInterval
 	}
 	if c.MaxMessages <= 0 {
 		c.MaxMessages = 6

@@ -71,9 +71,14 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
+// DefaultEditInterval is the least time between two message calls of
+// one answer when a platform names none: at most 4 calls in Discord's
+// window of 5 per 5s.
+const DefaultEditInterval = 1250 * time.Millisecond
+
 func (c *Config) defaults() {
 	if c.EditInterval <= 0 {
-		c.EditInterval = 1250 * time.Millisecond
+		c.EditInterval = DefaultEditInterval
 	}
 	if c.MaxMessages <= 0 {
 		c.MaxMessages = 6

@@ -311,6 +311,9 @@ func TestRun_BadConfigurationNamesTheKeyAndExitsNonZero(t *testing.T) {
 		{"no channels", "[chat]\nplatform = \"discord\"\n[discord]\ntoken = \"t\"", nil, "discord.allowed_channels is empty"},
 		{"secret in agent env", "[agent]\nenv = [\"T=${BROKER_DISCORD_TOKEN}\"]", nil, "agent.env.T: refers to ${BROKER_DISCORD_TOKEN}"},
 		{"not TOML", "[turn\n", nil, "toml"},
+		{"not TOML, pointed at", "[turn]\ntimeout = 5m\n", nil, "c.toml:2:12: expected the end of the line after the value of turn.timeout, found 'm'"},
+		{"a wrong type, pointed at", "[turn]\n\nqueue_size = \"eight\"\n", nil, `c.toml:3: turn.queue_size must be a whole number, not "eight"`},
+		{"a wrong type from the environment", "", []string{"BROKER_TURN_QUEUE_SIZE=eight"}, `BROKER_TURN_QUEUE_SIZE=eight: turn.queue_size must be a whole number, not "eight"`},
 		{"agent not installed", "", []string{"BROKER_AGENT_COMMAND=claude-agent-acp-missing"}, `agent.command = "claude-agent-acp-missing" is not found on PATH`},
 	}
 	for _, tc := range cases {

@@ -185,7 +185,8 @@ func TestCheckConfig_WarnsOfAProfileBoundAboveThePools(t *testing.T) {
 
 // The example configuration as it was before profiles, kept as it was,
 // still loads as the one profile "default" and runs a whole console turn
-// with its demo agent (the fake agent, at the path the file names; the
+// with its demo agent (the fake agent, at the path the file names, which
+// the broker finds from its working directory as it starts; the
 // metrics port moved from the environment, as the file's own port may be
 // taken on a shared machine).
 func TestRun_TheConfigurationOfBeforeProfilesRunsUnchanged(t *testing.T) {
@@ -210,7 +211,7 @@ func TestRun_TheConfigurationOfBeforeProfilesRunsUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p := c.Profiles[config.DefaultProfileName]; len(c.Profiles) != 1 || p == nil || c.DefaultProfile != config.DefaultProfileName ||
-		p.Command != filepath.Join(dir, "bin/demo-agent") || p.Cwd != "./work" || c.Agent.Sandbox != "bwrap" {
+		p.Command != "./bin/demo-agent" || p.Cwd != "./work" || c.Agent.Sandbox != "bwrap" {
 		t.Fatalf("profiles %v, default %q, the default profile %+v", slices.Sorted(maps.Keys(c.Profiles)), c.DefaultProfile, p)
 	}
 	// As root, the one change: agents may not run as root.

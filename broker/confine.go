@@ -1,4 +1,4 @@
-package config
+package broker
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"acpbroker/acp"
+	"acpbroker/config"
 	"acpbroker/pool"
 	"acpbroker/workspace"
 )
@@ -29,7 +30,7 @@ type brokerPath struct {
 // (the chat platforms' tokens and secrets, each API token's token_file),
 // and the directories those are in (but a system directory or /: there,
 // the file alone).
-func brokerPaths(cfg *Config) []brokerPath {
+func brokerPaths(cfg *config.Config) []brokerPath {
 	var out []brokerPath
 	add := func(what, p string, withDir bool) {
 		if p == "" {
@@ -48,34 +49,34 @@ func brokerPaths(cfg *Config) []brokerPath {
 	add("slack.app_token_file", cfg.Slack.AppTokenFile, true)
 	add("slack.signing_secret_file", cfg.Slack.SigningSecretFile, true)
 	for i, t := range cfg.API.Tokens {
-		add(fmt.Sprintf("%s[%d].token_file", tokensField, i), t.TokenFile, true)
+		add(fmt.Sprintf("api.tokens[%d].token_file", i), t.TokenFile, true)
 	}
 	return out
 }
 
-// Hidden are the broker's own files, which no agent may see: wherever a
-// path shown to an agent holds one, it is hidden there (CheckSandbox
+// hidden are the broker's own files, which no agent may see: wherever a
+// path shown to an agent holds one, it is hidden there (checkSandbox
 // refuses what hiding cannot keep).
-func (c *Config) Hidden() []string {
+func hidden(cfg *config.Config) []string {
 	var out []string
-	for _, b := range brokerPaths(c) {
+	for _, b := range brokerPaths(cfg) {
 		out = append(out, b.path)
 	}
 	return out
 }
 
-// CheckTokenFilesHidden checks, for a reload, that each API token's
+// checkTokenFilesHidden checks, for a reload, that each API token's
 // token_file (which a reload may add) is hidden by hidden, what the
-// running broker's sandbox hides since its start (its Hidden then): a
+// running broker's sandbox hides since its start (hidden's then): a
 // new file elsewhere would be shown to the agents it starts until a
 // restart, so the reload is refused, naming the key.
-func CheckTokenFilesHidden(cfg *Config, hidden []string) []error {
+func checkTokenFilesHidden(cfg *config.Config, hide []string) []error {
 	var problems []error
 	for _, b := range brokerPaths(cfg) {
-		if b.near || !strings.HasPrefix(b.what, tokensField+"[") {
+		if b.near || !strings.HasPrefix(b.what, "api.tokens[") {
 			continue
 		}
-		if !slices.ContainsFunc(hidden, func(h string) bool { return inside(b.path, h) }) {
+		if !slices.ContainsFunc(hide, func(h string) bool { return inside(b.path, h) }) {
 			problems = append(problems, fmt.Errorf("%s = %q is not hidden from agents until a restart: the running broker hides the files it started with; restart it to take this one, or keep the file beside one of those",
 				b.what, b.path))
 		}
@@ -83,11 +84,11 @@ func CheckTokenFilesHidden(cfg *Config, hidden []string) []error {
 	return problems
 }
 
-// GitDir is where a worktree profile's repository keeps its objects and
+// gitDir is where a worktree profile's repository keeps its objects and
 // its worktrees' records, which its agents are shown writable:
 // repo/.git, or repo itself when it is bare (see workspace.GitDir; a
-// repository it refuses is reported by the broker's checks).
-func (p *Profile) GitDir() string {
+// repository it refuses is reported by checkProfiles).
+func gitDir(p *config.Profile) string {
 	if dir, err := workspace.GitDir(p.Repo); err == nil {
 		return dir
 	}
@@ -142,7 +143,7 @@ type shownPath struct {
 
 // shownPaths lists what the agents of profile p are shown besides the
 // system directories and an empty HOME.
-func shownPaths(cfg *Config, p *Profile) []shownPath {
+func shownPaths(cfg *config.Config, p *config.Profile) []shownPath {
 	key := func(field string) string { return keyWritten(cfg, p, field) }
 	var out []shownPath
 	for _, d := range p.SandboxRO {
@@ -153,12 +154,12 @@ func shownPaths(cfg *Config, p *Profile) []shownPath {
 	}
 	out = append(out, shownPath{key: key("cwd"), path: p.Cwd, writable: true, workspace: true})
 	if p.Workspace == "worktree" && p.Repo != "" {
-		out = append(out, shownPath{key: key("repo"), path: p.GitDir(), writable: true})
+		out = append(out, shownPath{key: key("repo"), path: gitDir(p), writable: true})
 	}
 	out = append(out, shownPath{key: key("command"), path: p.Command, program: true})
 	for _, s := range p.MCPServers {
 		if s.Transport() == acp.MCPStdio && filepath.IsAbs(s.Command) {
-			out = append(out, shownPath{key: key(mcpServersField), path: s.Command, program: true})
+			out = append(out, shownPath{key: key("mcp_servers"), path: s.Command, program: true})
 		}
 	}
 	return out
@@ -166,26 +167,21 @@ func shownPaths(cfg *Config, p *Profile) []shownPath {
 
 // keyWritten names a profile's key where it is written: agents.NAME.X
 // when its section sets it, else agent.X.
-func keyWritten(cfg *Config, p *Profile, field string) string {
-	if k := "agents." + p.Name + "." + field; hasKey(cfg, k) {
+func keyWritten(cfg *config.Config, p *config.Profile, field string) string {
+	if k := "agents." + p.Name + "." + field; cfg.Written(k) {
 		return k
 	}
 	return "agent." + field
 }
 
-func hasKey(cfg *Config, k string) bool {
-	_, ok := cfg.values[k]
-	return ok
-}
-
-// CheckSandbox checks what agents are shown against what the broker
+// checkSandbox checks what agents are shown against what the broker
 // keeps from them: a broker started as root names the user agents run
 // as; no path shown writable, no workspace (whose files the broker
 // itself serves) and no program shows one of the broker's files, nor is
 // inside its state directory; a path shown read-only that holds one is
 // fine (it is hidden there) unless it is inside one; and the agents'
 // user can reach every path it is shown. Each problem names both keys.
-func CheckSandbox(cfg *Config) []error {
+func checkSandbox(cfg *config.Config) []error {
 	var problems []error
 	bwrap := cfg.Agent.Sandbox == "bwrap"
 	switch {
@@ -195,7 +191,7 @@ func CheckSandbox(cfg *Config) []error {
 			`name an unprivileged user for them (e.g. "nobody"), or run the broker as one`))
 	case bwrap && cfg.Agent.RunAs != nil && cfg.Agent.RunAs.Uid == 0:
 		problems = append(problems, fmt.Errorf(`agent.run_as_user = %q is root: agents would be root outside their sandbox; name an unprivileged user (e.g. "nobody")`,
-			cfg.values["agent.run_as_user"]))
+			cfg.Agent.RunAsUser))
 	}
 	mine := brokerPaths(cfg)
 	said := map[string]bool{}
@@ -230,7 +226,7 @@ func CheckSandbox(cfg *Config) []error {
 			}
 			if bwrap && cfg.Agent.RunAs != nil {
 				if err := reachable(s.path, cfg.Agent.RunAs, s.program); err != nil {
-					say(fmt.Errorf("%s = %q: agent.run_as_user %q cannot reach it (%v); bubblewrap runs as that user", s.key, s.path, cfg.values["agent.run_as_user"], err))
+					say(fmt.Errorf("%s = %q: agent.run_as_user %q cannot reach it (%v); bubblewrap runs as that user", s.key, s.path, cfg.Agent.RunAsUser, err))
 				}
 			}
 		}
@@ -299,9 +295,9 @@ func permits(path string, cred *syscall.Credential, want os.FileMode) error {
 	return nil
 }
 
-// CheckWritable makes sure a directory exists and the broker can write
+// checkWritable makes sure a directory exists and the broker can write
 // there; the error names key.
-func CheckWritable(key, dir string) error {
+func checkWritable(key, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("%s = %q: %w", key, dir, err)
 	}
