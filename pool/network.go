@@ -155,11 +155,13 @@ func (a *Agent) Refused() <-chan netproxy.Refusal {
 }
 
 // mount adds to args (bubblewrap's) what puts a sandboxed program
-// behind the proxy: the agent's directory, writable, and the
-// forwarder's program, each at its place inside; it returns them with
-// the command line that runs command behind the forwarder.
+// behind the proxy: the agent's directory and the forwarder's program,
+// each read-only at its place inside (a socket on a read-only mount can
+// still be connected to; nothing can be written there, where the
+// broker's temporary directory may be memory); it returns them with the
+// command line that runs command behind the forwarder.
 func (n *agentNet) mount(args []string, command string, cmdArgs []string) ([]string, string, []string) {
-	args = append(args, "--bind", n.dir, sandboxNetDir, "--ro-bind", n.forwarder, sandboxForwarder)
+	args = append(args, "--ro-bind", n.dir, sandboxNetDir, "--ro-bind", n.forwarder, sandboxForwarder)
 	fwd := netproxy.ForwardArgs(sandboxForwarder, sandboxNetDir+"/"+proxySocket, netproxy.Listen, append([]string{command}, cmdArgs...)...)
 	return args, fwd[0], fwd[1:]
 }

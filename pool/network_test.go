@@ -46,7 +46,10 @@ func TestNetwork_AnAgentAndItsTerminalsGoOutThroughTheProxyAlone(t *testing.T) {
 	hostport := strings.TrimPrefix(up.URL, "http://")
 	p, _ := proxyPool(t, hostport)
 	a := acquire(t, p, "t")
-	got := prompt(t, a, "probe tcp:"+hostport+" proxy:"+up.URL+" proxy:http://elsewhere.example/")
+	got := prompt(t, a, "probe tcp:"+hostport+" proxy:"+up.URL+" proxy:http://elsewhere.example/ w:/run/acp-broker/net/planted")
+	if r := line(t, got, "w:/run/acp-broker/net/planted"); !strings.HasPrefix(r, "denied") {
+		t.Errorf("the agent wrote beside the proxy's socket: %s", r)
+	}
 	if r := line(t, got, "tcp:"+hostport); !strings.HasPrefix(r, "denied") {
 		t.Errorf("straight to the host's loopback: %s", r)
 	}
