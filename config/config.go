@@ -323,11 +323,30 @@ func Load(path string, environ []string) (*Config, error) {
 		p.Name = DefaultProfileName
 		c.Profiles[p.Name] = &p
 	}
-	if _, inEnv := env[envName("agent.network")]; !c.Agent.SandboxNetwork && !v.InConfig("agent.network") && !inEnv {
-		for _, p := range c.Profiles {
-			if !v.IsSet("agents." + p.Name + ".network") {
-				p.Network = "none"
+	_, inEnv := env[envName("agent.network")]
+	networkWritten := func(p *Profile) bool {
+		return inEnv || v.InConfig("agent.network") || v.IsSet("agents."+p.Name+".network")
+	}
+	warned := map[string]bool{}
+	for _, name := range sortedKeys(c.Profiles) {
+		p := c.Profiles[name]
+		switch {
+		case !c.Agent.SandboxNetwork && !networkWritten(p):
+			p.Network = "none"
+		case c.Agent.Sandbox != "bwrap" && networkWritten(p) && p.Network != "host":
+			key := "agent.network"
+			if v.IsSet("agents." + name + ".network") {
+				key = "agents." + name + ".network"
 			}
+			if warned[key] {
+				continue
+			}
+			warned[key] = true
+			has := "the host's network, every port on its loopback included"
+			if c.Agent.Sandbox == "launcher" {
+				has = "the network their container or pod gives them"
+			}
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s = %q applies only with agent.sandbox = \"bwrap\": with agent.sandbox = %q its agents have %s", key, p.Network, c.Agent.Sandbox, has))
 		}
 	}
 	switch {

@@ -65,3 +65,33 @@ func TestLoad_ABadAllowEntryIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// A profile's network written with no sandbox to put it in force is
+// warned of, naming the key; the default, unwritten, is not.
+func TestLoad_ANetworkWithoutTheSandboxIsWarned(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		warn bool
+	}{
+		{"[agent]\ncommand = \"/bin/true\"\nsandbox = \"none\"\nnetwork = \"proxy\"\n", true},
+		{"[agent]\ncommand = \"/bin/true\"\nsandbox = \"none\"\n", false},
+		{"[agent]\ncommand = \"/bin/true\"\nsandbox = \"none\"\nnetwork = \"host\"\n", false},
+		{"[agent]\ncommand = \"/bin/true\"\nnetwork = \"none\"\n", false},
+	} {
+		path := filepath.Join(t.TempDir(), "broker.toml")
+		if err := os.WriteFile(path, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := false
+		for _, w := range cfg.Warnings {
+			warned = warned || strings.Contains(w, "agent.network") && strings.Contains(w, "applies only with agent.sandbox")
+		}
+		if warned != c.warn {
+			t.Errorf("%q: warned %v, want %v (%q)", c.text, warned, c.warn, cfg.Warnings)
+		}
+	}
+}
