@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"regexp"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -46,8 +44,7 @@ type ChatStats struct {
 	Throttled, Deduplicated, RefusedRequests uint64
 }
 
-// Sources are read at every scrape. Engine is required; the others may be
-// nil.
+// Sources are read at every scrape. Each may be nil.
 type Sources struct {
 	Engine func() adapter.Stats
 	Store  func() store.Stats
@@ -101,12 +98,24 @@ func (m *Metrics) Register(c prometheus.Collector) {
 	m.collectors = append(m.collectors, c)
 }
 
-// Described are the names of every metric the registry may export (a
-// histogram's name without its _bucket, _sum and _count series), each
-// with its labels, as its collectors describe them: whether or not a
-// series of it has been counted yet.
-func (m *Metrics) Described() map[string][]string {
-	out := map[string][]string{}
+// A Description is one metric the registry may export, as its
+// collector describes it: its name (a histogram's without its _bucket,
+// _sum and _count series), its help, and its labels, sorted (those its
+// collector was wrapped with among them, as a platform's).
+type Description struct {
+	Name, Help string
+	Labels     []string
+}
+
+// maxLabels bounds the labels a described metric is tried with.
+const maxLabels = 16
+
+// Descriptions are the metrics the registry may export, whether or not
+// a series of them has been counted yet, sorted by name; a metric
+// described more than once (a platform's, for each platform) is given
+// once. They are read by sampling each descriptor once into a registry
+// of their own, as a scrape would export it.
+func (m *Metrics) Descriptions() []Description {
 	descs := make(chan *prometheus.Desc)
 	go func() {
 		for _, c := range m.collectors {
@@ -114,30 +123,52 @@ func (m *Metrics) Described() map[string][]string {
 		}
 		close(descs)
 	}()
+	var s samples
 	for d := range descs {
-		name, labels := parseDesc(d.String())
-		out[name] = labels
+		s = append(s, d)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	families, _ := reg.Gather() // what failed is left out: every descriptor has been registered once
+	out := make([]Description, 0, len(families))
+	for _, f := range families {
+		d := Description{Name: f.GetName(), Help: f.GetHelp()}
+		if len(f.Metric) > 0 {
+			for _, l := range f.Metric[0].Label {
+				d.Labels = append(d.Labels, l.GetName())
+			}
+		}
+		out = append(out, d)
 	}
 	return out
 }
 
-// descParts reads a Desc's String: its name, then its variable labels
-// at the end.
-var descParts = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), .*variableLabels: \{([^}]*)\}\}$`)
-
-// parseDesc is the name and the variable labels a Desc's String says.
-func parseDesc(s string) (name string, labels []string) {
-	m := descParts.FindStringSubmatch(s)
-	if m == nil {
-		return s, nil
+// Described are the names of every metric the registry may export, each
+// with its labels: Descriptions as a map.
+func (m *Metrics) Described() map[string][]string {
+	out := map[string][]string{}
+	for _, d := range m.Descriptions() {
+		out[d.Name] = d.Labels
 	}
-	name, _ = strconv.Unquote(m[1])
-	for _, l := range strings.Split(m[2], ",") {
-		if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
-			labels = append(labels, l)
+	return out
+}
+
+// samples is a collector of one sample of each descriptor, its labels
+// empty. It describes nothing, so that a descriptor may be sampled for
+// each set of constant labels it was described with.
+type samples []*prometheus.Desc
+
+func (s samples) Describe(chan<- *prometheus.Desc) {}
+
+func (s samples) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range s {
+		for n := range maxLabels + 1 {
+			if m, err := prometheus.NewConstMetric(d, prometheus.UntypedValue, 0, make([]string, n)...); err == nil {
+				ch <- m
+				break
+			}
 		}
 	}
-	return name, labels
 }
 
 // TurnEnded implements adapter.Observer.
@@ -253,63 +284,65 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(dReady, ready)
 	}
-	e := c.src.Engine()
-	p := e.Pool
-	gauge(dAgentsMax, float64(p.MaxSessions))
-	gauge(dAgentsLive, float64(p.Live))
-	gauge(dAgentsBusy, float64(p.Busy))
-	gauge(dAgentsStarting, float64(p.Starting))
-	for name, ps := range p.Profiles {
-		gauge(dProfileLive, float64(ps.Live), name)
-		gauge(dProfileBusy, float64(ps.Busy), name)
-		if ps.MaxSessions > 0 {
-			gauge(dProfileMax, float64(ps.MaxSessions), name)
+	if c.src.Engine != nil {
+		e := c.src.Engine()
+		p := e.Pool
+		gauge(dAgentsMax, float64(p.MaxSessions))
+		gauge(dAgentsLive, float64(p.Live))
+		gauge(dAgentsBusy, float64(p.Busy))
+		gauge(dAgentsStarting, float64(p.Starting))
+		for name, ps := range p.Profiles {
+			gauge(dProfileLive, float64(ps.Live), name)
+			gauge(dProfileBusy, float64(ps.Busy), name)
+			if ps.MaxSessions > 0 {
+				gauge(dProfileMax, float64(ps.MaxSessions), name)
+			}
 		}
+		gauge(dTurnsRunning, float64(e.Running))
+		gauge(dPromptsWaiting, float64(e.Queued), "queued")
+		gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")
+		for class, n := range e.Outcomes {
+			counter(dTurns, n, class)
+		}
+		for class, n := range e.Permissions {
+			counter(dPermissions, n, class.Outcome, class.Via)
+		}
+		counter(dSpawns, p.Spawned)
+		counter(dSpawnFailures, p.SpawnFailed)
+		for reason, n := range p.Stopped {
+			counter(dStops, n, reason)
+		}
+		counter(dKills, p.Killed)
+		counter(dOutOfMemory, p.OutOfMemory)
+		counter(dSessionsClosed, p.SessionsClosed)
+		gauge(dCgroups, float64(p.Cgroups))
+		gauge(dPendingRequests, float64(p.Conn.PendingRequests))
+		gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
+		gauge(dPendingElicits, float64(p.Conn.PendingElicitations))
+		for class, n := range e.Elicitations {
+			counter(dElicitations, n, class.Outcome, class.Via)
+		}
+		counter(dStale, p.Conn.StaleResponses)
+		counter(dJunk, p.Conn.JunkLines)
+		counter(dOversize, p.Conn.OversizeLines)
+		counter(dLateUpdates, p.Conn.LateUpdates)
+		counter(dEarlyDropped, p.Conn.EarlyDropped)
+		counter(dDroppedUpdates, p.Conn.DroppedUpdates)
+		counter(dBadMessages, p.Conn.BadMessages)
+		gauge(dAgentRequests, float64(p.Conn.AgentRequests))
+		counter(dRefusedRequests, p.Conn.RefusedRequests)
+		counter(dInvalidRequests, p.Conn.InvalidRequests)
+		counter(dUnsentAnswers, p.Conn.UnsentAnswers)
+		counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
+		gauge(dOptionThreads, float64(e.OptionThreads))
+		gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))
+		counter(dUnknown, p.Conn.UnknownUpdates, "update")
+		counter(dUnknown, p.Conn.UnknownContent, "content")
+		gauge(dUsageThreads, float64(e.UsageThreads))
+		counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
+		counter(dWatchdog, e.ForceEnded, "force_end")
+		counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
 	}
-	gauge(dTurnsRunning, float64(e.Running))
-	gauge(dPromptsWaiting, float64(e.Queued), "queued")
-	gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")
-	for class, n := range e.Outcomes {
-		counter(dTurns, n, class)
-	}
-	for class, n := range e.Permissions {
-		counter(dPermissions, n, class.Outcome, class.Via)
-	}
-	counter(dSpawns, p.Spawned)
-	counter(dSpawnFailures, p.SpawnFailed)
-	for reason, n := range p.Stopped {
-		counter(dStops, n, reason)
-	}
-	counter(dKills, p.Killed)
-	counter(dOutOfMemory, p.OutOfMemory)
-	counter(dSessionsClosed, p.SessionsClosed)
-	gauge(dCgroups, float64(p.Cgroups))
-	gauge(dPendingRequests, float64(p.Conn.PendingRequests))
-	gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
-	gauge(dPendingElicits, float64(p.Conn.PendingElicitations))
-	for class, n := range e.Elicitations {
-		counter(dElicitations, n, class.Outcome, class.Via)
-	}
-	counter(dStale, p.Conn.StaleResponses)
-	counter(dJunk, p.Conn.JunkLines)
-	counter(dOversize, p.Conn.OversizeLines)
-	counter(dLateUpdates, p.Conn.LateUpdates)
-	counter(dEarlyDropped, p.Conn.EarlyDropped)
-	counter(dDroppedUpdates, p.Conn.DroppedUpdates)
-	counter(dBadMessages, p.Conn.BadMessages)
-	gauge(dAgentRequests, float64(p.Conn.AgentRequests))
-	counter(dRefusedRequests, p.Conn.RefusedRequests)
-	counter(dInvalidRequests, p.Conn.InvalidRequests)
-	counter(dUnsentAnswers, p.Conn.UnsentAnswers)
-	counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
-	gauge(dOptionThreads, float64(e.OptionThreads))
-	gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))
-	counter(dUnknown, p.Conn.UnknownUpdates, "update")
-	counter(dUnknown, p.Conn.UnknownContent, "content")
-	gauge(dUsageThreads, float64(e.UsageThreads))
-	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
-	counter(dWatchdog, e.ForceEnded, "force_end")
-	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
 	if c.src.Store != nil {
 		s := c.src.Store()
 		gauge(dStoreActive, float64(s.ActiveTurns))

@@ -1,0 +1,157 @@
+package metrics
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// family is the gathered family of that name, or nil.
+func family(t *testing.T, m *Metrics, name string) *dto.MetricFamily {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// A turn ended is observed once, under its outcome; a first chunk once.
+func TestObserver_CountsEachEventOnce(t *testing.T) {
+	m := New(Sources{})
+	m.TurnEnded("done", 2*time.Second)
+	m.TurnEnded("done", 20*time.Second)
+	m.TurnEnded("turn_timeout", time.Hour)
+	m.FirstChunk(300 * time.Millisecond)
+	f := family(t, m, "acp_broker_turn_duration_seconds")
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		t.Fatalf("turn_duration_seconds: %v", f)
+	}
+	counts := map[string]uint64{}
+	for _, s := range f.Metric {
+		counts[s.Label[0].GetValue()] = s.GetHistogram().GetSampleCount()
+	}
+	if counts["done"] != 2 || counts["turn_timeout"] != 1 || len(counts) != 2 {
+		t.Errorf("turns observed by outcome %v, want done 2, turn_timeout 1", counts)
+	}
+	if f := family(t, m, "acp_broker_turn_first_chunk_seconds"); f == nil || f.Metric[0].GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("first chunks observed: %v, want 1", f)
+	}
+}
+
+// acp_broker_ready follows the readiness check, and build_info carries
+// the version it was given.
+func TestReadyAndBuildInfo(t *testing.T) {
+	var unready error = errors.New("not connected yet")
+	m := New(Sources{Ready: func() error { return unready }, Version: "v1.2.3"})
+	ready := func() float64 {
+		t.Helper()
+		f := family(t, m, "acp_broker_ready")
+		if f == nil {
+			t.Fatal("no acp_broker_ready")
+		}
+		return f.Metric[0].GetGauge().GetValue()
+	}
+	if v := ready(); v != 0 {
+		t.Errorf("ready = %v while a check fails", v)
+	}
+	unready = nil
+	if v := ready(); v != 1 {
+		t.Errorf("ready = %v once every check passes", v)
+	}
+	f := family(t, m, "acp_broker_build_info")
+	if f == nil || !slices.ContainsFunc(f.Metric[0].Label, func(l *dto.LabelPair) bool { return l.GetName() == "version" && l.GetValue() == "v1.2.3" }) {
+		t.Errorf("build_info: %v", f)
+	}
+}
+
+// The API's and the schedules' counters are read at each scrape, each
+// under its own label.
+func TestSideCounters_ReadAtScrape(t *testing.T) {
+	runs := map[string]uint64{"done": 2}
+	m := New(Sources{
+		API:       func() APIStats { return APIStats{Requests: map[int]uint64{200: 3, 404: 1}, Prompts: 2} },
+		Schedules: func() ScheduleStats { return ScheduleStats{Runs: runs, Running: 1} },
+	})
+	series := func(name string) map[string]float64 {
+		t.Helper()
+		f := family(t, m, name)
+		if f == nil || f.GetType() != dto.MetricType_COUNTER {
+			t.Fatalf("%s: %v, want a counter", name, f)
+		}
+		out := map[string]float64{}
+		for _, s := range f.Metric {
+			out[s.Label[0].GetName()+"="+s.Label[0].GetValue()] = s.GetCounter().GetValue()
+		}
+		return out
+	}
+	if got := series("acp_broker_api_requests_total"); !maps.Equal(got, map[string]float64{"code=200": 3, "code=404": 1}) {
+		t.Errorf("API requests %v", got)
+	}
+	if got := series("acp_broker_schedule_runs_total"); !maps.Equal(got, map[string]float64{"outcome=done": 2}) {
+		t.Errorf("schedule runs %v", got)
+	}
+	runs["failed"] = 1
+	if got := series("acp_broker_schedule_runs_total"); !maps.Equal(got, map[string]float64{"outcome=done": 2, "outcome=failed": 1}) {
+		t.Errorf("schedule runs once one failed %v", got)
+	}
+}
+
+// fixed is a collector of the test's own: one counter with a label,
+// never counted.
+type fixed struct{ d *prometheus.Desc }
+
+func (f fixed) Describe(ch chan<- *prometheus.Desc) { ch <- f.d }
+func (f fixed) Collect(chan<- prometheus.Metric)    {}
+
+// What a registered collector describes is described, labels and help
+// as it says, before any series of it is counted; a histogram is named
+// without its series' suffixes; the same collector wrapped with a
+// constant label for two platforms is described once, with that label.
+func TestDescriptions_NameWhatIsDescribedBeforeItIsCounted(t *testing.T) {
+	m := New(Sources{})
+	c := fixed{prometheus.NewDesc("acp_broker_test_things_total", "Things, by kind.", []string{"kind", "by"}, nil)}
+	m.Register(c)
+	p := fixed{prometheus.NewDesc("acp_broker_test_calls_total", "Calls, by platform.", nil, nil)}
+	m.Register(prometheus.WrapCollectorWith(prometheus.Labels{"platform": "discord"}, p))
+	m.Register(prometheus.WrapCollectorWith(prometheus.Labels{"platform": "slack"}, p))
+	got := map[string]Description{}
+	for _, d := range m.Descriptions() {
+		if _, ok := got[d.Name]; ok {
+			t.Errorf("%s described twice", d.Name)
+		}
+		got[d.Name] = d
+	}
+	for _, want := range []Description{
+		{Name: "acp_broker_test_things_total", Help: "Things, by kind.", Labels: []string{"by", "kind"}},
+		{Name: "acp_broker_test_calls_total", Help: "Calls, by platform.", Labels: []string{"platform"}},
+		{Name: "acp_broker_turn_duration_seconds", Help: "How long turns took, from leaving the queue to their outcome, by outcome.", Labels: []string{"outcome"}},
+		{Name: "acp_broker_build_info", Help: "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", Labels: []string{"goversion", "revision", "version"}},
+	} {
+		d := got[want.Name]
+		if d.Help != want.Help || !slices.Equal(d.Labels, want.Labels) {
+			t.Errorf("%s described as %+v, want %+v", want.Name, d, want)
+		}
+	}
+	for _, name := range []string{"go_goroutines", "process_open_fds"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("%s is not described", name)
+		}
+	}
+	if f := family(t, m, "acp_broker_test_things_total"); f != nil {
+		t.Errorf("a metric never counted is gathered: %v", f)
+	}
+	if d := m.Described(); !slices.Equal(d["acp_broker_test_things_total"], []string{"by", "kind"}) {
+		t.Errorf("Described: %v", d["acp_broker_test_things_total"])
+	}
+}
