@@ -185,7 +185,6 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	b.pool = pool.New(pc)
 	b.metrics = metrics.New(metrics.Sources{
 		Engine:  func() adapter.Stats { return b.engine.Stats() },
-		Store:   b.store.Stats,
 		Chat:    b.chatStats,
 		Ready:   b.unready,
 		Version: opts.Version,
@@ -203,6 +202,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			return metrics.ScheduleStats{Runs: runs, Running: running}
 		},
 	})
+	b.metrics.Register(b.store)
 	if b.proxy != nil {
 		b.metrics.Register(b.proxy)
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"acpbroker/adapter"
-	"acpbroker/store"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -47,7 +46,6 @@ type ChatStats struct {
 // Sources are read at every scrape. Each may be nil.
 type Sources struct {
 	Engine func() adapter.Stats
-	Store  func() store.Stats
 	// Chat are the counters of each chat platform served.
 	Chat func() []ChatStats
 	// Ready says why the broker is not ready (as /readyz does), or nil.
@@ -228,11 +226,6 @@ var (
 	dUnknown          = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
 	dUsageThreads     = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
 	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
-	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
-	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
-	dStoreBytes       = desc("store_file_bytes", "Size of the state database file.")
-	dStoreWorktrees   = desc("store_worktrees", "Threads' git worktrees recorded in the state store and not yet removed.")
-	dStoreErrors      = desc("store_write_errors_total", "Failed writes of the state store.")
 	dRESTCalls        = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.", "platform")
 	dRateLimited      = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.", "platform")
 	dReconnects       = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway, Slack's Socket Mode) lost or refreshed and re-established, by platform.", "platform")
@@ -260,7 +253,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates, dEarlyDropped,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dRESTCalls,
 		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
 		ch <- d
 	}
@@ -342,14 +335,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
 		counter(dWatchdog, e.ForceEnded, "force_end")
 		counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
-	}
-	if c.src.Store != nil {
-		s := c.src.Store()
-		gauge(dStoreActive, float64(s.ActiveTurns))
-		gauge(dStoreFinished, float64(s.FinishedTurns))
-		gauge(dStoreBytes, float64(s.FileBytes))
-		gauge(dStoreWorktrees, float64(s.Worktrees))
-		counter(dStoreErrors, s.WriteErrors)
 	}
 	if c.src.Chat != nil {
 		for _, s := range c.src.Chat() {
