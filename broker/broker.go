@@ -185,7 +185,6 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	b.pool = pool.New(pc)
 	b.metrics = metrics.New(metrics.Sources{
 		Engine:  func() adapter.Stats { return b.engine.Stats() },
-		Chat:    b.chatStats,
 		Ready:   b.unready,
 		Version: opts.Version,
 		API: func() metrics.APIStats {
@@ -316,19 +315,6 @@ func engineConfig(cfg *config.Config, j adapter.Journal, o adapter.Observer, a a
 		Auditor:           a,
 		Logger:            log,
 	}
-}
-
-// chatStats are each platform's counters, for /metrics.
-func (b *Broker) chatStats() []metrics.ChatStats {
-	var out []metrics.ChatStats
-	for _, p := range b.chats {
-		if p.Stats != nil {
-			s := p.Stats()
-			s.Platform = p.name
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // engineAnswers fails if the engine's lock is wedged.

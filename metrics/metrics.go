@@ -23,31 +23,9 @@ import (
 
 const ns = "acp_broker"
 
-// ChatStats are one chat platform's counters.
-type ChatStats struct {
-	// Platform names the platform, as chat.platform does: the platform
-	// label of its series.
-	Platform                                  string
-	RESTCalls, RateLimited, GatewayReconnects uint64
-	OpenPermissions, Conversations            int
-	OpenQuestions                             int
-	RefusedUsers, RefusedAttachments          uint64
-	RefusedChannels, LostAnswers              uint64
-	IgnoredCancels                            uint64
-	Retitling                                 int
-	// Throttled counts the calls held back before the platform would
-	// have refused them (they wait; nothing is lost); Deduplicated the
-	// events it sent again and that were taken once; RefusedRequests the
-	// requests it is said to have posted that were refused (a bad
-	// signature, a stale timestamp, a replay). Slack's.
-	Throttled, Deduplicated, RefusedRequests uint64
-}
-
 // Sources are read at every scrape. Each may be nil.
 type Sources struct {
 	Engine func() adapter.Stats
-	// Chat are the counters of each chat platform served.
-	Chat func() []ChatStats
 	// Ready says why the broker is not ready (as /readyz does), or nil.
 	Ready func() error
 	// Version is the broker's, for acp_broker_build_info.
@@ -188,76 +166,60 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	dBuildInfo        = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
-	dReady            = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
-	dAgentsMax        = desc("agents_max", "Agent processes at most, of all profiles (pool.max_sessions).")
-	dProfileMax       = desc("profile_agents_max", "Agent processes at most of a profile with a bound of its own (max_sessions), by agent profile.", "profile")
-	dAgentsLive       = desc("agents_live", "Agent processes running.")
-	dAgentsBusy       = desc("agents_busy", "Agent processes running a turn.")
-	dAgentsStarting   = desc("agents_starting", "Agent processes being started.")
-	dProfileLive      = desc("profile_agents_live", "Agent processes running, by agent profile.", "profile")
-	dProfileBusy      = desc("profile_agents_busy", "Agent processes running a turn, by agent profile.", "profile")
-	dTurnsRunning     = desc("turns_running", "Turns running.")
-	dPromptsWaiting   = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
-	dTurns            = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
-	dPermissions      = desc("permission_decisions_total", "Agent permission requests answered, by outcome (allowed, rejected, cancelled) and by whom (user, rule, mode, timeout, cancelled, unanswered).", "outcome", "by")
-	dSpawns           = desc("agent_spawns_total", "Agent processes started.")
-	dSpawnFailures    = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
-	dStops            = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
-	dKills            = desc("agent_kills_total", "Agent process groups killed without a grace.")
-	dOutOfMemory      = desc("agent_oom_kills_total", "Agent processes that ran out of memory: killed by the kernel for their memory limit (memory_max).")
-	dCgroups          = desc("agent_cgroups", "Agents' control groups made and not yet removed.")
-	dPendingRequests  = desc("acp_pending_requests", "JSON-RPC requests to agents awaiting an answer.")
-	dPendingPerms     = desc("acp_pending_permission_requests", "Agent permission requests not yet answered.")
-	dStale            = desc("acp_stale_responses_total", "Agent responses dropped because no live request had their id.")
-	dJunk             = desc("acp_junk_lines_total", "Agent output lines skipped because they were not JSON-RPC.")
-	dOversize         = desc("acp_oversize_lines_total", "Agent output lines skipped for exceeding the size cap.")
-	dLateUpdates      = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
-	dEarlyDropped     = desc("acp_early_updates_dropped_total", "Session updates for sessions not known dropped: none was being created, or past the bounds of what is kept until one is.")
-	dDroppedUpdates   = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
-	dBadMessages      = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
-	dAgentRequests    = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
-	dRefusedRequests  = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
-	dInvalidRequests  = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
-	dUnsentAnswers    = desc("acp_agent_answers_unsent_total", "Answers to refused, unknown or invalid agent requests not sent: the agent read nothing while they waited.")
-	dUnknownOptions   = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
-	dOptionThreads    = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
-	dTerminalsOpen    = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
-	dUnknown          = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
-	dUsageThreads     = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
-	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
-	dRESTCalls        = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.", "platform")
-	dRateLimited      = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.", "platform")
-	dReconnects       = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway, Slack's Socket Mode) lost or refreshed and re-established, by platform.", "platform")
-	dOpenPermsChat    = desc("chat_open_permission_requests", "Permission requests shown, waiting for an answer, by platform.", "platform")
-	dConversations    = desc("chat_conversations", "Conversation threads held in memory (idle ones are forgotten after a day), by platform.", "platform")
-	dRefusedUsers     = desc("chat_refused_messages_total", "Messages refused because their author is not allowed, by platform.", "platform")
-	dRefusedChannels  = desc("chat_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed, by platform.", "platform")
-	dLostAnswers      = desc("chat_lost_answers_total", "Answers whose final view could not be shown in full, by platform.", "platform")
-	dIgnoredCancels   = desc("chat_ignored_cancel_reactions_total", "🛑 reactions ignored because their author may not cancel the thread's turn, by platform.", "platform")
-	dRefusedAttachmts = desc("chat_refused_attachments_total", "Messages refused because of an attachment, by platform.", "platform")
-	dRetitling        = desc("chat_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept, by platform.", "platform")
-	dThrottled        = desc("chat_throttled_total", "REST calls held back because they would have gone past the chat platform's rate limits (they wait; nothing is lost), by platform.", "platform")
-	dDeduplicated     = desc("chat_deduplicated_events_total", "Events the chat platform sent again (a retry of one acknowledged late, a replay) and that were taken once, by platform.", "platform")
-	dRefusedHTTP      = desc("chat_refused_requests_total", "HTTP requests said to come from the chat platform that were refused: a bad or missing signature, a stale timestamp, a replay (Slack's http mode), by platform.", "platform")
+	dBuildInfo       = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
+	dReady           = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
+	dAgentsMax       = desc("agents_max", "Agent processes at most, of all profiles (pool.max_sessions).")
+	dProfileMax      = desc("profile_agents_max", "Agent processes at most of a profile with a bound of its own (max_sessions), by agent profile.", "profile")
+	dAgentsLive      = desc("agents_live", "Agent processes running.")
+	dAgentsBusy      = desc("agents_busy", "Agent processes running a turn.")
+	dAgentsStarting  = desc("agents_starting", "Agent processes being started.")
+	dProfileLive     = desc("profile_agents_live", "Agent processes running, by agent profile.", "profile")
+	dProfileBusy     = desc("profile_agents_busy", "Agent processes running a turn, by agent profile.", "profile")
+	dTurnsRunning    = desc("turns_running", "Turns running.")
+	dPromptsWaiting  = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
+	dTurns           = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
+	dPermissions     = desc("permission_decisions_total", "Agent permission requests answered, by outcome (allowed, rejected, cancelled) and by whom (user, rule, mode, timeout, cancelled, unanswered).", "outcome", "by")
+	dSpawns          = desc("agent_spawns_total", "Agent processes started.")
+	dSpawnFailures   = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
+	dStops           = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
+	dKills           = desc("agent_kills_total", "Agent process groups killed without a grace.")
+	dOutOfMemory     = desc("agent_oom_kills_total", "Agent processes that ran out of memory: killed by the kernel for their memory limit (memory_max).")
+	dCgroups         = desc("agent_cgroups", "Agents' control groups made and not yet removed.")
+	dPendingRequests = desc("acp_pending_requests", "JSON-RPC requests to agents awaiting an answer.")
+	dPendingPerms    = desc("acp_pending_permission_requests", "Agent permission requests not yet answered.")
+	dStale           = desc("acp_stale_responses_total", "Agent responses dropped because no live request had their id.")
+	dJunk            = desc("acp_junk_lines_total", "Agent output lines skipped because they were not JSON-RPC.")
+	dOversize        = desc("acp_oversize_lines_total", "Agent output lines skipped for exceeding the size cap.")
+	dLateUpdates     = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
+	dEarlyDropped    = desc("acp_early_updates_dropped_total", "Session updates for sessions not known dropped: none was being created, or past the bounds of what is kept until one is.")
+	dDroppedUpdates  = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
+	dBadMessages     = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
+	dAgentRequests   = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
+	dRefusedRequests = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
+	dInvalidRequests = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
+	dUnsentAnswers   = desc("acp_agent_answers_unsent_total", "Answers to refused, unknown or invalid agent requests not sent: the agent read nothing while they waited.")
+	dUnknownOptions  = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
+	dOptionThreads   = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
+	dTerminalsOpen   = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
+	dUnknown         = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
+	dUsageThreads    = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
+	dWatchdog        = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
 )
 
 // The agent's questions (elicitation).
 var (
-	dElicitations     = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
-	dPendingElicits   = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
-	dOpenQuestionChat = desc("chat_open_questions", "The agent's questions shown in a thread, waiting for an answer, by platform.", "platform")
-	dSessionsClosed   = desc("agent_sessions_closed_total", "Agent sessions closed with session/close before their agents were stopped for idleness.")
+	dElicitations   = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
+	dPendingElicits = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
+	dSessionsClosed = desc("agent_sessions_closed_total", "Agent sessions closed with session/close before their agents were stopped for idleness.")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
 		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates, dEarlyDropped,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dRESTCalls,
-		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
+		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog} {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax, dThrottled, dDeduplicated, dRefusedHTTP, dSessionsClosed} {
+	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dBuildInfo, dReady, dAgentsMax, dProfileMax, dSessionsClosed} {
 		ch <- d
 	}
 }
@@ -335,26 +297,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
 		counter(dWatchdog, e.ForceEnded, "force_end")
 		counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
-	}
-	if c.src.Chat != nil {
-		for _, s := range c.src.Chat() {
-			p := s.Platform
-			counter(dRESTCalls, s.RESTCalls, p)
-			counter(dRateLimited, s.RateLimited, p)
-			counter(dReconnects, s.GatewayReconnects, p)
-			gauge(dOpenPermsChat, float64(s.OpenPermissions), p)
-			gauge(dOpenQuestionChat, float64(s.OpenQuestions), p)
-			gauge(dConversations, float64(s.Conversations), p)
-			counter(dRefusedUsers, s.RefusedUsers, p)
-			counter(dRefusedChannels, s.RefusedChannels, p)
-			counter(dLostAnswers, s.LostAnswers, p)
-			counter(dIgnoredCancels, s.IgnoredCancels, p)
-			counter(dRefusedAttachmts, s.RefusedAttachments, p)
-			gauge(dRetitling, float64(s.Retitling), p)
-			counter(dThrottled, s.Throttled, p)
-			counter(dDeduplicated, s.Deduplicated, p)
-			counter(dRefusedHTTP, s.RefusedRequests, p)
-		}
 	}
 }
 
