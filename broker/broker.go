@@ -184,7 +184,6 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.pool = pool.New(pc)
 	b.metrics = metrics.New(metrics.Sources{
-		Engine:  func() adapter.Stats { return b.engine.Stats() },
 		Ready:   b.unready,
 		Version: opts.Version,
 		API: func() metrics.APIStats {
@@ -202,6 +201,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		},
 	})
 	b.metrics.Register(b.store)
+	b.metrics.Register(b.pool)
 	if b.proxy != nil {
 		b.metrics.Register(b.proxy)
 	}
@@ -213,6 +213,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		opts.Engine(&ec)
 	}
 	b.engine = adapter.New(b.pool, ec)
+	b.metrics.Register(b.engine)
 	if err := b.openPlatforms(); err != nil {
 		return b, err
 	}
@@ -254,6 +255,8 @@ func (b *Broker) Pool() *pool.Pool { return b.pool }
 // Store is the broker's state store, which knows threads by their
 // ThreadID.
 func (b *Broker) Store() *store.Store { return b.store }
+
+var _ adapter.Observer = (*metrics.Metrics)(nil)
 
 // Metrics is the registry /metrics serves.
 func (b *Broker) Metrics() *metrics.Metrics { return b.metrics }

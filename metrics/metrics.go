@@ -1,5 +1,7 @@
-// Package metrics exposes the broker's gauges and counters to Prometheus
-// and its health over HTTP: /metrics, /healthz and /readyz.
+// Package metrics serves the broker's registry of Prometheus collectors
+// and its health over HTTP: /metrics, /healthz and /readyz. Each package
+// that counts something is its own collector, registered where the
+// broker is wired; metrics imports none of them.
 package metrics
 
 import (
@@ -13,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"acpbroker/adapter"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,7 +25,6 @@ const ns = "acp_broker"
 
 // Sources are read at every scrape. Each may be nil.
 type Sources struct {
-	Engine func() adapter.Stats
 	// Ready says why the broker is not ready (as /readyz does), or nil.
 	Ready func() error
 	// Version is the broker's, for acp_broker_build_info.
@@ -35,16 +34,16 @@ type Sources struct {
 	Schedules func() ScheduleStats
 }
 
-// Metrics is the broker's registry. It implements adapter.Observer for
-// the histograms; everything else is read from Sources when scraped.
+// Metrics is the broker's registry. It holds the turns' histograms (its
+// TurnEnded and FirstChunk are the engine's Observer), reads build_info,
+// ready, the API's and the schedules' from Sources when scraped, and
+// serves every collector Register is given.
 type Metrics struct {
 	reg          *prometheus.Registry
 	collectors   []prometheus.Collector // what reg has, for Described
 	turnDuration *prometheus.HistogramVec
 	firstChunk   prometheus.Histogram
 }
-
-var _ adapter.Observer = (*Metrics)(nil)
 
 // New returns a registry reading src.
 func New(src Sources) *Metrics {
@@ -166,70 +165,18 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	dBuildInfo       = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
-	dReady           = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
-	dAgentsMax       = desc("agents_max", "Agent processes at most, of all profiles (pool.max_sessions).")
-	dProfileMax      = desc("profile_agents_max", "Agent processes at most of a profile with a bound of its own (max_sessions), by agent profile.", "profile")
-	dAgentsLive      = desc("agents_live", "Agent processes running.")
-	dAgentsBusy      = desc("agents_busy", "Agent processes running a turn.")
-	dAgentsStarting  = desc("agents_starting", "Agent processes being started.")
-	dProfileLive     = desc("profile_agents_live", "Agent processes running, by agent profile.", "profile")
-	dProfileBusy     = desc("profile_agents_busy", "Agent processes running a turn, by agent profile.", "profile")
-	dTurnsRunning    = desc("turns_running", "Turns running.")
-	dPromptsWaiting  = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
-	dTurns           = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
-	dPermissions     = desc("permission_decisions_total", "Agent permission requests answered, by outcome (allowed, rejected, cancelled) and by whom (user, rule, mode, timeout, cancelled, unanswered).", "outcome", "by")
-	dSpawns          = desc("agent_spawns_total", "Agent processes started.")
-	dSpawnFailures   = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
-	dStops           = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
-	dKills           = desc("agent_kills_total", "Agent process groups killed without a grace.")
-	dOutOfMemory     = desc("agent_oom_kills_total", "Agent processes that ran out of memory: killed by the kernel for their memory limit (memory_max).")
-	dCgroups         = desc("agent_cgroups", "Agents' control groups made and not yet removed.")
-	dPendingRequests = desc("acp_pending_requests", "JSON-RPC requests to agents awaiting an answer.")
-	dPendingPerms    = desc("acp_pending_permission_requests", "Agent permission requests not yet answered.")
-	dStale           = desc("acp_stale_responses_total", "Agent responses dropped because no live request had their id.")
-	dJunk            = desc("acp_junk_lines_total", "Agent output lines skipped because they were not JSON-RPC.")
-	dOversize        = desc("acp_oversize_lines_total", "Agent output lines skipped for exceeding the size cap.")
-	dLateUpdates     = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
-	dEarlyDropped    = desc("acp_early_updates_dropped_total", "Session updates for sessions not known dropped: none was being created, or past the bounds of what is kept until one is.")
-	dDroppedUpdates  = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
-	dBadMessages     = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
-	dAgentRequests   = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
-	dRefusedRequests = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
-	dInvalidRequests = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
-	dUnsentAnswers   = desc("acp_agent_answers_unsent_total", "Answers to refused, unknown or invalid agent requests not sent: the agent read nothing while they waited.")
-	dUnknownOptions  = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
-	dOptionThreads   = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
-	dTerminalsOpen   = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
-	dUnknown         = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
-	dUsageThreads    = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
-	dWatchdog        = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
-)
-
-// The agent's questions (elicitation).
-var (
-	dElicitations   = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
-	dPendingElicits = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
-	dSessionsClosed = desc("agent_sessions_closed_total", "Agent sessions closed with session/close before their agents were stopped for idleness.")
+	dBuildInfo = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
+	dReady     = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
-		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates, dEarlyDropped,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog} {
-		ch <- d
-	}
-	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dBuildInfo, dReady, dAgentsMax, dProfileMax, dSessionsClosed} {
-		ch <- d
-	}
+	ch <- dBuildInfo
+	ch <- dReady
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(dBuildInfo, 1, c.src.Version, buildRevision(), runtime.Version())
 	if c.src.Ready != nil {
@@ -238,65 +185,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ready = 0
 		}
 		gauge(dReady, ready)
-	}
-	if c.src.Engine != nil {
-		e := c.src.Engine()
-		p := e.Pool
-		gauge(dAgentsMax, float64(p.MaxSessions))
-		gauge(dAgentsLive, float64(p.Live))
-		gauge(dAgentsBusy, float64(p.Busy))
-		gauge(dAgentsStarting, float64(p.Starting))
-		for name, ps := range p.Profiles {
-			gauge(dProfileLive, float64(ps.Live), name)
-			gauge(dProfileBusy, float64(ps.Busy), name)
-			if ps.MaxSessions > 0 {
-				gauge(dProfileMax, float64(ps.MaxSessions), name)
-			}
-		}
-		gauge(dTurnsRunning, float64(e.Running))
-		gauge(dPromptsWaiting, float64(e.Queued), "queued")
-		gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")
-		for class, n := range e.Outcomes {
-			counter(dTurns, n, class)
-		}
-		for class, n := range e.Permissions {
-			counter(dPermissions, n, class.Outcome, class.Via)
-		}
-		counter(dSpawns, p.Spawned)
-		counter(dSpawnFailures, p.SpawnFailed)
-		for reason, n := range p.Stopped {
-			counter(dStops, n, reason)
-		}
-		counter(dKills, p.Killed)
-		counter(dOutOfMemory, p.OutOfMemory)
-		counter(dSessionsClosed, p.SessionsClosed)
-		gauge(dCgroups, float64(p.Cgroups))
-		gauge(dPendingRequests, float64(p.Conn.PendingRequests))
-		gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
-		gauge(dPendingElicits, float64(p.Conn.PendingElicitations))
-		for class, n := range e.Elicitations {
-			counter(dElicitations, n, class.Outcome, class.Via)
-		}
-		counter(dStale, p.Conn.StaleResponses)
-		counter(dJunk, p.Conn.JunkLines)
-		counter(dOversize, p.Conn.OversizeLines)
-		counter(dLateUpdates, p.Conn.LateUpdates)
-		counter(dEarlyDropped, p.Conn.EarlyDropped)
-		counter(dDroppedUpdates, p.Conn.DroppedUpdates)
-		counter(dBadMessages, p.Conn.BadMessages)
-		gauge(dAgentRequests, float64(p.Conn.AgentRequests))
-		counter(dRefusedRequests, p.Conn.RefusedRequests)
-		counter(dInvalidRequests, p.Conn.InvalidRequests)
-		counter(dUnsentAnswers, p.Conn.UnsentAnswers)
-		counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
-		gauge(dOptionThreads, float64(e.OptionThreads))
-		gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))
-		counter(dUnknown, p.Conn.UnknownUpdates, "update")
-		counter(dUnknown, p.Conn.UnknownContent, "content")
-		gauge(dUsageThreads, float64(e.UsageThreads))
-		counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
-		counter(dWatchdog, e.ForceEnded, "force_end")
-		counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
 	}
 }
 

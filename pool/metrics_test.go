@@ -1,0 +1,53 @@
+package pool_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/internal/metricstest"
+	"acpbroker/pool"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Each agent started is counted once; what its connection holds (a
+// prompt awaiting an answer) is a gauge while it runs, back to zero once
+// the pool is shut down, and the counters stay.
+func TestMetrics_GaugesReturnToZeroAtShutdownAndCountersStay(t *testing.T) {
+	p := newPool(t, pool.Config{})
+	a := acquire(t, p, "a")
+	b := acquire(t, p, "b")
+	p.Release(b, false)
+	if _, err := a.Conn.Prompt(context.Background(), a.SessionID, []acp.ContentBlock{acp.TextBlock("hang")}); err != nil {
+		t.Fatal(err)
+	}
+	got := metricstest.Scrape(t, p)
+	metricstest.Expect(t, got, dto.MetricType_GAUGE, map[string]float64{
+		"acp_broker_agents_live": 2, "acp_broker_agents_max": 4, `acp_broker_profile_agents_live{profile="default"}`: 2,
+		"acp_broker_acp_pending_requests": 1,
+	})
+	metricstest.Expect(t, got, dto.MetricType_COUNTER, map[string]float64{"acp_broker_agent_spawns_total": 2, "acp_broker_agent_spawn_failures_total": 0})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Shutdown(ctx)
+	got = metricstest.Scrape(t, p)
+	metricstest.Expect(t, got, dto.MetricType_GAUGE, map[string]float64{
+		"acp_broker_agents_live": 0, "acp_broker_agents_busy": 0, "acp_broker_agents_starting": 0, `acp_broker_profile_agents_live{profile="default"}`: 0,
+		"acp_broker_acp_pending_requests": 0, "acp_broker_acp_pending_permission_requests": 0, "acp_broker_acp_agent_requests_in_flight": 0,
+		"acp_broker_terminals_open": 0,
+	})
+	metricstest.Expect(t, got, dto.MetricType_COUNTER, map[string]float64{"acp_broker_agent_spawns_total": 2})
+	stops := 0.0
+	for name, s := range got {
+		if strings.HasPrefix(name, "acp_broker_agent_stops_total{") {
+			stops += s.Value
+		}
+	}
+	if stops != 2 {
+		t.Errorf("%v agents counted stopped, want 2: %v", stops, got)
+	}
+}
