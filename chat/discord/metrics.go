@@ -12,22 +12,15 @@ var _ prometheus.Collector = (*Client)(nil)
 // Discord and its gateway's, and its conversations'. They name no
 // platform; the broker labels them with Discord's.
 func (c *Client) Describe(ch chan<- *prometheus.Desc) {
-	ch <- thread.MetricRESTCalls
-	ch <- thread.MetricRateLimited
-	ch <- thread.MetricReconnects
+	thread.DescribeCalls(ch)
 	c.srv.Describe(ch)
 }
 
 // Collect sends the client's metrics as they are now.
 func (c *Client) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	s := c.stats
+	calls := thread.Calls{REST: c.stats.RESTCalls, RateLimited: c.stats.RateLimited, Reconnects: c.stats.GatewayReconnects}
 	c.mu.Unlock()
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
-	counter(thread.MetricRESTCalls, s.RESTCalls)
-	counter(thread.MetricRateLimited, s.RateLimited)
-	counter(thread.MetricReconnects, s.GatewayReconnects)
+	calls.Collect(ch)
 	c.srv.Collect(ch)
 }

@@ -22,9 +22,10 @@ var (
 // Slack, its connections and requests, and its conversations'. They
 // name no platform; the broker labels them with Slack's.
 func (c *Client) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{thread.MetricRESTCalls, thread.MetricRateLimited, thread.MetricReconnects, dThrottled, dDeduplicated, dRefusedRequests} {
-		ch <- d
-	}
+	thread.DescribeCalls(ch)
+	ch <- dThrottled
+	ch <- dDeduplicated
+	ch <- dRefusedRequests
 	c.srv.Describe(ch)
 }
 
@@ -33,14 +34,12 @@ func (c *Client) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	s := c.stats
 	c.mu.Unlock()
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	thread.Calls{REST: s.APICalls, RateLimited: s.RateLimited, Reconnects: s.SocketReconnects}.Collect(ch)
+	for _, m := range []struct {
+		d *prometheus.Desc
+		n uint64
+	}{{dThrottled, s.Throttled}, {dDeduplicated, s.Deduplicated}, {dRefusedRequests, s.RefusedRequests}} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.n))
 	}
-	counter(thread.MetricRESTCalls, s.APICalls)
-	counter(thread.MetricRateLimited, s.RateLimited)
-	counter(thread.MetricReconnects, s.SocketReconnects)
-	counter(dThrottled, s.Throttled)
-	counter(dDeduplicated, s.Deduplicated)
-	counter(dRefusedRequests, s.RefusedRequests)
 	c.srv.Collect(ch)
 }

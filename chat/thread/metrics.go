@@ -7,13 +7,12 @@ var _ prometheus.Collector = (*Server)(nil)
 // The chat metrics. They name no platform: the broker labels each
 // platform's collector with its name (prometheus.WrapCollectorWith), so
 // that one description serves every platform. A Server collects those of
-// its conversations; a platform's client counts its calls to the
-// platform with MetricRESTCalls, RateLimited and Reconnects; a platform without
-// a Server may count with the others.
+// its conversations, a platform's client its Calls; a platform without a
+// Server may count with the others.
 var (
-	MetricRESTCalls   = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.")
-	MetricRateLimited = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.")
-	MetricReconnects  = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway, Slack's Socket Mode) lost or refreshed and re-established, by platform.")
+	dRESTCalls   = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.")
+	dRateLimited = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.")
+	dReconnects  = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway, Slack's Socket Mode) lost or refreshed and re-established, by platform.")
 
 	MetricOpenPermissions    = desc("chat_open_permission_requests", "Permission requests shown, waiting for an answer, by platform.")
 	MetricOpenQuestions      = desc("chat_open_questions", "The agent's questions shown in a thread, waiting for an answer, by platform.")
@@ -57,4 +56,26 @@ func (s *Server) Collect(ch chan<- prometheus.Metric) {
 	counter(MetricLostAnswers, st.LostAnswers)
 	counter(MetricIgnoredCancels, st.IgnoredCancels)
 	counter(MetricRefusedAttachments, st.RefusedAttachments)
+}
+
+// Calls are a platform client's counts of its calls to the platform.
+type Calls struct {
+	// REST counts the calls made; RateLimited those the platform
+	// answered 429; Reconnects the connections to it (a gateway, a
+	// socket) lost or refreshed and made again.
+	REST, RateLimited, Reconnects uint64
+}
+
+// DescribeCalls sends the descriptions of the metrics of Calls.
+func DescribeCalls(ch chan<- *prometheus.Desc) {
+	ch <- dRESTCalls
+	ch <- dRateLimited
+	ch <- dReconnects
+}
+
+// Collect sends the metrics of c.
+func (c Calls) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(dRESTCalls, prometheus.CounterValue, float64(c.REST))
+	ch <- prometheus.MustNewConstMetric(dRateLimited, prometheus.CounterValue, float64(c.RateLimited))
+	ch <- prometheus.MustNewConstMetric(dReconnects, prometheus.CounterValue, float64(c.Reconnects))
 }
