@@ -51,3 +51,24 @@ func TestMetrics_GaugesReturnToZeroAtShutdownAndCountersStay(t *testing.T) {
 		t.Errorf("%v agents counted stopped, want 2: %v", stops, got)
 	}
 }
+
+// An agent stopped leaves the pool its counts and nothing it held: a
+// turn's subscription still open when it stops is no longer counted.
+func TestStats_AStoppedAgentLeavesItsCountsAndNothingItHeld(t *testing.T) {
+	p := newPool(t, pool.Config{})
+	a := acquire(t, p, "a")
+	prompt(t, a, "junk")
+	if _, err := a.Conn.Subscribe(a.SessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Stats().Conn
+	if before.Subscribers != 1 || before.JunkLines == 0 {
+		t.Fatalf("before the stop: %d subscribers, %d junk lines; want 1 and some", before.Subscribers, before.JunkLines)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Shutdown(ctx)
+	if after := p.Stats().Conn; after.Subscribers != 0 || after.JunkLines != before.JunkLines {
+		t.Errorf("after the stop: %d subscribers, %d junk lines; want 0 and %d", after.Subscribers, after.JunkLines, before.JunkLines)
+	}
+}
