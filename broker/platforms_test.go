@@ -19,6 +19,7 @@ import (
 	"acpbroker/chat/thread"
 	"acpbroker/config"
 	"acpbroker/internal/brokertest"
+	"acpbroker/metrics"
 	"acpbroker/store"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,12 +68,12 @@ func (m *memo) platform(p broker.Parts) (broker.Platform, error) {
 // a thread.Server would.
 type memoMetrics struct{ m *memo }
 
-func (c memoMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- thread.MetricConversations }
+func (c memoMetrics) Describe(ch chan<- *prometheus.Desc) { metrics.Describe(ch, thread.StatsMetrics) }
 
 func (c memoMetrics) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(thread.MetricConversations, prometheus.GaugeValue, float64(c.m.convs))
+	metrics.Collect(ch, thread.Stats{Conversations: c.m.convs}, thread.StatsMetrics)
 }
 
 func (m *memo) Report(turns []chat.Interruption, reported func(id uint64)) {

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"acpbroker/chat/thread"
+	"acpbroker/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -12,7 +13,7 @@ var _ prometheus.Collector = (*Client)(nil)
 // Discord and its gateway's, and its conversations'. They name no
 // platform; the broker labels them with Discord's.
 func (c *Client) Describe(ch chan<- *prometheus.Desc) {
-	thread.DescribeCalls(ch)
+	metrics.Describe(ch, thread.CallsMetrics)
 	c.srv.Describe(ch)
 }
 
@@ -21,6 +22,6 @@ func (c *Client) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	calls := thread.Calls{REST: c.stats.RESTCalls, RateLimited: c.stats.RateLimited, Reconnects: c.stats.GatewayReconnects}
 	c.mu.Unlock()
-	calls.Collect(ch)
+	metrics.Collect(ch, calls, thread.CallsMetrics)
 	c.srv.Collect(ch)
 }
