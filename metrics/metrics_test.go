@@ -1,14 +1,20 @@
 package metrics
 
 import (
+	"context"
 	"errors"
+	"io"
 	"maps"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 )
 
 // family is the gathered family of that name, or nil.
@@ -153,5 +159,48 @@ func TestDescriptions_NameWhatIsDescribedBeforeItIsCounted(t *testing.T) {
 	}
 	if d := m.Described(); !slices.Equal(d["acp_broker_test_things_total"], []string{"by", "kind"}) {
 		t.Errorf("Described: %v", d["acp_broker_test_things_total"])
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// get is the status and body of a GET of path from s.
+func get(t *testing.T, s *Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.Addr() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// /metrics serves what is registered; /healthz and /readyz pass while
+// their checks do, and a failing check is named with its error.
+func TestServer_ServesMetricsAndNamesTheFailingCheck(t *testing.T) {
+	var storeErr error
+	m := New(Sources{Version: "v1"})
+	s, err := Listen("127.0.0.1:0", m, []Check{{Name: "engine", Func: func() error { return nil }}},
+		[]Check{{Name: "store", Func: func() error { return storeErr }}}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if code, body := get(t, s, "/metrics"); code != http.StatusOK || !strings.Contains(body, `acp_broker_build_info{goversion=`) {
+		t.Errorf("/metrics: %d\n%s", code, body)
+	}
+	if code, body := get(t, s, "/readyz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/readyz while ready: %d %q", code, body)
+	}
+	storeErr = errors.New("disk full")
+	if code, body := get(t, s, "/readyz"); code != http.StatusServiceUnavailable || body != "store: disk full\n" {
+		t.Errorf("/readyz with the store failing: %d %q", code, body)
+	}
+	if code, body := get(t, s, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
 	}
 }
