@@ -192,13 +192,6 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			}
 			return b.api.Stats()
 		},
-		Schedules: func() metrics.ScheduleStats {
-			if b.sched == nil {
-				return metrics.ScheduleStats{}
-			}
-			runs, running := b.sched.Stats()
-			return metrics.ScheduleStats{Runs: runs, Running: running}
-		},
 	})
 	b.metrics.Register(b.store)
 	b.metrics.Register(b.pool)
@@ -218,6 +211,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		return b, err
 	}
 	b.sched = schedule.New(scheduleRunner{b}, b.store, log.With().Str("part", "schedules").Logger())
+	b.metrics.Register(b.sched)
 	for _, p := range b.chats {
 		if p.Threads != nil {
 			p.Threads.SetSchedules(platformSchedules{b: b, platform: p.name})

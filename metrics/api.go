@@ -14,28 +14,16 @@ type APIStats struct {
 	Prompts int
 }
 
-// ScheduleStats are the schedules' counters.
-type ScheduleStats struct {
-	// Runs counts the runs since the start, by outcome (done, failed,
-	// cancelled, interrupted, refused, skipped).
-	Runs map[string]uint64
-	// Running is the number of runs going on.
-	Running int
-}
-
 var (
-	dAPIRequests   = desc("api_requests_total", "HTTP API requests answered, by status code.", "code")
-	dAPIPrompts    = desc("api_prompts_running", "HTTP API prompts not yet ended.")
-	dScheduleRuns  = desc("schedule_runs_total", "Schedule runs since the start, by outcome (skipped: due while the last run went on).", "outcome")
-	dScheduleGoing = desc("schedule_runs_running", "Schedule runs going on.")
+	dAPIRequests = desc("api_requests_total", "HTTP API requests answered, by status code.", "code")
+	dAPIPrompts  = desc("api_prompts_running", "HTTP API prompts not yet ended.")
 )
 
-// sideCollector reads the API's and the schedules' counters, when the
-// broker has them.
+// sideCollector reads the API's counters, when the broker has them.
 type sideCollector struct{ src Sources }
 
 func (c *sideCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dAPIRequests, dAPIPrompts, dScheduleRuns, dScheduleGoing} {
+	for _, d := range []*prometheus.Desc{dAPIRequests, dAPIPrompts} {
 		ch <- d
 	}
 }
@@ -47,12 +35,5 @@ func (c *sideCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dAPIRequests, prometheus.CounterValue, float64(n), strconv.Itoa(code))
 		}
 		ch <- prometheus.MustNewConstMetric(dAPIPrompts, prometheus.GaugeValue, float64(s.Prompts))
-	}
-	if c.src.Schedules != nil {
-		s := c.src.Schedules()
-		for outcome, n := range s.Runs {
-			ch <- prometheus.MustNewConstMetric(dScheduleRuns, prometheus.CounterValue, float64(n), outcome)
-		}
-		ch <- prometheus.MustNewConstMetric(dScheduleGoing, prometheus.GaugeValue, float64(s.Running))
 	}
 }

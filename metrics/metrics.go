@@ -29,14 +29,13 @@ type Sources struct {
 	Ready func() error
 	// Version is the broker's, for acp_broker_build_info.
 	Version string
-	// API and Schedules, if set, are the HTTP API's and the schedules'.
-	API       func() APIStats
-	Schedules func() ScheduleStats
+	// API, if set, are the HTTP API's counters.
+	API func() APIStats
 }
 
 // Metrics is the broker's registry. It holds the turns' histograms (its
 // TurnEnded and FirstChunk are the engine's Observer), reads build_info,
-// ready, the API's and the schedules' from Sources when scraped, and
+// ready and the API's from Sources when scraped, and
 // serves every collector Register is given.
 type Metrics struct {
 	reg          *prometheus.Registry

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
@@ -81,36 +83,16 @@ func TestReadyAndBuildInfo(t *testing.T) {
 	}
 }
 
-// The API's and the schedules' counters are read at each scrape, each
-// under its own label.
-func TestSideCounters_ReadAtScrape(t *testing.T) {
-	runs := map[string]uint64{"done": 2}
-	m := New(Sources{
-		API:       func() APIStats { return APIStats{Requests: map[int]uint64{200: 3, 404: 1}, Prompts: 2} },
-		Schedules: func() ScheduleStats { return ScheduleStats{Runs: runs, Running: 1} },
-	})
-	series := func(name string) map[string]float64 {
-		t.Helper()
-		f := family(t, m, name)
-		if f == nil || f.GetType() != dto.MetricType_COUNTER {
-			t.Fatalf("%s: %v, want a counter", name, f)
-		}
-		out := map[string]float64{}
-		for _, s := range f.Metric {
-			out[s.Label[0].GetName()+"="+s.Label[0].GetValue()] = s.GetCounter().GetValue()
-		}
-		return out
-	}
-	if got := series("acp_broker_api_requests_total"); !maps.Equal(got, map[string]float64{"code=200": 3, "code=404": 1}) {
-		t.Errorf("API requests %v", got)
-	}
-	if got := series("acp_broker_schedule_runs_total"); !maps.Equal(got, map[string]float64{"outcome=done": 2}) {
-		t.Errorf("schedule runs %v", got)
-	}
-	runs["failed"] = 1
-	if got := series("acp_broker_schedule_runs_total"); !maps.Equal(got, map[string]float64{"outcome=done": 2, "outcome=failed": 1}) {
-		t.Errorf("schedule runs once one failed %v", got)
-	}
+// The API's counters are read at each scrape, each code under its own
+// label.
+func TestAPICounters_ReadAtScrape(t *testing.T) {
+	requests := map[int]uint64{200: 3, 404: 1}
+	c := &sideCollector{Sources{API: func() APIStats { return APIStats{Requests: maps.Clone(requests), Prompts: 2} }}}
+	got := metricstest.Scrape(t, c)
+	metricstest.Expect(t, got, dto.MetricType_COUNTER, map[string]float64{`acp_broker_api_requests_total{code="200"}`: 3, `acp_broker_api_requests_total{code="404"}`: 1})
+	metricstest.Expect(t, got, dto.MetricType_GAUGE, map[string]float64{"acp_broker_api_prompts_running": 2})
+	requests[500] = 1
+	metricstest.Expect(t, metricstest.Scrape(t, c), dto.MetricType_COUNTER, map[string]float64{`acp_broker_api_requests_total{code="500"}`: 1})
 }
 
 // fixed is a collector of the test's own: one counter with a label,
