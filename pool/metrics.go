@@ -14,34 +14,31 @@ func (p *Pool) Describe(ch chan<- *prometheus.Desc) { metrics.Describe(ch, poolS
 // Collect sends the pool's metrics as Stats has them now.
 func (p *Pool) Collect(ch chan<- prometheus.Metric) { metrics.Collect(ch, p.Stats(), poolStats) }
 
-// series sends a gauge's series.
-type series = func(v int, labels ...string)
+// byProfile sends a gauge's series for each profile: v's value, for the
+// profiles it says have one.
+func byProfile(v func(ProfileStats) (int, bool)) func(Stats, func(int, ...string)) {
+	return func(s Stats, series func(int, ...string)) {
+		for name, ps := range s.Profiles {
+			if n, ok := v(ps); ok {
+				series(n, name)
+			}
+		}
+	}
+}
 
 // poolStats are the pool's metrics, its agents' and their connections'
 // summed: one row each.
 var poolStats = []metrics.Stat[Stats]{
 	metrics.Gauge("agents_max", "Agent processes at most, of all profiles (pool.max_sessions).", func(s Stats) int { return s.MaxSessions }),
 	metrics.GaugeVec("profile_agents_max", "Agent processes at most of a profile with a bound of its own (max_sessions), by agent profile.", []string{"profile"},
-		func(s Stats, series series) {
-			for name, ps := range s.Profiles {
-				if ps.MaxSessions > 0 {
-					series(ps.MaxSessions, name)
-				}
-			}
-		}),
+		byProfile(func(ps ProfileStats) (int, bool) { return ps.MaxSessions, ps.MaxSessions > 0 })),
 	metrics.Gauge("agents_live", "Agent processes running.", func(s Stats) int { return s.Live }),
 	metrics.Gauge("agents_busy", "Agent processes running a turn.", func(s Stats) int { return s.Busy }),
 	metrics.Gauge("agents_starting", "Agent processes being started.", func(s Stats) int { return s.Starting }),
-	metrics.GaugeVec("profile_agents_live", "Agent processes running, by agent profile.", []string{"profile"}, func(s Stats, series series) {
-		for name, ps := range s.Profiles {
-			series(ps.Live, name)
-		}
-	}),
-	metrics.GaugeVec("profile_agents_busy", "Agent processes running a turn, by agent profile.", []string{"profile"}, func(s Stats, series series) {
-		for name, ps := range s.Profiles {
-			series(ps.Busy, name)
-		}
-	}),
+	metrics.GaugeVec("profile_agents_live", "Agent processes running, by agent profile.", []string{"profile"},
+		byProfile(func(ps ProfileStats) (int, bool) { return ps.Live, true })),
+	metrics.GaugeVec("profile_agents_busy", "Agent processes running a turn, by agent profile.", []string{"profile"},
+		byProfile(func(ps ProfileStats) (int, bool) { return ps.Busy, true })),
 	metrics.Counter("agent_spawns_total", "Agent processes started.", func(s Stats) uint64 { return s.Spawned }),
 	metrics.Counter("agent_spawn_failures_total", "Agent processes that could not be started.", func(s Stats) uint64 { return s.SpawnFailed }),
 	metrics.CounterVec("agent_stops_total", "Agent processes stopped, by reason.", []string{"reason"}, func(s Stats, series func(uint64, ...string)) {

@@ -72,3 +72,19 @@ func TestStats_AStoppedAgentLeavesItsCountsAndNothingItHeld(t *testing.T) {
 		t.Errorf("after the stop: %d subscribers, %d junk lines; want 0 and %d", after.Subscribers, after.JunkLines, before.JunkLines)
 	}
 }
+
+// Each profile's agents are counted under its name, and its bound only
+// when it has one of its own.
+func TestMetrics_ProfilesCountedUnderTheirNames(t *testing.T) {
+	p := profilePool(t, 4, "claude", map[string]*pool.Profile{"claude": {MaxSessions: 2}, "codex": {}})
+	a := acquireProfile(t, p, "a", "claude")
+	defer p.Release(a, false)
+	got := metricstest.Scrape(t, p)
+	metricstest.Expect(t, got, dto.MetricType_GAUGE, map[string]float64{
+		`acp_broker_profile_agents_live{profile="claude"}`: 1, `acp_broker_profile_agents_live{profile="codex"}`: 0,
+		`acp_broker_profile_agents_max{profile="claude"}`: 2, "acp_broker_agents_max": 4,
+	})
+	if _, ok := got[`acp_broker_profile_agents_max{profile="codex"}`]; ok {
+		t.Error("a profile without a bound of its own exports one")
+	}
+}
