@@ -11,10 +11,42 @@ var _ prometheus.Collector = (*Engine)(nil)
 
 // Describe sends the descriptions of the engine's metrics. Its pool's
 // are the pool's own collector's.
-func (e *Engine) Describe(ch chan<- *prometheus.Desc) { metrics.Describe(ch, engineStats) }
+func (e *Engine) Describe(ch chan<- *prometheus.Desc) {
+	metrics.Describe(ch, engineStats)
+	e.timings.turn.Describe(ch)
+	e.timings.firstChunk.Describe(ch)
+}
 
-// Collect sends the engine's metrics as Stats has them now.
-func (e *Engine) Collect(ch chan<- prometheus.Metric) { metrics.Collect(ch, e.Stats(), engineStats) }
+// Collect sends the engine's metrics as Stats and its histograms have
+// them now.
+func (e *Engine) Collect(ch chan<- prometheus.Metric) {
+	metrics.Collect(ch, e.Stats(), engineStats)
+	e.timings.turn.Collect(ch)
+	e.timings.firstChunk.Collect(ch)
+}
+
+// timings are the turns' histograms.
+type timings struct {
+	// turn observes how long each turn took, by outcome (Outcome.Class);
+	// firstChunk the time from a prompt to its answer's first text.
+	turn       *prometheus.HistogramVec
+	firstChunk prometheus.Histogram
+}
+
+func newTimings() timings {
+	return timings{
+		turn: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "acp_broker_turn_duration_seconds",
+			Help:    "How long turns took, from leaving the queue to their outcome, by outcome.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+		}, []string{"outcome"}),
+		firstChunk: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "acp_broker_turn_first_chunk_seconds",
+			Help:    "Time from sending a prompt to the answer's first text.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
+		}),
+	}
+}
 
 // engineStats are the engine's metrics, one row each: with the prompts
 // waiting for a slot of the pool, and the agents it stopped for idleness

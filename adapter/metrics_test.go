@@ -35,3 +35,18 @@ func TestMetrics_TurnsCountedOnceAndGaugesBackToZero(t *testing.T) {
 		`acp_broker_watchdog_actions_total{action="force_end"}`: 0, `acp_broker_watchdog_actions_total{action="stop_idle_agent"}`: 0,
 	})
 }
+
+// Each turn ended is observed once in the turns' durations, under its
+// outcome; an answer's first text once in the time to the first chunk.
+func TestMetrics_TimingsObservedOncePerTurn(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	for _, text := range []string{"stream 2", "stream 1"} {
+		if o := r.prompt("t", text).wait(t, 20*time.Second); o.Err != nil {
+			t.Fatalf("%s: %v", text, o.Err)
+		}
+	}
+	got := metricstest.Scrape(t, r.engine)
+	metricstest.Expect(t, got, dto.MetricType_HISTOGRAM, map[string]float64{
+		`acp_broker_turn_duration_seconds{outcome="done"}`: 2, "acp_broker_turn_first_chunk_seconds": 2,
+	})
+}

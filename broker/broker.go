@@ -198,7 +198,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	if b.proxy != nil {
 		b.metrics.Register(b.proxy)
 	}
-	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
+	ec := engineConfig(cfg, b.store, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
 	ec.ThreadChoices = b.store
 	ec.SessionRecords = storeRecords{b.store}
@@ -250,8 +250,6 @@ func (b *Broker) Pool() *pool.Pool { return b.pool }
 // ThreadID.
 func (b *Broker) Store() *store.Store { return b.store }
 
-var _ adapter.Observer = (*metrics.Metrics)(nil)
-
 // Metrics is the registry /metrics serves.
 func (b *Broker) Metrics() *metrics.Metrics { return b.metrics }
 
@@ -295,7 +293,7 @@ func (b *Broker) agentList() []chat.AgentInfo {
 	return out
 }
 
-func engineConfig(cfg *config.Config, j adapter.Journal, o adapter.Observer, a adapter.Auditor, log zerolog.Logger) adapter.Config {
+func engineConfig(cfg *config.Config, j adapter.Journal, a adapter.Auditor, log zerolog.Logger) adapter.Config {
 	return adapter.Config{
 		TurnTimeout:       cfg.Turn.Timeout,
 		LivenessInterval:  cfg.Turn.LivenessInterval,
@@ -308,7 +306,6 @@ func engineConfig(cfg *config.Config, j adapter.Journal, o adapter.Observer, a a
 		ToolTimeout:       cfg.Turn.ToolTimeout,
 		WatchdogInterval:  cfg.Watchdog.Interval,
 		Journal:           j,
-		Observer:          o,
 		Auditor:           a,
 		Logger:            log,
 	}

@@ -33,33 +33,18 @@ type Sources struct {
 	API func() APIStats
 }
 
-// Metrics is the broker's registry. It holds the turns' histograms (its
-// TurnEnded and FirstChunk are the engine's Observer), reads build_info,
-// ready and the API's from Sources when scraped, and
-// serves every collector Register is given.
+// Metrics is the broker's registry. It reads build_info, ready and the
+// API's counters from Sources when scraped, and serves every collector
+// Register is given.
 type Metrics struct {
-	reg          *prometheus.Registry
-	collectors   []prometheus.Collector // what reg has, for Described
-	turnDuration *prometheus.HistogramVec
-	firstChunk   prometheus.Histogram
+	reg        *prometheus.Registry
+	collectors []prometheus.Collector // what reg has, for Described
 }
 
 // New returns a registry reading src.
 func New(src Sources) *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Name: "turn_duration_seconds",
-			Help:    "How long turns took, from leaving the queue to their outcome, by outcome.",
-			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
-		}, []string{"outcome"}),
-		firstChunk: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "turn_first_chunk_seconds",
-			Help:    "Time from sending a prompt to the answer's first text.",
-			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
-		}),
-	}
-	m.collectors = []prometheus.Collector{m.turnDuration, m.firstChunk, &collector{src: src}, &sideCollector{src: src},
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.collectors = []prometheus.Collector{&collector{src: src}, &sideCollector{src: src},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	m.reg.MustRegister(m.collectors...)
 	return m
@@ -144,14 +129,6 @@ func (s samples) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
-
-// TurnEnded implements adapter.Observer.
-func (m *Metrics) TurnEnded(class string, d time.Duration) {
-	m.turnDuration.WithLabelValues(class).Observe(d.Seconds())
-}
-
-// FirstChunk implements adapter.Observer.
-func (m *Metrics) FirstChunk(d time.Duration) { m.firstChunk.Observe(d.Seconds()) }
 
 // Registry is the Prometheus registry, for tests and extra collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
