@@ -51,7 +51,9 @@ func New(src Sources) *Metrics {
 }
 
 // Register adds a package's own collector to the registry (its metrics
-// are then among Described's).
+// are then among Descriptions'). It panics if c describes a metric
+// already registered with the same labels' values; it is for wiring the
+// broker, before Descriptions is called.
 func (m *Metrics) Register(c prometheus.Collector) {
 	m.reg.MustRegister(c)
 	m.collectors = append(m.collectors, c)
