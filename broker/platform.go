@@ -26,8 +26,10 @@ type Platform struct {
 	// (who may use the bot, where) and the profiles now offered.
 	Reload func(cfg *config.Config)
 	// Metrics, if set, collects its metrics, for /metrics; the broker
-	// labels each with the platform's name. package thread describes
-	// those a platform may have.
+	// labels each with the platform's name. thread.StatsMetrics and
+	// thread.CallsMetrics are those every platform may have; one that
+	// describes a metric of the broker's otherwise is a bug, and Open
+	// panics.
 	Metrics prometheus.Collector
 	// Conversation, if set, says for `broker status` in which channel
 	// one of its threads (by its own id) was opened and who started it,

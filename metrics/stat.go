@@ -12,8 +12,9 @@ type Stat[S any] struct {
 	read func(s S, series func(v float64, labels ...string))
 }
 
-// Counter is a counter without labels, name given without the
-// namespace.
+// Counter is a counter without labels, v its value in a snapshot. Its
+// name is given without the broker's namespace: "agent_spawns_total"
+// is exported as acp_broker_agent_spawns_total.
 func Counter[S any](name, help string, v func(S) uint64) Stat[S] {
 	return Stat[S]{desc(name, help), prometheus.CounterValue, func(s S, series func(float64, ...string)) { series(float64(v(s))) }}
 }
