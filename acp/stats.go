@@ -1,6 +1,9 @@
 package acp
 
-import "sync/atomic"
+import (
+	"reflect"
+	"sync/atomic"
+)
 
 type stats struct {
 	staleResponses atomic.Uint64
@@ -71,32 +74,33 @@ type Stats struct {
 	UnknownUpdates, UnknownContent uint64
 }
 
-// Add returns the field-wise sum of s and o.
+// Add returns the field-wise sum of s and o. Every field of Stats is a
+// number: its counters are uint64, its gauges (what a Conn holds now)
+// int.
 func (s Stats) Add(o Stats) Stats {
-	return Stats{
-		PendingRequests:     s.PendingRequests + o.PendingRequests,
-		PendingPermissions:  s.PendingPermissions + o.PendingPermissions,
-		PendingElicitations: s.PendingElicitations + o.PendingElicitations,
-		Subscribers:         s.Subscribers + o.Subscribers,
-		StaleResponses:      s.StaleResponses + o.StaleResponses,
-		JunkLines:           s.JunkLines + o.JunkLines,
-		OversizeLines:       s.OversizeLines + o.OversizeLines,
-		LateUpdates:         s.LateUpdates + o.LateUpdates,
-		EarlyDropped:        s.EarlyDropped + o.EarlyDropped,
-		EarlyUpdates:        s.EarlyUpdates + o.EarlyUpdates,
-		EarlyBytes:          s.EarlyBytes + o.EarlyBytes,
-		DroppedUpdates:      s.DroppedUpdates + o.DroppedUpdates,
-		BadMessages:         s.BadMessages + o.BadMessages,
-		AgentRequests:       s.AgentRequests + o.AgentRequests,
-		RefusedRequests:     s.RefusedRequests + o.RefusedRequests,
-		InvalidRequests:     s.InvalidRequests + o.InvalidRequests,
-		UnsentAnswers:       s.UnsentAnswers + o.UnsentAnswers,
-
-		UnknownConfigOptions: s.UnknownConfigOptions + o.UnknownConfigOptions,
-		TerminalsOpen:        s.TerminalsOpen + o.TerminalsOpen,
-		UnknownUpdates:       s.UnknownUpdates + o.UnknownUpdates,
-		UnknownContent:       s.UnknownContent + o.UnknownContent,
+	sum := reflect.ValueOf(&s).Elem()
+	add := reflect.ValueOf(o)
+	for i := range sum.NumField() {
+		switch f := sum.Field(i); f.Kind() {
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + add.Field(i).Uint())
+		case reflect.Int:
+			f.SetInt(f.Int() + add.Field(i).Int())
+		}
 	}
+	return s
+}
+
+// Counters is s with its gauges zeroed: what a closed Conn leaves to the
+// counts of those before it, holding nothing any more.
+func (s Stats) Counters() Stats {
+	v := reflect.ValueOf(&s).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Int {
+			f.SetInt(0)
+		}
+	}
+	return s
 }
 
 // Stats returns a snapshot of the Conn's counters.

@@ -108,20 +108,9 @@ type Config struct {
 	// for Sessions when the agent lists none itself; without it they are
 	// kept in memory, for the last threads that had one.
 	SessionRecords SessionRecords
-	// Observer, if set, is told of every turn's timings.
-	Observer Observer
 	// Auditor, if set, records every permission decision.
 	Auditor Auditor
 	Logger  zerolog.Logger
-}
-
-// Observer receives turn timings, for metrics. Its methods must not block.
-type Observer interface {
-	// TurnEnded reports an outcome's class (Outcome.Class) and duration.
-	TurnEnded(class string, elapsed time.Duration)
-	// FirstChunk reports the time from the prompt to the answer's first
-	// text.
-	FirstChunk(d time.Duration)
 }
 
 func (c *Config) defaults() {
@@ -160,7 +149,10 @@ func (c *Config) defaults() {
 type Engine struct {
 	cfg  Config
 	pool *pool.Pool
-	log  zerolog.Logger
+	// timings are the turns' histograms, observed where turns end and
+	// answers begin.
+	timings timings
+	log     zerolog.Logger
 
 	ctx      context.Context // cancelled with ErrShutdown by Close
 	shutdown context.CancelCauseFunc
@@ -194,7 +186,8 @@ type thread struct {
 // New returns an Engine that takes agents from p. The Engine does not own p.
 func New(p *pool.Pool, cfg Config) *Engine {
 	cfg.defaults()
-	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), usage: map[string]acp.Usage{}, hurry: make(chan struct{})}
+	e := &Engine{cfg: cfg, pool: p, log: cfg.Logger, threads: map[string]*thread{}, options: newOptionBook(cfg.ThreadChoices), usage: map[string]acp.Usage{}, hurry: make(chan struct{}),
+		timings: newTimings()}
 	e.records = cfg.SessionRecords
 	if e.records == nil {
 		e.records = newMemoryRecords(maxOptionViews)
@@ -445,14 +438,14 @@ func (e *Engine) config() Config {
 
 // Reconfigure changes the timeouts, permission rules and mode, queue size,
 // busy mode and watchdog settings for turns that start from now on; the
-// Journal, ThreadProfiles, ThreadChoices, SessionRecords, Observer,
-// Auditor and Logger stay. Running turns keep
+// Journal, ThreadProfiles, ThreadChoices, SessionRecords, Auditor and
+// Logger stay. Running turns keep
 // the settings they started with.
 func (e *Engine) Reconfigure(c Config) {
 	c.defaults()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	c.Journal, c.ThreadProfiles, c.Observer, c.Auditor, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Observer, e.cfg.Auditor, e.cfg.Logger
+	c.Journal, c.ThreadProfiles, c.Auditor, c.Logger = e.cfg.Journal, e.cfg.ThreadProfiles, e.cfg.Auditor, e.cfg.Logger
 	c.ThreadChoices, c.SessionRecords = e.cfg.ThreadChoices, e.cfg.SessionRecords
 	e.cfg = c
 }

@@ -200,9 +200,7 @@ func (t *turn) finish(out Outcome) {
 		t.e.mu.Lock()
 		t.e.stats.Outcomes[out.Class()]++
 		t.e.mu.Unlock()
-		if o := t.cfg.Observer; o != nil {
-			o.TurnEnded(out.Class(), out.Elapsed)
-		}
+		t.e.timings.turn.WithLabelValues(out.Class()).Observe(out.Elapsed.Seconds())
 		if j := t.cfg.Journal; j != nil {
 			cause := ""
 			if out.Err != nil {
@@ -589,8 +587,8 @@ func (t *turn) forward(u acp.Update) {
 	switch u.Kind {
 	case acp.UpdateMessageChunk:
 		if u.Content != nil && u.Content.Type == "text" {
-			if t.text.Len() == 0 && u.Content.Text != "" && t.cfg.Observer != nil && !sent.IsZero() {
-				t.cfg.Observer.FirstChunk(now.Sub(sent))
+			if t.text.Len() == 0 && u.Content.Text != "" && !sent.IsZero() {
+				t.e.timings.firstChunk.Observe(now.Sub(sent).Seconds())
 			}
 			t.text.WriteString(u.Content.Text)
 		}

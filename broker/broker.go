@@ -188,9 +188,6 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.pool = pool.New(pc)
 	b.metrics = metrics.New(metrics.Sources{
-		Engine:  func() adapter.Stats { return b.engine.Stats() },
-		Store:   b.store.Stats,
-		Chat:    b.chatStats,
 		Ready:   b.unready,
 		Version: opts.Version,
 		API: func() metrics.APIStats {
@@ -199,18 +196,13 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			}
 			return b.api.Stats()
 		},
-		Schedules: func() metrics.ScheduleStats {
-			if b.sched == nil {
-				return metrics.ScheduleStats{}
-			}
-			runs, running := b.sched.Stats()
-			return metrics.ScheduleStats{Runs: runs, Running: running}
-		},
 	})
+	b.metrics.Register(b.store)
+	b.metrics.Register(b.pool)
 	if b.proxy != nil {
 		b.metrics.Register(b.proxy)
 	}
-	ec := engineConfig(cfg, b.store, b.metrics, storeAuditor{b.store}, log)
+	ec := engineConfig(cfg, b.store, storeAuditor{b.store}, log)
 	ec.ThreadProfiles = b.store
 	ec.ThreadChoices = b.store
 	ec.SessionRecords = storeRecords{b.store}
@@ -218,10 +210,12 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		opts.Engine(&ec)
 	}
 	b.engine = adapter.New(b.pool, ec)
+	b.metrics.Register(b.engine)
 	if err := b.openPlatforms(); err != nil {
 		return b, err
 	}
 	b.sched = schedule.New(scheduleRunner{b}, b.store, log.With().Str("part", "schedules").Logger())
+	b.metrics.Register(b.sched)
 	for _, p := range b.chats {
 		if p.Threads != nil {
 			p.Threads.SetSchedules(platformSchedules{b: b, platform: p.name})
@@ -303,7 +297,7 @@ func (b *Broker) agentList() []chat.AgentInfo {
 	return out
 }
 
-func engineConfig(cfg *config.Config, j adapter.Journal, o adapter.Observer, a adapter.Auditor, log zerolog.Logger) adapter.Config {
+func engineConfig(cfg *config.Config, j adapter.Journal, a adapter.Auditor, log zerolog.Logger) adapter.Config {
 	return adapter.Config{
 		TurnTimeout:       cfg.Turn.Timeout,
 		LivenessInterval:  cfg.Turn.LivenessInterval,
@@ -316,23 +310,9 @@ func engineConfig(cfg *config.Config, j adapter.Journal, o adapter.Observer, a a
 		ToolTimeout:       cfg.Turn.ToolTimeout,
 		WatchdogInterval:  cfg.Watchdog.Interval,
 		Journal:           j,
-		Observer:          o,
 		Auditor:           a,
 		Logger:            log,
 	}
-}
-
-// chatStats are each platform's counters, for /metrics.
-func (b *Broker) chatStats() []metrics.ChatStats {
-	var out []metrics.ChatStats
-	for _, p := range b.chats {
-		if p.Stats != nil {
-			s := p.Stats()
-			s.Platform = p.name
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // engineAnswers fails if the engine's lock is wedged.

@@ -5,7 +5,6 @@ import (
 
 	"acpbroker/chat/discord"
 	"acpbroker/config"
-	"acpbroker/metrics"
 )
 
 // Discord makes the Discord platform from the [discord] keys and the
@@ -31,7 +30,7 @@ func Discord(adjust func(*discord.Config)) PlatformFunc {
 				c.SetAccess(discordAccess(cfg))
 				c.RefreshCommands()
 			},
-			Stats:        func() metrics.ChatStats { return discordStats(c.Stats()) },
+			Metrics:      c,
 			Conversation: c.Conversation,
 			Threads:      c.Threads(),
 		}, nil
@@ -71,12 +70,6 @@ func discordAccess(cfg *config.Config) discord.Access {
 		AllowedBots:      d.AllowedBots,
 		ShowThoughts:     d.ShowThoughts,
 	}
-}
-
-func discordStats(s discord.Stats) metrics.ChatStats {
-	return metrics.ChatStats{RESTCalls: s.RESTCalls, RateLimited: s.RateLimited, GatewayReconnects: s.GatewayReconnects,
-		OpenPermissions: s.OpenPermissions, OpenQuestions: s.OpenQuestions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers, RefusedAttachments: s.RefusedAttachments,
-		RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, IgnoredCancels: s.IgnoredCancels, Retitling: s.Retitling}
 }
 
 var _ discord.Memory = Memory(nil)

@@ -12,9 +12,9 @@ import (
 	"acpbroker/chat/console"
 	"acpbroker/chat/thread"
 	"acpbroker/config"
-	"acpbroker/metrics"
 	"acpbroker/store"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -25,9 +25,12 @@ type Platform struct {
 	// Reload, if set, takes the live keys of a reloaded configuration
 	// (who may use the bot, where) and the profiles now offered.
 	Reload func(cfg *config.Config)
-	// Stats, if set, are its counters, for /metrics (the broker sets
-	// their Platform).
-	Stats func() metrics.ChatStats
+	// Metrics, if set, collects its metrics, for /metrics; the broker
+	// labels each with the platform's name. thread.StatsMetrics and
+	// thread.CallsMetrics are those every platform may have; one that
+	// describes a metric of the broker's otherwise is a bug, and Open
+	// panics.
+	Metrics prometheus.Collector
 	// Conversation, if set, says for `broker status` in which channel
 	// one of its threads (by its own id) was opened and who started it,
 	// as the platform's ids; ok false for a thread it does not know. It
@@ -118,6 +121,9 @@ func (b *Broker) openPlatforms() error {
 			return fmt.Errorf("%s: no platform made", name)
 		}
 		b.chats = append(b.chats, &platform{name: name, Platform: p})
+		if p.Metrics != nil {
+			b.metrics.Register(prometheus.WrapCollectorWith(prometheus.Labels{"platform": name}, p.Metrics))
+		}
 	}
 	return nil
 }

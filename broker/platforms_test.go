@@ -16,10 +16,13 @@ import (
 	"acpbroker/adapter"
 	"acpbroker/broker"
 	"acpbroker/chat"
+	"acpbroker/chat/thread"
 	"acpbroker/config"
 	"acpbroker/internal/brokertest"
 	"acpbroker/metrics"
 	"acpbroker/store"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // memo is a chat platform of the test's own, served beside Discord: its
@@ -57,12 +60,20 @@ func (m *memo) platform(p broker.Parts) (broker.Platform, error) {
 			defer m.mu.Unlock()
 			m.reloads = append(m.reloads, cfg)
 		},
-		Stats: func() metrics.ChatStats {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return metrics.ChatStats{Conversations: m.convs}
-		},
+		Metrics: memoMetrics{m},
 	}, nil
+}
+
+// memoMetrics collects the memo's conversations, as a platform without
+// a thread.Server would.
+type memoMetrics struct{ m *memo }
+
+func (c memoMetrics) Describe(ch chan<- *prometheus.Desc) { metrics.Describe(ch, thread.StatsMetrics) }
+
+func (c memoMetrics) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	metrics.Collect(ch, thread.Stats{Conversations: c.m.convs}, thread.StatsMetrics)
 }
 
 func (m *memo) Report(turns []chat.Interruption, reported func(id uint64)) {

@@ -248,7 +248,7 @@ func (b *Broker) applyReload(res reloadResult) {
 	if b.opts.SetLevel != nil {
 		b.opts.SetLevel(live.Log.Level)
 	}
-	b.engine.Reconfigure(engineConfig(live, nil, nil, nil, b.log))
+	b.engine.Reconfigure(engineConfig(live, nil, nil, b.log))
 	for _, p := range b.chats {
 		if p.Reload != nil {
 			p.Reload(live)

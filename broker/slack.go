@@ -6,7 +6,6 @@ import (
 	"acpbroker/chat/slack"
 	"acpbroker/chat/thread"
 	"acpbroker/config"
-	"acpbroker/metrics"
 )
 
 // Slack makes the Slack platform from the [slack] keys and the Slack
@@ -30,7 +29,7 @@ func Slack(adjust func(*slack.Config)) PlatformFunc {
 		return Platform{
 			Platform:     c,
 			Reload:       func(cfg *config.Config) { c.SetAccess(slackAccess(cfg)) },
-			Stats:        func() metrics.ChatStats { return slackStats(c.Stats()) },
+			Metrics:      c,
 			Conversation: c.Conversation,
 			Threads:      c.Threads(),
 		}, nil
@@ -84,13 +83,6 @@ func slackAccess(cfg *config.Config) slack.Access {
 		},
 		AllowDMs: s.AllowDMs,
 	}
-}
-
-func slackStats(s slack.Stats) metrics.ChatStats {
-	return metrics.ChatStats{RESTCalls: s.APICalls, RateLimited: s.RateLimited, GatewayReconnects: s.SocketReconnects,
-		Throttled: s.Throttled, Deduplicated: s.Deduplicated, RefusedRequests: s.RefusedRequests,
-		OpenPermissions: s.OpenPermissions, OpenQuestions: s.OpenQuestions, Conversations: s.Conversations, RefusedUsers: s.RefusedUsers,
-		RefusedAttachments: s.RefusedAttachments, RefusedChannels: s.RefusedChannels, LostAnswers: s.LostAnswers, IgnoredCancels: s.IgnoredCancels}
 }
 
 var _ slack.Memory = Memory(nil)

@@ -20,31 +20,19 @@ type APIStats struct {
 	Evicted, Refused     uint64
 }
 
-// ScheduleStats are the schedules' counters.
-type ScheduleStats struct {
-	// Runs counts the runs since the start, by outcome (done, failed,
-	// cancelled, interrupted, refused, skipped).
-	Runs map[string]uint64
-	// Running is the number of runs going on.
-	Running int
-}
-
 var (
 	dAPIRequests   = desc("api_requests_total", "HTTP API requests answered, by status code.", "code")
 	dAPIPrompts    = desc("api_prompts_running", "HTTP API prompts not yet ended.")
 	dAPIConns      = desc("api_connections", "Connections the HTTP API's listener holds open (at most api.max_connections).")
 	dAPIStreams    = desc("api_event_streams", "HTTP API event streams open.")
 	dAPIConnClosed = desc("api_connections_closed_total", "Connections the HTTP API closed past api.max_connections: evicted (idle, to make room) or refused (every one busy).", "reason")
-	dScheduleRuns  = desc("schedule_runs_total", "Schedule runs since the start, by outcome (skipped: due while the last run went on).", "outcome")
-	dScheduleGoing = desc("schedule_runs_running", "Schedule runs going on.")
 )
 
-// sideCollector reads the API's and the schedules' counters, when the
-// broker has them.
+// sideCollector reads the API's counters, when the broker has them.
 type sideCollector struct{ src Sources }
 
 func (c *sideCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dAPIRequests, dAPIPrompts, dAPIConns, dAPIStreams, dAPIConnClosed, dScheduleRuns, dScheduleGoing} {
+	for _, d := range []*prometheus.Desc{dAPIRequests, dAPIPrompts, dAPIConns, dAPIStreams, dAPIConnClosed} {
 		ch <- d
 	}
 }
@@ -60,12 +48,5 @@ func (c *sideCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(dAPIStreams, prometheus.GaugeValue, float64(s.Streams))
 		ch <- prometheus.MustNewConstMetric(dAPIConnClosed, prometheus.CounterValue, float64(s.Evicted), "evicted")
 		ch <- prometheus.MustNewConstMetric(dAPIConnClosed, prometheus.CounterValue, float64(s.Refused), "refused")
-	}
-	if c.src.Schedules != nil {
-		s := c.src.Schedules()
-		for outcome, n := range s.Runs {
-			ch <- prometheus.MustNewConstMetric(dScheduleRuns, prometheus.CounterValue, float64(n), outcome)
-		}
-		ch <- prometheus.MustNewConstMetric(dScheduleGoing, prometheus.GaugeValue, float64(s.Running))
 	}
 }

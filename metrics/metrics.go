@@ -1,5 +1,7 @@
-// Package metrics exposes the broker's gauges and counters to Prometheus
-// and its health over HTTP: /metrics, /healthz and /readyz.
+// Package metrics serves the broker's registry of Prometheus collectors
+// and its health over HTTP: /metrics, /healthz and /readyz. Each package
+// that counts something is its own collector, registered where the
+// broker is wired; metrics imports none of them.
 package metrics
 
 import (
@@ -8,16 +10,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"regexp"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
-	"acpbroker/adapter"
 	"acpbroker/listener"
-	"acpbroker/store"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -27,87 +25,60 @@ import (
 
 const ns = "acp_broker"
 
-// ChatStats are one chat platform's counters.
-type ChatStats struct {
-	// Platform names the platform, as chat.platform does: the platform
-	// label of its series.
-	Platform                                  string
-	RESTCalls, RateLimited, GatewayReconnects uint64
-	OpenPermissions, Conversations            int
-	OpenQuestions                             int
-	RefusedUsers, RefusedAttachments          uint64
-	RefusedChannels, LostAnswers              uint64
-	IgnoredCancels                            uint64
-	Retitling                                 int
-	// Throttled counts the calls held back before the platform would
-	// have refused them (they wait; nothing is lost); Deduplicated the
-	// events it sent again and that were taken once; RefusedRequests the
-	// requests it is said to have posted that were refused (a bad
-	// signature, a stale timestamp, a replay). Slack's.
-	Throttled, Deduplicated, RefusedRequests uint64
-}
-
-// Sources are read at every scrape. Engine is required; the others may be
-// nil.
+// Sources are read at every scrape. Each may be nil.
 type Sources struct {
-	Engine func() adapter.Stats
-	Store  func() store.Stats
-	// Chat are the counters of each chat platform served.
-	Chat func() []ChatStats
 	// Ready says why the broker is not ready (as /readyz does), or nil.
 	Ready func() error
 	// Version is the broker's, for acp_broker_build_info.
 	Version string
-	// API and Schedules, if set, are the HTTP API's and the schedules'.
-	API       func() APIStats
-	Schedules func() ScheduleStats
+	// API, if set, are the HTTP API's counters.
+	API func() APIStats
 }
 
-// Metrics is the broker's registry. It implements adapter.Observer for
-// the histograms; everything else is read from Sources when scraped.
+// Metrics is the broker's registry. It reads build_info, ready and the
+// API's counters from Sources when scraped, and serves every collector
+// Register is given.
 type Metrics struct {
-	reg          *prometheus.Registry
-	collectors   []prometheus.Collector // what reg has, for Described
-	turnDuration *prometheus.HistogramVec
-	firstChunk   prometheus.Histogram
+	reg        *prometheus.Registry
+	collectors []prometheus.Collector // what reg has, for Described
 }
-
-var _ adapter.Observer = (*Metrics)(nil)
 
 // New returns a registry reading src.
 func New(src Sources) *Metrics {
-	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Name: "turn_duration_seconds",
-			Help:    "How long turns took, from leaving the queue to their outcome, by outcome.",
-			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
-		}, []string{"outcome"}),
-		firstChunk: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Name: "turn_first_chunk_seconds",
-			Help:    "Time from sending a prompt to the answer's first text.",
-			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120},
-		}),
-	}
-	m.collectors = []prometheus.Collector{m.turnDuration, m.firstChunk, &collector{src: src}, &sideCollector{src: src},
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.collectors = []prometheus.Collector{&collector{src: src}, &sideCollector{src: src},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	m.reg.MustRegister(m.collectors...)
 	return m
 }
 
 // Register adds a package's own collector to the registry (its metrics
-// are then among Described's).
+// are then among Descriptions'). It panics if c describes a metric
+// already registered with the same labels' values; it is for wiring the
+// broker, before Descriptions is called.
 func (m *Metrics) Register(c prometheus.Collector) {
 	m.reg.MustRegister(c)
 	m.collectors = append(m.collectors, c)
 }
 
-// Described are the names of every metric the registry may export (a
-// histogram's name without its _bucket, _sum and _count series), each
-// with its labels, as its collectors describe them: whether or not a
-// series of it has been counted yet.
-func (m *Metrics) Described() map[string][]string {
-	out := map[string][]string{}
+// A Description is one metric the registry may export, as its
+// collector describes it: its name (a histogram's without its _bucket,
+// _sum and _count series), its help, and its labels, sorted (those its
+// collector was wrapped with among them, as a platform's).
+type Description struct {
+	Name, Help string
+	Labels     []string
+}
+
+// maxLabels bounds the labels a described metric is tried with.
+const maxLabels = 16
+
+// Descriptions are the metrics the registry may export, whether or not
+// a series of them has been counted yet, sorted by name; a metric
+// described more than once (a platform's, for each platform) is given
+// once. They are read by sampling each descriptor once into a registry
+// of their own, as a scrape would export it.
+func (m *Metrics) Descriptions() []Description {
 	descs := make(chan *prometheus.Desc)
 	go func() {
 		for _, c := range m.collectors {
@@ -115,39 +86,53 @@ func (m *Metrics) Described() map[string][]string {
 		}
 		close(descs)
 	}()
+	var s samples
 	for d := range descs {
-		name, labels := parseDesc(d.String())
-		out[name] = labels
+		s = append(s, d)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	families, _ := reg.Gather() // what failed is left out: every descriptor has been registered once
+	out := make([]Description, 0, len(families))
+	for _, f := range families {
+		d := Description{Name: f.GetName(), Help: f.GetHelp()}
+		if len(f.Metric) > 0 {
+			for _, l := range f.Metric[0].Label {
+				d.Labels = append(d.Labels, l.GetName())
+			}
+		}
+		out = append(out, d)
 	}
 	return out
 }
 
-// descParts reads a Desc's String: its name, then its variable labels
-// at the end.
-var descParts = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), .*variableLabels: \{([^}]*)\}\}$`)
-
-// parseDesc is the name and the variable labels a Desc's String says.
-func parseDesc(s string) (name string, labels []string) {
-	m := descParts.FindStringSubmatch(s)
-	if m == nil {
-		return s, nil
+// Described are the names of every metric the registry may export, each
+// with its labels: Descriptions as a map.
+func (m *Metrics) Described() map[string][]string {
+	out := map[string][]string{}
+	for _, d := range m.Descriptions() {
+		out[d.Name] = d.Labels
 	}
-	name, _ = strconv.Unquote(m[1])
-	for _, l := range strings.Split(m[2], ",") {
-		if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
-			labels = append(labels, l)
+	return out
+}
+
+// samples is a collector of one sample of each descriptor, its labels
+// empty. It describes nothing, so that a descriptor may be sampled for
+// each set of constant labels it was described with.
+type samples []*prometheus.Desc
+
+func (s samples) Describe(chan<- *prometheus.Desc) {}
+
+func (s samples) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range s {
+		for n := range maxLabels + 1 {
+			if m, err := prometheus.NewConstMetric(d, prometheus.UntypedValue, 0, make([]string, n)...); err == nil {
+				ch <- m
+				break
+			}
 		}
 	}
-	return name, labels
 }
-
-// TurnEnded implements adapter.Observer.
-func (m *Metrics) TurnEnded(class string, d time.Duration) {
-	m.turnDuration.WithLabelValues(class).Observe(d.Seconds())
-}
-
-// FirstChunk implements adapter.Observer.
-func (m *Metrics) FirstChunk(d time.Duration) { m.firstChunk.Observe(d.Seconds()) }
 
 // Registry is the Prometheus registry, for tests and extra collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
@@ -160,91 +145,18 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	dBuildInfo        = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
-	dReady            = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
-	dAgentsMax        = desc("agents_max", "Agent processes at most, of all profiles (pool.max_sessions).")
-	dProfileMax       = desc("profile_agents_max", "Agent processes at most of a profile with a bound of its own (max_sessions), by agent profile.", "profile")
-	dAgentsLive       = desc("agents_live", "Agent processes running.")
-	dAgentsBusy       = desc("agents_busy", "Agent processes running a turn.")
-	dAgentsStarting   = desc("agents_starting", "Agent processes being started.")
-	dProfileLive      = desc("profile_agents_live", "Agent processes running, by agent profile.", "profile")
-	dProfileBusy      = desc("profile_agents_busy", "Agent processes running a turn, by agent profile.", "profile")
-	dTurnsRunning     = desc("turns_running", "Turns running.")
-	dPromptsWaiting   = desc("prompts_waiting", "Prompts not yet running, by state: queued behind a thread's turn, or waiting for an agent slot.", "state")
-	dTurns            = desc("turns_total", "Turns ended, by outcome (done, stopped, or the failure's cause).", "outcome")
-	dPermissions      = desc("permission_decisions_total", "Agent permission requests answered, by outcome (allowed, rejected, cancelled) and by whom (user, rule, mode, timeout, cancelled, unanswered).", "outcome", "by")
-	dSpawns           = desc("agent_spawns_total", "Agent processes started.")
-	dSpawnFailures    = desc("agent_spawn_failures_total", "Agent processes that could not be started.")
-	dStops            = desc("agent_stops_total", "Agent processes stopped, by reason.", "reason")
-	dKills            = desc("agent_kills_total", "Agent process groups killed without a grace.")
-	dOutOfMemory      = desc("agent_oom_kills_total", "Agent processes that ran out of memory: killed by the kernel for their memory limit (memory_max).")
-	dCgroups          = desc("agent_cgroups", "Agents' control groups made and not yet removed.")
-	dPendingRequests  = desc("acp_pending_requests", "JSON-RPC requests to agents awaiting an answer.")
-	dPendingPerms     = desc("acp_pending_permission_requests", "Agent permission requests not yet answered.")
-	dStale            = desc("acp_stale_responses_total", "Agent responses dropped because no live request had their id.")
-	dJunk             = desc("acp_junk_lines_total", "Agent output lines skipped because they were not JSON-RPC.")
-	dOversize         = desc("acp_oversize_lines_total", "Agent output lines skipped for exceeding the size cap.")
-	dLateUpdates      = desc("acp_late_updates_total", "Session updates that arrived with no turn listening.")
-	dEarlyDropped     = desc("acp_early_updates_dropped_total", "Session updates for sessions not known dropped: none was being created, or past the bounds of what is kept until one is.")
-	dDroppedUpdates   = desc("acp_dropped_updates_total", "Session updates dropped because a turn's queue was full.")
-	dBadMessages      = desc("acp_bad_messages_total", "Agent messages with unusable parameters.")
-	dAgentRequests    = desc("acp_agent_requests_in_flight", "Agent requests (permission, files) being served.")
-	dRefusedRequests  = desc("acp_agent_requests_refused_total", "Agent requests refused for being past agent.max_requests.")
-	dInvalidRequests  = desc("acp_invalid_requests_total", "Agent requests answered -32600: batches, unreadable ids.")
-	dUnsentAnswers    = desc("acp_agent_answers_unsent_total", "Answers to refused, unknown or invalid agent requests not sent: the agent read nothing while they waited.")
-	dUnknownOptions   = desc("acp_unknown_config_options_total", "Session configuration options skipped for a type the broker does not know, or unusable fields.")
-	dOptionThreads    = desc("thread_option_states", "Threads whose agents' options, modes and commands the engine keeps.")
-	dTerminalsOpen    = desc("terminals_open", "Terminals agents have open (created and not yet released), running or ended.")
-	dUnknown          = desc("acp_unknown_total", "Session updates of unknown kinds, and content items of unknown types, ignored.", "what")
-	dUsageThreads     = desc("threads_with_usage", "Threads whose agent's last token usage is kept for /status.")
-	dWatchdog         = desc("watchdog_actions_total", "Watchdog actions, by action.", "action")
-	dStoreActive      = desc("store_active_turns", "Turns queued or running in the state store.")
-	dStoreFinished    = desc("store_finished_turns", "Finished turns kept in the state store.")
-	dStoreBytes       = desc("store_file_bytes", "Size of the state database file.")
-	dStoreWorktrees   = desc("store_worktrees", "Threads' git worktrees recorded in the state store and not yet removed.")
-	dStoreErrors      = desc("store_write_errors_total", "Failed writes of the state store.")
-	dRESTCalls        = desc("chat_rest_calls_total", "REST calls made to the chat platform, by platform.", "platform")
-	dRateLimited      = desc("chat_rate_limited_total", "REST calls the chat platform answered 429, by platform.", "platform")
-	dReconnects       = desc("chat_reconnects_total", "Connections to the chat platform (Discord's gateway, Slack's Socket Mode) lost or refreshed and re-established, by platform.", "platform")
-	dOpenPermsChat    = desc("chat_open_permission_requests", "Permission requests shown, waiting for an answer, by platform.", "platform")
-	dConversations    = desc("chat_conversations", "Conversation threads held in memory (idle ones are forgotten after a day), by platform.", "platform")
-	dRefusedUsers     = desc("chat_refused_messages_total", "Messages refused because their author is not allowed, by platform.", "platform")
-	dRefusedChannels  = desc("chat_refused_channel_messages_total", "Messages refused because their thread's channel is no longer allowed, by platform.", "platform")
-	dLostAnswers      = desc("chat_lost_answers_total", "Answers whose final view could not be shown in full, by platform.", "platform")
-	dIgnoredCancels   = desc("chat_ignored_cancel_reactions_total", "🛑 reactions ignored because their author may not cancel the thread's turn, by platform.", "platform")
-	dRefusedAttachmts = desc("chat_refused_attachments_total", "Messages refused because of an attachment, by platform.", "platform")
-	dRetitling        = desc("chat_retitling_threads", "Threads renamed after their agent's title within the last interval, whose rename state is kept, by platform.", "platform")
-	dThrottled        = desc("chat_throttled_total", "REST calls held back because they would have gone past the chat platform's rate limits (they wait; nothing is lost), by platform.", "platform")
-	dDeduplicated     = desc("chat_deduplicated_events_total", "Events the chat platform sent again (a retry of one acknowledged late, a replay) and that were taken once, by platform.", "platform")
-	dRefusedHTTP      = desc("chat_refused_requests_total", "HTTP requests said to come from the chat platform that were refused: a bad or missing signature, a stale timestamp, a replay (Slack's http mode), by platform.", "platform")
-)
-
-// The agent's questions (elicitation).
-var (
-	dElicitations     = desc("elicitations_total", "The agent's questions answered, by action (accept, decline, cancel) and by whom (user, timeout, cancelled, unanswered).", "action", "by")
-	dPendingElicits   = desc("acp_pending_elicitations", "The agent's questions not yet answered.")
-	dOpenQuestionChat = desc("chat_open_questions", "The agent's questions shown in a thread, waiting for an answer, by platform.", "platform")
-	dSessionsClosed   = desc("agent_sessions_closed_total", "Agent sessions closed with session/close before their agents were stopped for idleness.")
+	dBuildInfo = desc("build_info", "1, labelled with the broker's version, the VCS revision it was built from and its Go version.", "version", "revision", "goversion")
+	dReady     = desc("ready", "1 while the broker is ready (as /readyz says: every chat platform connected, the state store writing, the engine answering), else 0.")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dAgentsLive, dAgentsBusy, dAgentsStarting, dProfileLive, dProfileBusy, dTurnsRunning, dPromptsWaiting, dTurns, dPermissions,
-		dSpawns, dSpawnFailures, dStops, dKills, dOutOfMemory, dCgroups, dPendingRequests, dPendingPerms, dStale, dJunk, dOversize, dLateUpdates, dEarlyDropped,
-		dDroppedUpdates, dBadMessages, dAgentRequests, dRefusedRequests, dInvalidRequests, dUnsentAnswers, dUnknownOptions, dOptionThreads, dTerminalsOpen, dUnknown, dUsageThreads, dWatchdog, dStoreActive, dStoreFinished, dStoreBytes, dStoreWorktrees, dStoreErrors, dRESTCalls,
-		dRateLimited, dReconnects, dOpenPermsChat, dConversations, dRefusedUsers, dRefusedAttachmts, dRefusedChannels, dLostAnswers, dIgnoredCancels, dRetitling} {
-		ch <- d
-	}
-	for _, d := range []*prometheus.Desc{dElicitations, dPendingElicits, dOpenQuestionChat, dBuildInfo, dReady, dAgentsMax, dProfileMax, dThrottled, dDeduplicated, dRefusedHTTP, dSessionsClosed} {
-		ch <- d
-	}
+	ch <- dBuildInfo
+	ch <- dReady
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(dBuildInfo, 1, c.src.Version, buildRevision(), runtime.Version())
 	if c.src.Ready != nil {
@@ -253,91 +165,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ready = 0
 		}
 		gauge(dReady, ready)
-	}
-	e := c.src.Engine()
-	p := e.Pool
-	gauge(dAgentsMax, float64(p.MaxSessions))
-	gauge(dAgentsLive, float64(p.Live))
-	gauge(dAgentsBusy, float64(p.Busy))
-	gauge(dAgentsStarting, float64(p.Starting))
-	for name, ps := range p.Profiles {
-		gauge(dProfileLive, float64(ps.Live), name)
-		gauge(dProfileBusy, float64(ps.Busy), name)
-		if ps.MaxSessions > 0 {
-			gauge(dProfileMax, float64(ps.MaxSessions), name)
-		}
-	}
-	gauge(dTurnsRunning, float64(e.Running))
-	gauge(dPromptsWaiting, float64(e.Queued), "queued")
-	gauge(dPromptsWaiting, float64(p.Waiting), "waiting_for_slot")
-	for class, n := range e.Outcomes {
-		counter(dTurns, n, class)
-	}
-	for class, n := range e.Permissions {
-		counter(dPermissions, n, class.Outcome, class.Via)
-	}
-	counter(dSpawns, p.Spawned)
-	counter(dSpawnFailures, p.SpawnFailed)
-	for reason, n := range p.Stopped {
-		counter(dStops, n, reason)
-	}
-	counter(dKills, p.Killed)
-	counter(dOutOfMemory, p.OutOfMemory)
-	counter(dSessionsClosed, p.SessionsClosed)
-	gauge(dCgroups, float64(p.Cgroups))
-	gauge(dPendingRequests, float64(p.Conn.PendingRequests))
-	gauge(dPendingPerms, float64(p.Conn.PendingPermissions))
-	gauge(dPendingElicits, float64(p.Conn.PendingElicitations))
-	for class, n := range e.Elicitations {
-		counter(dElicitations, n, class.Outcome, class.Via)
-	}
-	counter(dStale, p.Conn.StaleResponses)
-	counter(dJunk, p.Conn.JunkLines)
-	counter(dOversize, p.Conn.OversizeLines)
-	counter(dLateUpdates, p.Conn.LateUpdates)
-	counter(dEarlyDropped, p.Conn.EarlyDropped)
-	counter(dDroppedUpdates, p.Conn.DroppedUpdates)
-	counter(dBadMessages, p.Conn.BadMessages)
-	gauge(dAgentRequests, float64(p.Conn.AgentRequests))
-	counter(dRefusedRequests, p.Conn.RefusedRequests)
-	counter(dInvalidRequests, p.Conn.InvalidRequests)
-	counter(dUnsentAnswers, p.Conn.UnsentAnswers)
-	counter(dUnknownOptions, p.Conn.UnknownConfigOptions)
-	gauge(dOptionThreads, float64(e.OptionThreads))
-	gauge(dTerminalsOpen, float64(p.Conn.TerminalsOpen))
-	counter(dUnknown, p.Conn.UnknownUpdates, "update")
-	counter(dUnknown, p.Conn.UnknownContent, "content")
-	gauge(dUsageThreads, float64(e.UsageThreads))
-	counter(dWatchdog, e.ToolStuck, "cancel_stuck_tool")
-	counter(dWatchdog, e.ForceEnded, "force_end")
-	counter(dWatchdog, p.Stopped["idle"], "stop_idle_agent")
-	if c.src.Store != nil {
-		s := c.src.Store()
-		gauge(dStoreActive, float64(s.ActiveTurns))
-		gauge(dStoreFinished, float64(s.FinishedTurns))
-		gauge(dStoreBytes, float64(s.FileBytes))
-		gauge(dStoreWorktrees, float64(s.Worktrees))
-		counter(dStoreErrors, s.WriteErrors)
-	}
-	if c.src.Chat != nil {
-		for _, s := range c.src.Chat() {
-			p := s.Platform
-			counter(dRESTCalls, s.RESTCalls, p)
-			counter(dRateLimited, s.RateLimited, p)
-			counter(dReconnects, s.GatewayReconnects, p)
-			gauge(dOpenPermsChat, float64(s.OpenPermissions), p)
-			gauge(dOpenQuestionChat, float64(s.OpenQuestions), p)
-			gauge(dConversations, float64(s.Conversations), p)
-			counter(dRefusedUsers, s.RefusedUsers, p)
-			counter(dRefusedChannels, s.RefusedChannels, p)
-			counter(dLostAnswers, s.LostAnswers, p)
-			counter(dIgnoredCancels, s.IgnoredCancels, p)
-			counter(dRefusedAttachmts, s.RefusedAttachments, p)
-			gauge(dRetitling, float64(s.Retitling), p)
-			counter(dThrottled, s.Throttled, p)
-			counter(dDeduplicated, s.Deduplicated, p)
-			counter(dRefusedHTTP, s.RefusedRequests, p)
-		}
 	}
 }
 

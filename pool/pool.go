@@ -792,8 +792,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	// Counted before its group goes, so that whoever sees the group gone
 	// sees the count.
 	exit, _ := errors.AsType[*ExitError](a.Proc.ExitErr())
-	st := a.Conn.Stats()
-	st.PendingRequests, st.PendingPermissions, st.PendingElicitations, st.Subscribers, st.AgentRequests, st.TerminalsOpen = 0, 0, 0, 0, 0, 0
+	st := a.Conn.Stats().Counters()
 	p.mu.Lock()
 	p.retired = p.retired.Add(st)
 	if exit != nil && exit.OutOfMemory {

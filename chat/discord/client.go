@@ -397,20 +397,13 @@ func (c *Client) onDisconnect(*discordgo.Session, *discordgo.Disconnect) {
 	c.log.Warn().Msg("gateway connection lost; reconnecting")
 }
 
-// Stats are the Client's counters and gauges.
+// Stats are the Client's counters and gauges: its calls to Discord and
+// its gateway's, and its conversations' (its thread.Server's).
 type Stats struct {
-	RESTCalls          uint64
-	RateLimited        uint64
-	GatewayReconnects  uint64
-	OpenPermissions    int
-	OpenQuestions      int // the agent's questions waiting for an answer
-	Conversations      int
-	RefusedUsers       uint64
-	RefusedChannels    uint64 // messages in threads of channels no longer allowed
-	IgnoredCancels     uint64 // 🛑 reactions of users who may not cancel the thread's turn
-	RefusedAttachments uint64
-	LostAnswers        uint64 // answers whose final view could not be shown
-	Retitling          int    // threads renamed within RetitleInterval
+	RESTCalls         uint64
+	RateLimited       uint64
+	GatewayReconnects uint64
+	thread.Stats
 }
 
 // Stats returns a snapshot of the counters.
@@ -419,9 +412,7 @@ func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.OpenPermissions, s.OpenQuestions, s.Conversations, s.Retitling = t.OpenPermissions, t.OpenQuestions, t.Conversations, t.Retitling
-	s.RefusedUsers, s.RefusedChannels, s.IgnoredCancels = t.RefusedUsers, t.RefusedChannels, t.IgnoredCancels
-	s.RefusedAttachments, s.LostAnswers = t.RefusedAttachments, t.LostAnswers
+	s.Stats = t
 	return s
 }
 

@@ -520,7 +520,8 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Stats are the Client's counters and gauges.
+// Stats are the Client's counters and gauges: its calls to Slack, its
+// connections and requests, and its conversations' (its thread.Server's).
 type Stats struct {
 	// APICalls counts the Web API calls made; RateLimited those Slack
 	// answered 429; Throttled those held back because they would have
@@ -538,14 +539,7 @@ type Stats struct {
 	Deduplicated    uint64
 	RefusedRequests uint64
 
-	OpenPermissions    int
-	OpenQuestions      int // the agent's questions waiting for an answer
-	Conversations      int
-	RefusedUsers       uint64
-	RefusedChannels    uint64 // messages in threads of channels no longer allowed
-	IgnoredCancels     uint64 // 🛑 reactions of users who may not cancel the thread's turn
-	RefusedAttachments uint64
-	LostAnswers        uint64 // answers whose final view could not be shown
+	thread.Stats
 }
 
 // Stats returns a snapshot of the counters.
@@ -554,9 +548,7 @@ func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.OpenPermissions, s.OpenQuestions, s.Conversations = t.OpenPermissions, t.OpenQuestions, t.Conversations
-	s.RefusedUsers, s.RefusedChannels, s.IgnoredCancels = t.RefusedUsers, t.RefusedChannels, t.IgnoredCancels
-	s.RefusedAttachments, s.LostAnswers = t.RefusedAttachments, t.LostAnswers
+	s.Stats = t
 	return s
 }
 
