@@ -14,6 +14,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/internal/clip"
+	"acpbroker/netproxy"
 	"acpbroker/policy"
 	"acpbroker/pool"
 
@@ -353,7 +354,7 @@ func (t *turn) loop(ctx context.Context) Outcome {
 			t.forward(u)
 		case r := <-refused:
 			refused = nil // said once a turn; the proxy logs and counts every one
-			t.p.Sink.Notice(fmt.Sprintf("The agent tried to reach %s, which its profile does not allow (%s); it was refused.", net.JoinHostPort(r.Host, strconv.Itoa(r.Port)), r.Reason))
+			t.p.Sink.Notice(refusalNotice(r))
 		case <-t.call.Done():
 			return t.answered()
 		case <-exited:
@@ -550,6 +551,14 @@ func (t *turn) awaitCancelled(grace time.Duration) bool {
 			return false
 		}
 	}
+}
+
+// refusalNotice is what the thread is told of the proxy's refusal r.
+func refusalNotice(r netproxy.Refusal) string {
+	if r.Host == "" { // not for a host: the agent's connections at once
+		return fmt.Sprintf("The agent's network connection was refused: %s.", r.Reason)
+	}
+	return fmt.Sprintf("The agent tried to reach %s, which its profile does not allow (%s); it was refused.", net.JoinHostPort(r.Host, strconv.Itoa(r.Port)), r.Reason)
 }
 
 // drainRefused forgets the proxy's refusals of a's connections not yet
