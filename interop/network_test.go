@@ -103,3 +103,18 @@ func networkCounts(families []*dto.MetricFamily) (allowed, refused float64) {
 	}
 	return allowed, refused
 }
+
+// withoutNotices is an answer's text without the broker's notices
+// ("ℹ️ …" paragraphs) before it: the proxy's refusal of a host the agent
+// asks for at its start (claude-agent-acp's plugins' block list) is told
+// in whichever turn it falls.
+func withoutNotices(body string) string {
+	for strings.HasPrefix(body, "ℹ️ ") {
+		_, rest, ok := strings.Cut(body, "\n\n")
+		if !ok {
+			return ""
+		}
+		body = rest
+	}
+	return body
+}
