@@ -252,6 +252,9 @@ func (t *turn) profile() (string, error) {
 
 func (t *turn) attempt(ctx context.Context) Outcome {
 	cfg := t.cfg
+	if err := t.withdrawn(); err != nil {
+		return Outcome{Err: err}
+	}
 	profile, err := t.profile()
 	if err != nil {
 		return Outcome{Err: err}
@@ -312,6 +315,10 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		j.TurnStarted(t.id) // on disk before the agent can see the prompt
 	}
 	drainRefused(agent) // what it was refused between turns is not this turn's
+	if err := t.withdrawn(); err != nil {
+		t.e.pool.Release(agent, false)
+		return Outcome{Err: err}
+	}
 	t.call, err = agent.Conn.Prompt(ctx, agent.SessionID, t.blocks())
 	if err != nil {
 		t.e.pool.Release(agent, true)
@@ -551,6 +558,24 @@ func (t *turn) awaitCancelled(grace time.Duration) bool {
 			return false
 		}
 	}
+}
+
+// Withdrawer is a Sink whose prompt may be cancelled while it waits
+// (through the API): Withdrawn says why, or nil. A turn asks it when it
+// leaves the queue and again just before the prompt is sent, so that a
+// prompt cancelled while it waited never reaches the agent, however
+// quickly the agent would have answered it.
+type Withdrawer interface {
+	Withdrawn() error
+}
+
+// withdrawn is why the turn's prompt was withdrawn before it was sent,
+// or nil.
+func (t *turn) withdrawn() error {
+	if w, ok := t.p.Sink.(Withdrawer); ok {
+		return w.Withdrawn()
+	}
+	return nil
 }
 
 // refusalNotice is what the thread is told of the proxy's refusal r.

@@ -136,12 +136,25 @@ func (s *elicitSink) Elicit(ctx context.Context, req *acp.ElicitationRequest) ad
 }
 
 var (
-	_ adapter.Sink     = (*promptSink)(nil)
-	_ adapter.Elicitor = (*elicitSink)(nil)
+	_ adapter.Sink       = (*promptSink)(nil)
+	_ adapter.Elicitor   = (*elicitSink)(nil)
+	_ adapter.Withdrawer = (*promptSink)(nil)
 )
 
 var phaseNames = map[adapter.Phase]string{adapter.PhaseQueued: "queued", adapter.PhaseWaitingForSlot: "waiting_for_slot",
 	adapter.PhaseWorking: "working", adapter.PhaseCancelling: stateCancelling}
+
+// Withdrawn is why the prompt was cancelled before its turn began, or
+// nil: then it never reaches the agent.
+func (s *promptSink) Withdrawn() error {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel && !p.started {
+		return p.cancelCause
+	}
+	return nil
+}
 
 func (s *promptSink) Status(st adapter.Status) {
 	s.inner.Status(st)
