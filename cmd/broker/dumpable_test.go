@@ -18,19 +18,7 @@ import (
 // is. The same read of an ordinary process of that user succeeds, so the
 // test can tell.
 func TestDumpable_AnotherProcessOfTheUserCannotReadTheBrokersEnvironment(t *testing.T) {
-	const nobody = agenttest.Nobody
-	dir := agenttest.OtherUserDir(t)
-	bin := filepath.Join(dir, "broker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	config := filepath.Join(dir, "broker.toml")
-	os.WriteFile(config, []byte("[agent]\ncommand = \"/bin/true\"\ncwd = \""+dir+"/work\"\n[state]\ndir = \""+dir+"/state\"\n[http]\nlisten = \"127.0.0.1:0\"\n"), 0o644)
-	asNobody := func(c *exec.Cmd) *exec.Cmd {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		c.Dir = dir
-		return c
-	}
+	bin, config, asNobody := nobodysBroker(t)
 	readEnviron := func(pid int) error {
 		return asNobody(exec.Command("cat", "/proc/"+strconv.Itoa(pid)+"/environ")).Run()
 	}
@@ -66,5 +54,24 @@ func TestDumpable_AnotherProcessOfTheUserCannotReadTheBrokersEnvironment(t *test
 	}
 	if err := readEnviron(broker.Process.Pid); err == nil {
 		t.Fatal("another process of the broker's user read its environment")
+	}
+}
+
+// nobodysBroker builds the broker into a directory of nobody's, beside a
+// configuration of the console alone with its state there, and returns
+// both with what makes a command run as nobody in that directory.
+func nobodysBroker(t *testing.T) (bin, config string, asNobody func(*exec.Cmd) *exec.Cmd) {
+	t.Helper()
+	dir := agenttest.OtherUserDir(t)
+	bin = filepath.Join(dir, "broker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	config = filepath.Join(dir, "broker.toml")
+	os.WriteFile(config, []byte("[agent]\ncommand = \"/bin/true\"\ncwd = \""+dir+"/work\"\n[state]\ndir = \""+dir+"/state\"\n[http]\nlisten = \"127.0.0.1:0\"\n"), 0o644)
+	return bin, config, func(c *exec.Cmd) *exec.Cmd {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agenttest.Nobody, Gid: agenttest.Nobody}}
+		c.Dir = dir
+		return c
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -214,18 +213,10 @@ func TestStatus_NoBrokerRunning(t *testing.T) {
 // the broker and the command are both non-dumpable, and neither needs
 // to read the other's /proc.
 func TestStatus_AnsweredToTheBrokersOwnUser(t *testing.T) {
-	dir := agenttest.OtherUserDir(t)
-	bin := filepath.Join(dir, "broker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	config := filepath.Join(dir, "broker.toml")
-	os.WriteFile(config, []byte("[agent]\ncommand = \"/bin/true\"\ncwd = \""+dir+"/work\"\n[state]\ndir = \""+dir+"/state\"\n[http]\nlisten = \"127.0.0.1:0\"\n"), 0o644)
+	bin, config, asNobody := nobodysBroker(t)
 	asOwner := func(c *exec.Cmd) *exec.Cmd {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agenttest.Nobody, Gid: agenttest.Nobody}}
-		c.Dir = dir
 		c.Env = []string{"PATH=/usr/bin:/bin"}
-		return c
+		return asNobody(c)
 	}
 	run, out := asOwner(exec.Command(bin, "--config", config)), &agenttest.Buffer{}
 	stdin, err := run.StdinPipe() // the console waits on it
