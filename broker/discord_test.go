@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"acpbroker/chat/discord"
+	"acpbroker/chat/slack"
+	"acpbroker/chat/thread"
 	"acpbroker/config"
 )
 
@@ -29,5 +32,29 @@ func TestKnown_ServesEveryPlatformTheConfigurationNames(t *testing.T) {
 	}
 	if len(known) != len(config.Platforms) {
 		t.Errorf("the broker knows %d platforms, the configuration %d", len(known), len(config.Platforms))
+	}
+}
+
+// The configuration's defaults for the platforms are the platforms' own:
+// config is a leaf and writes them as values, so this is where they are
+// held together.
+func TestDefaults_TheConfigurationsArePlatformsOwn(t *testing.T) {
+	c, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		key       string
+		got, want any
+	}{
+		{"discord.api_url", c.Discord.APIURL, discord.DefaultAPIURL},
+		{"discord.edit_interval", c.Discord.EditInterval, discord.DefaultEditInterval},
+		{"discord.edit_interval (the answer's view)", c.Discord.EditInterval, thread.DefaultEditInterval},
+		{"slack.api_url", c.Slack.APIURL, slack.DefaultAPIURL},
+		{"slack.edit_interval", c.Slack.EditInterval, slack.DefaultEditInterval},
+	} {
+		if d.got != d.want {
+			t.Errorf("%s defaults to %v in the configuration, %v in its platform", d.key, d.got, d.want)
+		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"acpbroker/acp"
-	"acpbroker/chat/discord"
-	"acpbroker/chat/slack"
 	"acpbroker/netproxy"
 )
 
@@ -142,7 +140,7 @@ var keys = []key{
 	{name: "discord.token", def: "", secret: true, shown: "", doc: "the bot token (better: `BROKER_DISCORD_TOKEN`, or `discord.token_file`)",
 		read: func(r *reader, k string, c *Config) { c.Discord.Token = r.str(k) }},
 	{name: "discord.token_file", def: "", secret: true, doc: "a file holding the token (e.g. a systemd credential)", read: readTokenFile},
-	{name: "discord.api_url", def: "https://discord.com/api/v9/", doc: "where REST calls and the gateway lookup go (an API proxy)", read: readAPIURL},
+	{name: "discord.api_url", def: discordAPIURL, doc: "where REST calls and the gateway lookup go (an API proxy)", read: readAPIURL},
 	{name: "discord.allowed_channels", def: []string{}, live: true, doc: "channels where a mention starts a conversation (a `[channels.\"ID\"]` table allows its channel too)",
 		read: func(r *reader, k string, c *Config) { c.Discord.AllowedChannels = r.strs(k) }},
 	{name: "discord.allow_all_channels", def: false, live: true, doc: "allow every channel the bot can see",
@@ -159,7 +157,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Discord.AllowedBots = r.strs(k) }},
 	{name: "discord.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Discord.ShowThoughts = r.boolean(k) }},
-	{name: "discord.edit_interval", def: millis(discord.DefaultEditInterval), doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
+	{name: "discord.edit_interval", def: "1250ms", doc: "least time between two message calls of one answer (Discord allows 5 per 5s per channel)",
 		read: func(r *reader, k string, c *Config) {
 			c.Discord.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
 		}},
@@ -190,8 +188,8 @@ var keys = []key{
 		}},
 	{name: "slack.listen", def: "", doc: "with `mode = \"http\"`: the address Slack's requests come to (events at `/slack/events`, interactivity at `/slack/interactivity`, the command at `/slack/commands`), behind a TLS proxy",
 		read: func(r *reader, k string, c *Config) { c.Slack.Listen = r.address(k) }},
-	{name: "slack.api_url", def: slack.DefaultAPIURL, doc: "where Web API calls go (an API proxy)",
-		read: func(r *reader, k string, c *Config) { c.Slack.APIURL = r.httpURL(k, slack.DefaultAPIURL) }},
+	{name: "slack.api_url", def: slackAPIURL, doc: "where Web API calls go (an API proxy)",
+		read: func(r *reader, k string, c *Config) { c.Slack.APIURL = r.httpURL(k, slackAPIURL) }},
 	{name: "slack.allowed_channels", def: []string{}, live: true, doc: "channel ids (`C…`) where a mention starts a conversation (a `[channels.\"ID\"]` table allows its channel too)",
 		read: func(r *reader, k string, c *Config) { c.Slack.AllowedChannels = r.strs(k) }},
 	{name: "slack.allow_all_channels", def: false, live: true, doc: "allow every channel the app is in",
@@ -208,7 +206,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Slack.AllowDMs = r.boolean(k) }},
 	{name: "slack.show_thoughts", def: false, live: true, doc: "show the agent's thoughts, quoted",
 		read: func(r *reader, k string, c *Config) { c.Slack.ShowThoughts = r.boolean(k) }},
-	{name: "slack.edit_interval", def: millis(slack.DefaultEditInterval), doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
+	{name: "slack.edit_interval", def: "1500ms", doc: "least time between two message calls of one answer (Slack allows `chat.update` about 50 a minute in a workspace, and about one new message a second in a channel)",
 		read: func(r *reader, k string, c *Config) {
 			c.Slack.EditInterval = r.dur(k, 200*time.Millisecond, time.Minute)
 		}},
@@ -417,7 +415,7 @@ func (r *reader) secretFile(k string, secret, file *string) {
 }
 
 func readAPIURL(r *reader, k string, c *Config) {
-	c.Discord.APIURL = r.httpURL(k, discord.DefaultAPIURL)
+	c.Discord.APIURL = r.httpURL(k, discordAPIURL)
 }
 
 // httpURL reads an http(s) URL; like is one, for the error.
@@ -595,4 +593,9 @@ func defaultText(v any) string {
 }
 
 // millis writes a default duration as the README gives it: "1250ms".
-func millis(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+// The platforms' default API addresses, as their packages' DefaultAPIURL
+// say (a test where the broker is wired checks that they agree).
+const (
+	discordAPIURL = "https://discord.com/api/v9/"
+	slackAPIURL   = "https://slack.com/api/"
+)

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"acpbroker/acp"
-	"acpbroker/pool"
+	"acpbroker/internal/envvar"
 )
 
 // mcp_servers in [agent] or [agents.NAME] is an array of tables. viper
@@ -122,7 +122,7 @@ type mcpTable struct {
 
 // expand substitutes the broker's environment in a value of field.
 func (t *mcpTable) expand(field, s string) string {
-	out, refused := pool.Expand(s, t.lookup)
+	out, refused := envvar.Expand(s, t.lookup)
 	for _, name := range refused {
 		t.fail(field, "refers to ${%s}, a broker secret", name)
 	}

@@ -5,19 +5,13 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"acpbroker/internal/envvar"
 )
 
 // inherited are the only variables an agent gets from the broker's own
 // environment without being named in agent.env.
 var inherited = []string{"PATH", "HOME", "USER", "LANG"}
-
-// IsSecret reports whether a broker variable must never reach an agent:
-// the broker's own settings (which hold the Discord token) and systemd's
-// notification socket and watchdog settings.
-func IsSecret(name string) bool {
-	return strings.HasPrefix(name, "BROKER_") || strings.HasPrefix(name, "WATCHDOG_") ||
-		name == "NOTIFY_SOCKET" || name == "DISCORD_TOKEN"
-}
 
 // BuildEnv returns an agent's environment: PATH, HOME, USER and LANG from
 // lookup, then extra, whose values may refer to lookup's variables as
@@ -41,11 +35,11 @@ func BuildEnvFor(key string, lookup func(string) (string, bool), extra map[strin
 	}
 	var problems []string
 	for k, v := range extra {
-		if IsSecret(k) {
+		if envvar.IsSecret(k) {
 			problems = append(problems, fmt.Sprintf("%s.%s: the broker's own secrets are not passed to agents", key, k))
 			continue
 		}
-		val, refused := Expand(v, lookup)
+		val, refused := envvar.Expand(v, lookup)
 		for _, name := range refused {
 			problems = append(problems, fmt.Sprintf("%s.%s: refers to ${%s}, a broker secret", key, k, name))
 		}
@@ -61,21 +55,6 @@ func BuildEnvFor(key string, lookup func(string) (string, bool), extra map[strin
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// Expand substitutes lookup's variables for ${VAR} and $VAR in s, as in
-// agent.env values. A broker secret (IsSecret) is not expanded: it becomes
-// nothing and is named in refused.
-func Expand(s string, lookup func(string) (string, bool)) (out string, refused []string) {
-	out = os.Expand(s, func(name string) string {
-		if IsSecret(name) {
-			refused = append(refused, name)
-			return ""
-		}
-		val, _ := lookup(name)
-		return val
-	})
-	return out, refused
 }
 
 // mergeEnv is base with over's NAME=value entries added, replacing base's

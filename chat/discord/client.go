@@ -90,32 +90,11 @@ func (c *Config) defaults() {
 	if c.APIURL == "" {
 		c.APIURL = DefaultAPIURL
 	}
-	if c.EditInterval <= 0 {
-		c.EditInterval = DefaultEditInterval
-	}
-	if c.MaxMessages <= 0 {
-		c.MaxMessages = 6
-	}
-	if c.MaxFileBytes <= 0 {
-		c.MaxFileBytes = 8 << 20
-	}
-	if c.RetitleInterval <= 0 {
-		c.RetitleInterval = time.Minute
-	}
-	if c.MaxImageBytes <= 0 {
-		c.MaxImageBytes = 8 << 20
-	}
-	if c.MaxTextBytes <= 0 {
-		c.MaxTextBytes = 256 << 10
-	}
-	if c.ForgetAfter <= 0 {
-		c.ForgetAfter = 24 * time.Hour
-	}
+	// What the answer's view uses (EditInterval, MaxMessages, the byte
+	// bounds, ForgetAfter, RetitleInterval, TypingInterval) is defaulted
+	// where it is used, by package thread.
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 15 * time.Second
-	}
-	if c.TypingInterval <= 0 {
-		c.TypingInterval = 8 * time.Second
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: httpCallWait}

@@ -168,20 +168,8 @@ func (c *Config) defaults() {
 	if c.EditInterval <= 0 {
 		c.EditInterval = DefaultEditInterval
 	}
-	if c.MaxMessages <= 0 {
-		c.MaxMessages = 6
-	}
-	if c.MaxFileBytes <= 0 {
-		c.MaxFileBytes = 8 << 20
-	}
-	if c.MaxImageBytes <= 0 {
-		c.MaxImageBytes = 8 << 20
-	}
-	if c.MaxTextBytes <= 0 {
-		c.MaxTextBytes = 256 << 10
-	}
 	if c.ForgetAfter <= 0 {
-		c.ForgetAfter = 24 * time.Hour
+		c.ForgetAfter = thread.DefaultForgetAfter
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = 15 * time.Second

@@ -76,6 +76,10 @@ type Config struct {
 // window of 5 per 5s.
 const DefaultEditInterval = 1250 * time.Millisecond
 
+// DefaultForgetAfter is how long a conversation may be idle before the
+// Server forgets it, when the platform names no time.
+const DefaultForgetAfter = 24 * time.Hour
+
 func (c *Config) defaults() {
 	if c.EditInterval <= 0 {
 		c.EditInterval = DefaultEditInterval
@@ -96,7 +100,7 @@ func (c *Config) defaults() {
 		c.RetitleInterval = time.Minute
 	}
 	if c.ForgetAfter <= 0 {
-		c.ForgetAfter = 24 * time.Hour
+		c.ForgetAfter = DefaultForgetAfter
 	}
 	if c.TypingInterval <= 0 {
 		c.TypingInterval = 8 * time.Second
