@@ -153,28 +153,35 @@ func readDecisions(tx *bolt.Tx, f DecisionFilter) []Decision {
 // 1s) and fails with ErrLocked: the audit trail is read with the broker
 // stopped, and while it runs, from its log.
 func ReadDecisions(dir string, f DecisionFilter, lockTimeout time.Duration) ([]Decision, error) {
+	var out []Decision
+	err := viewStopped(dir, lockTimeout, func(tx *bolt.Tx) error {
+		out = readDecisions(tx, f)
+		return nil
+	})
+	return out, err
+}
+
+// viewStopped opens the state in dir read-only, runs view in a read
+// transaction and closes it: ReadDecisions and ReadScheduleRuns, for a
+// broker that is stopped (see ReadDecisions).
+func viewStopped(dir string, lockTimeout time.Duration, view func(*bolt.Tx) error) error {
 	if lockTimeout <= 0 {
 		lockTimeout = time.Second
 	}
 	path := filepath.Join(dir, "state.db")
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("state.dir %s holds no state.db: no broker has kept its state there: %w", dir, err)
+			return fmt.Errorf("state.dir %s holds no state.db: no broker has kept its state there: %w", dir, err)
 		}
-		return nil, fmt.Errorf("state.dir: %w", err)
+		return fmt.Errorf("state.dir: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, lockedError(dir, path)
+		return lockedError(dir, path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state.dir: open %s: %w", path, err)
+		return fmt.Errorf("state.dir: open %s: %w", path, err)
 	}
 	defer db.Close()
-	var out []Decision
-	err = db.View(func(tx *bolt.Tx) error {
-		out = readDecisions(tx, f)
-		return nil
-	})
-	return out, err
+	return db.View(view)
 }

@@ -3,17 +3,12 @@ package store
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Records of the schedules and of the HTTP API's prompts: written by the
@@ -281,26 +276,8 @@ func (s *Store) InterruptScheduleRuns() ([]ScheduleRun, error) {
 // ReadScheduleRuns opens the state in dir read-only and returns the runs
 // f selects, oldest first, as ReadDecisions does for decisions.
 func ReadScheduleRuns(dir string, f RunFilter, lockTimeout time.Duration) ([]ScheduleRun, error) {
-	if lockTimeout <= 0 {
-		lockTimeout = time.Second
-	}
-	path := filepath.Join(dir, "state.db")
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("state.dir %s holds no state.db: no broker has kept its state there: %w", dir, err)
-		}
-		return nil, fmt.Errorf("state.dir: %w", err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, lockedError(dir, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("state.dir: open %s: %w", path, err)
-	}
-	defer db.Close()
 	var out []ScheduleRun
-	err = db.View(func(tx *bolt.Tx) error {
+	err := viewStopped(dir, lockTimeout, func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketRuns); b != nil {
 			return b.ForEach(func(_, v []byte) error {
 				var r ScheduleRun

@@ -86,14 +86,7 @@ func audit(in invocation) int {
 		})
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, d := range list {
-			if err := enc.Encode(d); err != nil {
-				fmt.Fprintln(stderr, "broker audit:", err)
-				return 1
-			}
-		}
-		return 0
+		return jsonLines(stdout, stderr, list)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(stdout, "No permission decisions recorded.")
@@ -163,14 +156,7 @@ func auditRuns(cfg *config.Config, since time.Duration, schedule string, asJSON 
 		return 1
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, r := range list {
-			if err := enc.Encode(r); err != nil {
-				fmt.Fprintln(stderr, "broker audit:", err)
-				return 1
-			}
-		}
-		return 0
+		return jsonLines(stdout, stderr, list)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(stdout, "No schedule runs recorded.")
@@ -187,5 +173,18 @@ func auditRuns(cfg *config.Config, since time.Duration, schedule string, asJSON 
 			r.Outcome, ended, cell(r.Cause))
 	}
 	tw.Flush()
+	return 0
+}
+
+// jsonLines writes list to stdout as JSON, one record a line, and returns
+// the command's exit status.
+func jsonLines[T any](stdout, stderr io.Writer, list []T) int {
+	enc := json.NewEncoder(stdout)
+	for _, r := range list {
+		if err := enc.Encode(r); err != nil {
+			fmt.Fprintln(stderr, "broker audit:", err)
+			return 1
+		}
+	}
 	return 0
 }
