@@ -52,7 +52,7 @@ func (a asker) Elicit(ctx context.Context, req *acp.ElicitationRequest) acp.Elic
 // goroutine of the Conn; ctx ends when the turn abandons.
 func (t *turn) elicit(ctx context.Context, req *acp.ElicitationRequest) acp.ElicitationResult {
 	cfg := t.cfg
-	what := questionTitle(req)
+	what := question(req)
 	bad, err := req.Unsupported()
 	el, ok := t.p.Sink.(Elicitor)
 	var declined Notice
@@ -138,17 +138,11 @@ func (t *turn) askClosed(question bool) {
 	}
 }
 
-// questionTitle is the question in a few words, for notices and logs.
-func questionTitle(req *acp.ElicitationRequest) string {
-	s := strings.Join(strings.Fields(req.Message), " ")
-	if s == "" && req.Schema != nil {
-		s = req.Schema.Title
+// question is what the agent asked, for notices: its message, else its
+// form's title, as the agent wrote it.
+func question(req *acp.ElicitationRequest) string {
+	if strings.TrimSpace(req.Message) == "" && req.Schema != nil {
+		return req.Schema.Title
 	}
-	if s == "" {
-		s = "a question"
-	}
-	if r := []rune(s); len(r) > 120 {
-		s = string(r[:119]) + "…"
-	}
-	return s
+	return req.Message
 }

@@ -219,3 +219,21 @@ func TestElicit_AbandonedTurnsLeaveNoQuestionOpen(t *testing.T) {
 		t.Fatalf("spawned %d agents, want the one honest agent kept", s.Pool.Spawned)
 	}
 }
+
+// A notice names a question by its message, or by its form's title when
+// it has no message.
+func TestQuestion_IsTheMessageElseTheFormsTitle(t *testing.T) {
+	form := &acp.ElicitationSchema{Title: "Release"}
+	for _, c := range []struct {
+		req  acp.ElicitationRequest
+		want string
+	}{
+		{acp.ElicitationRequest{Message: "Which tag?", Schema: form}, "Which tag?"},
+		{acp.ElicitationRequest{Message: " \n", Schema: form}, "Release"},
+		{acp.ElicitationRequest{Message: " \n"}, " \n"},
+	} {
+		if got := question(&c.req); got != c.want {
+			t.Errorf("question(%+v) = %q, want %q", c.req, got, c.want)
+		}
+	}
+}

@@ -69,7 +69,7 @@ type PermissionTimedOut struct {
 }
 
 // QuestionUnaskable: the agent's question (its message, else its form's
-// title, cut to 120 characters) has Fields no chat can ask for; it was
+// title, as the agent wrote it) has Fields no chat can ask for; it was
 // declined.
 type QuestionUnaskable struct {
 	Question string

@@ -45,13 +45,13 @@ func NoticeText(n adapter.Notice) string {
 		for i := range n.Fields {
 			names[i] = fmt.Sprintf("%s (%s)", n.Fields[i].Label(), n.Fields[i].Type)
 		}
-		return fmt.Sprintf("The agent asked “%s”, but it has fields that cannot be asked here: %s; answered decline.", n.Question, strings.Join(names, ", "))
+		return fmt.Sprintf("The agent asked “%s”, but it has fields that cannot be asked here: %s; answered decline.", questionText(n.Question), strings.Join(names, ", "))
 	case adapter.QuestionInvalid:
-		return fmt.Sprintf("The agent asked “%s”, but %v; answered decline.", n.Question, n.Err)
+		return fmt.Sprintf("The agent asked “%s”, but %v; answered decline.", questionText(n.Question), n.Err)
 	case adapter.QuestionUnanswerable:
-		return fmt.Sprintf("The agent asked “%s”, but questions cannot be answered here; answered decline.", n.Question)
+		return fmt.Sprintf("The agent asked “%s”, but questions cannot be answered here; answered decline.", questionText(n.Question))
 	case adapter.QuestionTimedOut:
-		return fmt.Sprintf("The agent's question “%s” was not answered within %s; answered cancel.", n.Question, durationText(n.After))
+		return fmt.Sprintf("The agent's question “%s” was not answered within %s; answered cancel.", questionText(n.Question), durationText(n.After))
 	case adapter.ChoiceNotApplied:
 		if n.Value == "" {
 			return fmt.Sprintf("Your choice for %s was not applied: %v.", n.Option, n.Err)
@@ -79,6 +79,19 @@ func deciderText(d adapter.Decider) string {
 		setting = "the prompt's permission mode"
 	}
 	return setting + " = " + d.Mode
+}
+
+// questionText is the agent's question in a few words: on one line,
+// at most 120 characters.
+func questionText(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if q == "" {
+		return "a question"
+	}
+	if r := []rune(q); len(r) > 120 {
+		q = string(r[:119]) + "…"
+	}
+	return q
 }
 
 // durationText says d as a setting would be written: 30m rather than
