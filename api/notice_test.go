@@ -15,13 +15,13 @@ import (
 func TestEvents_ANoticeHasItsKindAndText(t *testing.T) {
 	a := listen(t, nil)
 	id, p := a.start()
-	resp, err := a.stream(context.Background(), id)
+	p.Sink.Notice(adapter.ImagesLeftOut{Count: 2})
+	done(p, "ok")
+	resp, err := a.stream(context.Background(), id) // the events kept are replayed
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	p.Sink.Notice(adapter.ImagesLeftOut{Count: 2})
-	done(p, "ok")
 	r := bufio.NewReader(resp.Body)
 	var notices []map[string]string
 	for {
