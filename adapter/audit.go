@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -98,14 +97,4 @@ func optionKind(req *acp.PermissionRequest, id string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// verdict says an automatic decision for the thread: `Allowed “Read
-// file.go” by rule 1 (kind read).`
-func verdict(a policy.Action, title, by string) string {
-	word := "Allowed"
-	if a == policy.Deny {
-		word = "Denied"
-	}
-	return fmt.Sprintf("%s “%s” by %s.", word, title, by)
 }

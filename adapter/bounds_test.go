@@ -45,7 +45,7 @@ func (s *countingSink) Ask(ctx context.Context, _ *acp.PermissionRequest) Answer
 	<-ctx.Done()
 	return Answer{}
 }
-func (s *countingSink) Notice(string)  {}
+func (s *countingSink) Notice(Notice)  {}
 func (s *countingSink) Done(o Outcome) { s.done <- o }
 
 // A turn keeps the start and the end of an answer past its bound and

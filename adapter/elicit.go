@@ -52,22 +52,20 @@ func (a asker) Elicit(ctx context.Context, req *acp.ElicitationRequest) acp.Elic
 // goroutine of the Conn; ctx ends when the turn abandons.
 func (t *turn) elicit(ctx context.Context, req *acp.ElicitationRequest) acp.ElicitationResult {
 	cfg := t.cfg
-	what := questionTitle(req)
+	what := question(req)
 	bad, err := req.Unsupported()
-	if err == nil && len(bad) > 0 {
-		var names []string
-		for _, f := range bad {
-			names = append(names, fmt.Sprintf("%s (%s)", f.Label(), f.Type))
-		}
-		err = fmt.Errorf("it has fields that cannot be asked here: %s", strings.Join(names, ", "))
-	}
-	if err != nil {
-		t.p.Sink.Notice(fmt.Sprintf("The agent asked “%s”, but %v; answered decline.", what, err))
-		return t.elicited(req, ElicitAnswer{Result: acp.ElicitationResult{Action: acp.ActionDecline}}, ViaUnanswered)
-	}
 	el, ok := t.p.Sink.(Elicitor)
-	if !ok {
-		t.p.Sink.Notice(fmt.Sprintf("The agent asked “%s”, but questions cannot be answered here; answered decline.", what))
+	var declined Notice
+	switch {
+	case err != nil:
+		declined = QuestionInvalid{Question: what, Err: err}
+	case len(bad) > 0:
+		declined = QuestionUnaskable{Question: what, Fields: bad}
+	case !ok:
+		declined = QuestionUnanswerable{Question: what}
+	}
+	if declined != nil {
+		t.p.Sink.Notice(declined)
 		return t.elicited(req, ElicitAnswer{Result: acp.ElicitationResult{Action: acp.ActionDecline}}, ViaUnanswered)
 	}
 	t.askOpened(true)
@@ -83,7 +81,7 @@ func (t *turn) elicit(ctx context.Context, req *acp.ElicitationRequest) acp.Elic
 		// "cancel" (or -32800) whatever the answer.
 		return t.elicited(req, cancelled, ViaCancelled)
 	case askCtx.Err() != nil:
-		t.p.Sink.Notice(fmt.Sprintf("The agent's question “%s” was not answered within %s; answered cancel.", what, shortDuration(cfg.PermissionTimeout)))
+		t.p.Sink.Notice(QuestionTimedOut{Question: what, After: cfg.PermissionTimeout})
 		return t.elicited(req, cancelled, ViaTimeout)
 	case ans.Result.Action == acp.ActionAccept && req.Check(ans.Result.Content) != nil:
 		log := t.logger()
@@ -140,17 +138,11 @@ func (t *turn) askClosed(question bool) {
 	}
 }
 
-// questionTitle is the question in a few words, for notices and logs.
-func questionTitle(req *acp.ElicitationRequest) string {
-	s := strings.Join(strings.Fields(req.Message), " ")
-	if s == "" && req.Schema != nil {
-		s = req.Schema.Title
+// question is what the agent asked, for notices: its message, else its
+// form's title, as the agent wrote it.
+func question(req *acp.ElicitationRequest) string {
+	if strings.TrimSpace(req.Message) == "" && req.Schema != nil {
+		return req.Schema.Title
 	}
-	if s == "" {
-		s = "a question"
-	}
-	if r := []rune(s); len(r) > 120 {
-		s = string(r[:119]) + "…"
-	}
-	return s
+	return req.Message
 }

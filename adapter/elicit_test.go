@@ -40,6 +40,21 @@ func (r *rig) ask(thread, text string, reply func(context.Context, *acp.Elicitat
 	return q
 }
 
+// unaskable reports whether n declines question for its fields, each
+// given as "label (type)".
+func unaskable(n Notice, question string, fields ...string) bool {
+	u, ok := n.(QuestionUnaskable)
+	if !ok || u.Question != question || len(u.Fields) != len(fields) {
+		return false
+	}
+	for i, f := range fields {
+		if u.Fields[i].Label()+" ("+u.Fields[i].Type+")" != f {
+			return false
+		}
+	}
+	return true
+}
+
 func (q *questioner) question(t *testing.T) *acp.ElicitationRequest {
 	t.Helper()
 	select {
@@ -86,8 +101,8 @@ func TestElicit_TimeoutAnswersCancel(t *testing.T) {
 	if o.Err != nil || !strings.Contains(o.Text, "answer: cancel") {
 		t.Fatalf("outcome %+v", o)
 	}
-	if n := q.noticeList(); len(n) != 1 || !strings.Contains(n[0], "“Sign in to the tracker” was not answered within 1s; answered cancel") {
-		t.Fatalf("notices %q", n)
+	if n := q.noticeList(); len(n) != 1 || n[0] != Notice(QuestionTimedOut{Question: "Sign in to the tracker", After: time.Second}) {
+		t.Fatalf("notices %+v", n)
 	}
 	if s := r.engine.Stats(); s.Elicitations[DecisionClass{Outcome: acp.ActionCancel, Via: ViaTimeout}] != 1 {
 		t.Fatalf("counted %v", s.Elicitations)
@@ -153,16 +168,16 @@ func TestElicit_UnaskableFormsAreDeclined(t *testing.T) {
 	if o.Err != nil || !strings.Contains(o.Text, "answer: decline") || len(q.questions) != 0 {
 		t.Fatalf("outcome %+v", o)
 	}
-	if n := q.noticeList(); len(n) != 1 || !strings.Contains(n[0], "address (object)") {
-		t.Fatalf("notices %q", n)
+	if n := q.noticeList(); len(n) != 1 || !unaskable(n[0], "Where do you live?", "address (object)") {
+		t.Fatalf("notices %+v", n)
 	}
 	rec := r.prompt("t", "elicit-form")
 	o = rec.wait(t, 20*time.Second)
 	if o.Err != nil || !strings.Contains(o.Text, "answer: decline") {
 		t.Fatalf("outcome %+v", o)
 	}
-	if n := rec.noticeList(); len(n) != 1 || !strings.Contains(n[0], "questions cannot be answered here") {
-		t.Fatalf("notices %q", n)
+	if n := rec.noticeList(); len(n) != 1 || n[0] != Notice(QuestionUnanswerable{Question: "Tell me about the release"}) {
+		t.Fatalf("notices %+v", n)
 	}
 }
 
@@ -202,5 +217,23 @@ func TestElicit_AbandonedTurnsLeaveNoQuestionOpen(t *testing.T) {
 	}
 	if s.Pool.Spawned != 1 {
 		t.Fatalf("spawned %d agents, want the one honest agent kept", s.Pool.Spawned)
+	}
+}
+
+// A notice names a question by its message, or by its form's title when
+// it has no message.
+func TestQuestion_IsTheMessageElseTheFormsTitle(t *testing.T) {
+	form := &acp.ElicitationSchema{Title: "Release"}
+	for _, c := range []struct {
+		req  acp.ElicitationRequest
+		want string
+	}{
+		{acp.ElicitationRequest{Message: "Which tag?", Schema: form}, "Which tag?"},
+		{acp.ElicitationRequest{Message: " \n", Schema: form}, "Release"},
+		{acp.ElicitationRequest{Message: " \n"}, " \n"},
+	} {
+		if got := question(&c.req); got != c.want {
+			t.Errorf("question(%+v) = %q, want %q", c.req, got, c.want)
+		}
 	}
 }

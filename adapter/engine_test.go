@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/internal/agenttest"
+	"acpbroker/policy"
 	"acpbroker/pool"
 	"acpbroker/store"
 
@@ -25,7 +27,7 @@ type recorder struct {
 	mu       sync.Mutex
 	statuses []Status
 	updates  []acp.Update
-	notices  []string
+	notices  []Notice
 	answer   func(ctx context.Context, req *acp.PermissionRequest) Answer
 	asked    chan *acp.PermissionRequest
 	working  chan struct{}
@@ -54,10 +56,10 @@ func (r *recorder) Update(u acp.Update) {
 	defer r.mu.Unlock()
 	r.updates = append(r.updates, u)
 }
-func (r *recorder) Notice(s string) {
+func (r *recorder) Notice(n Notice) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.notices = append(r.notices, s)
+	r.notices = append(r.notices, n)
 }
 func (r *recorder) Ask(ctx context.Context, req *acp.PermissionRequest) Answer {
 	r.asked <- req
@@ -81,10 +83,10 @@ func (r *recorder) statusList() []Status {
 	return append([]Status(nil), r.statuses...)
 }
 
-func (r *recorder) noticeList() []string {
+func (r *recorder) noticeList() []Notice {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]string(nil), r.notices...)
+	return append([]Notice(nil), r.notices...)
 }
 
 func (r *recorder) updateList() []acp.Update {
@@ -373,8 +375,8 @@ func TestTurn_PermissionModes(t *testing.T) {
 		if o.Err != nil || !strings.Contains(o.Text, "permission granted: allow") {
 			t.Fatalf("outcome = %+v", o)
 		}
-		if n := rec.noticeList(); len(n) != 1 || n[0] != "Allowed “Run rm -rf build” by turn.permission_mode = allow." {
-			t.Fatalf("notices = %q", n)
+		if n := rec.noticeList(); len(n) != 1 || !reflect.DeepEqual(n[0], PermissionDecided{Tool: "Run rm -rf build", Action: policy.Allow, By: Decider{Setting: "turn.permission_mode", Mode: PermissionAllow}}) {
+			t.Fatalf("notices = %+v", n)
 		}
 	})
 	t.Run("deny", func(t *testing.T) {
@@ -419,8 +421,8 @@ func TestTurn_PermissionTimeoutFailsClosed(t *testing.T) {
 	if took < time.Second || took > 4*time.Second {
 		t.Fatalf("permission timed out after %s, want ~1s", took)
 	}
-	if n := rec.noticeList(); len(n) == 0 || !strings.Contains(n[0], "not answered within 1s") {
-		t.Fatalf("notices = %q", n)
+	if n := rec.noticeList(); len(n) == 0 || n[0] != Notice(PermissionTimedOut{Tool: "Run rm -rf build", After: time.Second}) {
+		t.Fatalf("notices = %+v", n)
 	}
 	if s := r.engine.Stats().Pool.Conn; s.PendingPermissions != 0 {
 		t.Fatalf("pending permissions = %d", s.PendingPermissions)
@@ -636,7 +638,8 @@ func TestTurn_ALostSessionIsSaidOnce(t *testing.T) {
 				o := rec.wait(t, 20*time.Second)
 				told := false
 				for _, n := range rec.noticeList() {
-					told = told || strings.Contains(n, "could not resume")
+					_, lost := n.(SessionLost)
+					told = told || lost
 				}
 				if o.Err != nil || told != want {
 					t.Fatalf("turn %d after the loss: told=%v (want %v), outcome %+v", i+1, told, want, o)

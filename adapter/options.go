@@ -273,7 +273,7 @@ func (t *turn) applyChoices(ctx context.Context, a *pool.Agent) {
 		}
 		wire, stored, err := optionValue(opt, value)
 		if err != nil {
-			t.p.Sink.Notice(fmt.Sprintf("Your choice for %s was not applied: %v.", opt.Name, err))
+			t.p.Sink.Notice(ChoiceNotApplied{Option: opt.Name, Err: err})
 			continue
 		}
 		if (opt.Type == acp.ConfigBoolean && wire == opt.On) || (opt.Type == acp.ConfigSelect && wire == opt.Value) {
@@ -281,17 +281,17 @@ func (t *turn) applyChoices(ctx context.Context, a *pool.Agent) {
 		}
 		if _, err := a.Conn.SetConfigOption(ctx, a.SessionID, opt.ID, wire); err != nil {
 			t.log.Warn().Str("option", opt.ID).Str("value", stored).Err(err).Msg("chosen option not applied to the new agent")
-			t.p.Sink.Notice(fmt.Sprintf("Your choice %s for %s was not applied: %v.", stored, opt.Name, err))
+			t.p.Sink.Notice(ChoiceNotApplied{Option: opt.Name, Value: stored, Err: err})
 			continue
 		}
 		t.log.Info().Str("option", opt.ID).Str("value", stored).Msg("chosen option applied to the new agent")
 	}
 	if _, viaOption := (ThreadOptions{SessionState: st}).ModeOption(); mode != "" && !viaOption && st.Modes != nil && st.Modes.Current != mode {
 		if !hasMode(st.Modes, mode) {
-			t.p.Sink.Notice(fmt.Sprintf("Your choice of mode %s was not applied: the agent no longer offers it.", mode))
+			t.p.Sink.Notice(ModeNotApplied{Mode: mode, Gone: true})
 		} else if _, err := a.Conn.SetMode(ctx, a.SessionID, mode); err != nil {
 			t.log.Warn().Str("mode", mode).Err(err).Msg("chosen mode not applied to the new agent")
-			t.p.Sink.Notice(fmt.Sprintf("Your choice of mode %s was not applied: %v.", mode, err))
+			t.p.Sink.Notice(ModeNotApplied{Mode: mode, Err: err})
 		} else {
 			t.log.Info().Str("mode", mode).Msg("chosen mode applied to the new agent")
 		}

@@ -162,3 +162,33 @@ func TestOptions_LegacyModeIsSetMidTurnAndGivenToTheNextAgent(t *testing.T) {
 		t.Fatalf("OptionThreads = %d, want 0", n)
 	}
 }
+
+// A thread's choice its new agent does not take is told to the thread,
+// naming the option and why, and the turn goes on with the agent's own
+// setting; so is a legacy mode the agent no longer offers.
+func TestOptions_AChoiceTheNewAgentDoesNotTakeIsTold(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	st.SetThreadOption("t1", "fast", "maybe")
+	st.SetThreadMode("t2", "yolo")
+	r := newRig(t, []string{"--config-options"}, pool.Config{}, Config{ThreadChoices: st})
+	rec := r.prompt("t1", "settings")
+	if o := rec.wait(t, 20*time.Second); o.Err != nil || o.Text != "model=fake-small mode=ask fast=false" {
+		t.Fatalf("outcome %+v", o)
+	}
+	n := rec.noticeList()
+	if len(n) != 1 {
+		t.Fatalf("notices %+v", n)
+	}
+	if c, ok := n[0].(ChoiceNotApplied); !ok || c.Option != "Fast answers" || c.Value != "" || !errors.Is(c.Err, ErrBadValue) {
+		t.Fatalf("notice %+v", n[0])
+	}
+
+	r = newRig(t, []string{"--modes"}, pool.Config{}, Config{ThreadChoices: st})
+	rec = r.prompt("t2", "settings")
+	if o := rec.wait(t, 20*time.Second); o.Err != nil || o.Text != "model=fake-small mode=ask fast=false" {
+		t.Fatalf("outcome %+v", o)
+	}
+	if n := rec.noticeList(); len(n) != 1 || n[0] != Notice(ModeNotApplied{Mode: "yolo", Gone: true}) {
+		t.Fatalf("notices %+v", n)
+	}
+}

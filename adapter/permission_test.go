@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -65,12 +66,14 @@ func TestPermission_RulesDecideByKindAndTitle(t *testing.T) {
 	a := newAudit()
 	r := newRig(t, nil, pool.Config{}, Config{Rules: rules, Auditor: a})
 	cases := []struct {
-		prompt, chose, notice, by, byName string
+		prompt, chose string
+		notice        Notice
+		by, byName    string
 	}{
-		{"permission-for read - Read file.go", "chose allow_once", "Allowed “Read file.go” by rule 2 (kind read or search).", "rule 2", "kind read or search"},
-		{"permission-for search allow_always,allow_once,reject_once Find *.go", "chose allow_once", "Allowed “Find *.go” by rule 2 (kind read or search).", "rule 2", "kind read or search"},
-		{"permission-for read - Read x; rm -rf /", "chose reject_once", "Denied “Read x; rm -rf /” by rule 1 (title \"rm -rf\").", "rule 1", `title "rm -rf"`},
-		{"permission-for execute - Run go test ./...", "chose allow_once", "Allowed “Run go test ./...” by rule 3 (kind execute, title \"^Run go \").", "rule 3", `kind execute, title "^Run go "`},
+		{"permission-for read - Read file.go", "chose allow_once", PermissionDecided{"Read file.go", policy.Allow, Decider{N: 2, Rule: rules[1]}}, "rule 2", "kind read or search"},
+		{"permission-for search allow_always,allow_once,reject_once Find *.go", "chose allow_once", PermissionDecided{"Find *.go", policy.Allow, Decider{N: 2, Rule: rules[1]}}, "rule 2", "kind read or search"},
+		{"permission-for read - Read x; rm -rf /", "chose reject_once", PermissionDecided{"Read x; rm -rf /", policy.Deny, Decider{N: 1, Rule: rules[0]}}, "rule 1", `title "rm -rf"`},
+		{"permission-for execute - Run go test ./...", "chose allow_once", PermissionDecided{"Run go test ./...", policy.Allow, Decider{N: 3, Rule: rules[2]}}, "rule 3", `kind execute, title "^Run go "`},
 	}
 	for _, c := range cases {
 		rec := r.prompt("t", c.prompt)
@@ -78,8 +81,8 @@ func TestPermission_RulesDecideByKindAndTitle(t *testing.T) {
 		if o.Err != nil || !strings.Contains(o.Text, c.chose) {
 			t.Fatalf("%q: outcome %+v, want %q", c.prompt, o, c.chose)
 		}
-		if n := rec.noticeList(); len(n) != 1 || n[0] != c.notice {
-			t.Fatalf("%q: the thread was told %q, want %q", c.prompt, n, c.notice)
+		if n := rec.noticeList(); len(n) != 1 || !reflect.DeepEqual(n[0], c.notice) {
+			t.Fatalf("%q: the thread was told %+v, want %+v", c.prompt, n, c.notice)
 		}
 		d := a.next(t)
 		want := strings.TrimPrefix(c.chose, "chose ")
@@ -101,7 +104,7 @@ func TestPermission_RulesDecideByKindAndTitle(t *testing.T) {
 		r.engine.Submit("t", &Prompt{Blocks: []acp.ContentBlock{acp.TextBlock(p)}, Sink: rec})
 		o := rec.wait(t, 20*time.Second)
 		if o.Err != nil || !strings.Contains(o.Text, "chose reject_always") || len(rec.asked) != 1 || len(rec.noticeList()) != 0 {
-			t.Fatalf("%q: outcome %+v, notices %q; want it asked and answered by the person", p, o, rec.noticeList())
+			t.Fatalf("%q: outcome %+v, notices %+v; want it asked and answered by the person", p, o, rec.noticeList())
 		}
 		d := a.next(t)
 		if d.Via != ViaUser || d.By != "u7" || d.ByName != "carol" || d.OptionKind != acp.OptionRejectAlways || d.Outcome() != "rejected" || d.Profile != pool.DefaultProfileName {
@@ -119,14 +122,19 @@ func TestPermission_RulesDecideByKindAndTitle(t *testing.T) {
 // option, and the thread is told why.
 func TestPermission_AutomaticAnswerWithoutAOnceOptionIsCancelled(t *testing.T) {
 	a := newAudit()
-	r := newRig(t, nil, pool.Config{}, Config{Rules: mustRules(t, map[string]any{"kind": "read", "action": "allow"}), PermissionMode: PermissionDeny, Auditor: a})
-	cases := []struct{ prompt, chose, notice string }{
+	rules := mustRules(t, map[string]any{"kind": "read", "action": "allow"})
+	r := newRig(t, nil, pool.Config{}, Config{Rules: rules, PermissionMode: PermissionDeny, Auditor: a})
+	mode := Decider{Setting: "turn.permission_mode", Mode: PermissionDeny}
+	cases := []struct {
+		prompt, chose string
+		notice        Notice
+	}{
 		{"permission-for read allow_always,reject_once Read a", "chose nothing",
-			"“Read a” answered cancelled: rule 1 (kind read) allows it, but the agent offers no allow_once option."},
+			PermissionNoOption{"Read a", policy.Allow, Decider{N: 1, Rule: rules[0]}, acp.OptionAllowOnce}},
 		{"permission-for edit allow_once,reject_always Edit a", "chose nothing",
-			"“Edit a” answered cancelled: turn.permission_mode = deny denies it, but the agent offers no reject_once option."},
+			PermissionNoOption{"Edit a", policy.Deny, mode, acp.OptionRejectOnce}},
 		{"permission-for edit allow_once,reject_once_for_now,reject_always Edit b", "chose reject_once_for_now",
-			"Denied “Edit b” by turn.permission_mode = deny."},
+			PermissionDecided{"Edit b", policy.Deny, mode}},
 	}
 	for _, c := range cases {
 		rec := r.prompt("t", c.prompt)
@@ -134,8 +142,8 @@ func TestPermission_AutomaticAnswerWithoutAOnceOptionIsCancelled(t *testing.T) {
 		if o.Err != nil || !strings.Contains(o.Text, c.chose) {
 			t.Fatalf("%q: outcome %+v, want %q", c.prompt, o, c.chose)
 		}
-		if n := rec.noticeList(); len(n) != 1 || n[0] != c.notice {
-			t.Fatalf("%q: the thread was told %q, want %q", c.prompt, n, c.notice)
+		if n := rec.noticeList(); len(n) != 1 || !reflect.DeepEqual(n[0], c.notice) {
+			t.Fatalf("%q: the thread was told %+v, want %+v", c.prompt, n, c.notice)
 		}
 		d := a.next(t)
 		if want := strings.TrimPrefix(c.chose, "chose "); want != "nothing" && d.OptionID != want || want == "nothing" && d.Outcome() != "cancelled" {
@@ -274,21 +282,21 @@ func TestPermission_ARunningAgentKeepsTheRulesItStartedWith(t *testing.T) {
 	r.engine.cfg.Auditor, r.engine.cfg.PermissionMode = a, PermissionAllow
 	r.engine.mu.Unlock()
 
-	ask := func(step, chose, notice string) {
+	ask := func(step, chose string, notice Notice) {
 		t.Helper()
 		rec := r.promptAgent("r", "reviewer", "permission-for execute - Run make")
 		o := rec.wait(t, 20*time.Second)
 		if o.Err != nil || !strings.Contains(o.Text, chose) {
 			t.Fatalf("%s: outcome %+v, want %q", step, o, chose)
 		}
-		if n := rec.noticeList(); len(n) != 1 || n[0] != notice {
-			t.Fatalf("%s: the thread was told %q, want %q", step, n, notice)
+		if n := rec.noticeList(); len(n) != 1 || !reflect.DeepEqual(n[0], notice) {
+			t.Fatalf("%s: the thread was told %+v, want %+v", step, n, notice)
 		}
 		if d := a.next(t); d.Profile != "reviewer" || d.Via != ViaRule || d.By != "rule 1" {
 			t.Fatalf("%s: recorded %+v", step, d)
 		}
 	}
-	denied := "Denied “Run make” by rule 1 (kind execute)."
+	denied := PermissionDecided{"Run make", policy.Deny, Decider{N: 1, Rule: deny[0]}}
 	ask("at start", "chose reject_once", denied)
 	pid := r.pool.Lookup("r").Proc.PID()
 
@@ -305,7 +313,7 @@ func TestPermission_ARunningAgentKeepsTheRulesItStartedWith(t *testing.T) {
 
 	r.pool.SetProfiles(changed, "main")
 	r.engine.Reset("r", CancelledBy("tester"))
-	ask("with a new agent", "chose allow_once", "Allowed “Run make” by rule 1 (kind execute).")
+	ask("with a new agent", "chose allow_once", PermissionDecided{"Run make", policy.Allow, Decider{N: 1, Rule: changed["reviewer"].Permissions[0]}})
 	if ag := r.pool.Lookup("r"); ag == nil || ag.Proc.PID() == pid {
 		t.Fatalf("the thread's agent was not replaced by the reset")
 	}

@@ -111,7 +111,7 @@ type opSink chan error
 
 func (opSink) Status(Status)                                      {}
 func (opSink) Update(acp.Update)                                  {}
-func (opSink) Notice(string)                                      {}
+func (opSink) Notice(Notice)                                      {}
 func (opSink) Ask(context.Context, *acp.PermissionRequest) Answer { return Answer{} }
 func (s opSink) Done(o Outcome)                                   { s <- o.Err }
 

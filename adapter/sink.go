@@ -51,9 +51,9 @@ type Sink interface {
 	// who made it. It must return promptly once ctx is done; its cause
 	// says why (permission timeout, turn ended).
 	Ask(ctx context.Context, req *acp.PermissionRequest) Answer
-	// Notice is a short remark for the thread, e.g. an automatic
-	// permission answer.
-	Notice(text string)
+	// Notice is a remark for the thread, e.g. an automatic permission
+	// answer, as facts: chat.NoticeText says it in words.
+	Notice(Notice)
 	Done(Outcome)
 }
 

@@ -123,8 +123,8 @@ func TestTurn_DefaultPermissionTimeoutIsFiveMinutes(t *testing.T) {
 		if took := time.Since(start); took != 5*time.Minute || !strings.Contains(o.Text, "permission cancelled") {
 			t.Fatalf("outcome %+v after %s, want the agent told cancelled after 5m", o, took)
 		}
-		if n := rec.noticeList(); len(n) != 1 || !strings.Contains(n[0], "not answered within 5m") {
-			t.Fatalf("notices = %q", n)
+		if n := rec.noticeList(); len(n) != 1 || n[0] != Notice(PermissionTimedOut{Tool: "Run rm -rf build", After: 5 * time.Minute}) {
+			t.Fatalf("notices = %+v", n)
 		}
 	})
 }

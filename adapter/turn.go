@@ -5,16 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"acpbroker/acp"
 	"acpbroker/internal/clip"
-	"acpbroker/netproxy"
 	"acpbroker/policy"
 	"acpbroker/pool"
 
@@ -293,8 +290,8 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	t.setLog(t.log.With().Str("profile", agent.Profile.Name).Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
 	if agent.Lost != "" {
 		// Said once: the agent is this turn's while it is busy.
+		t.p.Sink.Notice(SessionLost{Session: agent.Lost})
 		agent.Lost = ""
-		t.p.Sink.Notice("The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before.")
 	}
 	if agent.ContextUsage != nil {
 		// What the agent said of the session as it took it up: taken
@@ -361,7 +358,7 @@ func (t *turn) loop(ctx context.Context) Outcome {
 			t.forward(u)
 		case r := <-refused:
 			refused = nil // said once a turn; the proxy logs and counts every one
-			t.p.Sink.Notice(refusalNotice(r))
+			t.p.Sink.Notice(NetworkRefused{r})
 		case <-t.call.Done():
 			return t.answered()
 		case <-exited:
@@ -428,7 +425,7 @@ func (t *turn) blocks() []acp.ContentBlock {
 	if t.agent.Conn.Capabilities().PromptCapabilities.Image {
 		return append(append([]acp.ContentBlock(nil), t.p.Blocks...), t.p.Images...)
 	}
-	t.p.Sink.Notice(fmt.Sprintf("This agent does not accept images; %d image(s) were left out.", len(t.p.Images)))
+	t.p.Sink.Notice(ImagesLeftOut{Count: len(t.p.Images)})
 	if len(t.p.Blocks) == 0 {
 		return []acp.ContentBlock{acp.TextBlock("(the user sent only images, which this agent cannot see)")}
 	}
@@ -576,14 +573,6 @@ func (t *turn) withdrawn() error {
 		return w.Withdrawn()
 	}
 	return nil
-}
-
-// refusalNotice is what the thread is told of the proxy's refusal r.
-func refusalNotice(r netproxy.Refusal) string {
-	if r.Host == "" { // not for a host: the agent's connections at once
-		return fmt.Sprintf("The agent's network connection was refused: %s.", r.Reason)
-	}
-	return fmt.Sprintf("The agent tried to reach %s, which its profile does not allow (%s); it was refused.", net.JoinHostPort(r.Host, strconv.Itoa(r.Port)), r.Reason)
 }
 
 // drainRefused forgets the proxy's refusals of a's connections not yet
@@ -788,19 +777,19 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 		rules = cfg.Rules
 	}
 	rule, n := policy.Match(rules, d.ToolKind, d.Tool)
-	action, by := rule.Action, ""
+	action, by := rule.Action, Decider{}
 	switch {
 	case n > 0:
 		d.Via, d.By, d.ByName = ViaRule, fmt.Sprintf("rule %d", n), rule.String()
-		by = fmt.Sprintf("rule %d (%s)", n, rule)
+		by = Decider{N: n, Rule: rule}
 	case t.p.PermissionMode == PermissionAllow || t.p.PermissionMode == PermissionDeny:
 		action = policy.Action(t.p.PermissionMode)
 		d.Via, d.By, d.ByName = ViaMode, cmp.Or(t.p.PermissionBy, "the prompt's permission mode"), t.p.PermissionMode
-		by = d.By + " = " + t.p.PermissionMode
+		by = Decider{Setting: t.p.PermissionBy, Mode: t.p.PermissionMode}
 	case t.p.PermissionMode == "" && (cfg.PermissionMode == PermissionAllow || cfg.PermissionMode == PermissionDeny):
 		action = policy.Action(cfg.PermissionMode)
 		d.Via, d.By, d.ByName = ViaMode, "turn.permission_mode", cfg.PermissionMode
-		by = "turn.permission_mode = " + cfg.PermissionMode
+		by = Decider{Setting: "turn.permission_mode", Mode: cfg.PermissionMode}
 	}
 	if action == policy.Allow || action == policy.Deny {
 		opt, ok := onceOption(req, action)
@@ -809,11 +798,10 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 			if action == policy.Deny {
 				want = acp.OptionRejectOnce
 			}
-			verb := map[policy.Action]string{policy.Allow: "allows", policy.Deny: "denies"}[action]
-			t.p.Sink.Notice(fmt.Sprintf("“%s” answered cancelled: %s %s it, but the agent offers no %s option.", title, by, verb, want))
+			t.p.Sink.Notice(PermissionNoOption{Tool: title, Action: action, By: by, Missing: want})
 			return t.decided(d, acp.PermissionOutcome{})
 		}
-		t.p.Sink.Notice(verdict(action, title, by))
+		t.p.Sink.Notice(PermissionDecided{Tool: title, Action: action, By: by})
 		d.OptionID, d.OptionKind = opt.OptionID, opt.Kind
 		return t.decided(d, acp.PermissionOutcome{OptionID: opt.OptionID})
 	}
@@ -831,7 +819,7 @@ func (t *turn) approve(ctx context.Context, req *acp.PermissionRequest) acp.Perm
 		d.Via, d.By = ViaCancelled, ViaCancelled
 		return t.decided(d, acp.PermissionOutcome{})
 	case askCtx.Err() != nil:
-		t.p.Sink.Notice(fmt.Sprintf("Permission for %q was not answered within %s; answered cancelled.", title, shortDuration(cfg.PermissionTimeout)))
+		t.p.Sink.Notice(PermissionTimedOut{Tool: title, After: cfg.PermissionTimeout})
 		d.Via, d.By = ViaTimeout, ViaTimeout
 		return t.decided(d, acp.PermissionOutcome{})
 	case ans.Outcome.Cancelled():

@@ -98,7 +98,7 @@ type headlessSink struct{ h *Headless }
 
 func (headlessSink) Status(adapter.Status) {}
 func (headlessSink) Update(acp.Update)     {}
-func (headlessSink) Notice(string)         {}
+func (headlessSink) Notice(adapter.Notice) {}
 func (headlessSink) Done(o adapter.Outcome) {
 	o.Shown("")
 }

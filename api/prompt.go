@@ -11,6 +11,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/chat"
 	"acpbroker/store"
 )
 
@@ -216,11 +217,11 @@ func (s *promptSink) Update(u acp.Update) {
 	}
 }
 
-func (s *promptSink) Notice(text string) {
-	s.inner.Notice(text)
+func (s *promptSink) Notice(n adapter.Notice) {
+	s.inner.Notice(n)
 	p := s.p
 	p.mu.Lock()
-	p.emitLocked("notice", map[string]string{"text": text})
+	p.emitLocked("notice", map[string]string{"kind": n.Kind(), "text": chat.NoticeText(n)})
 	p.mu.Unlock()
 }
 

@@ -22,7 +22,7 @@ func (s waitSink) Update(acp.Update)     {}
 func (s waitSink) Ask(ctx context.Context, _ *acp.PermissionRequest) adapter.Answer {
 	return adapter.Answer{}
 }
-func (s waitSink) Notice(string)          {}
+func (s waitSink) Notice(adapter.Notice)  {}
 func (s waitSink) Done(o adapter.Outcome) { s.done <- o }
 
 // retained is the memory the process holds after a collection: heap in use

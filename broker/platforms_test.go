@@ -148,7 +148,7 @@ func (s *answerSink) Ask(ctx context.Context, _ *acp.PermissionRequest) adapter.
 	<-ctx.Done()
 	return adapter.Answer{}
 }
-func (s *answerSink) Notice(string)          {}
+func (s *answerSink) Notice(adapter.Notice)  {}
 func (s *answerSink) Done(o adapter.Outcome) { s.done <- o }
 
 // world is a fake Discord with the configuration of a broker that

@@ -42,7 +42,7 @@ func (s *doneSink) Ask(ctx context.Context, _ *acp.PermissionRequest) adapter.An
 	return adapter.Answer{}
 }
 
-func (s *doneSink) Notice(string) {}
+func (s *doneSink) Notice(adapter.Notice) {}
 
 func (s *doneSink) Done(o adapter.Outcome) { s.done <- o }
 

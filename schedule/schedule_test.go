@@ -77,7 +77,7 @@ type nopSink struct{}
 
 func (nopSink) Status(adapter.Status)                                      {}
 func (nopSink) Update(acp.Update)                                          {}
-func (nopSink) Notice(string)                                              {}
+func (nopSink) Notice(adapter.Notice)                                      {}
 func (nopSink) Ask(context.Context, *acp.PermissionRequest) adapter.Answer { return adapter.Answer{} }
 func (nopSink) Done(adapter.Outcome)                                       {}
 

@@ -469,11 +469,11 @@ func (s *sink) breakLine() {
 	}
 }
 
-func (s *sink) Notice(text string) {
+func (s *sink) Notice(n adapter.Notice) {
 	s.notices++
 	switch {
 	case s.notices < maxNotices:
-		s.c.printf("\n[%s]\n", clip.Cut(text, maxLineBytes))
+		s.c.printf("\n[%s]\n", clip.Cut(chat.NoticeText(n), maxLineBytes))
 	case s.notices == maxNotices:
 		s.c.printf("\n[more notices: not shown]\n")
 	}

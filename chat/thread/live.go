@@ -191,9 +191,9 @@ func (t *turnSink) Update(u acp.Update) {
 }
 
 // Notice implements adapter.Sink.
-func (t *turnSink) Notice(text string) {
+func (t *turnSink) Notice(n adapter.Notice) {
 	t.mu.Lock()
-	t.tr.Notice(text)
+	t.tr.Notice(chat.NoticeText(n))
 	t.version++
 	t.said = true
 	t.mu.Unlock()
