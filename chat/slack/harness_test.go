@@ -30,18 +30,18 @@ func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 type harness struct {
 	t         *testing.T
 	closeOnce sync.Once
-	srv     *fakeslack.Server
-	client  *slack.Client
-	engine  *adapter.Engine
-	pool    *pool.Pool
-	channel string // the allowed channel
-	other   string // a channel the app may not answer in
-	alice   fakeslack.User
-	bob     fakeslack.User
-	carol   fakeslack.User
-	wait    time.Duration
-	cancel  context.CancelFunc
-	runDone chan error
+	srv       *fakeslack.Server
+	client    *slack.Client
+	engine    *adapter.Engine
+	pool      *pool.Pool
+	channel   string // the allowed channel
+	other     string // a channel the app may not answer in
+	alice     fakeslack.User
+	bob       fakeslack.User
+	carol     fakeslack.User
+	wait      time.Duration
+	cancel    context.CancelFunc
+	runDone   chan error
 }
 
 type setup struct {
