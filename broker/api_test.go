@@ -12,6 +12,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/config"
+	"acpbroker/internal/eventually"
 	"acpbroker/pool"
 )
 
@@ -105,19 +106,15 @@ channels = ["*"]
 	if a := b.pool.Lookup(console); a == nil || a.Proc.PID() != pid || !a.Proc.Alive() {
 		t.Fatalf("the console user's agent (pid %d) was pushed out of the pool by one-shot prompts", pid)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := b.pool.Stats()
-		if st.Stopped[pool.StopLRU] != 0 {
-			t.Fatalf("%d agents were stopped to make room", st.Stopped[pool.StopLRU])
-		}
-		if st.Live == 1 && st.Stopping == 0 && st.Stopped[pool.StopOneShot] == 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool after 8 one-shot prompts: %d live, %d stopping, stops %v; want the console's agent alone, 8 one-shot stops", st.Live, st.Stopping, st.Stopped)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var st pool.Stats
+	if !eventually.Wait(eventually.Patience, func() bool {
+		st = b.pool.Stats()
+		return st.Stopped[pool.StopLRU] != 0 || st.Live == 1 && st.Stopping == 0 && st.Stopped[pool.StopOneShot] == 8
+	}) {
+		t.Fatalf("pool after 8 one-shot prompts: %d live, %d stopping, stops %v; want the console's agent alone, 8 one-shot stops", st.Live, st.Stopping, st.Stopped)
+	}
+	if st.Stopped[pool.StopLRU] != 0 {
+		t.Fatalf("%d agents were stopped to make room", st.Stopped[pool.StopLRU])
 	}
 	for th := range threads {
 		if b.pool.Lookup("api:"+th) != nil {

@@ -10,6 +10,13 @@ import (
 // notifier speaks systemd's notify protocol: one datagram per state
 // change on the socket named by NOTIFY_SOCKET. Without the variable (not
 // under systemd, or Type=simple) it does nothing.
+//
+// It is ours rather than go-systemd's daemon.SdNotify and
+// SdWatchdogEnabled because those read NOTIFY_SOCKET, WATCHDOG_USEC and
+// WATCHDOG_PID from the process environment, while the broker reads
+// Options.Environ, the environment it is given (several brokers in one
+// test process each have their own); the protocol itself is the dozen
+// lines below.
 type notifier struct {
 	socket   string
 	watchdog time.Duration // from WATCHDOG_USEC, if meant for this process

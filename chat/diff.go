@@ -5,6 +5,16 @@ import (
 	"strings"
 )
 
+// The diff is ours, not a library's, for its bounds: an agent can write
+// files of any size, and showing its edit must take bounded time and
+// memory whatever the texts, and the same diff on any machine.
+// pmezard/go-difflib's SequenceMatcher has no bound on its work (its
+// longest-match search is quadratic in the worst case); sergi/go-diff
+// bounds its search by a wall-clock deadline, so a loaded machine shows
+// a different diff, and bounds neither the edit length nor the memory.
+// Here diffWork and diffMaxEdits bound both, and past them the diff is
+// still correct, only not the smallest.
+
 // diffContext is the number of unchanged lines shown around a change.
 const diffContext = 3
 

@@ -176,18 +176,6 @@ func metric(t *testing.T, p *Proxy, name, profile string) float64 {
 	return -1
 }
 
-// eventually waits up to 5 s for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not so within 5s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // fakeResolver answers from a map and counts its calls.
 type fakeResolver struct {
 	mu    sync.Mutex

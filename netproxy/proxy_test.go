@@ -1,6 +1,8 @@
 package netproxy
 
 import (
+	"acpbroker/internal/eventually"
+
 	"bufio"
 	"crypto/tls"
 	"encoding/json"
@@ -110,7 +112,7 @@ func TestProxy_TunnelKeepsHalfClose(t *testing.T) {
 	if err != nil || string(got) != "got: hello" {
 		t.Fatalf("read %q, %v; want %q", got, err, "got: hello")
 	}
-	eventually(t, "open_connections back to 0", func() bool {
+	eventually.True(t, "open_connections back to 0", func() bool {
 		return metric(t, e.p, "acp_broker_network_open_connections", "") == 0
 	})
 }
@@ -322,7 +324,7 @@ func TestProxy_RefusesConnectionsPastMaxConns(t *testing.T) {
 
 	// Once one ends, there is room again.
 	c1.Close()
-	eventually(t, "a tunnel's end makes room", func() bool {
+	eventually.True(t, "a tunnel's end makes room", func() bool {
 		e.l.mu.Lock()
 		defer e.l.mu.Unlock()
 		return e.l.clients == 1
@@ -441,7 +443,7 @@ func TestProxy_CloseAbandonsAResolutionInProgress(t *testing.T) {
 	e := start(t, Options{}, []string{slowName}, map[string][]netip.Addr{})
 	c, br := e.send("CONNECT " + slowName + ":443 HTTP/1.1\r\n\r\n")
 	defer c.Close()
-	eventually(t, "the name is being resolved", func() bool { return len(e.resolver.calls()) == 1 })
+	eventually.True(t, "the name is being resolved", func() bool { return len(e.resolver.calls()) == 1 })
 	begun := time.Now()
 	e.l.Close()
 	if waited := time.Since(begun); waited > 3*time.Second {

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
+	"acpbroker/internal/eventually"
 	"acpbroker/netproxy"
 	"acpbroker/pool"
 )
@@ -83,13 +83,7 @@ func TestNetwork_AnAgentAndItsTerminalsGoOutThroughTheProxyAlone(t *testing.T) {
 		t.Errorf("the net directory holds %d entries while one agent runs", len(dirs()))
 	}
 	p.Release(a, true) // stopped in the background
-	deadline := time.Now().Add(10 * time.Second)
-	for len(dirs()) != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := len(dirs()); n != 0 {
-		t.Errorf("the net directory holds %d entries 10s after the agent was released to stop", n)
-	}
+	eventually.True(t, "the net directory emptied after the agent was released to stop", func() bool { return len(dirs()) == 0 })
 }
 
 // line is the rest of the line of text that starts with what and a

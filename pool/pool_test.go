@@ -15,6 +15,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/eventually"
 	"acpbroker/pool"
 
 	"github.com/rs/zerolog"
@@ -594,22 +595,6 @@ func TestProcess_KillLogsNoFalseWarning(t *testing.T) {
 	}
 }
 
-// waitFor polls cond on a ticker until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("after %s: %s", d, what)
-		}
-	}
-}
-
 // Callers waiting for a slot get one in the order they came, however
 // many wake at once.
 func TestPool_SlotQueueIsFirstComeFirstServed(t *testing.T) {
@@ -631,7 +616,7 @@ func TestPool_SlotQueueIsFirstComeFirstServed(t *testing.T) {
 				order <- i
 				agents <- b
 			}()
-			waitFor(t, 10*time.Second, "waiter not queued", func() bool { return p.Stats().Waiting == i+1 })
+			eventually.Within(t, 10*time.Second, "waiter not queued", func() bool { return p.Stats().Waiting == i+1 })
 		}
 		p.Release(a, true)
 		for want := range n {
@@ -668,7 +653,7 @@ func TestPool_WaiterEvictsOneIdleAgentWhileTheFirstIsStopping(t *testing.T) {
 		}
 		got <- z
 	}()
-	waitFor(t, 10*time.Second, "no eviction for z", func() bool { return p.Stats().Evicted == 1 })
+	eventually.Within(t, 10*time.Second, "no eviction for z", func() bool { return p.Stats().Evicted == 1 })
 
 	// Others come and give up while x is still stopping: each wakes z.
 	for range 3 {
@@ -714,7 +699,7 @@ func TestPool_LauncherStartsAgentsThroughItAndRunsTheStopCommand(t *testing.T) {
 		t.Fatalf("answer through the launcher = %q", got)
 	}
 	p.Release(a, true) // stopped: the stop command follows
-	waitFor(t, 10*time.Second, "stop command", func() bool {
+	eventually.Within(t, 10*time.Second, "stop command", func() bool {
 		b, _ := os.ReadFile(record)
 		return strings.Contains(string(b), "stop agent-t1")
 	})
@@ -751,7 +736,7 @@ func TestPool_ThreadNameNamesTheThreadsDirectoryAndLauncherWords(t *testing.T) {
 		t.Fatalf("the agent works in %q, want %s", got, filepath.Join(work, "chat-t1"))
 	}
 	p.Release(a, true)
-	waitFor(t, 10*time.Second, "stop command", func() bool {
+	eventually.Within(t, 10*time.Second, "stop command", func() bool {
 		b, _ := os.ReadFile(record)
 		return strings.Contains(string(b), "stop agent-chat-t1")
 	})

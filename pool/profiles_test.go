@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/internal/eventually"
 	"acpbroker/pool"
 )
 
@@ -109,7 +110,7 @@ func TestPool_ProfileCapHoldsWhileAnotherProfileStillStarts(t *testing.T) {
 		}
 		got <- r3
 	}()
-	waitFor(t, 10*time.Second, "r3 not waiting", func() bool { return p.Stats().Profiles["reviewer"].Waiting == 1 })
+	eventually.Within(t, 10*time.Second, "r3 not waiting", func() bool { return p.Stats().Profiles["reviewer"].Waiting == 1 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -197,7 +198,7 @@ func TestPool_ProfileWaiterEvictsOneIdleAgentWhileTheFirstIsStopping(t *testing.
 		}
 		got <- r3
 	}()
-	waitFor(t, 10*time.Second, "no eviction for r3", func() bool { return p.Stats().Evicted == 1 })
+	eventually.Within(t, 10*time.Second, "no eviction for r3", func() bool { return p.Stats().Evicted == 1 })
 	for range 3 { // r1 takes two 500ms graces to stop
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_, err := p.Acquire(ctx, "impatient", "reviewer", nil)
@@ -254,7 +255,7 @@ func TestPool_SetProfilesChangesNewAgentsOnly(t *testing.T) {
 		_, err := p.Acquire(context.Background(), "t3", "p", nil)
 		waited <- err
 	}()
-	waitFor(t, 10*time.Second, "t3 not waiting", func() bool { return p.Stats().Waiting == 1 })
+	eventually.Within(t, 10*time.Second, "t3 not waiting", func() bool { return p.Stats().Waiting == 1 })
 	p.SetProfiles(map[string]*pool.Profile{"q": {Command: fakeAgent, WorkDir: work}}, "q")
 	select {
 	case err := <-waited:
@@ -332,7 +333,7 @@ func TestPool_WorkspaceHookGivesTheAgentItsDirectory(t *testing.T) {
 // profiles are listed.
 func waitReleased(t *testing.T, p *pool.Pool) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "agents still held", func() bool {
+	eventually.Within(t, 10*time.Second, "agents still held", func() bool {
 		s := p.Stats()
 		return s.Live == 0 && s.Starting == 0 && s.Stopping == 0 && s.Waiting == 0
 	})

@@ -11,6 +11,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/internal/agenttest"
+	"acpbroker/internal/eventually"
 	"acpbroker/pool"
 )
 
@@ -155,7 +156,7 @@ func TestPool_ResumeTakesUpAnotherSession(t *testing.T) {
 	prompt(t, first, "stream 1")
 	p.Release(first, false)
 	p.Reset("t") // the next message starts a fresh session
-	waitFor(t, 10*time.Second, "reset agent gone", func() bool { return p.Lookup("t") == nil })
+	eventually.Within(t, 10*time.Second, "reset agent gone", func() bool { return p.Lookup("t") == nil })
 
 	second := acquire(t, p, "t")
 	if second.SessionID == first.SessionID {

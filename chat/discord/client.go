@@ -265,6 +265,11 @@ const (
 // succeeds or ctx ends, which is no error: the broker is stopping. A
 // refusal that will not pass (the token or the bot's intents) is
 // returned at once, for the operator to mend.
+//
+// The loop is ours, not cenkalti/backoff's Retry: that one starts the
+// doubling over after a Retry-After and logs a RetryAfterError in place
+// of the failure it stands for, where a 429 here leaves the doubling as
+// it was and the log names what failed.
 func (c *Client) connect(ctx context.Context) error {
 	wait := connectRetryFirst
 	for try := 1; ; try++ {

@@ -3,11 +3,13 @@ package discord
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"acpbroker/adapter"
+	"acpbroker/internal/eventually"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -114,13 +116,19 @@ func TestOnMessage_DuplicatesAndBotsAreIgnored(t *testing.T) {
 	c.onMessage(nil, msg("m2", me, true))     // the bot's own
 	c.onMessage(nil, msg("m3", "300", true))  // another bot
 	c.onMessage(nil, msg("m4", "201", false))
-	deadline := time.Now().Add(5 * time.Second)
-	for eng.count("thread-1") < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// The messages of a thread are submitted in order: once m5's prompt
+	// is in, any wrong submission of the messages before it is too.
+	c.onMessage(nil, msg("m5", "201", false))
+	refs := func() []string {
+		var out []string
+		for _, p := range eng.submitted() {
+			out = append(out, p.Ref[strings.LastIndex(p.Ref, "/")+1:])
+		}
+		return out
 	}
-	time.Sleep(100 * time.Millisecond) // room for a wrong third submission
-	c.Close(0)                         // the sinks' Discord calls give up
-	if n := eng.count("thread-1"); n != 2 {
-		t.Fatalf("%d prompts submitted, want 2 (m1 once, and m4)", n)
+	eventually.True(t, "m5 submitted", func() bool { return slices.Contains(refs(), "m5") })
+	c.Close(0) // the sinks' Discord calls give up
+	if got := refs(); !slices.Equal(got, []string{"m1", "m4", "m5"}) {
+		t.Fatalf("prompts submitted for %v, want m1 once, m4 and m5", got)
 	}
 }

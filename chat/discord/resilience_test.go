@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"acpbroker/chat"
+	"acpbroker/internal/agenttest"
 	"acpbroker/internal/fakediscord"
 	"acpbroker/pool"
 )
@@ -193,15 +194,21 @@ func TestResilience_AnInteractionIsAnsweredPastRateLimitsWithinItsWindow(t *test
 // waited out: an answer then would come too late for Discord, so the
 // bot gives up at once and says so in its log, and never answers late.
 func TestResilience_AnInteractionIsNeverAnsweredPastItsWindow(t *testing.T) {
-	h := newHarness(t, setup{})
+	var logs agenttest.Buffer
+	h := newHarness(t, setup{discordLog: &logs})
 	thread := h.mention(alice, "hello")
 	h.answer(thread, "✅")
 	h.srv.Inject429(fakediscord.OnRoute(fakediscord.RouteInteractionCallback), 1, 4*time.Second)
+	start := time.Now()
 	id := h.srv.SlashCommand(thread, alice.ID, "status", nil)
-	h.srv.Await("the refused answer", func() bool { return len(h.srv.RequestsTo(fakediscord.RouteInteractionCallback)) == 1 })
-	time.Sleep(5 * time.Second) // past the 429's retry_after: a bot that waited it out would answer now
+	// The log line is written once the answer is given up: no try of it
+	// can come after.
+	h.until("the answer given up in the log", func() bool { return strings.Contains(logs.String(), "interaction not answered") })
+	if took := time.Since(start); took >= 3*time.Second {
+		t.Errorf("the answer was given up after %s, not at once", took.Round(time.Millisecond))
+	}
 	if n := len(h.srv.RequestsTo(fakediscord.RouteInteractionCallback)); n != 1 {
-		t.Errorf("%d answers were tried; want the one refused, and none after a wait past the window", n)
+		t.Errorf("%d answers were tried; want the one refused, and none after", n)
 	}
 	if rs := h.srv.InteractionResponses(id); len(rs) != 0 {
 		t.Errorf("the interaction was answered (%+v), want none after its window", rs)

@@ -93,7 +93,7 @@ func TestAccess_AnOrdinaryThreadIsLookedUpOnce(t *testing.T) {
 	h.srv.PostMessage(h.channel, h.alice.ID, "noon", fakeslack.InThread(root))
 	h.answer(h.mention(h.alice, "hello"), "✅") // the replies before it were seen
 	h.srv.Await("the lookup", func() bool { return len(h.srv.CallsTo("conversations.replies")) >= 1 })
-	time.Sleep(100 * time.Millisecond)
+	h.close() // every message taken is handled: a wrong second lookup is made by now
 	if n := len(h.srv.CallsTo("conversations.replies")); n != 1 {
 		t.Fatalf("%d lookups of an ordinary thread", n)
 	}
@@ -110,14 +110,8 @@ func TestAccess_AnOrdinaryThreadIsLookedUpOnce(t *testing.T) {
 func TestAccess_DirectMessages(t *testing.T) {
 	h := newHarness(t, setup{adjust: func(h *harness, c *slack.Config) { c.Access = h.access(h.alice.ID) }})
 	dm := h.srv.AddDM(h.alice.ID)
-	h.srv.PostMessage(dm.ID, h.alice.ID, "hello there")
+	hello := h.srv.PostMessage(dm.ID, h.alice.ID, "hello there")
 	h.answer(h.mention(h.alice, "hello"), "✅")
-	time.Sleep(100 * time.Millisecond)
-	for _, m := range h.srv.Messages(dm.ID) {
-		if m.FromBot() {
-			t.Fatalf("a direct message was answered without allow_dms: %q", text(m))
-		}
-	}
 	on := h.access(h.alice.ID)
 	on.AllowDMs = true
 	h.client.SetAccess(on)
@@ -132,4 +126,13 @@ func TestAccess_DirectMessages(t *testing.T) {
 	h.waitWorking(c)
 	h.client.SetAccess(h.access(h.alice.ID))
 	h.answer(c, "this channel is no longer served by the bot")
+	h.close() // every message taken is handled: a wrong answer is posted by now
+	for _, m := range h.srv.Thread(dm.ID, hello) {
+		if m.FromBot() {
+			t.Fatalf("a direct message was answered without allow_dms: %q", text(m))
+		}
+	}
+	if marks := h.botReactions(dm.ID, hello); len(marks) > 0 {
+		t.Fatalf("a direct message without allow_dms was marked %v", marks)
+	}
 }

@@ -393,6 +393,11 @@ const (
 // may pass is tried again until it succeeds or ctx ends, which is no
 // error: the broker is stopping. A token Slack refuses is returned at
 // once.
+//
+// The loop is ours, not cenkalti/backoff's Retry: that one starts the
+// doubling over after a Retry-After and logs a RetryAfterError in place
+// of the failure it stands for, where a 429 here leaves the doubling as
+// it was and the log names what failed.
 func (c *Client) authenticate(ctx context.Context) error {
 	wait := connectRetryFirst
 	for try := 1; ; try++ {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,19 +28,20 @@ func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 // harness is a broker's Slack side against a fake Slack, with a real
 // engine, pool and fake agent processes.
 type harness struct {
-	t       *testing.T
-	srv     *fakeslack.Server
-	client  *slack.Client
-	engine  *adapter.Engine
-	pool    *pool.Pool
-	channel string // the allowed channel
-	other   string // a channel the app may not answer in
-	alice   fakeslack.User
-	bob     fakeslack.User
-	carol   fakeslack.User
-	wait    time.Duration
-	cancel  context.CancelFunc
-	runDone chan error
+	t         *testing.T
+	closeOnce sync.Once
+	srv       *fakeslack.Server
+	client    *slack.Client
+	engine    *adapter.Engine
+	pool      *pool.Pool
+	channel   string // the allowed channel
+	other     string // a channel the app may not answer in
+	alice     fakeslack.User
+	bob       fakeslack.User
+	carol     fakeslack.User
+	wait      time.Duration
+	cancel    context.CancelFunc
+	runDone   chan error
 }
 
 type setup struct {
@@ -141,13 +143,16 @@ func newHarness(t *testing.T, s setup) *harness {
 }
 
 // close stops in the broker's order: no new prompts, turns ended, the
-// last messages posted, then agents stopped.
+// last messages posted, then agents stopped. Once it returns, every
+// message the app took has been handled. It is safe to call twice.
 func (h *harness) close() {
-	h.cancel()
-	<-h.runDone
-	h.engine.Close()
-	h.client.Close(10 * time.Second)
-	h.pool.Close()
+	h.closeOnce.Do(func() {
+		h.cancel()
+		<-h.runDone
+		h.engine.Close()
+		h.client.Close(10 * time.Second)
+		h.pool.Close()
+	})
 }
 
 // conv is a conversation the test started: the message it hangs from,

@@ -93,6 +93,48 @@ func TestChaosOnlyHitsMatchingRequests(t *testing.T) {
 	}
 }
 
+// A dropped request gets no answer at all: the client sees the
+// connection fail, by script (InjectDrop) or by Chaos (RateDrop), and the
+// request is recorded as injected.
+func TestDropCutsTheConnection(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, fakediscord.Options{NoRateLimits: true})
+	post := func() error {
+		req, _ := http.NewRequest("POST", srv.APIURL()+"channels/"+channelID+"/messages", strings.NewReader(`{"content":"m"}`))
+		req.Header.Set("Authorization", "Bot "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.HTTPClient().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	srv.InjectDrop(fakediscord.OnRoute(fakediscord.RouteCreateMessage), 1)
+	if err := post(); err == nil {
+		t.Fatal("a dropped request was answered")
+	}
+	if err := post(); err != nil {
+		t.Fatalf("the request after the one dropped: %v", err)
+	}
+	srv.SetChaos(fakediscord.Chaos{RateDrop: 1})
+	if err := post(); err == nil {
+		t.Fatal("a request Chaos drops was answered")
+	}
+	srv.SetChaos(fakediscord.Chaos{})
+	if n := srv.ChaosCounts().Drops; n != 1 {
+		t.Errorf("Chaos counted %d drops, want 1", n)
+	}
+	var injected int
+	for _, r := range srv.RequestsTo(fakediscord.RouteCreateMessage) {
+		if r.Injected {
+			injected++
+		}
+	}
+	if injected != 2 {
+		t.Errorf("%d requests recorded as injected, want 2", injected)
+	}
+}
+
 // With MaxRequests the request record stays bounded and keeps the
 // latest requests.
 func TestMaxRequestsBoundsTheRecord(t *testing.T) {

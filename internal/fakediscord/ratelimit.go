@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"acpbroker/internal/fakehttp"
 )
 
 // bucket is a fixed window: up to limit requests from start until reset.
@@ -94,13 +96,11 @@ func OnRouteIn(route, major string) Match {
 // AnyRequest matches every request.
 func AnyRequest() Match { return func(Request) bool { return true } }
 
+// fault is how a request fails: the shared kinds, and Discord's global
+// 429.
 type fault struct {
-	match      Match
-	left       int
-	status     int
-	retryAfter time.Duration
-	global     bool
-	stall      time.Duration // answer normally, but only after this long
+	fakehttp.Fault
+	global bool
 }
 
 // Inject429 makes the next n requests that match answer 429 with
@@ -108,46 +108,48 @@ type fault struct {
 // retryAfter, whatever their bucket says. Faults are tried in the order
 // injected; a request consumes at most one.
 func (s *Server) Inject429(match Match, n int, retryAfter time.Duration) {
-	s.inject(&fault{match: match, left: n, status: http.StatusTooManyRequests, retryAfter: retryAfter})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}})
 }
 
 // InjectGlobal429 is Inject429 with the global flag set (JSON "global":
 // true and X-RateLimit-Global), which makes discordgo hold every bucket.
 func (s *Server) InjectGlobal429(match Match, n int, retryAfter time.Duration) {
-	s.inject(&fault{match: match, left: n, status: http.StatusTooManyRequests, retryAfter: retryAfter, global: true})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}, global: true})
 }
 
 // InjectError makes the next n requests that match answer status with a
 // Discord error body (e.g. 500, or 502, which discordgo retries).
 func (s *Server) InjectError(match Match, n int, status int) {
-	s.inject(&fault{match: match, left: n, status: status})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: status}})
+}
+
+// InjectDrop makes the next n requests that match fail as a network
+// failure would: the connection is closed without an answer.
+func (s *Server) InjectDrop(match Match, n int) {
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Drop: true}})
 }
 
 // InjectStall makes the next n requests that match take d before they are
 // answered: a slow Discord. The request is handled as usual; only its
 // answer waits (Close, or the client giving up, ends the wait).
 func (s *Server) InjectStall(match Match, n int, d time.Duration) {
-	s.inject(&fault{match: match, left: n, stall: d})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Stall: d}})
 }
 
-func (s *Server) inject(f *fault) {
+func (s *Server) inject(match Match, n int, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
+	s.faults.Add(match, n, f)
 }
 
-// faultLocked returns the first pending fault matching r and uses it up.
-func (s *Server) faultLocked(r Request) *fault {
-	for i, f := range s.faults {
-		if f.left > 0 && f.match(r) {
-			f.left--
-			if f.left == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-			return f
-		}
+// faultLocked returns the fault r is to fail with, scripted or drawn by
+// Chaos; ok is false when r goes through.
+func (s *Server) faultLocked(r Request) (f fault, ok bool) {
+	if f, ok = s.faults.Take(r); ok {
+		return f, true
 	}
-	return nil
+	f.Fault, ok = s.chaos.Draw(r)
+	return f, ok
 }
 
 // rateLimitedBody is the 429 body; retry_after is in seconds.

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"acpbroker/internal/fakehttp"
 )
 
 // Route keys: the method and the path template of each REST route the
@@ -166,6 +168,7 @@ type call struct {
 	query  url.Values
 	header http.Header
 	stall  time.Duration              // hold the answer this long
+	drop   bool                       // cut the connection, no answer
 	obj    map[string]json.RawMessage // the body, if a JSON object
 	arr    []json.RawMessage          // the body, if a JSON array
 	files  []File
@@ -233,14 +236,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.notifyLocked()
 	s.mu.Unlock()
 
-	if c.stall > 0 {
-		t := time.NewTimer(c.stall)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
-		t.Stop()
+	fakehttp.Hold(r, c.stall, s.quit)
+	if c.drop {
+		fakehttp.Cut(w)
+		return
 	}
 	if resp == nil {
 		w.WriteHeader(status)
@@ -279,33 +278,33 @@ func (s *Server) handleLocked(c *call, r *http.Request, versionOK bool, segs []s
 		s.takeLocked(c.header, rt.key, req.Major, c.now)
 		return apiError(http.StatusUnauthorized, 0, "401: Unauthorized")
 	}
-	f := s.faultLocked(*req)
-	if f == nil {
-		f = s.chaosLocked(*req)
-	}
-	if f != nil && f.stall > 0 {
+	if f, hit := s.faultLocked(*req); hit {
 		req.Injected = true
-		c.stall = f.stall
-	} else if f != nil {
-		req.Injected = true
-		if f.status != http.StatusTooManyRequests {
-			return apiError(f.status, 0, http.StatusText(f.status))
+		switch {
+		case f.Stall > 0:
+			c.stall = f.Stall
+		case f.Drop:
+			c.drop = true
+			return 0, nil
+		case f.Status != http.StatusTooManyRequests:
+			return apiError(f.Status, 0, http.StatusText(f.Status))
+		default:
+			req.RateLimited = true
+			lim := s.limitFor(rt.key)
+			h := c.header
+			h.Set("X-RateLimit-Limit", strconv.Itoa(lim.Limit))
+			h.Set("X-RateLimit-Remaining", "0")
+			h.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(c.now.Add(f.RetryAfter).UnixMilli())/1000, 'f', 3, 64))
+			h.Set("X-RateLimit-Reset-After", secs(f.RetryAfter))
+			h.Set("X-RateLimit-Bucket", bucketHash(rt.key))
+			scope := "user"
+			if f.global {
+				h.Set("X-RateLimit-Global", "true")
+				scope = "global"
+			}
+			setRetryAfter(h, f.RetryAfter, scope)
+			return http.StatusTooManyRequests, rateLimitedBody(f.RetryAfter, f.global)
 		}
-		req.RateLimited = true
-		lim := s.limitFor(rt.key)
-		h := c.header
-		h.Set("X-RateLimit-Limit", strconv.Itoa(lim.Limit))
-		h.Set("X-RateLimit-Remaining", "0")
-		h.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(c.now.Add(f.retryAfter).UnixMilli())/1000, 'f', 3, 64))
-		h.Set("X-RateLimit-Reset-After", secs(f.retryAfter))
-		h.Set("X-RateLimit-Bucket", bucketHash(rt.key))
-		scope := "user"
-		if f.global {
-			h.Set("X-RateLimit-Global", "true")
-			scope = "global"
-		}
-		setRetryAfter(h, f.retryAfter, scope)
-		return http.StatusTooManyRequests, rateLimitedBody(f.retryAfter, f.global)
 	}
 	if wait := s.takeLocked(c.header, rt.key, req.Major, c.now); wait > 0 {
 		req.RateLimited = true

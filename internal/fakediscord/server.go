@@ -34,6 +34,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"acpbroker/internal/fakehttp"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -148,7 +150,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	closed  bool
-	changed chan struct{}
+	changes fakehttp.Changes // wakes WaitFor; closed with the server
 	lastID  uint64
 	bot     User
 	appID   string
@@ -166,8 +168,8 @@ type Server struct {
 	downloads    []string // names of the attachments fetched, in order
 	typing       map[string]int
 	buckets      map[string]*bucket
-	faults       []*fault
-	chaos        *chaosState
+	faults       fakehttp.Script[Request, fault]
+	chaos        fakehttp.Dice[Request]
 	routeTable   []route
 
 	sessions      []*gwSession
@@ -206,7 +208,6 @@ func New(tb testing.TB, opts Options) *Server {
 	s := &Server{
 		tb:           tb,
 		opts:         opts,
-		changed:      make(chan struct{}),
 		quit:         make(chan struct{}),
 		users:        map[string]*User{},
 		guilds:       map[string]*guild{},
@@ -265,7 +266,7 @@ func (s *Server) Close() {
 		for c := range s.conns {
 			c.push(outFrame{kind: frameAbort})
 		}
-		s.notifyLocked()
+		s.changes.Close()
 		s.mu.Unlock()
 		s.hs.Close()
 		s.wg.Wait()
@@ -328,15 +329,10 @@ func (rt rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 // Take the channel before checking the state it guards, so that no
 // change is missed.
 func (s *Server) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
+	return s.changes.Next()
 }
 
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Server) notifyLocked() { s.changes.Notify() }
 
 // ErrClosed is returned by WaitFor when the server is closed.
 var ErrClosed = errors.New("fakediscord: server closed")
@@ -346,22 +342,7 @@ var ErrClosed = errors.New("fakediscord: server closed")
 // server's lock held, once at first and again after every change; it may
 // use the accessors.
 func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		ch, closed := s.changed, s.closed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		if closed {
-			return ErrClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.changes.WaitFor(ctx, cond, ErrClosed)
 }
 
 // Await is WaitFor bounded by Options.WaitTimeout that fails the test

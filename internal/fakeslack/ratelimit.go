@@ -3,6 +3,8 @@ package fakeslack
 import (
 	"net/http"
 	"time"
+
+	"acpbroker/internal/fakehttp"
 )
 
 // RateLimit is a token bucket: Limit calls per Per on average, and up to
@@ -116,14 +118,11 @@ func OnMethodIn(name, channelID string) Match {
 // AnyCall matches every call.
 func AnyCall() Match { return func(Call) bool { return true } }
 
+// fault is how a call fails: the shared kinds, and Slack's own answer
+// 200 {"ok":false,"error":slackError}.
 type fault struct {
-	match      Match
-	left       int
-	status     int           // HTTP status: 429, or an error status
-	retryAfter time.Duration // with 429
-	slackError string        // answer 200 {"ok":false,"error":slackError}
-	drop       bool          // cut the connection
-	stall      time.Duration // answer normally, but late
+	fakehttp.Fault
+	slackError string
 }
 
 // Inject429 makes the next n calls that match answer 429 ratelimited
@@ -131,78 +130,64 @@ type fault struct {
 // whatever their bucket says. Faults are tried in the order injected; a
 // call consumes at most one.
 func (s *Server) Inject429(match Match, n int, retryAfter time.Duration) {
-	s.inject(&fault{match: match, left: n, status: http.StatusTooManyRequests, retryAfter: retryAfter})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}})
 }
 
 // InjectError makes the next n calls that match answer an HTTP error
 // status (500, 502, 503…) with an HTML body, as Slack's front ends do.
 func (s *Server) InjectError(match Match, n int, status int) {
-	s.inject(&fault{match: match, left: n, status: status})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: status}})
 }
 
 // InjectSlackError makes the next n calls that match answer 200 with
 // {"ok": false, "error": code}: internal_error, fatal_error,
 // service_unavailable, or any method error.
 func (s *Server) InjectSlackError(match Match, n int, code string) {
-	s.inject(&fault{match: match, left: n, status: http.StatusOK, slackError: code})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusOK}, slackError: code})
 }
 
 // InjectDrop makes the next n calls that match fail as a network failure
 // would: the connection is closed without an answer.
 func (s *Server) InjectDrop(match Match, n int) {
-	s.inject(&fault{match: match, left: n, drop: true})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Drop: true}})
 }
 
 // InjectStall makes the next n calls that match take d before they are
 // answered: a slow Slack. The call is handled as usual; only its answer
 // waits (Close, or the client giving up, ends the wait).
 func (s *Server) InjectStall(match Match, n int, d time.Duration) {
-	s.inject(&fault{match: match, left: n, stall: d})
+	s.inject(match, n, fault{Fault: fakehttp.Fault{Stall: d}})
 }
 
-func (s *Server) inject(f *fault) {
+func (s *Server) inject(match Match, n int, f fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults = append(s.faults, f)
-}
-
-// faultLocked returns the first pending fault matching c and uses it up.
-func (s *Server) faultLocked(c Call) *fault {
-	for i, f := range s.faults {
-		if f.left > 0 && f.match(c) {
-			f.left--
-			if f.left == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-			return f
-		}
-	}
-	return nil
+	s.faults.Add(match, n, f)
 }
 
 // injectLocked applies a scripted fault or Chaos to a call; hit is false
 // when neither applies. A stall comes back as an action with stall set,
 // the call to be handled as usual.
 func (s *Server) injectLocked(rec *Call) (action, reply, bool) {
-	f := s.faultLocked(*rec)
-	if f == nil {
-		f = s.chaosLocked(*rec)
+	f, ok := s.faults.Take(*rec)
+	if !ok {
+		f.Fault, ok = s.chaos.Draw(*rec)
 	}
-	if f == nil {
+	if !ok {
 		return action{}, nil, false
 	}
 	rec.Injected = true
 	switch {
-	case f.stall > 0:
-		return action{status: http.StatusOK, stall: f.stall}, nil, true
-	case f.drop:
+	case f.Stall > 0:
+		return action{status: http.StatusOK, stall: f.Stall}, nil, true
+	case f.Drop:
 		return action{drop: true}, nil, true
 	case f.slackError != "":
 		return action{status: http.StatusOK}, fail(f.slackError), true
-	case f.status == http.StatusTooManyRequests:
+	case f.Status == http.StatusTooManyRequests:
 		rec.RateLimited = true
-		rec.RetryAfter = f.retryAfter
-		return action{status: f.status, retryAfter: f.retryAfter}, fail("ratelimited"), true
+		rec.RetryAfter = f.RetryAfter
+		return action{status: f.Status, retryAfter: f.RetryAfter}, fail("ratelimited"), true
 	}
-	return action{status: f.status}, nil, true
+	return action{status: f.Status}, nil, true
 }

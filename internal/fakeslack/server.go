@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"acpbroker/internal/fakehttp"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -134,7 +136,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	closed  bool
-	changed chan struct{}
+	changes fakehttp.Changes // wakes WaitFor; closed with the server
 	seq     uint64
 	lastTS  int64 // microseconds of the newest ts handed out
 
@@ -162,8 +164,8 @@ type Server struct {
 
 	calls     []Call
 	buckets   map[string]*bucket
-	faults    []*fault
-	chaos     *chaosState
+	faults    fakehttp.Script[Call, fault]
+	chaos     fakehttp.Dice[Call]
 	envelopes []*envelope
 	envByID   map[string]*envelope
 	active    map[string]*envelope // not yet acknowledged nor given up
@@ -243,7 +245,6 @@ func New(tb testing.TB, opts Options) *Server {
 		opts:      opts,
 		quit:      make(chan struct{}),
 		wake:      make(chan struct{}, 1),
-		changed:   make(chan struct{}),
 		users:     map[string]*User{},
 		groups:    map[string]*UserGroup{},
 		channels:  map[string]*channel{},
@@ -324,7 +325,7 @@ func (s *Server) Close() {
 		for _, c := range s.conns {
 			c.push(outFrame{kind: frameAbort})
 		}
-		s.notifyLocked()
+		s.changes.Close()
 		s.mu.Unlock()
 		s.hs.Close()
 		s.wg.Wait()
@@ -372,15 +373,10 @@ func (s *Server) SigningSecret() string { return s.opts.SigningSecret }
 // Take the channel before checking the state it guards, so that no change
 // is missed.
 func (s *Server) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
+	return s.changes.Next()
 }
 
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
+func (s *Server) notifyLocked() { s.changes.Notify() }
 
 // ErrClosed is returned by WaitFor when the server is closed.
 var ErrClosed = errors.New("fakeslack: server closed")
@@ -390,22 +386,7 @@ var ErrClosed = errors.New("fakeslack: server closed")
 // server's lock held, once at first and again after every change; it may
 // use the accessors.
 func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		ch, closed := s.changed, s.closed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		if closed {
-			return ErrClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.changes.WaitFor(ctx, cond, ErrClosed)
 }
 
 // Await is WaitFor bounded by Options.WaitTimeout that fails the test

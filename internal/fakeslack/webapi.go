@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"acpbroker/internal/fakehttp"
 )
 
 // Call is a request the fake received: a Web API call, or a request to
@@ -188,24 +190,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, act action, resp
 // or 429 ratelimited with Retry-After, or an error status with an HTML
 // body as Slack's front ends give, or the body.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, act action, ctype string, body []byte) {
-	if act.stall > 0 {
-		t := time.NewTimer(act.stall)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-		case <-s.quit:
-		}
-		t.Stop()
-	}
+	fakehttp.Hold(r, act.stall, s.quit)
 	switch {
 	case act.drop:
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		fakehttp.Cut(w)
+		return
 	case act.status == http.StatusTooManyRequests:
 		secs := int64((act.retryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
