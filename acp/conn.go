@@ -35,35 +35,16 @@ type Options struct {
 	// AuthMethod is the method id used when the agent says authentication
 	// is required. Empty means "fail with ErrAuthRequired".
 	AuthMethod string
-	// MaxReadBytes bounds the text one fs/read_text_file returns (default
-	// 8 MiB); MaxWriteBytes what one fs/write_text_file writes (default
-	// 16 MiB).
-	MaxReadBytes  int
-	MaxWriteBytes int
-	// FileTimeout bounds one fs request, its wait for its turn to read
-	// included (default 10s); MaxScanBytes how much of a file a read
-	// looks through for the first line it asks for (default 256 MiB).
-	FileTimeout  time.Duration
-	MaxScanBytes int64
 	// MaxAgentRequests bounds the agent's requests being served at once
 	// (permission, fs, terminal), and MaxAgentRequestBytes the bytes of
 	// their params; past either a request is refused at once (default 64,
 	// and 64 MiB).
 	MaxAgentRequests     int
 	MaxAgentRequestBytes int
-	// Terminal, if set, makes the Conn offer terminals
-	// (clientCapabilities.terminal): it turns the command a
-	// terminal/create asks for into the process started, giving it the
-	// agent's environment, user and confinement; an error refuses the
-	// terminal. It must not block.
-	Terminal func(TerminalCommand) (TerminalCommand, error)
-	// MaxTerminals bounds a session's open terminals (default 8); past it
-	// terminal/create is refused. MaxTerminalBytes bounds the output one
-	// terminal keeps (default 1 MiB), whatever its outputByteLimit.
-	MaxTerminals, MaxTerminalBytes int
-	// TerminalGrace is how long a terminal's process group is given
-	// between SIGTERM and SIGKILL when it is killed (default 1s).
-	TerminalGrace time.Duration
+	// Host serves the agent's file and terminal requests (nil: none are
+	// served, and none are offered in initialize). The Conn closes it in
+	// Close.
+	Host Host
 	// Redact masks secret values in the error messages the agent answers
 	// with, before anyone logs or shows them (nil: none).
 	Redact *redact.Redactor
@@ -71,13 +52,9 @@ type Options struct {
 
 // Defaults of the Options bounds.
 const (
-	DefaultMaxReadBytes         = 8 << 20
-	DefaultMaxWriteBytes        = 16 << 20
 	DefaultMaxAgentRequests     = 64
 	DefaultMaxAgentRequestBytes = 64 << 20
-	DefaultFileTimeout          = 10 * time.Second
 	DefaultUpdateQueueBytes     = 64 << 20
-	DefaultMaxScanBytes         = 256 << 20
 )
 
 // Conn is the client side of one agent's stdio. It owns the goroutines it
@@ -104,11 +81,15 @@ type Conn struct {
 	params json.RawMessage
 
 	outbox   chan []byte
-	scans    chan struct{} // the agent's file read being served (scanSlot)
 	notices  atomic.Int32  // answers nobody waits on, waiting for room in outbox
 	stop     chan struct{} // closed by Close
 	readDone chan struct{} // closed when the agent's output ends
-	writeErr atomic.Pointer[error]
+	// closing ends with Close (cause ErrClosed), ended with the agent's
+	// output too: the requests served for the agent live within them.
+	closing, ended context.Context
+	endClosing     context.CancelCauseFunc
+	endEnded       context.CancelCauseFunc
+	writeErr       atomic.Pointer[error]
 
 	mu       sync.Mutex
 	closed   bool
@@ -131,13 +112,9 @@ type Conn struct {
 	serving      int // agent requests being served
 	servingBytes int // the bytes of their params
 	init         *InitializeResult
-	terms        map[string]*terminal // open terminals, by id
-	// waits are the terminal/wait_for_exit requests being served, by the
-	// agent's request id, for $/cancel_request.
-	waits    map[jsonrpc2.ID]context.CancelCauseFunc
-	termSeq  uint64
-	released []*terminal // the last ones released, their output's end kept
-	createMu sync.Mutex  // one terminal/create at a time
+	// waits are the agent's requests served by the Host, by the agent's
+	// request id, for $/cancel_request.
+	waits map[jsonrpc2.ID]context.CancelCauseFunc
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -163,32 +140,14 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	if opts.UpdateQueueBytes <= 0 {
 		opts.UpdateQueueBytes = DefaultUpdateQueueBytes
 	}
-	if opts.MaxReadBytes <= 0 {
-		opts.MaxReadBytes = DefaultMaxReadBytes
-	}
-	if opts.MaxWriteBytes <= 0 {
-		opts.MaxWriteBytes = DefaultMaxWriteBytes
-	}
-	if opts.FileTimeout <= 0 {
-		opts.FileTimeout = DefaultFileTimeout
-	}
-	if opts.MaxScanBytes <= 0 {
-		opts.MaxScanBytes = DefaultMaxScanBytes
-	}
 	if opts.MaxAgentRequests <= 0 {
 		opts.MaxAgentRequests = DefaultMaxAgentRequests
 	}
 	if opts.MaxAgentRequestBytes <= 0 {
 		opts.MaxAgentRequestBytes = DefaultMaxAgentRequestBytes
 	}
-	if opts.MaxTerminals <= 0 {
-		opts.MaxTerminals = DefaultMaxTerminals
-	}
-	if opts.MaxTerminalBytes <= 0 {
-		opts.MaxTerminalBytes = DefaultMaxTerminalBytes
-	}
-	if opts.TerminalGrace <= 0 {
-		opts.TerminalGrace = DefaultTerminalGrace
+	if opts.Host == nil {
+		opts.Host = noHost{}
 	}
 	if opts.ClientInfo.Name == "" {
 		opts.ClientInfo = Implementation{Name: "acp-broker", Version: "dev"}
@@ -200,7 +159,6 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		out:      w,
 		in:       r,
 		outbox:   make(chan []byte, outboxSize),
-		scans:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		pending:  map[jsonrpc2.ID]*Call{},
@@ -208,9 +166,10 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		sessions: map[string]*session{},
 		early:    map[string]*earlyQueue{},
 		perms:    map[uint64]*permission{},
-		terms:    map[string]*terminal{},
 		waits:    map[jsonrpc2.ID]context.CancelCauseFunc{},
 	}
+	c.closing, c.endClosing = context.WithCancelCause(context.Background())
+	c.ended, c.endEnded = context.WithCancelCause(c.closing)
 	stream := &lineStream{
 		r:       bufio.NewReaderSize(r, 4<<10),
 		max:     opts.MaxLineBytes,
@@ -240,27 +199,27 @@ func (c *Conn) Err() error {
 }
 
 // Close tears the connection down: pending calls fail with ErrClosed, open
-// permission requests are cancelled, every terminal's process group is
-// killed (SIGTERM, then SIGKILL after Options.TerminalGrace), and both
-// pipes are closed. It returns when every goroutine the Conn started, and
-// every terminal, has ended. Safe to call twice.
+// permission requests are cancelled, the requests the Host serves are
+// ended, the Host is closed (which ends every terminal), and both pipes
+// are closed. It returns when every goroutine the Conn started, and
+// the Host's Close, have ended. Safe to call twice.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
 		c.mu.Unlock()
 		close(c.stop)
+		c.endClosing(ErrClosed)
 		_ = c.rpc.Close()
 		c.readEnded(ErrClosed)
 		<-c.rpc.DisconnectNotify()
 		c.mu.Lock()
-		for _, s := range c.sessions {
-			s.close()
-		}
 		clear(c.early)
 		c.earlyBytes = 0
 		c.mu.Unlock()
-		c.closeTerminals()
+		if err := c.opts.Host.Close(); err != nil {
+			c.log.Warn().Err(err).Msg("the agent's host did not close cleanly")
+		}
 	})
 	c.wg.Wait()
 	<-c.readDone
@@ -292,6 +251,7 @@ func (c *Conn) readEnded(cause error) {
 	for _, p := range perms {
 		p.cancel(cause)
 	}
+	c.endEnded(ErrClosed)
 	close(c.readDone)
 }
 

@@ -66,14 +66,14 @@ func (r *ElicitationRequest) validate() error {
 	switch r.Mode {
 	case ElicitForm:
 		if r.Schema == nil {
-			return fmt.Errorf("%w: a form question needs a requestedSchema", errBadParams)
+			return fmt.Errorf("%w: a form question needs a requestedSchema", ErrInvalidParams)
 		}
 	case ElicitURL:
 		if r.URL == "" || r.ElicitationID == "" {
-			return fmt.Errorf("%w: a url question needs a url and an elicitationId", errBadParams)
+			return fmt.Errorf("%w: a url question needs a url and an elicitationId", ErrInvalidParams)
 		}
 	default:
-		return fmt.Errorf("%w: elicitation mode %q is not supported", errBadParams, r.Mode)
+		return fmt.Errorf("%w: elicitation mode %q is not supported", ErrInvalidParams, r.Mode)
 	}
 	return nil
 }

@@ -172,10 +172,8 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.servePermission(req)
 		case MethodElicitationCreate:
 			c.serveElicitation(req)
-		case MethodReadTextFile, MethodWriteTextFile:
-			c.serveFS(req)
 		default:
-			c.serveTerminal(req)
+			c.serveHost(req)
 		}
 	case MethodCancelRequest, MethodElicitationComplete:
 		c.notified(req)
@@ -184,7 +182,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.log.Debug().Str("method", logged(req.Method)).Msg("ignored agent notification")
 			return
 		}
-		c.replyErr(req, fmt.Errorf("%w: %s", errNoMethod, req.Method))
+		c.replyErr(req, fmt.Errorf("%w: %s", ErrMethodNotFound, req.Method))
 	}
 }
 
@@ -286,7 +284,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	var p PermissionRequest
 	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
 		c.stats.badMessages.Add(1)
-		c.replyErr(req, fmt.Errorf("%w: session/request_permission", errBadParams))
+		c.replyErr(req, fmt.Errorf("%w: session/request_permission", ErrInvalidParams))
 		c.release(req)
 		return
 	}

@@ -271,7 +271,7 @@ func (c *Conn) answerScanned(sc *topScan, why string, paramsAtFault bool) bool {
 		case sc.methodLong || json.Unmarshal(sc.method, &m) != nil:
 			c.answerInvalid(sc.id, fmt.Errorf("%w: its method is not a string (%s)", errInvalidReqt, why))
 		case paramsAtFault:
-			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", errBadParams, excerpt(m, 80), why))
+			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", ErrInvalidParams, excerpt(m, 80), why))
 		default:
 			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", errInvalidReqt, excerpt(m, 80), why))
 		}
