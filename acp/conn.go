@@ -3,7 +3,6 @@ package acp
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,10 +74,6 @@ type Conn struct {
 	out   io.WriteCloser
 	in    io.ReadCloser
 	stats stats
-
-	// params are the raw params of the request being handled; only the
-	// read loop touches them (the stream sets them, the handler reads).
-	params json.RawMessage
 
 	outbox   chan []byte
 	notices  atomic.Int32  // answers nobody waits on, waiting for room in outbox
@@ -177,7 +172,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		closeFn: c.closeIO,
 	}
 	c.wg.Go(c.writeLoop)
-	c.rpc = jsonrpc2.NewConn(context.Background(), stream, handler{c}, jsonrpc2.SetLogger(logAdapter{c.log}))
+	c.rpc = jsonrpc2.NewConn(context.Background(), stream, noRequests{}, jsonrpc2.SetLogger(logAdapter{c.log}))
 	return c
 }
 
@@ -374,6 +369,22 @@ func (c *Conn) junk(line []byte, why string) {
 	}
 	c.noisy.Warn().Str("why", why).Bytes("line", preview).Int("len", len(line)).Msg("skipped agent output that is not a JSON-RPC message")
 }
+
+// noRequests is jsonrpc2's handler, which no request reaches: the stream
+// reads every message and routes it itself (see lineStream.dispatch).
+// jsonrpc2 writes the answers (Reply) and owns the read loop's goroutine.
+//
+// The routing is ours, not jsonrpc2's, for what the broker promises of
+// an agent's messages: an answer goes only to the call waiting for its id,
+// and one that is late (its call abandoned) or names an id never sent is
+// dropped and counted, never taken for the next call's; a session/update
+// reaches its session's bounded queue without a decode into interfaces;
+// params reach their handler as the agent wrote them; and a message
+// jsonrpc2 cannot read (nested too deep, a batch, an unusable id) is
+// still answered.
+type noRequests struct{}
+
+func (noRequests) Handle(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) {}
 
 // logAdapter sends jsonrpc2's own log lines to zerolog.
 type logAdapter struct{ log zerolog.Logger }
