@@ -2,115 +2,13 @@ package acp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// fsCall sends one fs request and returns the reply, failing unless it
-// comes within the given time.
-func fsCall(t *testing.T, p *peer, id int, method string, params map[string]any, within time.Duration) string {
-	t.Helper()
-	if _, ok := params["sessionId"]; !ok {
-		params["sessionId"] = "s"
-	}
-	b, _ := json.Marshal(params)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, b))
-	select {
-	case m := <-p.msg:
-		raw, _ := json.Marshal(m)
-		return string(raw)
-	case <-time.After(within):
-		t.Fatalf("%s: no answer within %s", method, within)
-		return ""
-	}
-}
-
-// A named pipe in the workspace is refused at once, for reading and for
-// writing, instead of blocking the request (and the Conn's Close) for ever.
-func TestFS_NamedPipeIsRefusedAtOnce(t *testing.T) {
-	c, p := newPair(t, Options{})
-	root := t.TempDir()
-	fifo := filepath.Join(root, "pipe")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skip("no mkfifo here:", err)
-	}
-	c.register("s", root)
-	for i, method := range []string{MethodReadTextFile, MethodWriteTextFile} {
-		got := fsCall(t, p, i, method, map[string]any{"path": fifo, "content": "x"}, time.Second)
-		if !strings.Contains(got, "-32602") || !strings.Contains(got, "named pipe") {
-			t.Fatalf("%s on a fifo: %s", method, got)
-		}
-	}
-	waitServed(t, c, 0)
-	closed := make(chan struct{})
-	go func() { c.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(2 * time.Second):
-		t.Fatal("Close waited on a file request")
-	}
-}
-
-// The first line of a multi-GiB sparse file is read without reading the
-// file: memory stays bounded, and a line past agent.max_read_bytes is
-// refused in words rather than read whole.
-func TestFS_FirstLineOfAHugeSparseFileIsReadWithBoundedMemory(t *testing.T) {
-	c, p := newPair(t, Options{MaxReadBytes: 1 << 20})
-	root := t.TempDir()
-	c.register("s", root)
-	for _, tc := range []struct {
-		name, head, want string
-	}{
-		{"with a first line", "first line\nsecond\n", `"content":"first line\n"`},
-		{"one endless line", "", "more than 1048576 bytes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(root, strings.ReplaceAll(tc.name, " ", "-"))
-			if err := os.WriteFile(path, []byte(tc.head), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(path, 4<<30); err != nil {
-				t.Skip("no sparse files here:", err)
-			}
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			got := fsCall(t, p, 1, MethodReadTextFile, map[string]any{"path": path, "line": 1, "limit": 1}, 10*time.Second)
-			runtime.ReadMemStats(&after)
-			if !strings.Contains(got, tc.want) {
-				t.Fatalf("read = %s, want %s", got, tc.want)
-			}
-			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
-				t.Fatalf("reading one line of a 4 GiB file allocated %d MiB", alloc>>20)
-			}
-		})
-	}
-}
-
-// agent.max_write_bytes is consumed: a write over it is refused, and the
-// file is not touched.
-func TestFS_WriteOverTheCapIsRefused(t *testing.T) {
-	c, p := newPair(t, Options{MaxWriteBytes: 10})
-	root := t.TempDir()
-	c.register("s", root)
-	path := filepath.Join(root, "f.txt")
-	got := fsCall(t, p, 1, MethodWriteTextFile, map[string]any{"path": path, "content": strings.Repeat("x", 11)}, 10*time.Second)
-	if !strings.Contains(got, "-32602") || !strings.Contains(got, "more than the 10 allowed") {
-		t.Fatalf("write over the cap: %s", got)
-	}
-	if _, err := os.Stat(path); err == nil {
-		t.Fatal("the refused write created the file")
-	}
-	if got := fsCall(t, p, 2, MethodWriteTextFile, map[string]any{"path": path, "content": "0123456789"}, 10*time.Second); !strings.Contains(got, `"result":{}`) {
-		t.Fatalf("write at the cap: %s", got)
-	}
-}
 
 // A flood of agent requests past MaxAgentRequests is refused at once with
 // an error; those admitted are served, and the count returns to zero.
@@ -130,11 +28,11 @@ func TestConn_AgentRequestFloodPastTheCapIsRefused(t *testing.T) {
 	}
 	defer sub.Close()
 	for i := range flood {
-		p.send(permissionRequest(fmt.Sprint(i), "s"))
+		p.Send(permissionRequest(fmt.Sprint(i), "s"))
 	}
 	refused := 0
 	for range flood - max {
-		m := p.next()
+		m := p.Next()
 		if !strings.Contains(string(m["error"]), "too many requests in flight") {
 			t.Fatalf("a request past the cap got %s %s", m["result"], m["error"])
 		}
@@ -145,7 +43,7 @@ func TestConn_AgentRequestFloodPastTheCapIsRefused(t *testing.T) {
 	}
 	close(release)
 	for range max {
-		if m := p.next(); !strings.Contains(string(m["result"]), `"optionId":"a"`) {
+		if m := p.Next(); !strings.Contains(string(m["result"]), `"optionId":"a"`) {
 			t.Fatalf("an admitted request got %s %s", m["result"], m["error"])
 		}
 	}
@@ -182,8 +80,8 @@ func TestRoute_BatchesAndUnreadableIdsAreAnswered(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1.5,"method":"fs/read_text_file"}`, `1.5`},
 		{`{"jsonrpc":"2.0","id":-0.5e3,"method":"fs/read_text_file"}`, `-0.5e3`},
 	} {
-		p.send(tc.line)
-		m := p.next()
+		p.Send(tc.line)
+		m := p.Next()
 		if string(m["id"]) != tc.id || !strings.Contains(string(m["error"]), "-32600") {
 			t.Fatalf("%s: answered id %s %s, want -32600 with id %s", tc.line, m["id"], m["error"], tc.id)
 		}

@@ -473,7 +473,7 @@ func (c *Conn) SetConfigOption(ctx context.Context, sessionID, configID string, 
 		params["type"] = ConfigBoolean
 	case string:
 	default:
-		return SessionState{}, fmt.Errorf("%w: option value %T is neither a string nor a bool", errBadParams, value)
+		return SessionState{}, fmt.Errorf("%w: option value %T is neither a string nor a bool", ErrInvalidParams, value)
 	}
 	var res sessionSetup
 	if err := c.call(ctx, MethodSetConfigOption, sessionID, params, &res); err != nil {

@@ -35,7 +35,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestInitialize_AdvertisesBooleanConfigOptions(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, err := c.Initialize(context.Background()); return err })
-	req := p.nextMethod("initialize")
+	req := p.NextMethod("initialize")
 	var params struct {
 		ClientCapabilities struct {
 			Session struct {
@@ -47,7 +47,7 @@ func TestInitialize_AdvertisesBooleanConfigOptions(t *testing.T) {
 	if b, ok := params.ClientCapabilities.Session.ConfigOptions["boolean"]; !ok || string(b) != "{}" {
 		t.Fatalf("initialize params = %s, want clientCapabilities.session.configOptions.boolean = {}", req["params"])
 	}
-	p.reply(req, `{"protocolVersion":1}`)
+	p.Reply(req, `{"protocolVersion":1}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +59,9 @@ func TestInitialize_AdvertisesBooleanConfigOptions(t *testing.T) {
 func TestSessionState_ComesFromTheSetupAnswerAndEarlyUpdates(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, _, err := c.NewSession(context.Background(), ".", nil); return err })
-	req := p.nextMethod("session/new")
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"review","description":"Review changes","input":{"hint":"branch"}},{"name":"init","description":"","input":null}]}}}`)
-	p.reply(req, setupAnswer)
+	req := p.NextMethod("session/new")
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"review","description":"Review changes","input":{"hint":"branch"}},{"name":"init","description":"","input":null}]}}}`)
+	p.Reply(req, setupAnswer)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +97,12 @@ func TestSessionState_ComesFromTheSetupAnswerAndEarlyUpdates(t *testing.T) {
 func TestSessionState_FollowsUpdatesBetweenAndDuringTurns(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, _, err := c.NewSession(context.Background(), ".", nil); return err })
-	p.reply(p.nextMethod("session/new"), setupAnswer)
+	p.Reply(p.NextMethod("session/new"), setupAnswer)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"current_mode_update","currentModeId":"code"}}}`)
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"config_option_update","configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"m2","options":[{"value":"m2","name":"Model Two"}]}]}}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"current_mode_update","currentModeId":"code"}}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"config_option_update","configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"m2","options":[{"value":"m2","name":"Model Two"}]}]}}}`)
 	waitFor(t, "the update", func() bool {
 		st, _ := c.SessionState("S1")
 		return len(st.Options) == 1 && st.Options[0].Value == "m2" && st.Modes.Current == "code"
@@ -116,7 +116,7 @@ func TestSessionState_FollowsUpdatesBetweenAndDuringTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"compact","description":"Compact"}]}}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"compact","description":"Compact"}]}}}`)
 	select {
 	case u := <-sub.Updates():
 		if u.Kind != UpdateAvailableCommands {
@@ -136,7 +136,7 @@ func TestSessionState_FollowsUpdatesBetweenAndDuringTurns(t *testing.T) {
 func TestSetConfigOptionAndSetMode_WireShapes(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, _, err := c.NewSession(context.Background(), ".", nil); return err })
-	p.reply(p.nextMethod("session/new"), setupAnswer)
+	p.Reply(p.NextMethod("session/new"), setupAnswer)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +147,11 @@ func TestSetConfigOptionAndSetMode_WireShapes(t *testing.T) {
 		st, err = c.SetConfigOption(context.Background(), "S1", "model", "m2")
 		return err
 	})
-	req := p.nextMethod(MethodSetConfigOption)
+	req := p.NextMethod(MethodSetConfigOption)
 	if got := string(req["params"]); got != `{"configId":"model","sessionId":"S1","value":"m2"}` {
 		t.Fatalf("params = %s", got)
 	}
-	p.reply(req, `{"configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"m2","options":[{"value":"m1"},{"value":"m2"}]}]}`)
+	p.Reply(req, `{"configOptions":[{"id":"model","name":"Model","type":"select","currentValue":"m2","options":[{"value":"m1"},{"value":"m2"}]}]}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -160,21 +160,21 @@ func TestSetConfigOptionAndSetMode_WireShapes(t *testing.T) {
 	}
 
 	done = asyncResult(func() error { _, err := c.SetConfigOption(context.Background(), "S1", "web", false); return err })
-	req = p.nextMethod(MethodSetConfigOption)
+	req = p.NextMethod(MethodSetConfigOption)
 	if got := string(req["params"]); got != `{"configId":"web","sessionId":"S1","type":"boolean","value":false}` {
 		t.Fatalf("params = %s", got)
 	}
-	p.replyErr(req, -32602, "no such option")
+	p.ReplyErr(req, -32602, "no such option")
 	if err := waitErr(t, done); err == nil || !strings.Contains(err.Error(), "no such option") {
 		t.Fatalf("refused set = %v, want the agent's words", err)
 	}
 
 	done = asyncResult(func() error { _, err := c.SetMode(context.Background(), "S1", "code"); return err })
-	req = p.nextMethod(MethodSetMode)
+	req = p.NextMethod(MethodSetMode)
 	if got := string(req["params"]); got != `{"modeId":"code","sessionId":"S1"}` {
 		t.Fatalf("params = %s", got)
 	}
-	p.reply(req, `{}`)
+	p.Reply(req, `{}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestLoadSession_TakesOptionsFromAnObjectAnswer(t *testing.T) {
 	for _, answer := range []string{`null`, `{"configOptions":"nonsense","modes":3}`, setupAnswer} {
 		c, p := newPair(t, Options{})
 		done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "S1", ".", nil); return err })
-		p.reply(p.nextMethod("session/load"), answer)
+		p.Reply(p.NextMethod("session/load"), answer)
 		if err := waitErr(t, done); err != nil {
 			t.Fatalf("answer %s: %v", answer, err)
 		}

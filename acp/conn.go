@@ -3,7 +3,6 @@ package acp
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,35 +34,16 @@ type Options struct {
 	// AuthMethod is the method id used when the agent says authentication
 	// is required. Empty means "fail with ErrAuthRequired".
 	AuthMethod string
-	// MaxReadBytes bounds the text one fs/read_text_file returns (default
-	// 8 MiB); MaxWriteBytes what one fs/write_text_file writes (default
-	// 16 MiB).
-	MaxReadBytes  int
-	MaxWriteBytes int
-	// FileTimeout bounds one fs request, its wait for its turn to read
-	// included (default 10s); MaxScanBytes how much of a file a read
-	// looks through for the first line it asks for (default 256 MiB).
-	FileTimeout  time.Duration
-	MaxScanBytes int64
 	// MaxAgentRequests bounds the agent's requests being served at once
 	// (permission, fs, terminal), and MaxAgentRequestBytes the bytes of
 	// their params; past either a request is refused at once (default 64,
 	// and 64 MiB).
 	MaxAgentRequests     int
 	MaxAgentRequestBytes int
-	// Terminal, if set, makes the Conn offer terminals
-	// (clientCapabilities.terminal): it turns the command a
-	// terminal/create asks for into the process started, giving it the
-	// agent's environment, user and confinement; an error refuses the
-	// terminal. It must not block.
-	Terminal func(TerminalCommand) (TerminalCommand, error)
-	// MaxTerminals bounds a session's open terminals (default 8); past it
-	// terminal/create is refused. MaxTerminalBytes bounds the output one
-	// terminal keeps (default 1 MiB), whatever its outputByteLimit.
-	MaxTerminals, MaxTerminalBytes int
-	// TerminalGrace is how long a terminal's process group is given
-	// between SIGTERM and SIGKILL when it is killed (default 1s).
-	TerminalGrace time.Duration
+	// Host serves the agent's file and terminal requests (nil: none are
+	// served, and none are offered in initialize). The Conn closes it in
+	// Close.
+	Host Host
 	// Redact masks secret values in the error messages the agent answers
 	// with, before anyone logs or shows them (nil: none).
 	Redact *redact.Redactor
@@ -71,13 +51,9 @@ type Options struct {
 
 // Defaults of the Options bounds.
 const (
-	DefaultMaxReadBytes         = 8 << 20
-	DefaultMaxWriteBytes        = 16 << 20
 	DefaultMaxAgentRequests     = 64
 	DefaultMaxAgentRequestBytes = 64 << 20
-	DefaultFileTimeout          = 10 * time.Second
 	DefaultUpdateQueueBytes     = 64 << 20
-	DefaultMaxScanBytes         = 256 << 20
 )
 
 // Conn is the client side of one agent's stdio. It owns the goroutines it
@@ -99,16 +75,16 @@ type Conn struct {
 	in    io.ReadCloser
 	stats stats
 
-	// params are the raw params of the request being handled; only the
-	// read loop touches them (the stream sets them, the handler reads).
-	params json.RawMessage
-
 	outbox   chan []byte
-	scans    chan struct{} // the agent's file read being served (scanSlot)
 	notices  atomic.Int32  // answers nobody waits on, waiting for room in outbox
 	stop     chan struct{} // closed by Close
 	readDone chan struct{} // closed when the agent's output ends
-	writeErr atomic.Pointer[error]
+	// closing ends with Close (cause ErrClosed), ended with the agent's
+	// output too: the requests served for the agent live within them.
+	closing, ended context.Context
+	endClosing     context.CancelCauseFunc
+	endEnded       context.CancelCauseFunc
+	writeErr       atomic.Pointer[error]
 
 	mu       sync.Mutex
 	closed   bool
@@ -131,13 +107,9 @@ type Conn struct {
 	serving      int // agent requests being served
 	servingBytes int // the bytes of their params
 	init         *InitializeResult
-	terms        map[string]*terminal // open terminals, by id
-	// waits are the terminal/wait_for_exit requests being served, by the
-	// agent's request id, for $/cancel_request.
-	waits    map[jsonrpc2.ID]context.CancelCauseFunc
-	termSeq  uint64
-	released []*terminal // the last ones released, their output's end kept
-	createMu sync.Mutex  // one terminal/create at a time
+	// waits are the agent's requests served by the Host, by the agent's
+	// request id, for $/cancel_request.
+	waits map[jsonrpc2.ID]context.CancelCauseFunc
 
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -163,32 +135,14 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 	if opts.UpdateQueueBytes <= 0 {
 		opts.UpdateQueueBytes = DefaultUpdateQueueBytes
 	}
-	if opts.MaxReadBytes <= 0 {
-		opts.MaxReadBytes = DefaultMaxReadBytes
-	}
-	if opts.MaxWriteBytes <= 0 {
-		opts.MaxWriteBytes = DefaultMaxWriteBytes
-	}
-	if opts.FileTimeout <= 0 {
-		opts.FileTimeout = DefaultFileTimeout
-	}
-	if opts.MaxScanBytes <= 0 {
-		opts.MaxScanBytes = DefaultMaxScanBytes
-	}
 	if opts.MaxAgentRequests <= 0 {
 		opts.MaxAgentRequests = DefaultMaxAgentRequests
 	}
 	if opts.MaxAgentRequestBytes <= 0 {
 		opts.MaxAgentRequestBytes = DefaultMaxAgentRequestBytes
 	}
-	if opts.MaxTerminals <= 0 {
-		opts.MaxTerminals = DefaultMaxTerminals
-	}
-	if opts.MaxTerminalBytes <= 0 {
-		opts.MaxTerminalBytes = DefaultMaxTerminalBytes
-	}
-	if opts.TerminalGrace <= 0 {
-		opts.TerminalGrace = DefaultTerminalGrace
+	if opts.Host == nil {
+		opts.Host = noHost{}
 	}
 	if opts.ClientInfo.Name == "" {
 		opts.ClientInfo = Implementation{Name: "acp-broker", Version: "dev"}
@@ -200,7 +154,6 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		out:      w,
 		in:       r,
 		outbox:   make(chan []byte, outboxSize),
-		scans:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		readDone: make(chan struct{}),
 		pending:  map[jsonrpc2.ID]*Call{},
@@ -208,9 +161,10 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		sessions: map[string]*session{},
 		early:    map[string]*earlyQueue{},
 		perms:    map[uint64]*permission{},
-		terms:    map[string]*terminal{},
 		waits:    map[jsonrpc2.ID]context.CancelCauseFunc{},
 	}
+	c.closing, c.endClosing = context.WithCancelCause(context.Background())
+	c.ended, c.endEnded = context.WithCancelCause(c.closing)
 	stream := &lineStream{
 		r:       bufio.NewReaderSize(r, 4<<10),
 		max:     opts.MaxLineBytes,
@@ -218,7 +172,7 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		closeFn: c.closeIO,
 	}
 	c.wg.Go(c.writeLoop)
-	c.rpc = jsonrpc2.NewConn(context.Background(), stream, handler{c}, jsonrpc2.SetLogger(logAdapter{c.log}))
+	c.rpc = jsonrpc2.NewConn(context.Background(), stream, noRequests{}, jsonrpc2.SetLogger(logAdapter{c.log}))
 	return c
 }
 
@@ -240,27 +194,27 @@ func (c *Conn) Err() error {
 }
 
 // Close tears the connection down: pending calls fail with ErrClosed, open
-// permission requests are cancelled, every terminal's process group is
-// killed (SIGTERM, then SIGKILL after Options.TerminalGrace), and both
-// pipes are closed. It returns when every goroutine the Conn started, and
-// every terminal, has ended. Safe to call twice.
+// permission requests are cancelled, the requests the Host serves are
+// ended, the Host is closed (which ends every terminal), and both pipes
+// are closed. It returns when every goroutine the Conn started, and
+// the Host's Close, have ended. Safe to call twice.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
 		c.mu.Unlock()
 		close(c.stop)
+		c.endClosing(ErrClosed)
 		_ = c.rpc.Close()
 		c.readEnded(ErrClosed)
 		<-c.rpc.DisconnectNotify()
 		c.mu.Lock()
-		for _, s := range c.sessions {
-			s.close()
-		}
 		clear(c.early)
 		c.earlyBytes = 0
 		c.mu.Unlock()
-		c.closeTerminals()
+		if err := c.opts.Host.Close(); err != nil {
+			c.log.Warn().Err(err).Msg("the agent's host did not close cleanly")
+		}
 	})
 	c.wg.Wait()
 	<-c.readDone
@@ -292,6 +246,7 @@ func (c *Conn) readEnded(cause error) {
 	for _, p := range perms {
 		p.cancel(cause)
 	}
+	c.endEnded(ErrClosed)
 	close(c.readDone)
 }
 
@@ -414,6 +369,22 @@ func (c *Conn) junk(line []byte, why string) {
 	}
 	c.noisy.Warn().Str("why", why).Bytes("line", preview).Int("len", len(line)).Msg("skipped agent output that is not a JSON-RPC message")
 }
+
+// noRequests is jsonrpc2's handler, which no request reaches: the stream
+// reads every message and routes it itself (see lineStream.dispatch).
+// jsonrpc2 writes the answers (Reply) and owns the read loop's goroutine.
+//
+// The routing is ours, not jsonrpc2's, for what the broker promises of
+// an agent's messages: an answer goes only to the call waiting for its id,
+// and one that is late (its call abandoned) or names an id never sent is
+// dropped and counted, never taken for the next call's; a session/update
+// reaches its session's bounded queue without a decode into interfaces;
+// params reach their handler as the agent wrote them; and a message
+// jsonrpc2 cannot read (nested too deep, a batch, an unusable id) is
+// still answered.
+type noRequests struct{}
+
+func (noRequests) Handle(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) {}
 
 // logAdapter sends jsonrpc2's own log lines to zerolog.
 type logAdapter struct{ log zerolog.Logger }

@@ -1,18 +1,16 @@
 package acp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"acpbroker/acp/acptest"
 	"acpbroker/internal/redact"
 
 	"github.com/rs/zerolog"
@@ -41,101 +39,18 @@ func TestMain(m *testing.M) {
 
 // peer is the agent's end of a Conn: real bytes over pipes, scripted by
 // the test.
-type peer struct {
-	t   *testing.T
-	r   *bufio.Reader
-	w   io.WriteCloser
-	rc  io.Closer
-	msg chan map[string]json.RawMessage
-}
+type peer = acptest.Peer
 
 func newPair(t *testing.T, opts Options) (*Conn, *peer) {
 	t.Helper()
-	agentOutR, agentOutW := io.Pipe() // agent stdout -> conn
-	connOutR, connOutW := io.Pipe()   // conn -> agent stdin
+	p, agentOut, agentIn := acptest.NewPeer(t)
 	opts.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
-	c := NewConn(agentOutR, connOutW, opts)
-	p := &peer{t: t, r: bufio.NewReader(connOutR), w: agentOutW, rc: connOutR, msg: make(chan map[string]json.RawMessage, 100)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			line, err := p.r.ReadBytes('\n')
-			if err != nil {
-				return
-			}
-			var m map[string]json.RawMessage
-			if err := json.Unmarshal(line, &m); err != nil {
-				t.Errorf("conn wrote a non-JSON line: %q", line)
-				continue
-			}
-			p.msg <- m
-		}
-	}()
-	t.Cleanup(func() {
-		c.Close()
-		agentOutW.Close()
-		connOutR.Close()
-		<-done
-	})
+	c := NewConn(agentOut, agentIn, opts)
+	t.Cleanup(func() { c.Close() })
 	return c, p
 }
 
-func (p *peer) send(v any) {
-	p.t.Helper()
-	var b []byte
-	switch v := v.(type) {
-	case string:
-		b = []byte(v)
-	default:
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			p.t.Fatal(err)
-		}
-	}
-	if _, err := p.w.Write(append(b, '\n')); err != nil {
-		p.t.Fatalf("peer write: %v", err)
-	}
-}
-
-// next returns the next message the Conn wrote.
-func (p *peer) next() map[string]json.RawMessage {
-	p.t.Helper()
-	select {
-	case m := <-p.msg:
-		return m
-	case <-time.After(5 * time.Second):
-		p.t.Fatal("no message from the conn within 5s")
-		return nil
-	}
-}
-
-func (p *peer) nextMethod(method string) map[string]json.RawMessage {
-	p.t.Helper()
-	for {
-		m := p.next()
-		if str(m["method"]) == method {
-			return m
-		}
-	}
-}
-
-// withdrawn fails unless the next message is $/cancel_request for id.
-func (p *peer) withdrawn(id json.RawMessage) {
-	p.t.Helper()
-	m := p.next()
-	var params struct{ RequestID json.RawMessage }
-	json.Unmarshal(m["params"], &params)
-	if str(m["method"]) != MethodCancelRequest || string(params.RequestID) != string(id) {
-		p.t.Fatalf("got %s %s, want $/cancel_request for request %s", m["method"], m["params"], id)
-	}
-}
-
-func str(raw json.RawMessage) string {
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
-}
+var str = acptest.Str
 
 func waitDone(t *testing.T, call *Call) {
 	t.Helper()
@@ -157,20 +72,20 @@ func TestCall_LateAnswerToAbandonedRequestIsDroppedNotRoutedToNext(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	firstID := p.next()["id"]
+	firstID := p.Next()["id"]
 	first.Abandon()
 	if got := c.Stats().PendingRequests; got != 0 {
 		t.Fatalf("pending after abandon = %d, want 0", got)
 	}
-	p.withdrawn(firstID)
+	p.Withdrawn(firstID)
 	second, err := c.Start(ctx, "session/prompt", map[string]string{"n": "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secondID := p.next()["id"]
+	secondID := p.Next()["id"]
 	// The first prompt's answer arrives while the second runs.
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","which":1}}`, firstID))
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","which":2}}`, secondID))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","which":1}}`, firstID))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","which":2}}`, secondID))
 	waitDone(t, second)
 	var res struct{ Which int }
 	if err := second.Result(&res); err != nil || res.Which != 2 {
@@ -191,26 +106,26 @@ func TestCall_ThousandAbandonedCallsLeaveNoBookkeeping(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		errc := make(chan error, 1)
 		go func() { errc <- c.Call(ctx, "session/prompt", struct{}{}, nil) }()
-		id := p.next()["id"]
+		id := p.Next()["id"]
 		ids = append(ids, id)
 		cancel(errors.New("turn ceiling"))
 		if err := <-errc; err == nil || err.Error() != "turn ceiling" {
 			t.Fatalf("Call returned %v, want the context's cause", err)
 		}
-		p.withdrawn(id)
+		p.Withdrawn(id)
 	}
 	if s := c.Stats(); s.PendingRequests != 0 {
 		t.Fatalf("pending = %d after 1000 abandoned calls, want 0", s.PendingRequests)
 	}
 	for _, id := range ids {
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, id))
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, id))
 	}
 	// A fresh call still works and sees only its own answer.
 	call, err := c.Start(context.Background(), "ping", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, p.next()["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, p.Next()["id"]))
 	waitDone(t, call)
 	if s := c.Stats(); s.StaleResponses != 1000 || s.PendingRequests != 0 {
 		t.Fatalf("stats = %+v, want 1000 stale and 0 pending", s)
@@ -223,13 +138,13 @@ func TestStream_JunkAndOversizeLinesAreSkippedAndCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.next()["id"]
-	p.send("Starting agent v1.2 ...")
-	p.send(`{"hello":"world"}`)
-	p.send(`[1,2,3]`)                // a batch: answered -32600 (see TestRoute_BatchesAndUnreadableIdsAreAnswered)
-	p.send(`{"jsonrpc":"2.0","id":`) // truncated JSON
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 2<<20) + `"}}}}`)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, id))
+	id := p.Next()["id"]
+	p.Send("Starting agent v1.2 ...")
+	p.Send(`{"hello":"world"}`)
+	p.Send(`[1,2,3]`)                // a batch: answered -32600 (see TestRoute_BatchesAndUnreadableIdsAreAnswered)
+	p.Send(`{"jsonrpc":"2.0","id":`) // truncated JSON
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"` + strings.Repeat("x", 2<<20) + `"}}}}`)
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, id))
 	waitDone(t, call)
 	if err := call.Result(nil); err != nil {
 		t.Fatalf("call after junk: %v", err)
@@ -248,8 +163,8 @@ func TestStream_TwelveMiBLineIsDelivered(t *testing.T) {
 	}
 	defer sub.Close()
 	big := strings.Repeat("y", 12<<20)
-	p.send(update("s", big))
-	p.send(update("s", "after"))
+	p.Send(update("s", big))
+	p.Send(update("s", "after"))
 	for _, want := range []int{len(big), len("after")} {
 		select {
 		case u := <-sub.Updates():
@@ -275,9 +190,9 @@ func TestRoute_RequestWithOurPendingIDIsARequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.next()["id"]
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t"},"options":[{"optionId":"yes","name":"Yes","kind":"allow_once"}]}}`, id))
-	reply := p.next()
+	id := p.Next()["id"]
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t"},"options":[{"optionId":"yes","name":"Yes","kind":"allow_once"}]}}`, id))
+	reply := p.Next()
 	if string(reply["id"]) != string(id) || !strings.Contains(string(reply["result"]), `"selected"`) {
 		t.Fatalf("reply = %s / %s, want our answer to the agent's request", reply["id"], reply["result"])
 	}
@@ -286,14 +201,14 @@ func TestRoute_RequestWithOurPendingIDIsARequest(t *testing.T) {
 		t.Fatal("the agent's request completed our pending call")
 	default:
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
 	waitDone(t, call)
 }
 
 func TestRoute_UnknownMethodGetsMethodNotFound(t *testing.T) {
 	_, p := newPair(t, Options{})
-	p.send(`{"jsonrpc":"2.0","id":"abc-1","method":"x/unknown","params":{}}`)
-	m := p.next()
+	p.Send(`{"jsonrpc":"2.0","id":"abc-1","method":"x/unknown","params":{}}`)
+	m := p.Next()
 	if string(m["id"]) != `"abc-1"` || !strings.Contains(string(m["error"]), "-32601") {
 		t.Fatalf("reply = %v, want error -32601 with the string id echoed", m)
 	}
@@ -310,11 +225,11 @@ func TestRoute_UpdatesArriveInOrderBeforeTheAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.next()["id"]
+	id := p.Next()["id"]
 	for i := range 50 {
-		p.send(update("s", fmt.Sprint(i)))
+		p.Send(update("s", fmt.Sprint(i)))
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
 	waitDone(t, call)
 	for i := range 50 {
 		select {
@@ -327,11 +242,11 @@ func TestRoute_UpdatesArriveInOrderBeforeTheAnswer(t *testing.T) {
 		}
 	}
 	sub.Close()
-	p.send(update("s", "late"))
-	p.send(update("other", "early"))
+	p.Send(update("s", "late"))
+	p.Send(update("other", "early"))
 	// A round trip orders the check after both updates were read.
 	call, _ = c.Start(context.Background(), "ping", nil)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.next()["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.Next()["id"]))
 	waitDone(t, call)
 	// "s" is a known session with no turn: late. "other" is not known, and
 	// no session is being created: dropped, and counted apart.
@@ -354,11 +269,11 @@ func TestRoute_FullQueueNeverBlocksTheReadLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.next()["id"]
+	id := p.Next()["id"]
 	for i := range 10 {
-		p.send(update("s", fmt.Sprint(i)))
+		p.Send(update("s", fmt.Sprint(i)))
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id))
 	waitDone(t, call) // the answer got through although nobody read the updates
 	select {
 	case <-sub.Overflowed():
@@ -386,13 +301,13 @@ func TestPermission_CancelAnswersCancelledAndReleasesTheEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	p.send(permissionRequest("7", "s"))
+	p.Send(permissionRequest("7", "s"))
 	<-asked
 	if n := c.Stats().PendingPermissions; n != 1 {
 		t.Fatalf("pending permissions = %d, want 1", n)
 	}
 	c.CancelPermissions("s", errors.New("turn cancelled"))
-	m := p.next()
+	m := p.Next()
 	if string(m["id"]) != "7" || string(m["result"]) != `{"outcome":{"outcome":"cancelled"}}` {
 		t.Fatalf("reply = %s %s, want cancelled for id 7", m["id"], m["result"])
 	}
@@ -403,8 +318,8 @@ func TestPermission_CancelAnswersCancelledAndReleasesTheEntry(t *testing.T) {
 
 func TestPermission_NoTurnListeningIsAnsweredCancelled(t *testing.T) {
 	_, p := newPair(t, Options{})
-	p.send(permissionRequest(`"uuid-1"`, "nobody"))
-	m := p.next()
+	p.Send(permissionRequest(`"uuid-1"`, "nobody"))
+	m := p.Next()
 	if string(m["id"]) != `"uuid-1"` || !strings.Contains(string(m["result"]), "cancelled") {
 		t.Fatalf("reply = %v", m)
 	}
@@ -416,57 +331,9 @@ func TestPermission_OptionNotOfferedIsAnsweredCancelled(t *testing.T) {
 		return PermissionOutcome{OptionID: "made-up"}
 	}))
 	defer sub.Close()
-	p.send(permissionRequest("1", "s"))
-	if m := p.next(); !strings.Contains(string(m["result"]), "cancelled") {
+	p.Send(permissionRequest("1", "s"))
+	if m := p.Next(); !strings.Contains(string(m["result"]), "cancelled") {
 		t.Fatalf("reply = %s", m["result"])
-	}
-}
-
-func TestFS_ConfinedToTheSessionDirectory(t *testing.T) {
-	c, p := newPair(t, Options{})
-	root := t.TempDir()
-	outside := t.TempDir()
-	os.WriteFile(filepath.Join(root, "in.txt"), []byte("one\ntwo\nthree\n"), 0o644)
-	os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o644)
-	os.Symlink(outside, filepath.Join(root, "link"))
-	os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "secret-link"))
-
-	c.register("s", root)
-	cases := []struct {
-		name, method string
-		params       map[string]any
-		want         string
-	}{
-		{"read inside", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "in.txt")}, `"content":"one\ntwo\nthree\n"`},
-		{"read lines", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "in.txt"), "line": 2, "limit": 1}, `"content":"two\n"`},
-		{"dotdot", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "..", filepath.Base(outside), "secret.txt")}, "-32602"},
-		{"symlinked dir", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "link", "secret.txt")}, "-32602"},
-		{"symlinked file", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "secret-link")}, "-32602"},
-		{"relative", "fs/read_text_file", map[string]any{"path": "in.txt"}, "-32602"},
-		{"missing", "fs/read_text_file", map[string]any{"path": filepath.Join(root, "nope")}, "-32002"},
-		{"write new", "fs/write_text_file", map[string]any{"path": filepath.Join(root, "sub", "new.txt"), "content": "hi"}, `"result":{}`},
-		{"write through link", "fs/write_text_file", map[string]any{"path": filepath.Join(root, "link", "evil.txt"), "content": "x"}, "-32602"},
-		{"unknown session", "fs/read_text_file", map[string]any{"sessionId": "zzz", "path": filepath.Join(root, "in.txt")}, "-32602"},
-	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, ok := tc.params["sessionId"]; !ok {
-				tc.params["sessionId"] = "s"
-			}
-			params, _ := json.Marshal(tc.params)
-			p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, i, tc.method, params))
-			m := p.next()
-			raw, _ := json.Marshal(m)
-			if !strings.Contains(string(raw), tc.want) {
-				t.Fatalf("reply %s does not contain %s", raw, tc.want)
-			}
-		})
-	}
-	if b, err := os.ReadFile(filepath.Join(root, "sub", "new.txt")); err != nil || string(b) != "hi" {
-		t.Fatalf("written file = %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(outside, "evil.txt")); err == nil {
-		t.Fatal("a write escaped through a symlink")
 	}
 }
 
@@ -476,8 +343,8 @@ func TestConn_AgentEOFFailsPendingCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.next()
-	p.w.Close()
+	p.Next()
+	p.W.Close()
 	waitDone(t, call)
 	if err := call.Result(nil); !errors.Is(err, ErrAgentGone) {
 		t.Fatalf("result = %v, want ErrAgentGone", err)
@@ -506,10 +373,10 @@ func TestPermission_CancelDoesNotWaitForTheApprover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	p.send(permissionRequest("9", "s"))
+	p.Send(permissionRequest("9", "s"))
 	<-asked
 	c.CancelPermissions("s", errors.New("turn cancelled"))
-	m := p.next() // fails after 5s without an answer
+	m := p.Next() // fails after 5s without an answer
 	if string(m["id"]) != "9" || string(m["result"]) != `{"outcome":{"outcome":"cancelled"}}` {
 		t.Fatalf("reply = %s %s, want cancelled for id 9", m["id"], m["result"])
 	}
@@ -525,8 +392,8 @@ func TestCall_AnErrorMessageIsRedacted(t *testing.T) {
 	c, p := newPair(t, Options{Redact: redact.New("sk-secret-123")})
 	errc := make(chan error, 1)
 	go func() { errc <- c.Call(context.Background(), "session/prompt", map[string]string{}, nil) }()
-	req := p.nextMethod("session/prompt")
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream refused key sk-secret-123"}}`, req["id"]))
+	req := p.NextMethod("session/prompt")
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream refused key sk-secret-123"}}`, req["id"]))
 	err := <-errc
 	var rpcErr *RPCError
 	if !errors.As(err, &rpcErr) || strings.Contains(err.Error(), "sk-secret-123") || !strings.Contains(err.Error(), "upstream refused key [redacted]") {
@@ -546,20 +413,20 @@ func TestCall_AbandonedRequestIsWithdrawnFromTheAgent(t *testing.T) {
 		_, err := c.SetConfigOption(ctx, "S1", "model", "fast")
 		errc <- err
 	}()
-	req := p.nextMethod(MethodSetConfigOption)
+	req := p.NextMethod(MethodSetConfigOption)
 	cancel(errors.New("deadline"))
 	if err := <-errc; err == nil {
 		t.Fatal("SetConfigOption returned no error after its context ended")
 	}
-	p.withdrawn(req["id"])
+	p.Withdrawn(req["id"])
 
 	call, err := c.Start(context.Background(), "session/prompt", struct{}{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.nextMethod("session/prompt")["id"]
+	id := p.NextMethod("session/prompt")["id"]
 	call.Cancel()
-	p.withdrawn(id)
+	p.Withdrawn(id)
 	call.Cancel()
 	call.Abandon()
 
@@ -569,11 +436,11 @@ func TestCall_AbandonedRequestIsWithdrawnFromTheAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, p.nextMethod("x/answered")["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, p.NextMethod("x/answered")["id"]))
 	waitDone(t, answered)
 	answered.Abandon()
 	c.Start(context.Background(), "x/last", struct{}{})
-	if m := p.next(); str(m["method"]) != "x/last" {
+	if m := p.Next(); str(m["method"]) != "x/last" {
 		t.Fatalf("got %s %s, want x/last: a withdrawal too many", m["method"], m["params"])
 	}
 }

@@ -15,7 +15,7 @@ func roundTrip(t *testing.T, c *Conn, p *peer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.nextMethod("ping")["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.NextMethod("ping")["id"]))
 	waitDone(t, call)
 }
 
@@ -31,19 +31,19 @@ func TestNewSession_EarlyUpdatesAreBoundedAndDoNotOutliveIt(t *testing.T) {
 		_, early, err = c.NewSession(context.Background(), ".", nil)
 		return err
 	})
-	req := p.nextMethod("session/new")
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"current_mode_update","currentModeId":"plan"}}}`)
-	p.send(update("S1", "before the answer"))
+	req := p.NextMethod("session/new")
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"S1","update":{"sessionUpdate":"current_mode_update","currentModeId":"plan"}}}`)
+	p.Send(update("S1", "before the answer"))
 	// A flood for sessions that will never exist: many small updates
 	// for one, then 12 more ids with 40 updates of 8 KiB each.
 	const small, ids, each = 100, 12, 40
 	for i := range small {
-		p.send(update("chatty", fmt.Sprint(i)))
+		p.Send(update("chatty", fmt.Sprint(i)))
 	}
 	chunk := strings.Repeat("z", 8<<10)
 	for i := range each {
 		for id := range ids {
-			p.send(update(fmt.Sprintf("made-up-%d", id), fmt.Sprint(i, chunk)))
+			p.Send(update(fmt.Sprintf("made-up-%d", id), fmt.Sprint(i, chunk)))
 		}
 	}
 	roundTrip(t, c, p)
@@ -62,7 +62,7 @@ func TestNewSession_EarlyUpdatesAreBoundedAndDoNotOutliveIt(t *testing.T) {
 		t.Fatalf("updates kept for %d sessions, %d for one; want %d and %d", sessions, chatty, maxEarlySessions, maxEarlyUpdates)
 	}
 
-	p.reply(req, `{"sessionId":"S1"}`)
+	p.Reply(req, `{"sessionId":"S1"}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestNewSession_EarlyUpdatesAreBoundedAndDoNotOutliveIt(t *testing.T) {
 	}
 	// With no session being created, an update for an unknown session is
 	// not kept at all.
-	p.send(update("made-up-0", "later"))
+	p.Send(update("made-up-0", "later"))
 	roundTrip(t, c, p)
 	if s := c.Stats(); s.EarlyUpdates != 0 || s.EarlyDropped != uint64(sent-1) {
 		t.Fatalf("an update for an unknown session later: %d kept, %d dropped", s.EarlyUpdates, s.EarlyDropped)
@@ -97,7 +97,7 @@ func TestRoute_TheQueueIsBoundedInBytes(t *testing.T) {
 	defer sub.Close()
 	big := strings.Repeat("b", 300<<10)
 	for range 3 {
-		p.send(update("s", big))
+		p.Send(update("s", big))
 	}
 	roundTrip(t, c, p)
 	select {
@@ -112,7 +112,7 @@ func TestRoute_TheQueueIsBoundedInBytes(t *testing.T) {
 		t.Fatalf("%d bytes counted in an empty queue", n)
 	}
 	for range 4 {
-		p.send(update("s", big))
+		p.Send(update("s", big))
 	}
 	roundTrip(t, c, p)
 	select {
@@ -144,10 +144,10 @@ func TestConn_RequestsInFlightAreBoundedInBytes(t *testing.T) {
 	defer sub.Close()
 	title := strings.Repeat("t", 4<<20)
 	for i := range 5 {
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","title":%q},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}`, i, title))
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","title":%q},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}`, i, title))
 	}
 	for range 3 {
-		if m := p.next(); !strings.Contains(string(m["error"]), "of at most 10485760 bytes in all") {
+		if m := p.Next(); !strings.Contains(string(m["error"]), "of at most 10485760 bytes in all") {
 			t.Fatalf("a request past the bytes in flight got %s %s", m["result"], m["error"])
 		}
 	}
@@ -156,7 +156,7 @@ func TestConn_RequestsInFlightAreBoundedInBytes(t *testing.T) {
 	}
 	close(release)
 	for range 2 {
-		if m := p.next(); !strings.Contains(string(m["result"]), `"optionId":"a"`) {
+		if m := p.Next(); !strings.Contains(string(m["result"]), `"optionId":"a"`) {
 			t.Fatalf("an admitted request got %s %s", m["result"], m["error"])
 		}
 	}
@@ -174,7 +174,7 @@ func TestConn_RequestsInFlightAreBoundedInBytes(t *testing.T) {
 func TestNewSession_ALongSessionIDIsRefused(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, _, err := c.NewSession(context.Background(), ".", nil); return err })
-	p.reply(p.nextMethod("session/new"), fmt.Sprintf(`{"sessionId":%q}`, strings.Repeat("s", maxSessionIDBytes+1)))
+	p.Reply(p.NextMethod("session/new"), fmt.Sprintf(`{"sessionId":%q}`, strings.Repeat("s", maxSessionIDBytes+1)))
 	if err := waitErr(t, done); err == nil || !strings.Contains(err.Error(), "more than 1024") {
 		t.Fatalf("a session id of %d bytes: %v", maxSessionIDBytes+1, err)
 	}

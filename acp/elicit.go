@@ -66,14 +66,14 @@ func (r *ElicitationRequest) validate() error {
 	switch r.Mode {
 	case ElicitForm:
 		if r.Schema == nil {
-			return fmt.Errorf("%w: a form question needs a requestedSchema", errBadParams)
+			return fmt.Errorf("%w: a form question needs a requestedSchema", ErrInvalidParams)
 		}
 	case ElicitURL:
 		if r.URL == "" || r.ElicitationID == "" {
-			return fmt.Errorf("%w: a url question needs a url and an elicitationId", errBadParams)
+			return fmt.Errorf("%w: a url question needs a url and an elicitationId", ErrInvalidParams)
 		}
 	default:
-		return fmt.Errorf("%w: elicitation mode %q is not supported", errBadParams, r.Mode)
+		return fmt.Errorf("%w: elicitation mode %q is not supported", ErrInvalidParams, r.Mode)
 	}
 	return nil
 }
@@ -607,76 +607,4 @@ func (f *ElicitationField) DefaultValue() (any, bool) {
 		return nil, false
 	}
 	return v, true
-}
-
-// FormatValue shows a value of the field's kind in words (a choice by its
-// label). For a person's own view only: answers may be secret.
-func (f *ElicitationField) FormatValue(v any) string {
-	label := func(s string) string {
-		for _, o := range f.Options {
-			if o.Value == s {
-				return o.Label()
-			}
-		}
-		return s
-	}
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return "yes"
-		}
-		return "no"
-	case float64:
-		return fmtNum(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case []string:
-		var parts []string
-		for _, s := range x {
-			parts = append(parts, label(s))
-		}
-		return strings.Join(parts, ", ")
-	case string:
-		return label(x)
-	}
-	return fmt.Sprint(v)
-}
-
-// Hint says in a few words what the field takes, e.g. "a whole number
-// from 1 to 10" or "one of: red, green, blue".
-func (f *ElicitationField) Hint() string {
-	bounds := func(lo, hi *float64) string {
-		switch {
-		case lo != nil && hi != nil:
-			return " from " + fmtNum(*lo) + " to " + fmtNum(*hi)
-		case lo != nil:
-			return ", at least " + fmtNum(*lo)
-		case hi != nil:
-			return ", at most " + fmtNum(*hi)
-		}
-		return ""
-	}
-	switch f.Kind {
-	case FieldText:
-		if f.Format != "" {
-			return "text (" + f.Format + ")"
-		}
-		return "text"
-	case FieldNumber:
-		return "a number" + bounds(f.Minimum, f.Maximum)
-	case FieldInteger:
-		return "a whole number" + bounds(f.Minimum, f.Maximum)
-	case FieldBoolean:
-		return "yes or no"
-	case FieldSelect, FieldMultiSelect:
-		var labels []string
-		for _, o := range f.Options {
-			labels = append(labels, o.Label())
-		}
-		if f.Kind == FieldMultiSelect {
-			return "any of: " + strings.Join(labels, ", ")
-		}
-		return "one of: " + strings.Join(labels, ", ")
-	}
-	return f.Type
 }

@@ -144,7 +144,7 @@ type completeParams struct {
 // runs on the read loop and does not block.
 func (c *Conn) notified(req *jsonrpc2.Request) {
 	if !req.Notif {
-		c.replyErr(req, fmt.Errorf("%w: %s is a notification", errNoMethod, req.Method))
+		c.replyErr(req, fmt.Errorf("%w: %s is a notification", ErrMethodNotFound, req.Method))
 		return
 	}
 	var raw json.RawMessage

@@ -49,7 +49,7 @@ func urlRequest(id, sid, elicitationID string) string {
 func TestInitialize_AdvertisesBothElicitationModes(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, err := c.Initialize(context.Background()); return err })
-	req := p.nextMethod("initialize")
+	req := p.NextMethod("initialize")
 	var params struct {
 		ClientCapabilities struct {
 			Elicitation map[string]json.RawMessage
@@ -60,7 +60,7 @@ func TestInitialize_AdvertisesBothElicitationModes(t *testing.T) {
 	if string(e["form"]) != "{}" || string(e["url"]) != "{}" {
 		t.Fatalf("initialize params = %s, want elicitation {form:{}, url:{}}", req["params"])
 	}
-	p.reply(req, `{"protocolVersion":1}`)
+	p.Reply(req, `{"protocolVersion":1}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestElicitation_FormIsAskedAndAnswered(t *testing.T) {
 		return ElicitationResult{Action: ActionAccept, Content: map[string]any{"name": "Ada", "colour": "red", "count": int64(4), "tags": []string{"a", "c"}}}
 	}})
 	defer sub.Close()
-	p.send(formRequest("5", "s", releaseForm))
+	p.Send(formRequest("5", "s", releaseForm))
 	r := <-got
 	var keys []string
 	var kinds []FieldKind
@@ -96,7 +96,7 @@ func TestElicitation_FormIsAskedAndAnswered(t *testing.T) {
 	if v, ok := r.Field("count").DefaultValue(); !ok || v != int64(3) {
 		t.Fatalf("count default = %v %v", v, ok)
 	}
-	m := p.next()
+	m := p.Next()
 	if string(m["id"]) != "5" || string(m["result"]) != `{"action":"accept","content":{"colour":"red","count":4,"name":"Ada","tags":["a","c"]}}` {
 		t.Fatalf("reply = %s %s", m["id"], m["result"])
 	}
@@ -122,8 +122,8 @@ func TestElicitation_AnswerThatDoesNotFitIsAnsweredCancel(t *testing.T) {
 		sub, _ := c.Subscribe("s", asker{elicit: func(ctx context.Context, r *ElicitationRequest) ElicitationResult {
 			return ElicitationResult{Action: ActionAccept, Content: content}
 		}})
-		p.send(formRequest("1", "s", releaseForm))
-		if m := p.next(); string(m["result"]) != `{"action":"cancel"}` {
+		p.Send(formRequest("1", "s", releaseForm))
+		if m := p.Next(); string(m["result"]) != `{"action":"cancel"}` {
 			t.Fatalf("content %v answered %s", content, m["result"])
 		}
 		sub.Close()
@@ -133,8 +133,8 @@ func TestElicitation_AnswerThatDoesNotFitIsAnsweredCancel(t *testing.T) {
 		return ElicitationResult{Action: "maybe"}
 	}})
 	defer sub.Close()
-	p.send(urlRequest("2", "s", "e"))
-	if m := p.next(); string(m["result"]) != `{"action":"cancel"}` {
+	p.Send(urlRequest("2", "s", "e"))
+	if m := p.Next(); string(m["result"]) != `{"action":"cancel"}` {
 		t.Fatalf("unknown action answered %s", m["result"])
 	}
 }
@@ -150,13 +150,13 @@ func TestElicitation_TurnEndAnswersCancelAndReleases(t *testing.T) {
 		return ElicitationResult{Action: ActionAccept}
 	}})
 	defer sub.Close()
-	p.send(urlRequest(`"q-1"`, "s", "el-1"))
+	p.Send(urlRequest(`"q-1"`, "s", "el-1"))
 	<-asked
 	if s := c.Stats(); s.PendingElicitations != 1 || s.PendingPermissions != 0 {
 		t.Fatalf("stats while asking = %+v", s)
 	}
 	c.CancelPermissions("s", errors.New("turn cancelled"))
-	m := p.next()
+	m := p.Next()
 	if string(m["id"]) != `"q-1"` || string(m["result"]) != `{"action":"cancel"}` {
 		t.Fatalf("reply = %s %s", m["id"], m["result"])
 	}
@@ -170,18 +170,18 @@ func TestElicitation_TurnEndAnswersCancelAndReleases(t *testing.T) {
 // scoped to a request: "cancel". A mode we did not advertise: -32602.
 func TestElicitation_NobodyToAskOrUnknownMode(t *testing.T) {
 	c, p := newPair(t, Options{})
-	p.send(formRequest("1", "nobody", releaseForm))
-	if m := p.next(); string(m["result"]) != `{"action":"cancel"}` {
+	p.Send(formRequest("1", "nobody", releaseForm))
+	if m := p.Next(); string(m["result"]) != `{"action":"cancel"}` {
 		t.Fatalf("no turn: %v", m)
 	}
 	sub, _ := c.Subscribe("s", ApproverFunc(func(context.Context, *PermissionRequest) PermissionOutcome { return PermissionOutcome{} }))
 	defer sub.Close()
-	p.send(formRequest("2", "s", releaseForm))
-	if m := p.next(); string(m["result"]) != `{"action":"cancel"}` {
+	p.Send(formRequest("2", "s", releaseForm))
+	if m := p.Next(); string(m["result"]) != `{"action":"cancel"}` {
 		t.Fatalf("no Elicitor: %v", m)
 	}
-	p.send(`{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"requestId":7,"mode":"form","message":"x","requestedSchema":{"type":"object","properties":{}}}}`)
-	if m := p.next(); string(m["result"]) != `{"action":"cancel"}` {
+	p.Send(`{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"requestId":7,"mode":"form","message":"x","requestedSchema":{"type":"object","properties":{}}}}`)
+	if m := p.Next(); string(m["result"]) != `{"action":"cancel"}` {
 		t.Fatalf("request scope: %v", m)
 	}
 	for _, params := range []string{
@@ -189,9 +189,9 @@ func TestElicitation_NobodyToAskOrUnknownMode(t *testing.T) {
 		`{"sessionId":"s","mode":"url","message":"x","url":"https://x"}`,
 		`{"sessionId":"s","mode":"form","message":"x"}`,
 	} {
-		p.send(`{"jsonrpc":"2.0","id":4,"method":"elicitation/create","params":` + params + `}`)
+		p.Send(`{"jsonrpc":"2.0","id":4,"method":"elicitation/create","params":` + params + `}`)
 		var e struct{ Code int }
-		m := p.next()
+		m := p.Next()
 		json.Unmarshal(m["error"], &e)
 		if e.Code != CodeInvalidParams {
 			t.Fatalf("%s answered %v, want -32602", params, m)
@@ -223,15 +223,15 @@ func TestCancelRequest_FromTheAgentAnswersMinus32800(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.nextMethod("session/prompt")
-	p.send(formRequest("1", "s", releaseForm))
-	p.send(permissionRequest(`"p"`, "s"))
+	p.NextMethod("session/prompt")
+	p.Send(formRequest("1", "s", releaseForm))
+	p.Send(permissionRequest(`"p"`, "s"))
 	waitServed(t, c, 2)
 	// Our prompt's id is 1 too, and there is no request 99: nothing ends.
-	p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":99}}`)
-	p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"1"}}`)
-	p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
-	m := p.next()
+	p.Send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":99}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"1"}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`)
+	m := p.Next()
 	var e struct {
 		Code    int
 		Message string
@@ -243,8 +243,8 @@ func TestCancelRequest_FromTheAgentAnswersMinus32800(t *testing.T) {
 	if cause := <-asked; !errors.Is(cause, ErrRequestCancelled) {
 		t.Fatalf("the Elicitor's ctx ended with %v", cause)
 	}
-	p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p"}}`)
-	m = p.next()
+	p.Send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p"}}`)
+	m = p.Next()
 	json.Unmarshal(m["error"], &e)
 	if string(m["id"]) != `"p"` || e.Code != CodeCancelled {
 		t.Fatalf("withdrawn permission answered %s %s", m["id"], m["error"])
@@ -260,8 +260,8 @@ func TestCancelRequest_FromTheAgentAnswersMinus32800(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 	// Sent as a request, it is refused; it ends nothing either.
-	p.send(`{"jsonrpc":"2.0","id":8,"method":"$/cancel_request","params":{"requestId":1}}`)
-	if m := p.next(); string(m["id"]) != "8" || m["error"] == nil {
+	p.Send(`{"jsonrpc":"2.0","id":8,"method":"$/cancel_request","params":{"requestId":1}}`)
+	if m := p.Next(); string(m["id"]) != "8" || m["error"] == nil {
 		t.Fatalf("$/cancel_request as a request answered %v", m)
 	}
 }
@@ -277,15 +277,15 @@ func TestElicitationComplete_ClosesTheOpenURLQuestion(t *testing.T) {
 		return ElicitationResult{Action: ActionAccept}
 	}})
 	defer sub.Close()
-	p.send(urlRequest("4", "s", "el-9"))
+	p.Send(urlRequest("4", "s", "el-9"))
 	waitServed(t, c, 1)
-	p.send(`{"jsonrpc":"2.0","method":"elicitation/complete","params":{"elicitationId":"el-other"}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"elicitation/complete","params":{"elicitationId":"el-other"}}`)
 	time.Sleep(50 * time.Millisecond)
 	if n := c.Stats().PendingElicitations; n != 1 {
 		t.Fatalf("an unknown id closed something: %d open", n)
 	}
-	p.send(`{"jsonrpc":"2.0","method":"elicitation/complete","params":{"elicitationId":"el-9"}}`)
-	if m := p.next(); string(m["id"]) != "4" || string(m["result"]) != `{"action":"cancel"}` {
+	p.Send(`{"jsonrpc":"2.0","method":"elicitation/complete","params":{"elicitationId":"el-9"}}`)
+	if m := p.Next(); string(m["id"]) != "4" || string(m["result"]) != `{"action":"cancel"}` {
 		t.Fatalf("reply = %v", m)
 	}
 	if cause := <-causes; !errors.Is(cause, ErrElicitationComplete) {
@@ -302,17 +302,17 @@ func TestCall_CancelSendsCancelRequestWhilePending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := p.nextMethod("session/prompt")
+	req := p.NextMethod("session/prompt")
 	call.Cancel()
-	m := p.next()
+	m := p.Next()
 	if str(m["method"]) != "$/cancel_request" || m["id"] != nil || string(m["params"]) != `{"requestId":`+string(req["id"])+`}` {
 		t.Fatalf("sent %v", m)
 	}
-	p.reply(req, `{"stopReason":"cancelled"}`)
+	p.Reply(req, `{"stopReason":"cancelled"}`)
 	waitDone(t, call)
 	call.Cancel()
 	c.CancelSession("s")
-	if m := p.next(); str(m["method"]) != "session/cancel" {
+	if m := p.Next(); str(m["method"]) != "session/cancel" {
 		t.Fatalf("after the answer, Cancel sent %v", m)
 	}
 }

@@ -87,15 +87,13 @@ func (e *RPCError) Error() string {
 func wireError(err error) *jsonrpc2.Error {
 	code := int64(CodeInternalError)
 	switch {
-	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, errBadParams),
-		errors.Is(err, errNotRegular), errors.Is(err, errTooLarge), errors.Is(err, errTooFar), errors.Is(err, errUnknownTerminal),
-		errors.Is(err, errTerminalStart):
+	case errors.Is(err, ErrOutsideRoot), errors.Is(err, ErrUnknownSession), errors.Is(err, ErrInvalidParams):
 		code = CodeInvalidParams
 	case errors.Is(err, errBatch), errors.Is(err, errInvalidID), errors.Is(err, errInvalidReqt):
 		code = CodeInvalidRequest
 	case errors.Is(err, fs.ErrNotExist):
 		code = CodeNotFound
-	case errors.Is(err, errNoMethod):
+	case errors.Is(err, ErrMethodNotFound):
 		code = CodeMethodNotFound
 	case errors.Is(err, ErrRequestCancelled):
 		code = CodeCancelled
@@ -103,19 +101,28 @@ func wireError(err error) *jsonrpc2.Error {
 	return &jsonrpc2.Error{Code: code, Message: err.Error()}
 }
 
+// Errors a Host answers with, whose code the agent is told.
 var (
-	errBadParams  = errors.New("invalid params")
-	errNoMethod   = errors.New("method not found")
-	errNotRegular = errors.New("not a regular file")
-	errTooLarge   = errors.New("too large")
-	errTooFar     = errors.New("too far into the file")
-	errTooSlow    = errors.New("took too long")
-	errTooMany    = errors.New("too many requests in flight")
+	// ErrInvalidParams: what a request asks cannot be done as asked
+	// (-32602).
+	ErrInvalidParams = errors.New("invalid params")
+	// ErrMethodNotFound: the request is not served (-32601).
+	ErrMethodNotFound = errors.New("method not found")
+)
 
-	errUnknownTerminal  = errors.New("unknown terminal")
-	errTerminalStart    = errors.New("terminal command could not start")
-	errTooManyTerminals = errors.New("too many terminals")
-	errBatch            = errors.New("batch requests are not supported: send one message per line")
-	errInvalidID        = errors.New("the request's id is not a string or a whole number from 0")
-	errInvalidReqt      = errors.New("invalid request")
+// ParamsError returns an error whose text is msg and that is answered as
+// invalid params (-32602), as ErrInvalidParams is: a Host's sentinels for
+// the ways a request can ask what it may not.
+func ParamsError(msg string) error { return paramsError(msg) }
+
+type paramsError string
+
+func (e paramsError) Error() string        { return string(e) }
+func (e paramsError) Is(target error) bool { return target == ErrInvalidParams }
+
+var (
+	errTooMany     = errors.New("too many requests in flight")
+	errBatch       = errors.New("batch requests are not supported: send one message per line")
+	errInvalidID   = errors.New("the request's id is not a string or a whole number from 0")
+	errInvalidReqt = errors.New("invalid request")
 )

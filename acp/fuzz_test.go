@@ -53,7 +53,7 @@ func FuzzConn_AgentOutput(f *testing.F) {
 			data = append(data, '\n')
 		}
 		wrote := make(chan error, 1)
-		go func() { _, err := p.w.Write(data); wrote <- err }()
+		go func() { _, err := p.W.Write(data); wrote <- err }()
 		select {
 		case err := <-wrote:
 			if err != nil {
@@ -65,11 +65,11 @@ func FuzzConn_AgentOutput(f *testing.F) {
 		// A request nobody listens to is answered "cancelled": the read
 		// loop and the router are still alive.
 		const probe = `"fuzz-probe-1f0c"`
-		p.send(`{"jsonrpc":"2.0","id":` + probe + `,"method":"session/request_permission","params":{"sessionId":"nobody","toolCall":{"toolCallId":"c"},"options":[]}}`)
+		p.Send(`{"jsonrpc":"2.0","id":` + probe + `,"method":"session/request_permission","params":{"sessionId":"nobody","toolCall":{"toolCallId":"c"},"options":[]}}`)
 		deadline := time.After(2 * time.Second)
 		for answered := false; !answered; {
 			select {
-			case m := <-p.msg:
+			case m := <-p.Msg:
 				answered = string(m["id"]) == probe
 			case <-deadline:
 				t.Fatal("the Conn did not answer a request after the input")

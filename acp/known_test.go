@@ -18,7 +18,7 @@ func TestRoute_UnknownKindsAndContentAreCountedAndPassedOn(t *testing.T) {
 	}
 	defer sub.Close()
 	send := func(u string) {
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":%s}}`, u))
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":%s}}`, u))
 	}
 	send(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"before"}}`)
 	send(`{"sessionUpdate":"future_thing","title":42,"entries":"not a list","status":{"x":1}}`)
@@ -63,7 +63,7 @@ func TestPrompt_ResultCarriesUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","usage":{"totalTokens":1500,"inputTokens":1000,"outputTokens":500}}}`, p.next()["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn","usage":{"totalTokens":1500,"inputTokens":1000,"outputTokens":500}}}`, p.Next()["id"]))
 	waitDone(t, call)
 	var res PromptResult
 	if err := call.Result(&res); err != nil {

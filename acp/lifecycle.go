@@ -157,10 +157,10 @@ func (c *Conn) ForkSession(ctx context.Context, sessionID, cwd string, servers [
 		return "", nil, methodError(MethodSessionFork, err)
 	}
 	if res.SessionID == "" {
-		return "", nil, fmt.Errorf("session/fork: %w: empty sessionId", errBadParams)
+		return "", nil, fmt.Errorf("session/fork: %w: empty sessionId", ErrInvalidParams)
 	}
 	if len(res.SessionID) > maxSessionIDBytes {
-		return "", nil, fmt.Errorf("session/fork: %w: a sessionId of %d bytes, more than %d", errBadParams, len(res.SessionID), maxSessionIDBytes)
+		return "", nil, fmt.Errorf("session/fork: %w: a sessionId of %d bytes, more than %d", ErrInvalidParams, len(res.SessionID), maxSessionIDBytes)
 	}
 	return res.SessionID, c.registerSetup(res.SessionID, abs, setup), nil
 }
@@ -174,11 +174,9 @@ func (c *Conn) CloseSession(ctx context.Context, sessionID string) error {
 		return methodError(MethodSessionClose, err)
 	}
 	c.mu.Lock()
-	if s := c.sessions[sessionID]; s != nil {
-		s.close()
-		delete(c.sessions, sessionID)
-	}
+	delete(c.sessions, sessionID)
 	c.mu.Unlock()
+	c.opts.Host.CloseSession(sessionID)
 	return nil
 }
 

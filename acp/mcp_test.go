@@ -82,7 +82,7 @@ func TestMCPServer_FormatsWithoutValues(t *testing.T) {
 func TestSessions_SendTheMCPServersGiven(t *testing.T) {
 	c, p := newPair(t, Options{})
 	done := asyncResult(func() error { _, _, err := c.NewSession(context.Background(), t.TempDir(), testServers); return err })
-	req := p.nextMethod("session/new")
+	req := p.NextMethod("session/new")
 	var params struct {
 		MCPServers json.RawMessage `json:"mcpServers"`
 	}
@@ -90,7 +90,7 @@ func TestSessions_SendTheMCPServersGiven(t *testing.T) {
 	if !sameJSON(t, string(params.MCPServers), testServersJSON) {
 		t.Fatalf("session/new mcpServers = %s", params.MCPServers)
 	}
-	p.reply(req, `{"sessionId":"S1"}`)
+	p.Reply(req, `{"sessionId":"S1"}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -99,23 +99,23 @@ func TestSessions_SendTheMCPServersGiven(t *testing.T) {
 		_, err := c.LoadSession(context.Background(), "S1", t.TempDir(), testServers[:1])
 		return err
 	})
-	req = p.nextMethod("session/load")
+	req = p.NextMethod("session/load")
 	json.Unmarshal(req["params"], &params)
 	if !sameJSON(t, string(params.MCPServers), `[{"name":"facts","command":"/opt/mcp/facts","args":[],"env":[]}]`) {
 		t.Fatalf("session/load mcpServers = %s", params.MCPServers)
 	}
-	p.reply(req, `null`)
+	p.Reply(req, `null`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
 
 	done = asyncResult(func() error { _, _, err := c.NewSession(context.Background(), t.TempDir(), nil); return err })
-	req = p.nextMethod("session/new")
+	req = p.NextMethod("session/new")
 	json.Unmarshal(req["params"], &params)
 	if string(params.MCPServers) != `[]` {
 		t.Fatalf("session/new without servers: mcpServers = %s", params.MCPServers)
 	}
-	p.reply(req, `{"sessionId":"S2"}`)
+	p.Reply(req, `{"sessionId":"S2"}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}

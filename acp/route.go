@@ -143,17 +143,9 @@ type permission struct {
 	elicitationID string
 }
 
-// handler serves what the agent sends. It runs on jsonrpc2's read loop and
-// must never block.
-type handler struct{ c *Conn }
-
-func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	c := h.c
-	if c.params != nil {
-		raw := c.params // as the agent wrote them
-		req.Params = &raw
-		c.params = nil
-	}
+// handle serves a request or notification of the agent's, its params as
+// the agent wrote them. It runs on the read loop and must never block.
+func (c *Conn) handle(req *jsonrpc2.Request) {
 	switch req.Method {
 	case MethodRequestPermission, MethodReadTextFile, MethodWriteTextFile, MethodElicitationCreate,
 		MethodTerminalCreate, MethodTerminalOutput, MethodTerminalWaitForExit, MethodTerminalKill, MethodTerminalRelease:
@@ -172,10 +164,8 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.servePermission(req)
 		case MethodElicitationCreate:
 			c.serveElicitation(req)
-		case MethodReadTextFile, MethodWriteTextFile:
-			c.serveFS(req)
 		default:
-			c.serveTerminal(req)
+			c.serveHost(req)
 		}
 	case MethodCancelRequest, MethodElicitationComplete:
 		c.notified(req)
@@ -184,7 +174,7 @@ func (h handler) Handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Reque
 			c.log.Debug().Str("method", logged(req.Method)).Msg("ignored agent notification")
 			return
 		}
-		c.replyErr(req, fmt.Errorf("%w: %s", errNoMethod, req.Method))
+		c.replyErr(req, fmt.Errorf("%w: %s", ErrMethodNotFound, req.Method))
 	}
 }
 
@@ -286,7 +276,7 @@ func (c *Conn) servePermission(req *jsonrpc2.Request) {
 	var p PermissionRequest
 	if req.Params == nil || json.Unmarshal(*req.Params, &p) != nil {
 		c.stats.badMessages.Add(1)
-		c.replyErr(req, fmt.Errorf("%w: session/request_permission", errBadParams))
+		c.replyErr(req, fmt.Errorf("%w: session/request_permission", ErrInvalidParams))
 		c.release(req)
 		return
 	}
@@ -368,7 +358,10 @@ func (c *Conn) replyErr(req *jsonrpc2.Request, err error) {
 
 // answerNow sends the answer to the agent's request id, as the agent
 // wrote it (null when nil): result, or err when it is not nil, as a
-// notice.
+// notice. It is built here, not by jsonrpc2's Reply: Reply waits for room
+// in the writer's queue on the read loop, which must never wait, and
+// takes only an id it could parse, where an answer to a request it could
+// not read (a null or unreadable id) must still be sent.
 func (c *Conn) answerNow(id json.RawMessage, result any, err error, what string) {
 	if id == nil {
 		id = json.RawMessage("null")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -14,51 +13,20 @@ import (
 // fail session/new.
 const maxSessionIDBytes = 1 << 10
 
-// session is what the Conn knows of a session it created or loaded.
+// session is what the Conn knows of a session it created or loaded; its
+// directory is the Host's to know.
 type session struct {
-	cwd     string
-	realCwd string
-	root    *os.Root
-	rootErr error
-	state   SessionState
-}
-
-func openSession(cwd string) *session {
-	s := &session{cwd: filepath.Clean(cwd), realCwd: filepath.Clean(cwd)}
-	if real, err := filepath.EvalSymlinks(cwd); err == nil {
-		s.realCwd = real
-	}
-	s.root, s.rootErr = os.OpenRoot(cwd)
-	return s
-}
-
-func (s *session) close() {
-	if s.root != nil {
-		_ = s.root.Close()
-	}
-}
-
-// rel maps an absolute path the agent sent to a path relative to the
-// session's root, refusing anything that is not inside it.
-func (s *session) rel(p string) (string, error) {
-	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("%w: %q is not absolute", errBadParams, p)
-	}
-	p = filepath.Clean(p)
-	for _, base := range []string{s.cwd, s.realCwd} {
-		if r, err := filepath.Rel(base, p); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-			return r, nil
-		}
-	}
-	return "", fmt.Errorf("%w: %s", ErrOutsideRoot, p)
+	state SessionState
 }
 
 // Initialize performs the initialize handshake and returns the agent's
 // capabilities. A protocol version other than ours is an error.
 func (c *Conn) Initialize(ctx context.Context) (*InitializeResult, error) {
+	_, none := c.opts.Host.(noHost)
+	hosted := !none
 	params := InitializeParams{
 		ProtocolVersion: ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: c.opts.Terminal != nil, Session: sessionCapabilities,
+		ClientCapabilities: ClientCapabilities{FS: FSCapabilities{ReadTextFile: hosted, WriteTextFile: hosted}, Terminal: c.opts.Host.Terminals(), Session: sessionCapabilities,
 			Elicitation: &ElicitationCapabilities{Form: &struct{}{}, URL: &struct{}{}}},
 		ClientInfo: c.opts.ClientInfo,
 	}
@@ -106,12 +74,12 @@ func (c *Conn) NewSession(ctx context.Context, cwd string, servers []MCPServer) 
 		return "", nil, fmt.Errorf("session/new: %w", err)
 	}
 	if res.SessionID == "" {
-		return "", nil, fmt.Errorf("session/new: %w: empty sessionId", errBadParams)
+		return "", nil, fmt.Errorf("session/new: %w: empty sessionId", ErrInvalidParams)
 	}
 	if len(res.SessionID) > maxSessionIDBytes {
 		// It is logged with every line of a turn and kept in the state
 		// store, to resume the session.
-		return "", nil, fmt.Errorf("session/new: %w: a sessionId of %d bytes, more than %d", errBadParams, len(res.SessionID), maxSessionIDBytes)
+		return "", nil, fmt.Errorf("session/new: %w: a sessionId of %d bytes, more than %d", ErrInvalidParams, len(res.SessionID), maxSessionIDBytes)
 	}
 	return res.SessionID, c.registerSetup(res.SessionID, abs, res.Setup), nil
 }
@@ -149,12 +117,10 @@ func (c *Conn) register(sessionID, cwd string) []Update {
 // registerSetup makes a session known, with the state its updates sent
 // before the answer and then the answer itself describe.
 func (c *Conn) registerSetup(sessionID, cwd string, setup sessionSetup) []Update {
-	s := openSession(cwd)
+	c.opts.Host.OpenSession(sessionID, cwd)
+	s := &session{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.sessions[sessionID]; old != nil {
-		old.close()
-	}
 	c.sessions[sessionID] = s
 	var early []Update
 	if q := c.takeEarlyLocked(sessionID); q != nil {

@@ -12,16 +12,6 @@ import (
 	"time"
 )
 
-func (p *peer) reply(req map[string]json.RawMessage, result string) {
-	p.t.Helper()
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, req["id"], result))
-}
-
-func (p *peer) replyErr(req map[string]json.RawMessage, code int, msg string) {
-	p.t.Helper()
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, req["id"], code, msg))
-}
-
 // asyncResult runs f on a goroutine and returns its error on a channel.
 func asyncResult(f func() error) <-chan error {
 	ch := make(chan error, 1)
@@ -41,7 +31,9 @@ func waitErr(t *testing.T, ch <-chan error) error {
 }
 
 // initialize sends protocol version 1, our capabilities and client info,
-// and refuses an agent that answers with another version.
+// and refuses an agent that answers with another version. With no Host,
+// neither files nor terminals are offered (host's tests show them offered
+// with one).
 func TestInitialize_SendsOurCapabilitiesAndRefusesAnotherVersion(t *testing.T) {
 	c, p := newPair(t, Options{ClientInfo: Implementation{Name: "acp-broker", Version: "1.2.3"}})
 	var caps AgentCapabilities
@@ -52,7 +44,7 @@ func TestInitialize_SendsOurCapabilitiesAndRefusesAnotherVersion(t *testing.T) {
 		}
 		return err
 	})
-	req := p.nextMethod("initialize")
+	req := p.NextMethod("initialize")
 	var params struct {
 		ProtocolVersion    int
 		ClientCapabilities struct {
@@ -62,11 +54,11 @@ func TestInitialize_SendsOurCapabilitiesAndRefusesAnotherVersion(t *testing.T) {
 		ClientInfo struct{ Name, Version string }
 	}
 	json.Unmarshal(req["params"], &params)
-	if params.ProtocolVersion != 1 || !params.ClientCapabilities.FS.ReadTextFile || !params.ClientCapabilities.FS.WriteTextFile ||
+	if params.ProtocolVersion != 1 || params.ClientCapabilities.FS.ReadTextFile || params.ClientCapabilities.FS.WriteTextFile ||
 		params.ClientCapabilities.Terminal || params.ClientInfo.Name != "acp-broker" || params.ClientInfo.Version != "1.2.3" {
 		t.Fatalf("initialize params = %s", req["params"])
 	}
-	p.reply(req, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{"image":true}},"authMethods":[],"_meta":{"x":1}}`)
+	p.Reply(req, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"promptCapabilities":{"image":true}},"authMethods":[],"_meta":{"x":1}}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +68,7 @@ func TestInitialize_SendsOurCapabilitiesAndRefusesAnotherVersion(t *testing.T) {
 
 	c2, p2 := newPair(t, Options{})
 	done = asyncResult(func() error { _, err := c2.Initialize(context.Background()); return err })
-	p2.reply(p2.nextMethod("initialize"), `{"protocolVersion":2}`)
+	p2.Reply(p2.NextMethod("initialize"), `{"protocolVersion":2}`)
 	if err := waitErr(t, done); !errors.Is(err, ErrProtocolVersion) {
 		t.Fatalf("Initialize against version 2 = %v, want ErrProtocolVersion", err)
 	}
@@ -94,21 +86,21 @@ func TestNewSession_AuthenticatesWhenRequiredAndKeepsEarlyUpdates(t *testing.T) 
 		sid, early, err = c.NewSession(context.Background(), ".", nil)
 		return err
 	})
-	first := p.nextMethod("session/new")
+	first := p.NextMethod("session/new")
 	var params NewSessionParams
 	json.Unmarshal(first["params"], &params)
 	if !filepath.IsAbs(params.Cwd) || params.MCPServers == nil {
 		t.Fatalf("session/new params = %s, want an absolute cwd and an mcpServers list", first["params"])
 	}
-	p.replyErr(first, CodeAuthRequired, "Authentication required")
-	auth := p.nextMethod("authenticate")
+	p.ReplyErr(first, CodeAuthRequired, "Authentication required")
+	auth := p.NextMethod("authenticate")
 	if !strings.Contains(string(auth["params"]), `"methodId":"api-key"`) {
 		t.Fatalf("authenticate params = %s", auth["params"])
 	}
-	p.reply(auth, `{}`)
-	second := p.nextMethod("session/new")
-	p.send(update("S1", "before the answer"))
-	p.reply(second, `{"sessionId":"S1"}`)
+	p.Reply(auth, `{}`)
+	second := p.NextMethod("session/new")
+	p.Send(update("S1", "before the answer"))
+	p.Reply(second, `{"sessionId":"S1"}`)
 	if err := waitErr(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +119,8 @@ func TestNewSession_AuthRequiredWithoutAMethodNamesTheSetting(t *testing.T) {
 		_, _, err = c.NewSession(context.Background(), t.TempDir(), nil)
 		return err
 	})
-	p.reply(p.nextMethod("initialize"), `{"protocolVersion":1,"authMethods":[{"id":"oauth","name":"Log in"},{"id":"api-key","name":"Key"}]}`)
-	p.replyErr(p.nextMethod("session/new"), CodeAuthRequired, "Authentication required")
+	p.Reply(p.NextMethod("initialize"), `{"protocolVersion":1,"authMethods":[{"id":"oauth","name":"Log in"},{"id":"api-key","name":"Key"}]}`)
+	p.ReplyErr(p.NextMethod("session/new"), CodeAuthRequired, "Authentication required")
 	err := waitErr(t, done)
 	if !errors.Is(err, ErrAuthRequired) || !strings.Contains(err.Error(), "agent.auth_method") || !strings.Contains(err.Error(), "oauth, api-key") {
 		t.Fatalf("err = %v, want ErrAuthRequired naming agent.auth_method and the offered methods", err)
@@ -141,17 +133,17 @@ func TestLoadSession_AcceptsNullOrObjectAndReportsRefusal(t *testing.T) {
 	c, p := newPair(t, Options{})
 	for _, result := range []string{`null`, `{"modes":null}`} {
 		done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "S9", t.TempDir(), nil); return err })
-		req := p.nextMethod("session/load")
+		req := p.NextMethod("session/load")
 		if !strings.Contains(string(req["params"]), `"sessionId":"S9"`) {
 			t.Fatalf("session/load params = %s", req["params"])
 		}
-		p.reply(req, result)
+		p.Reply(req, result)
 		if err := waitErr(t, done); err != nil {
 			t.Fatalf("answer %s: %v", result, err)
 		}
 	}
 	done := asyncResult(func() error { _, err := c.LoadSession(context.Background(), "gone", t.TempDir(), nil); return err })
-	p.replyErr(p.nextMethod("session/load"), CodeNotFound, "session not found")
+	p.ReplyErr(p.NextMethod("session/load"), CodeNotFound, "session not found")
 	var rpcErr *RPCError
 	if err := waitErr(t, done); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNotFound {
 		t.Fatalf("refused load = %v", err)
@@ -174,7 +166,7 @@ func TestConn_ConcurrentWritesAreWholeLines(t *testing.T) {
 	}
 	// Each call, and its withdrawal once abandoned.
 	for range 40 {
-		m := p.next() // next fails the test on a line that is not JSON
+		m := p.Next() // next fails the test on a line that is not JSON
 		if method := str(m["method"]); method != "x/echo" && method != MethodCancelRequest {
 			t.Fatalf("unexpected message %v", m["method"])
 		}
@@ -186,7 +178,7 @@ func TestConn_ConcurrentWritesAreWholeLines(t *testing.T) {
 func TestCancelSession_IsANotification(t *testing.T) {
 	c, p := newPair(t, Options{})
 	c.CancelSession("S1")
-	m := p.nextMethod("session/cancel")
+	m := p.NextMethod("session/cancel")
 	if _, hasID := m["id"]; hasID || string(m["params"]) != `{"sessionId":"S1"}` {
 		t.Fatalf("session/cancel = %v", m)
 	}
@@ -207,7 +199,7 @@ func TestPermission_RawInputAsTheAgentWroteIt(t *testing.T) {
 	}))
 	defer sub.Close()
 	input := `{"command":"printf x > out.txt && cat < in.txt","description":"write"}`
-	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","rawInput":` + input + `},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}`)
+	p.Send(`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{"toolCallId":"t","rawInput":` + input + `},"options":[{"optionId":"a","name":"Allow","kind":"allow_once"}]}}`)
 	select {
 	case raw := <-got:
 		if raw != input {
@@ -216,5 +208,5 @@ func TestPermission_RawInputAsTheAgentWroteIt(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("approver not asked")
 	}
-	p.next()
+	p.Next()
 }

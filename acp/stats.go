@@ -106,7 +106,7 @@ func (s Stats) Counters() Stats {
 // Stats returns a snapshot of the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{PendingRequests: len(c.pending), Subscribers: len(c.subs), AgentRequests: c.serving, TerminalsOpen: len(c.terms),
+	s := Stats{PendingRequests: len(c.pending), Subscribers: len(c.subs), AgentRequests: c.serving,
 		EarlyBytes: c.earlyBytes}
 	for _, q := range c.early {
 		s.EarlyUpdates += len(q.updates)
@@ -119,6 +119,9 @@ func (c *Conn) Stats() Stats {
 		}
 	}
 	c.mu.Unlock()
+	if h, ok := c.opts.Host.(interface{ TerminalsOpen() int }); ok {
+		s.TerminalsOpen = h.TerminalsOpen()
+	}
 	s.StaleResponses = c.stats.staleResponses.Load()
 	s.JunkLines = c.stats.junkLines.Load()
 	s.OversizeLines = c.stats.oversizeLines.Load()

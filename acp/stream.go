@@ -87,9 +87,10 @@ func (s *lineStream) readLine() ([]byte, error) {
 	}
 }
 
-// ReadObject implements jsonrpc2.ObjectStream. It returns only requests and
-// notifications; everything else is consumed here.
-func (s *lineStream) ReadObject(v any) error {
+// ReadObject implements jsonrpc2.ObjectStream. Every message is consumed
+// here (see dispatch): it returns only the error that ends the agent's
+// output, and jsonrpc2 is left to write.
+func (s *lineStream) ReadObject(any) error {
 	for {
 		line, err := s.readLine()
 		if errors.Is(err, errLineTooLong) {
@@ -107,9 +108,7 @@ func (s *lineStream) ReadObject(v any) error {
 		if len(line) == 0 {
 			continue
 		}
-		if s.dispatch(line, v) {
-			return nil
-		}
+		s.dispatch(line)
 	}
 }
 
@@ -136,35 +135,26 @@ func (r *rawRef) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// requestHead is a request as jsonrpc2 is given it: without its params,
-// which its handler takes as the agent wrote them (Conn.params), so that
-// jsonrpc2 never decodes them into a tree of interfaces, nor re-encodes
-// them.
-type requestHead struct {
-	JSONRPC string       `json:"jsonrpc"`
-	ID      *jsonrpc2.ID `json:"id,omitempty"`
-	Method  string       `json:"method"`
-}
-
-// dispatch classifies one line, decoding it once. Responses and
-// session/update notifications (the hot path) are routed here; it reports
-// true when v holds a request or another notification for jsonrpc2.
-func (s *lineStream) dispatch(line []byte, v any) bool {
+// dispatch classifies one line, decoding it once, and routes it: a
+// response to the call waiting for its id, a session/update to its
+// session's queue (the hot path), a request or another notification to
+// its handler. It runs on the read loop and never blocks.
+func (s *lineStream) dispatch(line []byte) {
 	c := s.conn
 	if line[0] == '[' {
 		c.batch(line)
-		return false
+		return
 	}
 	var e envelope
 	if line[0] != '{' {
 		c.junk(line, "not a JSON-RPC message")
-		return false
+		return
 	}
 	if err := json.Unmarshal(line, &e); err != nil {
 		if !c.undecodable(line, err) {
 			c.junk(line, "not a JSON-RPC message: "+err.Error())
 		}
-		return false
+		return
 	}
 	if string(e.ID) == "null" {
 		e.ID = nil // no id: a notification
@@ -172,46 +162,43 @@ func (s *lineStream) dispatch(line []byte, v any) bool {
 	switch {
 	case e.Method == MethodSessionUpdate && e.ID == nil:
 		c.routeUpdate(json.RawMessage(e.Params)) // decoded before the next line is read
-		return false
+		return
 	case e.Method != "":
 		// A method makes it a request or notification, whatever its id.
-		h := requestHead{JSONRPC: "2.0", Method: e.Method}
+		// It is served here, on the read loop, its params as the agent
+		// wrote them: jsonrpc2 would decode them into a tree of
+		// interfaces and encode them again.
+		req := &jsonrpc2.Request{Method: e.Method, Notif: e.ID == nil}
 		if e.ID != nil {
 			id, err := parseID(e.ID)
 			if err != nil {
 				c.answerUnusableID(e.ID)
-				return false
+				return
 			}
-			h.ID = &id
-		}
-		head, _ := json.Marshal(h)
-		if err := json.Unmarshal(head, v); err != nil {
-			c.junk(line, err.Error())
-			if e.ID != nil {
-				c.answerInvalid(e.ID, fmt.Errorf("%w: %v", errInvalidReqt, err))
-			}
-			return false
+			req.ID = id
 		}
 		if e.Params != nil {
-			c.params = append(json.RawMessage(nil), e.Params...)
+			raw := append(json.RawMessage(nil), e.Params...)
+			req.Params = &raw
 		}
-		return true
+		c.handle(req)
+		return
 	case e.ID != nil && (e.Result != nil || e.Error != nil):
 		id, err := parseID(e.ID)
 		if err != nil {
 			c.stats.staleResponses.Add(1)
 			c.noisy.Warn().Str("req", excerptBytes(e.ID, 40)).Msg("dropped a response with an id the broker never uses")
-			return false
+			return
 		}
 		var result json.RawMessage
 		if e.Result != nil {
 			result = append(json.RawMessage(nil), e.Result...)
 		}
 		c.deliver(id, result, e.Error)
-		return false
+		return
 	default:
 		c.junk(line, "neither request nor response")
-		return false
+		return
 	}
 }
 
@@ -271,7 +258,7 @@ func (c *Conn) answerScanned(sc *topScan, why string, paramsAtFault bool) bool {
 		case sc.methodLong || json.Unmarshal(sc.method, &m) != nil:
 			c.answerInvalid(sc.id, fmt.Errorf("%w: its method is not a string (%s)", errInvalidReqt, why))
 		case paramsAtFault:
-			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", errBadParams, excerpt(m, 80), why))
+			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", ErrInvalidParams, excerpt(m, 80), why))
 		default:
 			c.answerInvalid(sc.id, fmt.Errorf("%w: %s: %s", errInvalidReqt, excerpt(m, 80), why))
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 
 	"acpbroker/internal/clip"
 )
@@ -430,20 +431,29 @@ type cancelParams struct {
 	SessionID string `json:"sessionId"`
 }
 
-type readTextFileParams struct {
+// ReadTextFileParams are fs/read_text_file's: Line is 1-based, and with
+// Limit unset the file is read to its end.
+type ReadTextFileParams struct {
 	SessionID string `json:"sessionId"`
 	Path      string `json:"path"`
 	Line      *int   `json:"line,omitempty"`
 	Limit     *int   `json:"limit,omitempty"`
 }
 
-type writeTextFileParams struct {
+// ReadTextFileResult is fs/read_text_file's answer.
+type ReadTextFileResult struct {
+	Content string `json:"content"`
+}
+
+// WriteTextFileParams are fs/write_text_file's.
+type WriteTextFileParams struct {
 	SessionID string `json:"sessionId"`
 	Path      string `json:"path"`
 	Content   string `json:"content"`
 }
 
-type createTerminalParams struct {
+// CreateTerminalParams are terminal/create's.
+type CreateTerminalParams struct {
 	SessionID       string        `json:"sessionId"`
 	Command         string        `json:"command"`
 	Args            []string      `json:"args"`
@@ -452,13 +462,54 @@ type createTerminalParams struct {
 	OutputByteLimit *uint64       `json:"outputByteLimit"`
 }
 
-type terminalParams struct {
+// CreateTerminalResult is terminal/create's answer.
+type CreateTerminalResult struct {
+	TerminalID string `json:"terminalId"`
+}
+
+// TerminalParams are those of terminal/output, wait_for_exit, kill and
+// release.
+type TerminalParams struct {
 	SessionID  string `json:"sessionId"`
 	TerminalID string `json:"terminalId"`
 }
 
-type terminalOutputResult struct {
+// TerminalOutputResult is terminal/output's answer.
+type TerminalOutputResult struct {
 	Output     string              `json:"output"`
 	Truncated  bool                `json:"truncated"`
 	ExitStatus *TerminalExitStatus `json:"exitStatus,omitempty"`
+}
+
+// TerminalExitStatus is how a terminal's command ended: its exit code, or
+// the signal that killed it.
+type TerminalExitStatus struct {
+	ExitCode *int    `json:"exitCode,omitempty"`
+	Signal   *string `json:"signal,omitempty"`
+}
+
+// String is "exit status 3" or "killed by SIGKILL".
+func (s TerminalExitStatus) String() string {
+	switch {
+	case s.Signal != nil:
+		return "killed by " + *s.Signal
+	case s.ExitCode != nil:
+		return fmt.Sprintf("exit status %d", *s.ExitCode)
+	default:
+		return "ended"
+	}
+}
+
+// TerminalOutput is what a terminal printed, as far as it is kept.
+type TerminalOutput struct {
+	ID string
+	// Output is the end of what the command printed (stdout and stderr),
+	// whole UTF-8 characters.
+	Output string
+	// Truncated: the beginning was dropped.
+	Truncated bool
+	// Written counts every byte the command printed, kept or not.
+	Written int64
+	// Exit is set once the command has ended.
+	Exit *TerminalExitStatus
 }

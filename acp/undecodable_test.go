@@ -43,8 +43,8 @@ func TestRoute_RequestsThatCannotBeDecodedAreAnsweredWithTheirId(t *testing.T) {
 		{"a batch with a deep request", `[{"jsonrpc":"2.0","id":13,"method":"x","params":` + deep + `}]`, `13`, "-32600", "batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p.send(tc.line)
-			m := p.next()
+			p.Send(tc.line)
+			m := p.Next()
 			if string(m["id"]) != tc.id || !strings.Contains(string(m["error"]), tc.code) || !strings.Contains(string(m["error"]), tc.says) {
 				t.Fatalf("answered id %s error %s; want id %s, %s saying %q", m["id"], m["error"], tc.id, tc.code, tc.says)
 			}
@@ -52,19 +52,19 @@ func TestRoute_RequestsThatCannotBeDecodedAreAnsweredWithTheirId(t *testing.T) {
 	}
 	// Nothing to answer: no id, or one that is null; both are junk.
 	junk := c.Stats().JunkLines
-	p.send(`{"jsonrpc":"2.0","method":"session/update","params":` + deep + `}`)
-	p.send(`{"jsonrpc":"2.0","id":null,"method":"x","params":` + deep + `}`)
-	p.send(`{"jsonrpc":"2.0","id":` + deep + `,"method":"x"}`)
+	p.Send(`{"jsonrpc":"2.0","method":"session/update","params":` + deep + `}`)
+	p.Send(`{"jsonrpc":"2.0","id":null,"method":"x","params":` + deep + `}`)
+	p.Send(`{"jsonrpc":"2.0","id":` + deep + `,"method":"x"}`)
 	// The Conn still serves: a round trip comes after all three.
 	call, err := c.Start(context.Background(), "ping", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := p.next()
+	m := p.Next()
 	if string(m["method"]) != `"ping"` {
 		t.Fatalf("after the unanswerable lines the Conn wrote %v", m)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, m["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, m["id"]))
 	waitDone(t, call)
 	if got := c.Stats().JunkLines - junk; got != 3 {
 		t.Fatalf("%d junk lines counted, want 3", got)
@@ -78,10 +78,10 @@ func TestRoute_RequestsThatCannotBeDecodedAreAnsweredWithTheirId(t *testing.T) {
 func TestStream_AnOversizeLineIsAnsweredWithItsId(t *testing.T) {
 	c, p := newPair(t, Options{MaxLineBytes: 1 << 20})
 	big := strings.Repeat("x", 3<<20)
-	p.send(`{"jsonrpc":"2.0","id":"first","method":"fs/write_text_file","params":{"sessionId":"s","content":"` + big + `"}}`)
-	p.send(`{"jsonrpc":"2.0","method":"fs/write_text_file","params":{"content":"` + big + `\"]}"},"id":42}`)
+	p.Send(`{"jsonrpc":"2.0","id":"first","method":"fs/write_text_file","params":{"sessionId":"s","content":"` + big + `"}}`)
+	p.Send(`{"jsonrpc":"2.0","method":"fs/write_text_file","params":{"content":"` + big + `\"]}"},"id":42}`)
 	for _, id := range []string{`"first"`, `42`} {
-		m := p.next()
+		m := p.Next()
 		if string(m["id"]) != id || !strings.Contains(string(m["error"]), "-32600") || !strings.Contains(string(m["error"]), "longer than the 1048576 bytes") {
 			t.Fatalf("an oversize request answered id %s %s; want id %s", m["id"], m["error"], id)
 		}
@@ -90,8 +90,8 @@ func TestStream_AnOversizeLineIsAnsweredWithItsId(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.next()["id"]
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, id, big))
+	id := p.Next()["id"]
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"text":"%s"}}`, id, big))
 	waitDone(t, call)
 	if err := call.Result(nil); !errors.Is(err, ErrUnreadableAnswer) || !strings.Contains(err.Error(), "longer than") {
 		t.Fatalf("a call whose answer was too long: %v", err)
@@ -110,16 +110,16 @@ func TestRoute_AnAnswerThatCannotBeDecodedFailsItsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := p.next()["id"]
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, nested(20_000)))
+	id := p.Next()["id"]
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, nested(20_000)))
 	waitDone(t, call)
 	if err := call.Result(nil); !errors.Is(err, ErrUnreadableAnswer) || !strings.Contains(err.Error(), "session/prompt") {
 		t.Fatalf("a call answered too deep: %v", err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, nested(20_000)))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, nested(20_000)))
 	// A round trip orders the check after the second answer.
 	call, _ = c.Start(context.Background(), "ping", nil)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.next()["id"]))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":null}`, p.Next()["id"]))
 	waitDone(t, call)
 	if s := c.Stats(); s.StaleResponses != 1 || s.PendingRequests != 0 {
 		t.Fatalf("stale %d, pending %d; want 1 and 0", s.StaleResponses, s.PendingRequests)
@@ -174,7 +174,7 @@ func TestCall_AnErrorMessageIsCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"%s"}}`, p.next()["id"], strings.Repeat("e", 8<<20)))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"%s"}}`, p.Next()["id"], strings.Repeat("e", 8<<20)))
 	waitDone(t, call)
 	rpcErr, ok := errors.AsType[*RPCError](call.Result(nil))
 	if !ok || len(rpcErr.Message) > maxErrorMessage || !strings.HasPrefix(rpcErr.Message, "eee") {

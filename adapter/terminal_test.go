@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/acp/host"
 	"acpbroker/internal/agenttest"
 	"acpbroker/pool"
 )
@@ -75,7 +76,7 @@ func TestTurn_CancelKillsTheTerminalsWithTheirGrandchildren(t *testing.T) {
 // table empty and the agent's cap never reached.
 func TestLeak_AbandonedTurnsLeaveNoTerminalOpen(t *testing.T) {
 	r := terminalRig(t)
-	for i := range 3 * acp.DefaultMaxTerminals {
+	for i := range 3 * host.DefaultMaxTerminals {
 		rec := r.prompt("t", "terminal-long")
 		rec.terminalPIDs(t)
 		r.engine.Cancel("t", CancelledBy("tester"))
@@ -85,7 +86,7 @@ func TestLeak_AbandonedTurnsLeaveNoTerminalOpen(t *testing.T) {
 	}
 	waitThreads(t, r.engine, 0)
 	if s := r.engine.Stats().Pool; s.Conn.TerminalsOpen != 0 || s.Spawned != 1 || s.Conn.AgentRequests != 0 {
-		t.Fatalf("after %d abandoned turns: %+v", 3*acp.DefaultMaxTerminals, s)
+		t.Fatalf("after %d abandoned turns: %+v", 3*host.DefaultMaxTerminals, s)
 	}
 }
 

@@ -510,7 +510,7 @@ func (t *turn) abandon(cause error) Outcome {
 	conn.CancelPermissions(sid, cause)
 	// The commands the agent ran through the broker are stopped with the
 	// turn; the agent may still read what they printed until it answers.
-	conn.KillTerminals(sid)
+	t.agent.Host.KillTerminals(sid)
 	trusted := false
 	if alive {
 		t.p.Sink.Status(Status{Phase: PhaseCancelling, Text: "stopping: " + cause.Error()})
@@ -519,7 +519,7 @@ func (t *turn) abandon(cause error) Outcome {
 	t.drain()
 	t.call.Abandon()
 	t.showTerminals()
-	conn.ReleaseTerminals(sid)
+	t.agent.Host.ReleaseTerminals(sid)
 	t.sub.Close()
 	if alive && !trusted {
 		t.log.Warn().Dur("grace", cfg.CancelGrace).Msg("agent did not answer the cancelled prompt in time; stopping it")
@@ -729,7 +729,7 @@ func (t *turn) showTerminals() {
 }
 
 func (t *turn) showTerminal(st *shownTerminal) {
-	o, ok := t.agent.Conn.TerminalOutput(t.agent.SessionID, st.terminalID, terminalTailBytes)
+	o, ok := t.agent.Host.Output(t.agent.SessionID, st.terminalID, terminalTailBytes)
 	if !ok {
 		return // unknown, or released long ago: nothing to show
 	}

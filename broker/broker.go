@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/acp/host"
 	"acpbroker/adapter"
 	"acpbroker/api"
 	"acpbroker/cgroup"
@@ -173,13 +174,15 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		Registry:       b.store,
 		Conn: acp.Options{
 			MaxLineBytes:     cfg.Agent.MaxLineBytes,
-			MaxReadBytes:     cfg.Agent.MaxReadBytes,
-			MaxWriteBytes:    cfg.Agent.MaxWriteBytes,
 			MaxAgentRequests: cfg.Agent.MaxRequests,
-			MaxTerminals:     cfg.Agent.MaxTerminals,
-			MaxTerminalBytes: cfg.Agent.MaxTerminalBytes,
 			UpdateQueue:      cfg.Turn.UpdateQueue,
 			ClientInfo:       acp.Implementation{Name: "acp-broker", Version: opts.Version},
+		},
+		Host: host.Options{
+			MaxReadBytes:     cfg.Agent.MaxReadBytes,
+			MaxWriteBytes:    cfg.Agent.MaxWriteBytes,
+			MaxTerminals:     cfg.Agent.MaxTerminals,
+			MaxTerminalBytes: cfg.Agent.MaxTerminalBytes,
 		},
 		Logger: log,
 	}

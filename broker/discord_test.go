@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"acpbroker/acp/host"
 	"slices"
 	"testing"
 
@@ -52,6 +53,8 @@ func TestDefaults_TheConfigurationsArePlatformsOwn(t *testing.T) {
 		{"discord.edit_interval (the answer's view)", c.Discord.EditInterval, thread.DefaultEditInterval},
 		{"slack.api_url", c.Slack.APIURL, slack.DefaultAPIURL},
 		{"slack.edit_interval", c.Slack.EditInterval, slack.DefaultEditInterval},
+		{"agent.max_terminals", c.Agent.MaxTerminals, host.DefaultMaxTerminals},
+		{"agent.max_terminal_bytes", c.Agent.MaxTerminalBytes, host.DefaultMaxTerminalBytes},
 	} {
 		if d.got != d.want {
 			t.Errorf("%s defaults to %v in the configuration, %v in its platform", d.key, d.got, d.want)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"acpbroker/acp"
 	"acpbroker/netproxy"
 )
 
@@ -63,9 +62,9 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Agent.MaxWriteBytes = r.integer(k, 1<<10, 1<<30) }},
 	{name: "agent.max_requests", def: 64, doc: "the agent's requests (permission, files) served at once; more, or more than 64 MiB of their params, are refused at once with an error",
 		read: func(r *reader, k string, c *Config) { c.Agent.MaxRequests = r.integer(k, 1, 10000) }},
-	{name: "agent.max_terminals", def: acp.DefaultMaxTerminals, doc: "terminals one agent session may have open (`terminal/create` past it is refused until one is released)",
+	{name: "agent.max_terminals", def: 8, doc: "terminals one agent session may have open (`terminal/create` past it is refused until one is released)",
 		read: func(r *reader, k string, c *Config) { c.Agent.MaxTerminals = r.integer(k, 1, 1000) }},
-	{name: "agent.max_terminal_bytes", def: acp.DefaultMaxTerminalBytes, doc: "most output one terminal keeps, its end (a smaller `outputByteLimit` wins)",
+	{name: "agent.max_terminal_bytes", def: 1 << 20, doc: "most output one terminal keeps, its end (a smaller `outputByteLimit` wins)",
 		read: func(r *reader, k string, c *Config) { c.Agent.MaxTerminalBytes = r.integer(k, 1<<10, 1<<30) }},
 	{name: "agent.sandbox", def: "bwrap", doc: "run each agent in a bubblewrap sandbox (see Security model); `launcher` through `agent.launcher` (a container or cluster); `none` unconfined",
 		read: func(r *reader, k string, c *Config) { c.Agent.Sandbox = r.oneOf(k, "bwrap", "none", "launcher") }},

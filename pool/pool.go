@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/acp/host"
 	"acpbroker/cgroup"
 	"acpbroker/internal/redact"
 	"acpbroker/netproxy"
@@ -67,6 +68,10 @@ type Config struct {
 	// Conn options for every agent (logger fields are added per agent;
 	// AuthMethod is each profile's).
 	Conn acp.Options
+	// Host options for every agent's files and terminals (the logger and
+	// the terminals' hook are each agent's; TerminalGrace is ExitGrace
+	// when not set).
+	Host host.Options
 	// Redact masks secret values in what agents write to stderr.
 	Redact *redact.Redactor
 	// Sandbox confines each agent to its working directory.
@@ -151,8 +156,10 @@ type Agent struct {
 	// Lost is the session id the thread had but could not resume (the
 	// agent cannot load sessions, or refused this one); SessionID is then
 	// a new session.
-	Lost    string
-	Conn    *acp.Conn
+	Lost string
+	Conn *acp.Conn
+	// Host serves the agent's files and terminals; the Conn closes it.
+	Host    *host.Host
 	Proc    Proc
 	Started time.Time
 	// Dir is its working directory.
@@ -604,13 +611,17 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
-	opts.Terminal = p.terminalCommand(prof, dir, group, network, nw)
-	if opts.TerminalGrace <= 0 {
-		opts.TerminalGrace = p.cfg.ExitGrace
+	hopts := p.cfg.Host
+	hopts.Logger = opts.Logger
+	hopts.Terminal = p.terminalCommand(prof, dir, group, network, nw)
+	if hopts.TerminalGrace <= 0 {
+		hopts.TerminalGrace = p.cfg.ExitGrace
 	}
+	h := host.New(hopts)
+	opts.Host = h
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Proc: proc, Started: time.Now(), Dir: dir, group: group, net: nw}
+	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Host: h, Proc: proc, Started: time.Now(), Dir: dir, group: group, net: nw}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -684,13 +695,13 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 // limits. It is nil, and terminals are not offered, when agents start
 // through a launcher: the broker cannot put a command in the same
 // confinement.
-func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group, network string, nw *agentNet) func(acp.TerminalCommand) (acp.TerminalCommand, error) {
+func (p *Pool) terminalCommand(prof *Profile, dir string, group *cgroup.Group, network string, nw *agentNet) func(host.Command) (host.Command, error) {
 	sb := p.cfg.Sandbox
 	if len(sb.Launcher) > 0 {
 		return nil
 	}
 	programs := mcpPrograms(prof.MCPServers)
-	return func(cmd acp.TerminalCommand) (acp.TerminalCommand, error) {
+	return func(cmd host.Command) (host.Command, error) {
 		cmd.Env = mergeEnv(prof.Env, cmd.Env)
 		cmd.Credential = p.cfg.RunAs
 		cmd.Group = group

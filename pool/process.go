@@ -1,8 +1,6 @@
 package pool
 
 import (
-	"acpbroker/cgroup"
-	"acpbroker/internal/redact"
 	"bufio"
 	"errors"
 	"fmt"
@@ -14,6 +12,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"acpbroker/cgroup"
+	"acpbroker/internal/redact"
+	"acpbroker/procgroup"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -217,7 +219,7 @@ const ReapGrace = 2 * time.Second
 func (p *Process) reap(readerDone <-chan struct{}) {
 	defer close(p.reaped)
 	<-p.exited
-	p.killGroup(syscall.SIGKILL)
+	procgroup.Signal(p.pid, syscall.SIGKILL, p.log)
 	t := time.NewTimer(ReapGrace)
 	defer t.Stop()
 	for _, ch := range []<-chan struct{}{readerDone, p.stderr} {
@@ -227,12 +229,12 @@ func (p *Process) reap(readerDone <-chan struct{}) {
 			p.log.Warn().Msg("agent output still open after exit; closing it")
 		}
 	}
-	err := p.cmd.Wait()
-	p.killGroup(syscall.SIGKILL)
-	p.group.Kill()
-	if p.left != nil {
-		p.left()
-	}
+	err := procgroup.Reap(p.cmd, p.log, func() {
+		p.group.Kill()
+		if p.left != nil {
+			p.left()
+		}
+	})
 	desc := describeExit(p.cmd.ProcessState, err, p.tail.String())
 	if desc.Code != 0 && !p.stopping.Load() && p.group.OOMKills() > 0 {
 		desc.OutOfMemory, desc.MemoryMax = true, p.group.Limits().MemoryMax
@@ -310,12 +312,6 @@ func (e *ExitError) Error() string {
 	return "agent " + e.How() + ": " + e.Tail
 }
 
-func (p *Process) killGroup(sig syscall.Signal) {
-	if err := unix.Kill(-p.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		p.log.Debug().Err(err).Str("signal", sig.String()).Msg("signal to process group failed")
-	}
-}
-
 // Stop ends the process with an escalation: close stdin, wait grace for it
 // to exit, SIGTERM the group, wait grace, SIGKILL the group; with no grace,
 // close stdin and SIGKILL the group at once. It returns when
@@ -326,16 +322,12 @@ func (p *Process) Stop(grace time.Duration) {
 	p.stopOnce.Do(func() {
 		_ = p.stdin.Close()
 		if grace <= 0 {
-			p.killGroup(syscall.SIGKILL)
+			procgroup.Signal(p.pid, syscall.SIGKILL, p.log)
 			return
 		}
-		if !p.waitExit(grace) {
+		if !procgroup.Wait(p.exited, grace) {
 			p.log.Info().Dur("grace", grace).Msg("agent still running after stdin closed; sending SIGTERM to its group")
-			p.killGroup(syscall.SIGTERM)
-			if !p.waitExit(grace) {
-				p.log.Warn().Dur("grace", grace).Msg("agent ignored SIGTERM; sending SIGKILL to its group")
-				p.killGroup(syscall.SIGKILL)
-			}
+			procgroup.Stop(p.pid, p.exited, grace, p.log, "agent")
 		}
 	})
 	<-p.reaped
@@ -346,27 +338,8 @@ func (p *Process) Stop(grace time.Duration) {
 // and waits until it is reaped.
 func (p *Process) Kill() {
 	p.stopping.Store(true)
-	p.killGroup(syscall.SIGKILL)
+	procgroup.Signal(p.pid, syscall.SIGKILL, p.log)
 	p.Stop(0)
-}
-
-func (p *Process) waitExit(d time.Duration) bool {
-	if d <= 0 {
-		select {
-		case <-p.exited:
-			return true
-		default:
-			return false
-		}
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // stderrBurst is how many of an agent's stderr lines a second reach the

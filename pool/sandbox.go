@@ -1,7 +1,7 @@
 package pool
 
 import (
-	"acpbroker/acp"
+	"acpbroker/acp/host"
 	"bytes"
 	"context"
 	"errors"
@@ -286,7 +286,7 @@ func (s Sandbox) systemHides() (args, hidden []string) {
 // looked up inside the sandbox. The returned command holds an open file
 // in ExtraFiles, which whoever starts it closes.
 // Its network is the agent's (network, n: see wrap).
-func (s Sandbox) wrapTerminal(cmd acp.TerminalCommand, program, dir, network string, n *agentNet, programs, readOnly, readWrite []string) (acp.TerminalCommand, error) {
+func (s Sandbox) wrapTerminal(cmd host.Command, program, dir, network string, n *agentNet, programs, readOnly, readWrite []string) (host.Command, error) {
 	bwrap := s.Bwrap
 	if found, err := exec.LookPath(bwrap); err == nil {
 		bwrap = found // the broker's PATH, as for the agent itself

@@ -7,6 +7,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/chat"
 )
 
 var _ adapter.Elicitor = (*sink)(nil)
@@ -70,7 +71,7 @@ func (s *sink) Elicit(ctx context.Context, req *acp.ElicitationRequest) adapter.
 		if f.Required {
 			note = ", required"
 		}
-		s.c.printf("  %s (%s%s)\n", f.Label(), f.Hint(), note)
+		s.c.printf("  %s (%s%s)\n", f.Label(), chat.FieldHint(&f), note)
 	}
 	s.c.printf("(one answer a line; Enter skips or keeps the default; /decline declines)\n")
 	content := map[string]any{}
@@ -89,7 +90,7 @@ func (s *sink) Elicit(ctx context.Context, req *acp.ElicitationRequest) adapter.
 			}
 		}
 		if hasDef {
-			prompt += " [default: " + f.FormatValue(def) + "]"
+			prompt += " [default: " + chat.FieldValue(f, def) + "]"
 		}
 		s.c.printf("%s: ", prompt)
 		for {

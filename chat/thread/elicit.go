@@ -13,6 +13,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
+	"acpbroker/chat"
 )
 
 // How long the labels of a question's actions and form may be: what
@@ -159,7 +160,7 @@ func (s *Server) questionLayout(req *acp.ElicitationRequest) (texts, selects []i
 	}
 	for _, i := range texts {
 		f := &req.Schema.Fields[i]
-		if v, ok := f.DefaultValue(); ok && utf8.RuneCountInString(f.FormatValue(v)) > s.lim.FieldRunes {
+		if v, ok := f.DefaultValue(); ok && utf8.RuneCountInString(chat.FieldValue(f, v)) > s.lim.FieldRunes {
 			return nil, nil, fmt.Errorf("the agent's suggestion for “%s” is longer than the %d characters a %s form field holds", f.Label(), s.lim.FieldRunes, name)
 		}
 	}
@@ -182,7 +183,7 @@ func (s *Server) wholeFormLayout(req *acp.ElicitationRequest) (fields, _ []int, 
 		f := &req.Schema.Fields[i]
 		switch f.Kind {
 		case acp.FieldText, acp.FieldNumber, acp.FieldInteger:
-			if v, ok := f.DefaultValue(); ok && utf8.RuneCountInString(f.FormatValue(v)) > s.lim.FieldRunes {
+			if v, ok := f.DefaultValue(); ok && utf8.RuneCountInString(chat.FieldValue(f, v)) > s.lim.FieldRunes {
 				return nil, nil, fmt.Errorf("the agent's suggestion for “%s” is longer than the %d characters a %s form field holds", f.Label(), s.lim.FieldRunes, name)
 			}
 		case acp.FieldBoolean:
@@ -235,7 +236,7 @@ func (s *Server) formText(req *acp.ElicitationRequest, who string, texts, select
 		if f.Required {
 			line += " *(required)*"
 		}
-		line += " — " + excerpt(f.Hint(), 120)
+		line += " — " + excerpt(chat.FieldHint(&f), 120)
 		if f.Description != "" {
 			line += ": " + excerpt(f.Description, 150)
 		}
@@ -487,7 +488,7 @@ func (oq *openQuestion) form(key string, lim Limits) Form {
 	for _, i := range oq.texts {
 		f := &oq.req.Schema.Fields[i]
 		in := Field{ID: strconv.Itoa(i), Label: excerpt(f.Label(), formLabelRunes), Required: f.Required}
-		hint := f.Hint()
+		hint := chat.FieldHint(f)
 		if f.Description != "" {
 			hint = f.Description
 		}
@@ -512,7 +513,7 @@ func (oq *openQuestion) form(key string, lim Limits) Form {
 		// form) and the agent's suggestion was checked by
 		// questionLayout.
 		if v, ok := oq.values[f.Key]; ok {
-			in.Value = f.FormatValue(v)
+			in.Value = chat.FieldValue(f, v)
 			if strings.Contains(in.Value, "\n") {
 				in.Multiline = true
 			}
@@ -541,7 +542,7 @@ func wholeField(in *Field, f *acp.ElicitationField, current any) bool {
 	case acp.FieldNumber, acp.FieldInteger:
 		in.Kind, in.Decimal = FieldNumber, f.Kind == acp.FieldNumber
 		if current != nil {
-			in.Value = f.FormatValue(current)
+			in.Value = chat.FieldValue(f, current)
 		}
 	case acp.FieldBoolean:
 		in.Kind = FieldYesNo

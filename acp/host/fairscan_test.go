@@ -1,6 +1,7 @@
-package acp
+package host
 
 import (
+	"acpbroker/acp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -33,9 +34,9 @@ func TestFS_ASmallReadIsAnsweredAtOnceWhileOtherAgentsLoopSlowReads(t *testing.T
 		loops.Go(func() {
 			for id := 0; ; id++ {
 				b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": path, "line": 2})
-				p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, id, b))
+				p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, id, b))
 				select {
-				case m := <-p.msg:
+				case m := <-p.Msg:
 					if !strings.Contains(string(m["error"]), "a file request is given 8s") {
 						refusals <- fmt.Sprintf("agent %d's slow read answered %s %s", i, m["result"], m["error"])
 						return
@@ -76,7 +77,7 @@ func TestFS_ASmallReadIsAnsweredAtOnceWhileOtherAgentsLoopSlowReads(t *testing.T
 			params, want = map[string]any{"path": large, "line": lines}, `"content":"last\n"`
 		}
 		start := time.Now()
-		got := fsCall(t, p, i, MethodReadTextFile, params, 3*slow)
+		got := fsCall(t, p, i, acp.MethodReadTextFile, params, 3*slow)
 		took := time.Since(start)
 		if !strings.Contains(got, want) {
 			t.Fatalf("read %v answered %s after %s", params, got, took)

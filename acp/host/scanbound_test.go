@@ -1,6 +1,7 @@
-package acp
+package host
 
 import (
+	"acpbroker/acp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -35,7 +36,7 @@ func TestFS_ALineDeepInAHugeFileIsRefusedAfterTheScanBound(t *testing.T) {
 	c.register("s", root)
 	path := sparseFile(t, root, 40<<30)
 	start := time.Now()
-	got := fsCall(t, p, 1, MethodReadTextFile, map[string]any{"path": path, "line": 2, "limit": 1}, 2*time.Minute)
+	got := fsCall(t, p, 1, acp.MethodReadTextFile, map[string]any{"path": path, "line": 2, "limit": 1}, 2*time.Minute)
 	took := time.Since(start)
 	if !strings.Contains(got, "-32602") || !strings.Contains(got, fmt.Sprintf("line 2 is not within the first %d bytes of the file", DefaultMaxScanBytes)) {
 		t.Fatalf("line 2 of a 40 GiB file: %s", got)
@@ -69,7 +70,7 @@ func TestFS_AReadPastItsTimeIsStoppedAndAnswered(t *testing.T) {
 	root := t.TempDir()
 	c.register("s", root)
 	path := sparseFile(t, root, 40<<30)
-	got := fsCall(t, p, 1, MethodReadTextFile, map[string]any{"path": path, "line": 2}, time.Minute)
+	got := fsCall(t, p, 1, acp.MethodReadTextFile, map[string]any{"path": path, "line": 2}, time.Minute)
 	if !strings.Contains(got, "a file request is given 100ms") {
 		t.Fatalf("a read past its time: %s", got)
 	}
@@ -89,13 +90,13 @@ func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	path := sparseFile(t, root, 40<<30)
 	for i := range n {
 		b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": path, "line": 2})
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, i, b))
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, i, b))
 	}
 	seen := map[string]bool{}
 	deadline := time.After(2 * time.Minute)
 	for len(seen) < n {
 		select {
-		case m := <-p.msg:
+		case m := <-p.Msg:
 			if !strings.Contains(string(m["error"]), "is not within the first 4194304 bytes") {
 				t.Fatalf("read %s answered %s %s", m["id"], m["result"], m["error"])
 			}
@@ -109,7 +110,7 @@ func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	// Every slot of the broker's taken: a small file is read all the
 	// same, and a read past the first buffer waits its turn.
 	for range fileScans.size {
-		if err := fileScans.take(t.Context(), nil); err != nil {
+		if err := fileScans.take(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,36 +128,33 @@ func TestFS_ManyReadsAtOnceAreEachAnsweredAndTakeTurns(t *testing.T) {
 	if err := os.WriteFile(small, []byte("one\ntwo\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := fsCall(t, p, 99, MethodReadTextFile, map[string]any{"path": small, "line": 2}, 5*time.Second); !strings.Contains(got, `"content":"two\n"`) {
+	if got := fsCall(t, p, 99, acp.MethodReadTextFile, map[string]any{"path": small, "line": 2}, 5*time.Second); !strings.Contains(got, `"content":"two\n"`) {
 		t.Fatalf("a small read with no slot free answered %s", got)
 	}
 	read := func(id int) {
 		b, _ := json.Marshal(map[string]any{"sessionId": "s", "path": path, "line": 2})
-		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, id, b))
+		p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs/read_text_file","params":%s}`, id, b))
 	}
 	read(100)
 	select {
-	case m := <-p.msg:
+	case m := <-p.Msg:
 		t.Fatalf("a read with no slot free was answered: %s %s", m["result"], m["error"])
 	case <-time.After(200 * time.Millisecond):
 	}
-	p.send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":100}}`)
-	if m := p.next(); string(m["id"]) != "100" || !strings.Contains(string(m["error"]), "-32800") {
+	p.Send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":100}}`)
+	if m := p.Next(); string(m["id"]) != "100" || !strings.Contains(string(m["error"]), "-32800") {
 		t.Fatalf("a withdrawn read answered %s %s %s", m["id"], m["result"], m["error"])
 	}
 	read(101)
 	free()
-	if m := p.next(); string(m["id"]) != "101" || !strings.Contains(string(m["error"]), "is not within the first 4194304 bytes") {
+	if m := p.Next(); string(m["id"]) != "101" || !strings.Contains(string(m["error"]), "is not within the first 4194304 bytes") {
 		t.Fatalf("a read once a slot is free answered %s %s %s", m["id"], m["result"], m["error"])
 	}
-	waitServed(t, c, 0)
-	c.mu.Lock()
-	waits := len(c.waits)
-	c.mu.Unlock()
+	waitServed(t, c, 0) // the withdrawn read too, and forgotten with it
 	fileScans.mu.Lock()
 	taken, waiting := fileScans.size-fileScans.free, len(fileScans.waiting)
 	fileScans.mu.Unlock()
-	if waits != 0 || len(c.scans) != 0 || taken != 0 || waiting != 0 {
-		t.Fatalf("after the reads: %d waits, %d of the agent's slots, %d of the broker's taken and %d reads waiting for one", waits, len(c.scans), taken, waiting)
+	if len(c.scans) != 0 || taken != 0 || waiting != 0 {
+		t.Fatalf("after the reads: %d of the agent's slots, %d of the broker's taken and %d reads waiting for one", len(c.scans), taken, waiting)
 	}
 }

@@ -1,7 +1,6 @@
-package acp
+package host
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,17 +11,19 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"acpbroker/acp"
 	"acpbroker/cgroup"
+	"acpbroker/procgroup"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
-// TerminalCommand is the process behind a terminal. The Conn fills it from
-// a terminal/create request (Dir inside the session's directory, Env the
+// Command is the process behind a terminal. The Host fills it from a
+// terminal/create request (Dir inside the session's directory, Env the
 // request's variables as NAME=value); Options.Terminal turns it into what
 // is started.
-type TerminalCommand struct {
+type Command struct {
 	// Path is the program; without a slash it is looked up in Env's PATH.
 	Path string
 	// Args are the arguments after the program's name.
@@ -33,7 +34,7 @@ type TerminalCommand struct {
 	// Credential, if set, is the user and group the process runs as.
 	Credential *syscall.Credential
 	// ExtraFiles are open files the process gets as descriptors 3 and
-	// up. The Conn closes them once the process has started, or has
+	// up. The Host closes them once the process has started, or has
 	// failed to.
 	ExtraFiles []*os.File
 	// Group, if set, is the control group it runs in (its agent's), from
@@ -45,11 +46,8 @@ type TerminalCommand struct {
 	Leftovers func()
 }
 
-// Terminal defaults and fixed bounds.
+// Terminals' fixed bounds.
 const (
-	DefaultMaxTerminals      = 8
-	DefaultMaxTerminalBytes  = 1 << 20
-	DefaultTerminalGrace     = time.Second
 	terminalDrainGrace       = 2 * time.Second
 	releasedTerminalBytes    = 4 << 10
 	releasedTerminalsKept    = 16
@@ -57,39 +55,6 @@ const (
 	maxTerminalArgs          = 4096
 	maxTerminalRequestString = 1 << 20 // bytes of a command, its arguments and environment
 )
-
-// TerminalExitStatus is how a terminal's command ended: its exit code, or
-// the signal that killed it.
-type TerminalExitStatus struct {
-	ExitCode *int    `json:"exitCode,omitempty"`
-	Signal   *string `json:"signal,omitempty"`
-}
-
-// String is "exit status 3" or "killed by SIGKILL".
-func (s TerminalExitStatus) String() string {
-	switch {
-	case s.Signal != nil:
-		return "killed by " + *s.Signal
-	case s.ExitCode != nil:
-		return fmt.Sprintf("exit status %d", *s.ExitCode)
-	default:
-		return "ended"
-	}
-}
-
-// TerminalOutput is what a terminal printed, as far as it is kept.
-type TerminalOutput struct {
-	ID string
-	// Output is the end of what the command printed (stdout and stderr),
-	// whole UTF-8 characters.
-	Output string
-	// Truncated: the beginning was dropped.
-	Truncated bool
-	// Written counts every byte the command printed, kept or not.
-	Written int64
-	// Exit is set once the command has ended.
-	Exit *TerminalExitStatus
-}
 
 // terminal is one command started for an agent, in its own session and
 // process group. It owns two goroutines: the reader of its output and the
@@ -103,7 +68,7 @@ type terminal struct {
 	out         *outputBuffer
 
 	exited chan struct{} // closed once reaped, its group killed, its output read
-	status TerminalExitStatus
+	status acp.TerminalExitStatus
 
 	killOnce sync.Once
 	wg       sync.WaitGroup
@@ -111,7 +76,7 @@ type terminal struct {
 
 // startTerminal starts cmd with its output, stdout and stderr together,
 // kept up to limit bytes.
-func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerolog.Logger) (*terminal, error) {
+func startTerminal(id, session string, cmd Command, limit int, log zerolog.Logger) (*terminal, error) {
 	defer func() {
 		for _, f := range cmd.ExtraFiles {
 			f.Close() // the child has its own copies
@@ -184,11 +149,7 @@ func startTerminal(id, session string, cmd TerminalCommand, limit int, log zerol
 // the pipe, so the read is given terminalDrainGrace, then cut.
 func (t *terminal) reap(r *os.File, read <-chan struct{}) {
 	defer close(t.exited)
-	_ = t.cmd.Wait()
-	t.signal(syscall.SIGKILL)
-	if t.leftovers != nil {
-		t.leftovers()
-	}
+	_ = procgroup.Reap(t.cmd, t.log, t.leftovers)
 	timer := time.NewTimer(terminalDrainGrace)
 	defer timer.Stop()
 	select {
@@ -202,8 +163,8 @@ func (t *terminal) reap(r *os.File, read <-chan struct{}) {
 	t.log.Debug().Str("status", t.status.String()).Msg("terminal ended")
 }
 
-func exitStatus(st *os.ProcessState) TerminalExitStatus {
-	var s TerminalExitStatus
+func exitStatus(st *os.ProcessState) acp.TerminalExitStatus {
+	var s acp.TerminalExitStatus
 	if st == nil {
 		return s
 	}
@@ -220,31 +181,14 @@ func exitStatus(st *os.ProcessState) TerminalExitStatus {
 	return s
 }
 
-func (t *terminal) signal(sig syscall.Signal) {
-	if err := unix.Kill(-t.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-		t.log.Debug().Err(err).Str("signal", sig.String()).Msg("signal to terminal's process group failed")
-	}
-}
-
 // kill ends the command with an escalation: SIGTERM to its process group,
 // grace to exit, SIGKILL to the group (which the reaper sends again once
 // the leader is reaped). It returns once the terminal has ended. Safe to
 // call more than once and concurrently.
 func (t *terminal) kill(grace time.Duration) {
 	t.killOnce.Do(func() {
-		select {
-		case <-t.exited:
-			return
-		default:
-		}
-		t.signal(syscall.SIGTERM)
-		timer := time.NewTimer(grace)
-		defer timer.Stop()
-		select {
-		case <-t.exited:
-		case <-timer.C:
-			t.log.Info().Dur("grace", grace).Msg("terminal ignored SIGTERM; sending SIGKILL to its group")
-			t.signal(syscall.SIGKILL)
+		if !procgroup.Wait(t.exited, 0) {
+			procgroup.Stop(t.pid, t.exited, grace, t.log, "terminal")
 		}
 	})
 	<-t.exited
@@ -259,9 +203,9 @@ func (t *terminal) end(grace time.Duration) {
 
 // snapshot is the terminal's output so far (its last tail bytes; all when
 // tail < 0), and its exit once ended.
-func (t *terminal) snapshot(tail int) TerminalOutput {
+func (t *terminal) snapshot(tail int) acp.TerminalOutput {
 	out, truncated, written := t.out.get(tail)
-	o := TerminalOutput{ID: t.id, Output: out, Truncated: truncated, Written: written}
+	o := acp.TerminalOutput{ID: t.id, Output: out, Truncated: truncated, Written: written}
 	select {
 	case <-t.exited:
 		st := t.status

@@ -1,6 +1,7 @@
-package acp
+package host
 
 import (
+	"acpbroker/acp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,7 +15,7 @@ import (
 
 // plainTerminal runs terminal commands as asked, with the request's
 // environment and a PATH: no sandbox.
-func plainTerminal(cmd TerminalCommand) (TerminalCommand, error) {
+func plainTerminal(cmd Command) (Command, error) {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, cmd.Env...)
 	return cmd, nil
 }
@@ -28,7 +29,7 @@ type termPeer struct {
 	replies map[string]chan map[string]json.RawMessage
 }
 
-func newTermPair(t *testing.T, opts Options) (*Conn, *termPeer, string) {
+func newTermPair(t *testing.T, opts Options) (*pair, *termPeer, string) {
 	t.Helper()
 	if opts.Terminal == nil {
 		opts.Terminal = plainTerminal
@@ -42,7 +43,7 @@ func newTermPair(t *testing.T, opts Options) (*Conn, *termPeer, string) {
 		defer close(done)
 		for {
 			select {
-			case m := <-p.msg:
+			case m := <-p.Msg:
 				tp.mu.Lock()
 				ch := tp.replies[string(m["id"])]
 				delete(tp.replies, string(m["id"]))
@@ -61,7 +62,7 @@ func newTermPair(t *testing.T, opts Options) (*Conn, *termPeer, string) {
 
 // start sends a request and returns where its reply will arrive.
 func (p *termPeer) start(method string, params map[string]any) <-chan map[string]json.RawMessage {
-	p.t.Helper()
+	p.T.Helper()
 	if _, ok := params["sessionId"]; !ok {
 		params["sessionId"] = "s"
 	}
@@ -72,46 +73,46 @@ func (p *termPeer) start(method string, params map[string]any) <-chan map[string
 	p.replies[id] = ch
 	p.mu.Unlock()
 	b, _ := json.Marshal(params)
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, b))
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, id, method, b))
 	return ch
 }
 
 func (p *termPeer) await(ch <-chan map[string]json.RawMessage, within time.Duration) map[string]json.RawMessage {
-	p.t.Helper()
+	p.T.Helper()
 	select {
 	case m := <-ch:
 		return m
 	case <-time.After(within):
-		p.t.Fatalf("no reply within %s", within)
+		p.T.Fatalf("no reply within %s", within)
 		return nil
 	}
 }
 
 // call sends a request and waits for its reply.
 func (p *termPeer) call(method string, params map[string]any) map[string]json.RawMessage {
-	p.t.Helper()
+	p.T.Helper()
 	return p.await(p.start(method, params), 10*time.Second)
 }
 
 // result decodes a reply's result, failing on an error reply.
 func (p *termPeer) result(m map[string]json.RawMessage, v any) {
-	p.t.Helper()
+	p.T.Helper()
 	if e, ok := m["error"]; ok {
-		p.t.Fatalf("error reply: %s", e)
+		p.T.Fatalf("error reply: %s", e)
 	}
 	if v != nil {
 		if err := json.Unmarshal(m["result"], v); err != nil {
-			p.t.Fatalf("result %s: %v", m["result"], err)
+			p.T.Fatalf("result %s: %v", m["result"], err)
 		}
 	}
 }
 
 func (p *termPeer) create(params map[string]any) string {
-	p.t.Helper()
+	p.T.Helper()
 	var res struct{ TerminalID string }
-	p.result(p.call(MethodTerminalCreate, params), &res)
+	p.result(p.call(acp.MethodTerminalCreate, params), &res)
 	if res.TerminalID == "" {
-		p.t.Fatal("terminal/create gave no terminalId")
+		p.T.Fatal("terminal/create gave no terminalId")
 	}
 	return res.TerminalID
 }
@@ -149,37 +150,48 @@ func awaitGone(t *testing.T, pid int, within time.Duration) {
 
 // awaitOutput polls terminal/output until it holds want.
 func (p *termPeer) awaitOutput(id, want string) string {
-	p.t.Helper()
+	p.T.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var res struct{ Output string }
-		p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &res)
+		p.result(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id}), &res)
 		if strings.Contains(res.Output, want) {
 			return res.Output
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("terminal output %q never held %q", res.Output, want)
+			p.T.Fatalf("terminal output %q never held %q", res.Output, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-func TestInitialize_OffersTerminalsOnlyWithAHook(t *testing.T) {
+// A Conn serving through a Host offers files always, and terminals only
+// when the Host has a hook to start their commands with.
+func TestInitialize_OffersFilesAndTerminalsOnlyWithAHook(t *testing.T) {
 	for _, offer := range []bool{false, true} {
 		var opts Options
 		if offer {
 			opts.Terminal = plainTerminal
 		}
 		c, p := newPair(t, opts)
-		done := asyncResult(func() error { _, err := c.Initialize(t.Context()); return err })
-		req := p.nextMethod("initialize")
-		var params struct{ ClientCapabilities struct{ Terminal bool } }
+		done := make(chan error, 1)
+		go func() { _, err := c.conn.Initialize(t.Context()); done <- err }()
+		req := p.NextMethod("initialize")
+		var params struct {
+			ClientCapabilities struct {
+				FS       struct{ ReadTextFile, WriteTextFile bool }
+				Terminal bool
+			}
+		}
 		json.Unmarshal(req["params"], &params)
 		if params.ClientCapabilities.Terminal != offer {
 			t.Errorf("with the hook %v, clientCapabilities.terminal = %v", offer, params.ClientCapabilities.Terminal)
 		}
-		p.reply(req, `{"protocolVersion":1}`)
-		if err := waitErr(t, done); err != nil {
+		if fs := params.ClientCapabilities.FS; !fs.ReadTextFile || !fs.WriteTextFile {
+			t.Errorf("clientCapabilities.fs = %+v, want both offered", fs)
+		}
+		p.Reply(req, `{"protocolVersion":1}`)
+		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,33 +205,33 @@ func TestTerminal_CreateOutputWaitRelease(t *testing.T) {
 	if n := c.Stats().TerminalsOpen; n != 1 {
 		t.Fatalf("TerminalsOpen = %d after create, want 1", n)
 	}
-	var exit TerminalExitStatus
-	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
+	var exit acp.TerminalExitStatus
+	p.result(p.call(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
 	if exit.ExitCode == nil || *exit.ExitCode != 3 || exit.Signal != nil {
 		t.Fatalf("wait_for_exit = %+v, want exit code 3", exit)
 	}
-	var out terminalOutputResult
-	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	var out acp.TerminalOutputResult
+	p.result(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
 	want := "out hello\n" + filepath.Join(root, "sub") + "\nerr\n"
 	if out.Output != want || out.Truncated || out.ExitStatus == nil || *out.ExitStatus.ExitCode != 3 {
 		t.Fatalf("output = %+v, want %q with exit status 3", out, want)
 	}
-	if o, ok := c.TerminalOutput("s", id, 4); !ok || o.Output != "err\n" || o.Exit == nil {
-		t.Fatalf("TerminalOutput tail = %+v, %v", o, ok)
+	if o, ok := c.Output("s", id, 4); !ok || o.Output != "err\n" || o.Exit == nil {
+		t.Fatalf("acp.TerminalOutput tail = %+v, %v", o, ok)
 	}
-	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
-	if code, msg := errorOf(p.call(MethodTerminalOutput, map[string]any{"terminalId": id})); code != CodeInvalidParams || !strings.Contains(msg, "unknown terminal") {
+	p.result(p.call(acp.MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
+	if code, msg := errorOf(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id})); code != acp.CodeInvalidParams || !strings.Contains(msg, "unknown terminal") {
 		t.Fatalf("output after release = %d %q, want an unknown terminal", code, msg)
 	}
-	if o, ok := c.TerminalOutput("s", id, -1); !ok || o.Output != want {
+	if o, ok := c.Output("s", id, -1); !ok || o.Output != want {
 		t.Fatalf("a terminal just released is not shown any more: %+v, %v", o, ok)
 	}
 	if n := c.Stats().TerminalsOpen; n != 0 {
 		t.Fatalf("TerminalsOpen = %d after release, want 0", n)
 	}
 	// Another session cannot see it, nor a missing command start.
-	if code, _ := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "no-such-command-here"})); code != CodeInvalidParams {
-		t.Fatalf("a missing command answered %d, want %d", code, CodeInvalidParams)
+	if code, _ := errorOf(p.call(acp.MethodTerminalCreate, map[string]any{"command": "no-such-command-here"})); code != acp.CodeInvalidParams {
+		t.Fatalf("a missing command answered %d, want %d", code, acp.CodeInvalidParams)
 	}
 }
 
@@ -227,16 +239,16 @@ func TestTerminal_OutputKeepsTheEndWithinTheLimitOnACharacterBoundary(t *testing
 	_, p, _ := newTermPair(t, Options{MaxTerminalBytes: 7})
 	// Ten bytes, five two-byte characters.
 	id := p.create(map[string]any{"command": "printf", "args": []string{"ééééé"}, "outputByteLimit": 5})
-	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
-	var out terminalOutputResult
-	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	p.result(p.call(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
+	var out acp.TerminalOutputResult
+	p.result(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
 	if out.Output != "éé" || !out.Truncated {
 		t.Fatalf("output = %q truncated=%v, want the last whole characters within 5 bytes, truncated", out.Output, out.Truncated)
 	}
 	// The broker's cap wins over a larger limit.
 	id = p.create(map[string]any{"command": "printf", "args": []string{"0123456789"}, "outputByteLimit": 1000})
-	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
-	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	p.result(p.call(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
+	p.result(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
 	if out.Output != "3456789" || !out.Truncated {
 		t.Fatalf("output = %q truncated=%v, want the last 7 bytes", out.Output, out.Truncated)
 	}
@@ -247,9 +259,9 @@ func TestTerminal_CwdOutsideTheSessionIsRefused(t *testing.T) {
 	outside := t.TempDir()
 	os.Symlink(outside, filepath.Join(root, "link"))
 	for _, cwd := range []string{outside, filepath.Join(root, ".."), filepath.Join(root, "link"), "relative", filepath.Join(root, "missing")} {
-		code, msg := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "true", "cwd": cwd}))
-		if code != CodeInvalidParams {
-			t.Errorf("cwd %s answered %d %q, want %d", cwd, code, msg, CodeInvalidParams)
+		code, msg := errorOf(p.call(acp.MethodTerminalCreate, map[string]any{"command": "true", "cwd": cwd}))
+		if code != acp.CodeInvalidParams {
+			t.Errorf("cwd %s answered %d %q, want %d", cwd, code, msg, acp.CodeInvalidParams)
 		}
 	}
 }
@@ -259,7 +271,7 @@ func TestTerminal_PastTheCapCreateIsRefusedClearly(t *testing.T) {
 	for range 2 {
 		p.create(map[string]any{"command": "sleep", "args": []string{"30"}})
 	}
-	code, msg := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "true"}))
+	code, msg := errorOf(p.call(acp.MethodTerminalCreate, map[string]any{"command": "true"}))
 	if code == 0 || !strings.Contains(msg, "too many terminals") || !strings.Contains(msg, "release one first") {
 		t.Fatalf("the third terminal answered %d %q, want a refusal that says why", code, msg)
 	}
@@ -280,21 +292,21 @@ func TestTerminal_KillEscalatesToSIGKILLAfterTheGrace(t *testing.T) {
 	out := p.awaitOutput(id, "ready")
 	var child int
 	fmt.Sscanf(out, "child %d", &child)
-	waiting := p.start(MethodTerminalWaitForExit, map[string]any{"terminalId": id})
+	waiting := p.start(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id})
 	start := time.Now()
-	p.result(p.call(MethodTerminalKill, map[string]any{"terminalId": id}), nil)
+	p.result(p.call(acp.MethodTerminalKill, map[string]any{"terminalId": id}), nil)
 	if took := time.Since(start); took < grace {
 		t.Fatalf("kill took %s, less than the grace %s: SIGTERM was not ignored?", took, grace)
 	}
-	var exit TerminalExitStatus
+	var exit acp.TerminalExitStatus
 	p.result(p.await(waiting, 5*time.Second), &exit)
 	if exit.Signal == nil || *exit.Signal != "SIGKILL" {
 		t.Fatalf("wait_for_exit = %+v, want killed by SIGKILL", exit)
 	}
 	awaitGone(t, child, 5*time.Second)
 	// Killed, the id stays valid.
-	var res terminalOutputResult
-	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &res)
+	var res acp.TerminalOutputResult
+	p.result(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id}), &res)
 	if res.ExitStatus == nil || res.ExitStatus.Signal == nil {
 		t.Fatalf("output after kill = %+v, want the exit status", res)
 	}
@@ -310,8 +322,8 @@ func TestTerminal_KillTerminalsEndsGrandchildrenAndCloseEndsTheRest(t *testing.T
 	p.create(map[string]any{"command": "sleep", "args": []string{"60"}})
 	c.KillTerminals("s")
 	awaitGone(t, child, 5*time.Second)
-	var exit TerminalExitStatus
-	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
+	var exit acp.TerminalExitStatus
+	p.result(p.call(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
 	if exit.Signal == nil {
 		t.Fatalf("wait_for_exit after KillTerminals = %+v, want a signal", exit)
 	}
@@ -323,7 +335,7 @@ func TestTerminal_KillTerminalsEndsGrandchildrenAndCloseEndsTheRest(t *testing.T
 	long := p.create(map[string]any{"command": "sh", "args": []string{"-c", `echo $$; exec sleep 60`}})
 	var pid int
 	fmt.Sscanf(p.awaitOutput(long, "\n"), "%d", &pid)
-	waiting := p.start(MethodTerminalWaitForExit, map[string]any{"terminalId": long})
+	waiting := p.start(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": long})
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {
@@ -363,9 +375,9 @@ func TestTerminal_ManyReleasedSessionsReturnTheTableToZero(t *testing.T) {
 func TestTerminal_NotOfferedIsMethodNotFound(t *testing.T) {
 	c, p := newPair(t, Options{})
 	c.register("s", t.TempDir())
-	p.send(`{"jsonrpc":"2.0","id":1,"method":"terminal/create","params":{"sessionId":"s","command":"true"}}`)
-	if code, _ := errorOf(p.next()); code != CodeMethodNotFound {
-		t.Fatalf("terminal/create without terminals offered answered %d, want %d", code, CodeMethodNotFound)
+	p.Send(`{"jsonrpc":"2.0","id":1,"method":"terminal/create","params":{"sessionId":"s","command":"true"}}`)
+	if code, _ := errorOf(p.Next()); code != acp.CodeMethodNotFound {
+		t.Fatalf("terminal/create without terminals offered answered %d, want %d", code, acp.CodeMethodNotFound)
 	}
 }
 
@@ -378,24 +390,19 @@ func TestTerminal_WaitForExitWithdrawnIsAnsweredCancelled(t *testing.T) {
 	p.mu.Lock()
 	waitID := strconv.Itoa(1000 + p.seq + 1)
 	p.mu.Unlock()
-	wait := p.start(MethodTerminalWaitForExit, map[string]any{"terminalId": id})
-	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%s}}`, waitID))
-	if code, _ := errorOf(p.await(wait, 5*time.Second)); code != CodeCancelled {
-		t.Fatalf("the withdrawn wait answered %d, want %d", code, CodeCancelled)
+	wait := p.start(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id})
+	p.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%s}}`, waitID))
+	if code, _ := errorOf(p.await(wait, 5*time.Second)); code != acp.CodeCancelled {
+		t.Fatalf("the withdrawn wait answered %d, want %d", code, acp.CodeCancelled)
 	}
-	c.mu.Lock()
-	waits := len(c.waits)
-	c.mu.Unlock()
-	if waits != 0 {
-		t.Fatalf("%d waits still kept", waits)
-	}
-	p.result(p.call(MethodTerminalKill, map[string]any{"terminalId": id}), nil)
-	var exit TerminalExitStatus
-	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
+	waitServed(t, c, 0) // the withdrawn wait is released, and forgotten with it
+	p.result(p.call(acp.MethodTerminalKill, map[string]any{"terminalId": id}), nil)
+	var exit acp.TerminalExitStatus
+	p.result(p.call(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id}), &exit)
 	if exit.Signal == nil {
 		t.Fatalf("after kill, wait_for_exit = %+v, want a signal", exit)
 	}
-	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
+	p.result(p.call(acp.MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
 }
 
 // At the defaults (no options given): a session holds 8 terminals and
@@ -406,12 +413,12 @@ func TestTerminal_BoundsAtTheDefaults(t *testing.T) {
 		p.create(map[string]any{"command": "sleep", "args": []string{"30"}})
 	}
 	id := p.create(map[string]any{"command": "sh", "args": []string{"-c", "head -c 3145728 /dev/zero | tr '\\0' x; printf END"}})
-	if code, msg := errorOf(p.call(MethodTerminalCreate, map[string]any{"command": "true"})); code == 0 || !strings.Contains(msg, "too many terminals") {
+	if code, msg := errorOf(p.call(acp.MethodTerminalCreate, map[string]any{"command": "true"})); code == 0 || !strings.Contains(msg, "too many terminals") {
 		t.Fatalf("terminal %d answered %d %q, want a refusal", DefaultMaxTerminals+1, code, msg)
 	}
-	p.result(p.call(MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
-	var out terminalOutputResult
-	p.result(p.call(MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
+	p.result(p.call(acp.MethodTerminalWaitForExit, map[string]any{"terminalId": id}), nil)
+	var out acp.TerminalOutputResult
+	p.result(p.call(acp.MethodTerminalOutput, map[string]any{"terminalId": id}), &out)
 	if len(out.Output) != DefaultMaxTerminalBytes || !strings.HasSuffix(out.Output, "xEND") || !out.Truncated {
 		t.Fatalf("output of 3 MiB: %d bytes (truncated %v), want the last %d", len(out.Output), out.Truncated, DefaultMaxTerminalBytes)
 	}
@@ -432,7 +439,7 @@ func TestTerminal_ReleaseEndsARunningGroupThatIgnoresTERM(t *testing.T) {
 		t.Fatalf("output %q: want a running shell and child", out)
 	}
 	start := time.Now()
-	p.result(p.call(MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
+	p.result(p.call(acp.MethodTerminalRelease, map[string]any{"terminalId": id}), nil)
 	took := time.Since(start)
 	// Both have been sent SIGKILL by then, and run nothing more; the
 	// kernel may take a moment to mark the child, which nobody waits
@@ -457,8 +464,8 @@ func TestTerminal_HugeCommandIsRefused(t *testing.T) {
 		"arguments":   {"command": "true", "args": []string{half, half}},
 		"environment": {"command": "true", "args": []string{half}, "env": []map[string]string{{"name": "X", "value": half}}},
 	} {
-		code, msg := errorOf(p.call(MethodTerminalCreate, params))
-		if code != CodeInvalidParams || !strings.Contains(msg, "more than 1048576") {
+		code, msg := errorOf(p.call(acp.MethodTerminalCreate, params))
+		if code != acp.CodeInvalidParams || !strings.Contains(msg, "more than 1048576") {
 			t.Errorf("huge %s answered %d %q, want a refusal that says why", name, code, msg)
 		}
 	}

@@ -1,9 +1,8 @@
-package acp
+package host
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,69 +14,38 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/sourcegraph/jsonrpc2"
+	"acpbroker/acp"
 )
 
-// serveFS answers fs/read_text_file and fs/write_text_file on a goroutine
-// the Conn owns. Paths are confined to the session's working directory:
-// ".." and symlinks that lead outside it are refused. Each request is
-// given Options.FileTimeout, waits included, and may be withdrawn by the
-// agent ($/cancel_request, answered -32800); a read looks through at most
-// Options.MaxScanBytes of the file for its first line, and waits its turn
-// (see scanSlot and slotReader).
-//
-// The request has been admitted; it is released once answered.
-func (c *Conn) serveFS(req *jsonrpc2.Request) {
-	// Known from here, on the read loop, so that a withdrawal read after
-	// it always finds it.
-	ctx, cancel := context.WithCancelCause(context.Background())
-	c.mu.Lock()
-	c.waits[req.ID] = cancel
-	c.mu.Unlock()
-	done := func() {
-		c.mu.Lock()
-		delete(c.waits, req.ID)
-		c.mu.Unlock()
-		cancel(nil)
+// ReadTextFile answers fs/read_text_file: the lines asked for of a
+// file inside the session's directory (".." and symbolic links that lead
+// outside it are refused). It is given Options.FileTimeout, its wait for
+// its turn included; it looks through at most Options.MaxScanBytes of the
+// file for its first line, and waits its turn (see scanSlot and
+// slotReader).
+func (h *Host) ReadTextFile(ctx context.Context, p *acp.ReadTextFileParams) (*acp.ReadTextFileResult, error) {
+	ctx, stop := h.fileTimeout(ctx)
+	defer stop()
+	content, err := h.readTextFile(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	started := c.spawn(func() {
-		defer c.release(req)
-		ctx, stop := context.WithTimeoutCause(ctx, c.opts.FileTimeout, fmt.Errorf(
-			"%w: a file request is given %s, waiting for other reads included; it was stopped (ask for fewer lines, or try again)",
-			errTooSlow, c.opts.FileTimeout))
-		defer stop()
-		var (
-			result any
-			err    error
-		)
-		switch req.Method {
-		case MethodReadTextFile:
-			var p readTextFileParams
-			if err = decodeParams(req, &p); err == nil {
-				result, err = c.readTextFile(ctx, &p)
-			}
-		case MethodWriteTextFile:
-			var p writeTextFileParams
-			if err = decodeParams(req, &p); err == nil {
-				err = c.writeTextFile(ctx, &p)
-				result = struct{}{}
-			}
-		}
-		done()
-		if err != nil {
-			c.noisy.Warn().Str("error", logged(err.Error())).Str("method", logged(req.Method)).Msg("file request refused")
-			err = c.rpc.ReplyWithError(context.Background(), req.ID, wireError(err))
-		} else {
-			err = c.rpc.Reply(context.Background(), req.ID, result)
-		}
-		if err != nil {
-			c.log.Debug().Err(err).Msg("file reply not sent")
-		}
-	})
-	if !started {
-		done()
-		c.release(req)
-	}
+	return &acp.ReadTextFileResult{Content: content}, nil
+}
+
+// WriteTextFile answers fs/write_text_file: the file, inside the
+// session's directory, is made or replaced with the content, of at most
+// Options.MaxWriteBytes. It is given Options.FileTimeout.
+func (h *Host) WriteTextFile(ctx context.Context, p *acp.WriteTextFileParams) error {
+	ctx, stop := h.fileTimeout(ctx)
+	defer stop()
+	return h.writeTextFile(ctx, p)
+}
+
+func (h *Host) fileTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, h.opts.FileTimeout, fmt.Errorf(
+		"%w: a file request is given %s, waiting for other reads included; it was stopped (ask for fewer lines, or try again)",
+		errTooSlow, h.opts.FileTimeout))
 }
 
 // fileScans bounds the file reads the whole broker runs at once past
@@ -91,18 +59,15 @@ var fileScans = newReadSlots(max(1, runtime.GOMAXPROCS(0)-1))
 // reads one file at a time).
 const freeScan = 64 << 10
 
-// scanSlot waits for the Conn's turn to read a file: one read of each
+// scanSlot waits for the Host's turn to read a file: one read of each
 // agent at a time, so that one agent's flood holds up only itself. The
-// wait ends with ctx or the Conn; the function returned gives the turn
-// back.
-func (c *Conn) scanSlot(ctx context.Context) (release func(), err error) {
+// wait ends with ctx; the function returned gives the turn back.
+func (h *Host) scanSlot(ctx context.Context) (release func(), err error) {
 	select {
-	case c.scans <- struct{}{}:
-		return func() { <-c.scans }, nil
+	case h.scans <- struct{}{}:
+		return func() { <-h.scans }, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
-	case <-c.stop:
-		return nil, ErrClosed
 	}
 }
 
@@ -113,16 +78,16 @@ type readSlots struct {
 	mu   sync.Mutex
 	free int
 	// waiting are the reads waiting for a slot, first come first; a slot
-	// is given by closing the channel. At most one read of each Conn
+	// is given by closing the channel. At most one read of each Host
 	// waits (scanSlot).
 	waiting []chan struct{}
 }
 
 func newReadSlots(n int) *readSlots { return &readSlots{size: n, free: n} }
 
-// take waits for a slot until ctx ends or stop closes; a read that finds
-// others waiting queues behind them.
-func (s *readSlots) take(ctx context.Context, stop <-chan struct{}) error {
+// take waits for a slot until ctx ends; a read that finds others waiting
+// queues behind them.
+func (s *readSlots) take(ctx context.Context) error {
 	s.mu.Lock()
 	if s.free > 0 && len(s.waiting) == 0 {
 		s.free--
@@ -138,8 +103,6 @@ func (s *readSlots) take(ctx context.Context, stop <-chan struct{}) error {
 		return nil
 	case <-ctx.Done():
 		err = context.Cause(ctx)
-	case <-stop:
-		err = ErrClosed
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -186,7 +149,6 @@ type slotReader struct {
 	r     io.Reader
 	slots *readSlots
 	ctx   context.Context
-	stop  <-chan struct{}
 	free  int
 	held  bool
 }
@@ -204,7 +166,7 @@ func (r *slotReader) Read(p []byte) (int, error) {
 		r.release()
 	}
 	if !r.held {
-		if err := r.slots.take(r.ctx, r.stop); err != nil {
+		if err := r.slots.take(r.ctx); err != nil {
 			return 0, err
 		}
 		r.held = true
@@ -219,62 +181,39 @@ func (r *slotReader) release() {
 	}
 }
 
-func decodeParams(req *jsonrpc2.Request, v any) error {
-	if req.Params == nil {
-		return fmt.Errorf("%w: missing params", errBadParams)
-	}
-	if err := json.Unmarshal(*req.Params, v); err != nil {
-		return fmt.Errorf("%w: %v", errBadParams, err)
-	}
-	return nil
-}
-
-func (c *Conn) sessionFor(id string) (*session, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.sessions[id]
-	if s == nil {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownSession, id)
-	}
-	if s.rootErr != nil {
-		return nil, s.rootErr
-	}
-	return s, nil
-}
-
-func (c *Conn) readTextFile(ctx context.Context, p *readTextFileParams) (any, error) {
-	s, err := c.sessionFor(p.SessionID)
+func (h *Host) readTextFile(ctx context.Context, p *acp.ReadTextFileParams) (string, error) {
+	s, err := h.workspace(p.SessionID)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	rel, err := s.rel(p.Path)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	release, err := c.scanSlot(ctx)
+	release, err := h.scanSlot(ctx)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer release()
 	f, err := openRegular(s.root, rel, os.O_RDONLY)
 	if err != nil {
-		return nil, rootErr(err, p.Path)
+		return "", rootErr(err, p.Path)
 	}
 	defer f.Close()
-	shared := &slotReader{r: f, slots: fileScans, ctx: ctx, stop: c.stop, free: freeScan}
+	shared := &slotReader{r: f, slots: fileScans, ctx: ctx, free: freeScan}
 	defer shared.release()
-	content, err := readLines(ctx, shared, p.Line, p.Limit, c.opts.MaxReadBytes, c.opts.MaxScanBytes, c.stop)
+	content, err := readLines(ctx, shared, p.Line, p.Limit, h.opts.MaxReadBytes, h.opts.MaxScanBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.Path, err)
+		return "", fmt.Errorf("%s: %w", p.Path, err)
 	}
-	return map[string]string{"content": content}, nil
+	return content, nil
 }
 
-func (c *Conn) writeTextFile(ctx context.Context, p *writeTextFileParams) error {
-	if len(p.Content) > c.opts.MaxWriteBytes {
-		return fmt.Errorf("%w: %d bytes to write, more than the %d allowed", errTooLarge, len(p.Content), c.opts.MaxWriteBytes)
+func (h *Host) writeTextFile(ctx context.Context, p *acp.WriteTextFileParams) error {
+	if len(p.Content) > h.opts.MaxWriteBytes {
+		return fmt.Errorf("%w: %d bytes to write, more than the %d allowed", errTooLarge, len(p.Content), h.opts.MaxWriteBytes)
 	}
-	s, err := c.sessionFor(p.SessionID)
+	s, err := h.workspace(p.SessionID)
 	if err != nil {
 		return err
 	}
@@ -346,9 +285,8 @@ func fileKind(m os.FileMode) string {
 // readLines reads limit lines from the 1-based line (all when limit is
 // nil) without holding more than max bytes: what is skipped is not kept,
 // and an answer that would pass max is refused. It looks through at most
-// maxScan bytes for the first line asked for, and stops when ctx ends or
-// stop closes.
-func readLines(ctx context.Context, r io.Reader, line, limit *int, max int, maxScan int64, stop <-chan struct{}) (string, error) {
+// maxScan bytes for the first line asked for, and stops when ctx ends.
+func readLines(ctx context.Context, r io.Reader, line, limit *int, max int, maxScan int64) (string, error) {
 	first := 1
 	if line != nil && *line > 1 {
 		first = *line
@@ -361,12 +299,8 @@ func readLines(ctx context.Context, r io.Reader, line, limit *int, max int, maxS
 	var out strings.Builder
 	var skipped int64
 	for n := 1; want != 0; {
-		select {
-		case <-stop:
-			return "", ErrClosed
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return "", context.Cause(ctx)
-		default:
 		}
 		frag, err := br.ReadSlice('\n')
 		if n >= first && len(frag) > 0 {
@@ -394,10 +328,18 @@ func readLines(ctx context.Context, r io.Reader, line, limit *int, max int, maxS
 	return out.String(), nil
 }
 
-// rootErr turns os.Root's escape refusal into ErrOutsideRoot.
+// rootErr turns os.Root's escape refusal into acp.ErrOutsideRoot.
 func rootErr(err error, path string) error {
-	if IsPathEscape(err) {
-		return fmt.Errorf("%w: %s", ErrOutsideRoot, path)
+	if acp.IsPathEscape(err) {
+		return fmt.Errorf("%w: %s", acp.ErrOutsideRoot, path)
 	}
 	return err
 }
+
+// The ways a request can ask what it may not.
+var (
+	errNotRegular = acp.ParamsError("not a regular file")
+	errTooLarge   = acp.ParamsError("too large")
+	errTooFar     = acp.ParamsError("too far into the file")
+	errTooSlow    = errors.New("took too long")
+)

@@ -1,4 +1,4 @@
-package acp
+package host
 
 import (
 	"math/rand/v2"
