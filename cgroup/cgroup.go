@@ -402,16 +402,3 @@ func write(path, value string) error {
 	}
 	return err
 }
-
-// FormatBytes says a size for people: "4 GiB", "1.5 GiB", "512 MiB".
-func FormatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v, i := float64(n), 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	s := strconv.FormatFloat(v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	return s + " " + units[i]
-}

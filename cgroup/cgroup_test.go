@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"acpbroker/internal/bytesize"
 	"bufio"
 	"context"
 	"errors"
@@ -232,7 +233,7 @@ func TestGroup_UsageIsTheKernelsAccounting(t *testing.T) {
 		t.Fatal(err)
 	}
 	if u.Memory < 48<<20 || u.Memory > 256<<20 {
-		t.Errorf("the group holds %s, want the 48 MiB touched and less than its limit", FormatBytes(u.Memory))
+		t.Errorf("the group holds %s, want the 48 MiB touched and less than its limit", bytesize.Format(u.Memory))
 	}
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
 	cpuacct := slices.ContainsFunc(parseMounts(string(mounts)), func(mt mount) bool { return slices.Contains(mt.controllers, "cpuacct") })

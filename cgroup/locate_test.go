@@ -66,11 +66,3 @@ func TestLocate_FindsTheBrokersOwnCgroups(t *testing.T) {
 		})
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{4 << 30: "4 GiB", 64 << 20: "64 MiB", 3 << 29: "1.5 GiB", 100: "100 B", 1 << 10: "1 KiB"} {
-		if got := FormatBytes(n); got != want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

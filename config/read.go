@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"acpbroker/cgroup"
+	"acpbroker/internal/bytesize"
 
 	"github.com/spf13/cast"
 	"github.com/spf13/viper"
@@ -119,34 +119,18 @@ func (r *reader) integerOrZero(key string, lo, hi int) int {
 	return n
 }
 
-// sizeUnits are the units a size may have: powers of 1024, as systemd's
-// MemoryMax= reads K, M, G and T. They are ours rather than go-humanize's
-// ParseBytes, which reads "4G" and "4GB" as 4×10⁹ bytes and takes words
-// ("4 gigabytes"): a memory limit copied from a unit file would come out
-// 7% smaller than systemd reads it, and README documents these units.
-var sizeUnits = map[string]int64{"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20,
-	"G": 1 << 30, "GiB": 1 << 30, "T": 1 << 40, "TiB": 1 << 40}
-
 // size reads a number of bytes: a whole number, or one with a unit
 // ("512MiB", "4GiB", "4G"). 0 is none; other sizes must be in [lo, hi].
 func (r *reader) size(key string, lo, hi int64) int64 {
-	raw := r.v.Get(key)
-	s := strings.TrimSpace(fmt.Sprint(raw))
+	s := strings.TrimSpace(fmt.Sprint(r.v.Get(key)))
 	r.record(key, s)
-	i := strings.IndexFunc(s, func(c rune) bool { return (c < '0' || c > '9') && c != '.' })
-	if i < 0 {
-		i = len(s)
-	}
-	num, unit := s[:i], strings.TrimSpace(s[i:])
-	mult, okUnit := sizeUnits[unit]
-	v, err := strconv.ParseFloat(num, 64)
-	if !okUnit || err != nil || v < 0 {
-		r.fail(key, "= %q is not a size like \"4GiB\", \"512MiB\" or a number of bytes (0: no limit)", s)
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		r.fail(key, "= %q is %v (0: no limit)", s, err)
 		return 0
 	}
-	n := int64(v * float64(mult))
 	if n != 0 && (n < lo || n > hi) {
-		r.fail(key, "= %s is out of range [%s, %s] (0: no limit)", s, cgroup.FormatBytes(lo), cgroup.FormatBytes(hi))
+		r.fail(key, "= %s is out of range [%s, %s] (0: no limit)", s, bytesize.Format(lo), bytesize.Format(hi))
 	}
 	return n
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"acpbroker/cgroup"
+	"acpbroker/internal/bytesize"
 	"acpbroker/internal/redact"
 	"acpbroker/procgroup"
 
@@ -285,7 +286,7 @@ type ExitError struct {
 func (e *ExitError) How() string {
 	switch {
 	case e.OutOfMemory && e.MemoryMax > 0:
-		return fmt.Sprintf("ran out of memory (limit %s)", cgroup.FormatBytes(e.MemoryMax))
+		return fmt.Sprintf("ran out of memory (limit %s)", bytesize.Format(e.MemoryMax))
 	case e.OutOfMemory:
 		return "ran out of memory (the machine's)"
 	case e.State == nil:

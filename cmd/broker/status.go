@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"acpbroker/broker"
-	"acpbroker/cgroup"
 	"acpbroker/config"
 	"acpbroker/internal/brokersock"
+	"acpbroker/internal/bytesize"
 )
 
 // statusAskTimeout bounds asking a running broker for its status.
@@ -107,9 +107,9 @@ func printStatus(w io.Writer, st broker.Status) {
 			case a.UsageError != "":
 				mem = "unknown"
 			case a.MemoryMaxBytes > 0:
-				mem = cgroup.FormatBytes(a.MemoryBytes) + " of " + cgroup.FormatBytes(a.MemoryMaxBytes)
+				mem = bytesize.Format(a.MemoryBytes) + " of " + bytesize.Format(a.MemoryMaxBytes)
 			default:
-				mem = cgroup.FormatBytes(a.MemoryBytes)
+				mem = bytesize.Format(a.MemoryBytes)
 			}
 			if a.CPUSeconds != nil {
 				cpu = cpuTime(*a.CPUSeconds)
