@@ -12,6 +12,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/chat/thread"
+	"acpbroker/internal/brokertest"
 
 	"github.com/rs/zerolog"
 )
@@ -114,30 +115,13 @@ func (h *scripted) awaitShown(what string, shown chan string) string {
 	}
 }
 
-// footer is a message's last line if it says how a turn ended, as
-// people read the thread: "-# ✅ …", "-# ❌ …", "-# ⏹️ …" (but not the
-// line shown while a turn is being stopped) or "-# ☑️ …".
-func footer(text string) string {
-	lines := strings.Split(strings.TrimSpace(text), "\n")
-	last := lines[len(lines)-1]
-	if strings.HasPrefix(last, "-# ⏹️ stopping:") {
-		return ""
-	}
-	for _, mark := range []string{"-# ✅", "-# ❌", "-# ⏹️", "-# ☑️"} {
-		if strings.HasPrefix(last, mark) {
-			return last
-		}
-	}
-	return ""
-}
-
 // outcomeMessages are the bot's messages in where that say how a
 // prompt ended: a footer (on an answer, or on the note under a message
 // that never ran), or a final view given up.
 func (h *scripted) outcomeMessages(where string) []string {
 	var out []string
 	for _, m := range h.board.messages(where) {
-		if f := footer(m.view.Text); f != "" {
+		if f := brokertest.Footer(m.view.Text); f != "" {
 			out = append(out, f)
 		} else if strings.HasPrefix(m.view.Text, "⚠️") {
 			out = append(out, m.view.Text)
@@ -196,6 +180,21 @@ func TestLive_AWaitingMessagesEndIsShownOnceAfterAStatusLine(t *testing.T) {
 	}
 }
 
+// failOnce is a hook that fails the first call putting (on) or taking
+// off mark.
+func failOnce(err error, mark thread.Mark, on bool) func(<-chan struct{}) func(boardCall) error {
+	return func(<-chan struct{}) func(boardCall) error {
+		var once sync.Once
+		return func(c boardCall) error {
+			var failed error
+			if c.op == "mark" && c.mark == mark && c.on == on {
+				once.Do(func() { failed = err })
+			}
+			return failed
+		}
+	}
+}
+
 // A prompt's status mark ends final, and alone, whatever the platform
 // answers meanwhile: a mark not taken off the first time, a mark still
 // on its way when the turn ends, a final mark refused once.
@@ -214,28 +213,10 @@ func TestLive_TheStatusMarkEndsFinal(t *testing.T) {
 	}{
 		{name: "the waiting mark not taken off once", calls: 1, want: thread.MarkDone,
 			outcome: adapter.Outcome{StopReason: acp.StopEndTurn, Text: "yes", Elapsed: time.Second},
-			hook: func(<-chan struct{}) func(boardCall) error {
-				var once sync.Once
-				return func(c boardCall) error {
-					err := error(nil)
-					if c.op == "mark" && c.mark == thread.MarkQueued && !c.on {
-						once.Do(func() { err = errBusy })
-					}
-					return err
-				}
-			}},
+			hook:    failOnce(errBusy, thread.MarkQueued, false)},
 		{name: "the working mark not put once", calls: 2, want: thread.MarkFailed,
 			outcome: adapter.Outcome{Err: errors.New("the agent crashed"), Elapsed: time.Second},
-			hook: func(<-chan struct{}) func(boardCall) error {
-				var once sync.Once
-				return func(c boardCall) error {
-					err := error(nil)
-					if c.op == "mark" && c.mark == thread.MarkWorking && c.on {
-						once.Do(func() { err = errBusy })
-					}
-					return err
-				}
-			}},
+			hook:    failOnce(errBusy, thread.MarkWorking, true)},
 		{name: "the working mark on its way as the turn ends", calls: 2, want: thread.MarkCancelled,
 			outcome: adapter.Outcome{Err: adapter.CancelledBy("Alice"), Elapsed: time.Second},
 			hook: func(release <-chan struct{}) func(boardCall) error {
@@ -248,16 +229,7 @@ func TestLive_TheStatusMarkEndsFinal(t *testing.T) {
 			}},
 		{name: "the final mark refused once", calls: 2, want: thread.MarkDone,
 			outcome: adapter.Outcome{StopReason: acp.StopEndTurn, Text: "yes", Elapsed: time.Second},
-			hook: func(<-chan struct{}) func(boardCall) error {
-				var once sync.Once
-				return func(c boardCall) error {
-					err := error(nil)
-					if c.op == "mark" && c.mark == thread.MarkDone && c.on {
-						once.Do(func() { err = errBusy })
-					}
-					return err
-				}
-			}},
+			hook:    failOnce(errBusy, thread.MarkDone, true)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newScripted(t, thread.Config{})
