@@ -25,15 +25,37 @@ func TestMain(m *testing.M) { agenttest.Main(m, &fakeAgent) }
 // board is a chat platform kept in memory, unlike Discord in what it can
 // do: threads are a channel message's replies (nothing to open or
 // rename), no typing, no forms, no slash commands in threads (a running
-// turn carries a Cancel button), and it whispers to one user. Posts are
-// refused while fail is set.
+// turn carries a Cancel button), and it whispers to one user. hook, if set, is called before each Post,
+// Edit, Delete and Mark, and what it returns is the call's error: a
+// test delays a call, or fails it, as a platform might.
 type board struct {
+	hook     func(boardCall) error
 	mu       sync.Mutex
 	seq      int
 	msgs     map[string][]*boardMsg // by where
 	whispers []whisper
 	opened   map[string]string // thread → its channel
 	starters map[string]string // thread → who started it
+}
+
+// boardCall is a call the Server makes, as hook sees it.
+type boardCall struct {
+	op        string // "post", "edit", "delete", "mark"
+	where, id string
+	view      thread.View
+	mark      thread.Mark
+	on        bool
+}
+
+// called hands c to hook, if there is one.
+func (b *board) called(c boardCall) error {
+	b.mu.Lock()
+	hook := b.hook
+	b.mu.Unlock()
+	if hook == nil {
+		return nil
+	}
+	return hook(c)
 }
 
 type boardMsg struct {
@@ -70,12 +92,18 @@ func (b *board) find(where, id string) *boardMsg {
 }
 
 func (b *board) Post(_ context.Context, where string, v thread.View) (string, error) {
+	if err := b.called(boardCall{op: "post", where: where, view: v}); err != nil {
+		return "", err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.add(where, "bot", v), nil
 }
 
 func (b *board) Edit(_ context.Context, where, id string, v thread.View) error {
+	if err := b.called(boardCall{op: "edit", where: where, id: id, view: v}); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := b.find(where, id)
@@ -88,6 +116,9 @@ func (b *board) Edit(_ context.Context, where, id string, v thread.View) error {
 }
 
 func (b *board) Delete(_ context.Context, where, id string) error {
+	if err := b.called(boardCall{op: "delete", where: where, id: id}); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.msgs[where] = slices.DeleteFunc(b.msgs[where], func(m *boardMsg) bool { return m.id == id })
@@ -95,6 +126,9 @@ func (b *board) Delete(_ context.Context, where, id string) error {
 }
 
 func (b *board) Mark(_ context.Context, where, id string, mark thread.Mark, on bool) error {
+	if err := b.called(boardCall{op: "mark", where: where, id: id, mark: mark, on: on}); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := b.find(where, id)

@@ -21,7 +21,7 @@ type conversation struct {
 	// or the default); the engine keeps the one its first prompt names.
 	agent string
 	// lastSink is closed once the thread's latest turn has shown its end
-	// (see newTurnSink); guarded by Server.mu.
+	// (its turnSink's shown; see link); guarded by Server.mu.
 	lastSink chan struct{}
 	// approvers may answer its requests besides those who may act on
 	// any thread (a schedule's); guarded by Server.mu.

@@ -6,103 +6,62 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/chat"
 )
 
-// pieceMargin is what an answer's message keeps under the platform's
-// MessageRunes: room for a code fence closed at a cut.
-const pieceMargin = 50
-
 // turnSink shows one prompt's turn in its thread: the answer as it
 // streams, edited in place and split across messages, a status mark on
-// the prompt's message, and the typing indicator while the agent works.
-// All platform calls happen on goroutines the Server owns, so the
-// engine's calls never wait on the platform.
+// the prompt's message, the typing indicator while the agent works, and
+// while the prompt waits, a note under it (see note.go).
+//
+// One goroutine, run, owns all of it as a turnView. What the engine
+// says (Status, Update, Notice, Done) and what the Server says (refused)
+// are events sent to run; run makes each platform call on a worker
+// whose result comes back as an event, so the engine never waits on the
+// platform, and where the turn's end is shown, and which mark is final,
+// is decided in one place.
 type turnSink struct {
-	s     *Server
-	conv  *conversation
-	at    Origin        // the prompt's message, which shows the status
-	wake  chan struct{} // the view changed
-	react chan struct{} // the mark changed
-	start time.Time
-
-	mu sync.Mutex
-	tr chat.Transcript
-	// version counts the changes to what the view shows; cached is the
-	// view made at cachedAt, reused until the next change.
-	version, cachedAt uint64
-	cached            *view
-	said              bool   // the agent has said something to show
-	status            string // a line under the answer while the turn runs
-	working           bool
-	mark              Mark // the status mark the prompt should show
-	outcome           *adapter.Outcome
-	refusal           string
-	// The final view and the final mark each went out: the thread shows
-	// the outcome once both have.
-	viewShown, markShown bool
-	shownIn              string // the message showing the outcome
-
-	// set once by run when the turn has ended: what goes with the final
-	// view as files, and what could not
-	loaded    bool
-	files     []File
-	fileNotes []string
-
-	// after is closed once the thread's turn before this one has shown
-	// its end; shownAll once this one has (run closes it as it returns).
-	// Turns are put in that order as they start (see link), which a
-	// message sent next makes other than the order they were written in;
-	// linked is closed once this one is.
-	after, shownAll chan struct{}
-	linked          chan struct{}
-	linkOnce        sync.Once
+	s    *Server
+	conv *conversation
+	at   Origin // the prompt's message, which shows the status
 	// stop is the action id of the Cancel button its messages carry
-	// while the turn runs ("": none; see Config.CancelButton).
-	stop string
-
-	// The prompt as submitted, and its author: for Send now and Remove.
+	// while the turn runs ("": none; see Config.CancelButton), noteKey
+	// the key of its note's actions ("": no note; see note.go). Both are
+	// fixed when the sink is made.
+	stop, noteKey string
+	// The prompt as submitted, and its author, for Send now and Remove:
+	// set before the prompt is submitted, read-only after.
 	prompt *adapter.Prompt
 	from   User
-	// sentNext: the prompt goes next, the running turn interrupted for
-	// it; started: the agent has it. While it waits, a note under it
-	// offers Send now (see note.go).
-	sentNext, started bool
-	noteOnce          sync.Once
-	noteWake          chan struct{}
-	// noteKey keys its note's actions while the note is up (guarded by
-	// Server.mu); noteShown is closed once a turn that never started
-	// shows its end on its note, noteID.
-	noteKey   string
-	noteShown chan struct{}
-	noteID    string
-	// noteRunning: the note's goroutine was started (guarded by mu);
-	// noteDone is closed once it has returned (or could not start).
-	noteRunning bool
-	noteDone    chan struct{}
+	linked atomic.Bool // the turn has its place in the thread's order: see link
 
-	// owned by run
-	posted []posted
-	// owned by marks
-	applied Mark // the mark on the prompt's message
+	// events are for run alone. live ends when run returns: an event sent
+	// after that is dropped.
+	events chan func(*turnView)
+	live   context.Context
+	// shown is closed once the turn's end is out (or given up on), or the
+	// Server gave up: the thread's next turn shows from then on.
+	shown chan struct{}
 }
 
-type posted struct {
-	id, text string
-	stop     bool // it carries the Cancel button
-}
+// eventBacklog bounds the events waiting for a turn's run: the engine's
+// calls wait while it is full, which run, making no platform call
+// itself, empties quickly.
+const eventBacklog = 64
 
-var _ adapter.Sink = (*turnSink)(nil)
+var (
+	_ adapter.Sink     = (*turnSink)(nil)
+	_ adapter.Elicitor = (*turnSink)(nil)
+)
 
 func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
-	t := &turnSink{s: s, conv: conv, at: at, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), start: time.Now(),
-		shownAll: make(chan struct{}), noteWake: make(chan struct{}, 1), noteShown: make(chan struct{}), noteDone: make(chan struct{}), linked: make(chan struct{})}
+	live, over := context.WithCancel(s.ctx)
+	t := &turnSink{s: s, conv: conv, at: at, events: make(chan func(*turnView), eventBacklog), live: live, shown: make(chan struct{})}
 	s.mu.Lock()
 	s.marking++
 	if s.cfg.CancelButton {
@@ -110,12 +69,26 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 		t.stop = stopPrefix + strconv.FormatUint(s.permSeq, 36)
 		s.stops[t.stop] = t
 	}
+	if s.queue != nil {
+		s.permSeq++
+		t.noteKey = strconv.FormatUint(s.permSeq, 36)
+	}
 	s.mu.Unlock()
-	t.tr.ShowThoughts = s.acl().ShowThoughts
-	t.tr.Limits = s.attachLimits()
-	s.wg.Go(t.run)
-	s.reactions.Go(t.marks)
+	v := &turnView{s: s, sink: t, answer: answerState{calls: window{burst: s.lim.Burst, per: s.lim.Window}}}
+	v.tr.ShowThoughts = s.acl().ShowThoughts
+	v.tr.Limits = s.attachLimits()
+	s.wg.Add(1) // its messages, until they are out: see turnView.release
+	s.views.Go(func() { t.run(v, over) })
 	return t
+}
+
+// send hands f to run, waiting while run's backlog is full, never past
+// run's end.
+func (t *turnSink) send(f func(*turnView)) {
+	select {
+	case t.events <- f:
+	case <-t.live.Done():
+	}
 }
 
 // link puts the turn in its thread's order of turns, once: with chain,
@@ -123,54 +96,42 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 // shown how it ended (or gave up); without, they go out at once. A turn
 // is linked as it starts (its first status past waiting, or its end):
 // the engine runs a thread's turns one at a time, so that is the order
-// they ran in.
-func (t *turnSink) link(chain bool) {
-	t.linkOnce.Do(func() {
-		s := t.s
-		s.mu.Lock()
-		if chain {
-			t.after, t.conv.lastSink = t.conv.lastSink, t.shownAll
-		}
-		s.mu.Unlock()
-		close(t.linked)
-	})
-}
-
-func (t *turnSink) poke() {
-	for _, ch := range []chan struct{}{t.wake, t.react, t.noteWake} {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+// they ran in; link is called from the engine's calls, in that order,
+// not from run. It returns the turn before's shown (nil: none to wait
+// for), and whether this call linked the turn.
+func (t *turnSink) link(chain bool) (<-chan struct{}, bool) {
+	if !t.linked.CompareAndSwap(false, true) {
+		return nil, false
 	}
+	if !chain {
+		return nil, true
+	}
+	s := t.s
+	s.mu.Lock()
+	after := t.conv.lastSink
+	t.conv.lastSink = t.shown
+	s.mu.Unlock()
+	if after == nil {
+		return nil, true
+	}
+	return after, true
 }
 
 // Status implements adapter.Sink.
 func (t *turnSink) Status(st adapter.Status) {
-	if st.Phase != adapter.PhaseQueued && st.Phase != adapter.PhaseNext {
-		t.link(true)
+	var after <-chan struct{}
+	linked := false
+	if st.Phase == adapter.PhaseQueued || st.Phase == adapter.PhaseNext {
+		t.offerNote()
+	} else {
+		after, linked = t.link(true)
 	}
-	t.mu.Lock()
-	note := false
-	switch st.Phase {
-	case adapter.PhaseQueued:
-		t.mark, note = MarkQueued, true
-	case adapter.PhaseNext:
-		t.mark, t.sentNext, note = MarkQueued, true, true
-	case adapter.PhaseWaitingForSlot:
-		t.status = "-# ⏳ " + st.Text
-	case adapter.PhaseWorking:
-		t.mark, t.working, t.status, t.started = MarkWorking, true, "", true
-		t.tr.Dir = st.Dir
-	case adapter.PhaseCancelling:
-		t.status = "-# ⏹️ " + st.Text
-	}
-	t.version++
-	t.mu.Unlock()
-	if note {
-		t.startNote()
-	}
-	t.poke()
+	t.send(func(v *turnView) {
+		if linked {
+			v.link(after)
+		}
+		v.onStatus(st)
+	})
 }
 
 // Update implements adapter.Sink.
@@ -178,56 +139,33 @@ func (t *turnSink) Update(u acp.Update) {
 	if u.Kind == acp.UpdateSessionInfo && u.Title != nil {
 		t.s.retitle(t.conv.thread, *u.Title)
 	}
-	t.mu.Lock()
-	changed := t.tr.Add(u)
-	if changed {
-		t.version++
-		t.said = true
-	}
-	t.mu.Unlock()
-	if changed {
-		t.poke()
-	}
+	t.send(func(v *turnView) { v.update(u) })
 }
 
 // Notice implements adapter.Sink.
 func (t *turnSink) Notice(n adapter.Notice) {
-	t.mu.Lock()
-	t.tr.Notice(chat.NoticeText(n))
-	t.version++
-	t.said = true
-	t.mu.Unlock()
-	t.poke()
+	text := chat.NoticeText(n)
+	t.send(func(v *turnView) { v.notice(text) })
 }
 
 // Done implements adapter.Sink.
 func (t *turnSink) Done(o adapter.Outcome) {
-	t.link(true)
-	t.mu.Lock()
-	t.outcome = &o
-	t.working = false
-	switch {
-	case o.Err == nil:
-		t.mark = MarkDone
-	case errors.Is(o.Err, adapter.ErrCancelled):
-		t.mark = MarkCancelled
-	default:
-		t.mark = MarkFailed
-	}
-	t.version++
-	t.mu.Unlock()
-	t.poke()
+	after, linked := t.link(true)
+	t.send(func(v *turnView) {
+		if linked {
+			v.link(after)
+		}
+		v.end(&o, "")
+	})
 }
 
 // refused ends a prompt the engine did not take, saying why.
 func (t *turnSink) refused(err error) {
 	t.link(false) // said at once: it is no turn
-	t.mu.Lock()
-	t.refusal = "⚠️ " + err.Error()
-	t.mark = MarkFailed
-	t.version++
-	t.mu.Unlock()
-	t.poke()
+	t.send(func(v *turnView) {
+		v.link(nil)
+		v.end(nil, "⚠️ "+err.Error())
+	})
 }
 
 // Ask implements adapter.Sink: see permission.go.
@@ -240,323 +178,452 @@ func (t *turnSink) Elicit(ctx context.Context, req *acp.ElicitationRequest) adap
 	return t.s.elicit(ctx, t.conv, req)
 }
 
-var _ adapter.Elicitor = (*turnSink)(nil)
+// phase is where a turn's view is in its life; it only goes forward,
+// and may pass a phase over.
+type phase int
 
-// view is what the thread should show now.
-type view struct {
-	pieces  []string
-	final   bool
-	working bool
-	body    bool           // the agent has said something (not only a status)
-	files   map[int][]File // by piece: the full answer, or the agent's files
-	stop    bool           // the last piece carries the Cancel button
-}
-
-// view is what the thread should show now: made again only when it
-// changed. While the turn runs only the start of the answer is rendered,
-// as much as the messages hold, so a long answer costs each edit no more
-// than a short one; the final view renders all that is kept of it.
-func (t *turnSink) view() view {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cached != nil && t.cachedAt == t.version {
-		return *t.cached
-	}
-	v := t.makeView()
-	t.cached, t.cachedAt = &v, t.version
-	return v
-}
-
-func (t *turnSink) makeView() view {
-	v := view{working: t.working}
-	if t.refusal != "" {
-		v.final = true
-		v.pieces = []string{t.refusal}
-		return v
-	}
-	max := t.s.cfg.MaxMessages
-	pieceLimit := t.s.lim.MessageRunes - pieceMargin
-	var body string
-	if t.outcome != nil {
-		body = t.tr.Render()
-	} else {
-		// One piece more than is shown tells that the answer goes on.
-		body, _ = t.tr.RenderHead((max + 1) * pieceLimit * utf8.UTFMax)
-	}
-	v.body = strings.TrimSpace(body) != ""
-	footer := t.status
-	if t.outcome != nil {
-		v.final = true
-		footer = t.footer(*t.outcome)
-	}
-	v.stop = t.stop != "" && !v.final
-	if strings.TrimSpace(body) == "" && footer == "" {
-		return v // nothing to show yet
-	}
-	// The agent's files go on a message of their own, the last, which
-	// then carries the footer.
-	withFiles := v.final && (len(t.files) > 0 || len(t.fileNotes) > 0)
-	text := strings.TrimRight(body, "\n")
-	if footer != "" && !withFiles {
-		if text != "" {
-			text += "\n"
-		}
-		text += footer
-	}
-	if text != "" {
-		v.pieces = chat.Split(text, pieceLimit)
-	}
-	if withFiles && max > 1 {
-		max--
-	}
-	if len(v.pieces) > max {
-		v.pieces = v.pieces[:max-1]
-		total, clipped := t.tr.AnswerLen()
-		if !v.final {
-			if clipped {
-				v.pieces = append(v.pieces, fmt.Sprintf("-# … the answer continues (%s so far); its start and its end will be attached when the turn ends.", chat.Bytes(total)))
-			} else {
-				v.pieces = append(v.pieces, "-# … the answer continues; it will be attached in full when the turn ends.")
-			}
-			return v
-		}
-		// The whole answer (what is kept of it) goes as a file; one too
-		// big for a message goes in parts, one per message, the footer on
-		// the last.
-		what := fmt.Sprintf("the full answer (%d characters) is", utf8.RuneCountInString(body))
-		if clipped {
-			what = fmt.Sprintf("the answer is %s: its start and its end are", chat.Bytes(total))
-		}
-		parts := cutParts(body, t.s.cfg.MaxFileBytes)
-		v.files = make(map[int][]File, len(parts)+1)
-		for k, part := range parts {
-			f := File{Name: "answer.md", Type: "text/markdown", Data: part}
-			note := fmt.Sprintf("-# … %s attached as answer.md.", what)
-			if len(parts) > 1 {
-				f.Name = fmt.Sprintf("answer-%d.md", k+1)
-				note = fmt.Sprintf("-# … %s attached in %d parts; this is %s.", what, len(parts), f.Name)
-			}
-			if k == len(parts)-1 && !withFiles {
-				note += "\n" + footer
-			}
-			v.files[len(v.pieces)] = []File{f}
-			v.pieces = append(v.pieces, note)
-		}
-	}
-	if withFiles {
-		if v.files == nil {
-			v.files = map[int][]File{}
-		}
-		v.files[len(v.pieces)] = t.files
-		v.pieces = append(v.pieces, filesPiece(t.files, t.fileNotes, footer))
-	}
-	return v
-}
-
-// cutParts cuts text into parts of at most max bytes, at a line break
-// where there is one in the second half of a part, else at a rune
-// boundary.
-func cutParts(text string, max int) []string {
-	var parts []string
-	for len(text) > max {
-		cut := max
-		if nl := strings.LastIndexByte(text[:max], '\n'); nl >= max/2 {
-			cut = nl + 1
-		} else {
-			for cut > 0 && !utf8.RuneStart(text[cut]) {
-				cut--
-			}
-		}
-		parts = append(parts, text[:cut])
-		text = text[cut:]
-	}
-	return append(parts, text)
-}
-
-// An answer's footer mark for a turn that ended without a final answer
-// (a refusal, a turn cut short), and the start of the status line shown
-// while a turn is being stopped (adapter.PhaseCancelling's text).
 const (
-	emojiFinishedOther = "☑️"
-	stoppingPrefix     = "stopping:"
+	phaseWaiting  phase = iota // in the thread's queue: its note offers Send now and Remove
+	phaseNext                  // it goes next: the running turn is being interrupted for it
+	phaseStarting              // out of the queue, not yet with the agent (waiting for an agent slot)
+	phaseRunning               // the agent has it: the answer streams
+	phaseEnded                 // the outcome (or the refusal) is known: the end is being shown
 )
 
-func outcomeFooter(o adapter.Outcome) string {
-	took := o.Elapsed.Round(time.Second)
-	if o.Elapsed < time.Second {
-		took = o.Elapsed.Round(time.Millisecond)
-	}
-	// One line of small print: an agent's stderr tail may hold many.
-	summary := excerpt(o.Summary(), 400)
-	if o.Elapsed == 0 && o.Err != nil {
-		// It never started (removed from the queue, the broker stopping).
-		if errors.Is(o.Err, adapter.ErrCancelled) {
-			return "-# ⏹️ " + summary
-		}
-		return "-# ❌ " + summary
-	}
-	switch {
-	case errors.Is(o.Err, adapter.ErrCancelled):
-		return fmt.Sprintf("-# ⏹️ %s after %s", summary, took)
-	case o.Err != nil:
-		return fmt.Sprintf("-# ❌ %s (after %s)", summary, took)
-	case o.StopReason == acp.StopEndTurn && strings.TrimSpace(o.Text) != "":
-		return fmt.Sprintf("-# ✅ done in %s", took)
-	default:
-		return fmt.Sprintf("-# %s %s (after %s)", emojiFinishedOther, summary, took)
-	}
+// endPlace is where a turn's end is shown: decided once, when the turn
+// has ended and no message of it is on its way.
+type endPlace int
+
+const (
+	endUndecided endPlace = iota
+	endOnAnswer           // the answer's messages (a message posted for it if none is)
+	endOnNote             // the note under a message that never reached the agent and posted nothing else
+)
+
+// turnView is a turn's view, owned by its run: what the thread should
+// show, and what it shows.
+type turnView struct {
+	s    *Server
+	sink *turnSink
+
+	phase   phase
+	started bool // the agent had the prompt
+	tr      chat.Transcript
+	// version counts the changes to what the view shows; cached is the
+	// view made at cachedAt, reused until the next change.
+	version, cachedAt uint64
+	cached            *view
+	said              bool   // the agent has said something to show
+	status            string // a line under the answer while the turn runs
+	working           bool
+	outcome           *adapter.Outcome
+	refusal           string
+	// linked: the turn has its place in the thread's order; after is the
+	// shown of the turn before it, until that closes.
+	linked bool
+	after  <-chan struct{}
+	endOn  endPlace
+
+	// The files the agent showed, read once the turn has ended (loading
+	// while a worker reads them): they go with the final view.
+	loading, loaded bool
+	files           []File
+	fileNotes       []string
+
+	answer answerState
+	note   noteState
+	mark   markState
+	// workers counts the platform calls on their way; out: the messages
+	// are out (the Server's count of them released); reported: the
+	// engine was told where the outcome is shown.
+	workers       int
+	out, reported bool
 }
 
-// footer is the line under a turn's answer: how it ended (its start is
-// what tells a finished answer), then the agent's usage.
-func (t *turnSink) footer(o adapter.Outcome) string {
-	line := outcomeFooter(o)
-	if u := chat.UsageText(o.Usage, o.TurnUsage); u != "" {
-		line += " · " + u
-	}
-	return line
+// answerState is the answer's messages.
+type answerState struct {
+	posted     []posted
+	calls      window
+	busy       bool // a call is on its way
+	shownAny   bool // something the agent said is on screen
+	failures   int  // in a row; a success starts the count again
+	notBefore  time.Time
+	firm       bool // notBefore is a rate limit's, which news does not cut short
+	lastTyping time.Time
+	done       bool   // the final view is out, or given up on
+	shownIn    string // the message showing the outcome
 }
 
-// run makes the thread show the latest view, one platform call at a
-// time: streaming updates at least EditInterval apart (updates that
-// arrive meanwhile are coalesced, never dropped), the final view as soon
-// as the platform's Burst per Window allows, a rate limit waited out,
-// the typing indicator renewed while the agent works. It returns once
-// the final view is shown, or when the Server gives up at shutdown.
-func (t *turnSink) run() {
-	s := t.s
-	defer close(t.shownAll)
-	if t.stop != "" {
-		defer func() {
-			s.mu.Lock()
-			delete(s.stops, t.stop)
-			s.mu.Unlock()
-		}()
-	}
-	select {
-	case <-t.linked:
-	case <-s.ctx.Done():
+type posted struct {
+	id, text string
+	stop     bool // it carries the Cancel button
+}
+
+func (v *turnView) link(after <-chan struct{}) {
+	v.linked, v.after = true, after
+}
+
+func (v *turnView) onStatus(st adapter.Status) {
+	if v.phase == phaseEnded {
 		return
 	}
-	if t.after != nil {
-		select {
-		case <-t.after:
-		case <-t.noteShown:
-			// A message that never reached the agent shows its end on
-			// its note; the thread's order is kept for the turns after.
-			t.shown(true, t.noteID)
-			select {
-			case <-t.after:
-			case <-s.ctx.Done():
-			}
+	switch st.Phase {
+	case adapter.PhaseQueued:
+		v.note.wanted = v.sink.noteKey != ""
+		v.mark.want = MarkQueued
+	case adapter.PhaseNext:
+		v.note.wanted = v.sink.noteKey != ""
+		v.mark.want = MarkQueued
+		v.phase = max(v.phase, phaseNext)
+	case adapter.PhaseWaitingForSlot:
+		v.status = "-# ⏳ " + st.Text
+		v.phase = max(v.phase, phaseStarting)
+	case adapter.PhaseWorking:
+		v.mark.want, v.working, v.status, v.started = MarkWorking, true, "", true
+		v.tr.Dir = st.Dir
+		v.phase = phaseRunning
+	case adapter.PhaseCancelling:
+		v.status = "-# ⏹️ " + st.Text
+		v.phase = max(v.phase, phaseStarting)
+	}
+	v.version++
+}
+
+func (v *turnView) update(u acp.Update) {
+	if v.tr.Add(u) {
+		v.version++
+		v.news(!v.said)
+		v.said = true
+	}
+}
+
+func (v *turnView) notice(text string) {
+	v.tr.Notice(text)
+	v.version++
+	v.news(!v.said)
+	v.said = true
+}
+
+// end records how the turn ended: its outcome, or why it was refused.
+func (v *turnView) end(o *adapter.Outcome, refusal string) {
+	if v.phase == phaseEnded {
+		return
+	}
+	v.phase, v.outcome, v.refusal, v.working = phaseEnded, o, refusal, false
+	switch {
+	case o == nil || o.Err != nil && !errors.Is(o.Err, adapter.ErrCancelled):
+		v.mark.want = MarkFailed
+	case o.Err == nil:
+		v.mark.want = MarkDone
+	default:
+		v.mark.want = MarkCancelled
+	}
+	v.version++
+	v.news(true)
+	if v.sink.stop != "" {
+		// Its Cancel button no longer cancels anything.
+		v.s.mu.Lock()
+		delete(v.s.stops, v.sink.stop)
+		v.s.mu.Unlock()
+	}
+}
+
+// news: the view changed in a way that may not wait (the turn ended,
+// or the agent said its first words): a pause after a failure is cut
+// short.
+func (v *turnView) news(urgent bool) {
+	if urgent && !v.answer.firm {
+		v.answer.notBefore = time.Time{}
+	}
+}
+
+// run makes the thread show the turn's view until all of it is settled:
+// the end shown once, in one place, and the status mark final; or until
+// the Server gives up at shutdown.
+func (t *turnSink) run(v *turnView, over context.CancelFunc) {
+	s := t.s
+	defer v.release(over)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wake := v.act(time.Now())
+		if v.settled() {
 			return
+		}
+		var tick <-chan time.Time
+		if !wake.IsZero() {
+			timer.Reset(time.Until(wake))
+			tick = timer.C
+		}
+		select {
+		case f := <-t.events:
+			f(v)
+		case <-v.after:
+			v.after = nil
+		case <-tick:
 		case <-s.ctx.Done():
 			return
 		}
-	}
-	select {
-	case <-t.noteShown:
-		t.shown(true, t.noteID)
-		return
-	default:
-	}
-	var lastTyping time.Time
-	calls := window{burst: s.lim.Burst, per: s.lim.Window}
-	shown := false // something the agent said is on screen
-	failures := 0  // in a row; a success starts the count again
-	for {
-		t.attach()
-		v := t.view()
-		if v.final && len(t.posted) == 0 {
-			if id, ok := t.awaitNote(); ok {
-				t.shown(true, id)
-				return
-			}
-		}
-		if i, edit := t.next(v); i >= 0 {
-			// The final view, and the agent's first words (perhaps after a
-			// status line), go out as soon as the platform allows; the
-			// rest keeps the pace.
-			urgent := v.final || (v.body && !shown)
-			if wait := calls.wait(time.Now(), s.cfg.EditInterval, urgent); wait > 0 {
-				// Woken early by news (the turn may have ended, and the
-				// final view need not keep the pace), it looks again.
-				if !t.pause(wait, shown) {
-					return
-				}
-				continue
-			}
-			err := t.show(i, edit, v, i == len(v.pieces)-1)
-			if wait, limited := retryAfter(err); limited {
-				if !s.sleep(s.ctx, wait) {
-					return
-				}
-				continue
-			}
-			calls.add(time.Now())
-			if err == nil {
-				failures = 0
-				shown = shown || v.body
-				continue
-			}
-			if s.ctx.Err() != nil {
-				return
-			}
-			if edit && notFound(err) {
-				// The message being edited was deleted: the answer goes on
-				// in a new one from here.
-				s.log.Info().Str("thread", t.conv.thread).Int("piece", i).Msg("answer message gone; continuing in a new one")
-				t.forget(i)
-				continue
-			}
-			failures++
-			s.log.Warn().Err(err).Str("thread", t.conv.thread).Int("failures", failures).Msg("answer message not shown")
-			if failures >= posterTries && v.final {
-				t.shown(true, t.lost(v, err))
-				return
-			}
-			// Streaming goes on however long the platform fails; each
-			// failure waits a little longer, up to posterBackoffMax.
-			if !t.pause(min(posterBackoff<<min(failures-1, 6), posterBackoffMax), shown) {
-				return
-			}
-			continue
-		}
-		if v.final {
-			where := ""
-			if n := len(v.pieces); n > 0 && n <= len(t.posted) {
-				where = t.posted[n-1].id // the last piece carries the outcome
-			}
-			t.shown(true, where)
-			return
-		}
-		if !t.idle(v.working, &lastTyping) {
-			return
-		}
+		timer.Stop()
 	}
 }
 
-// awaitNote waits, for a turn that ended without starting while its
-// note is up, for the note to show the turn's end or give up, so that
-// the end is shown once; it reports whether the note shows it, and
-// which message that is.
-func (t *turnSink) awaitNote() (string, bool) {
-	t.mu.Lock()
-	running, started := t.noteRunning, t.started
-	t.mu.Unlock()
-	if running && !started {
-		select {
-		case <-t.noteShown:
-		case <-t.noteDone:
-		case <-t.s.ctx.Done():
+// act starts the platform calls due now and returns when it should look
+// again if nothing happens meanwhile (zero: not before news).
+func (v *turnView) act(now time.Time) time.Time {
+	v.decide()
+	v.attach()
+	wake := v.actAnswer(now)
+	v.actNote()
+	if w := v.actMark(now); !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+		wake = w
+	}
+	if v.answer.done && !v.out && v.note.settled() {
+		v.out = true
+		v.s.wg.Done()
+	}
+	if v.answer.done && v.linked && v.after == nil {
+		v.closeShown()
+	}
+	if v.answer.done && v.mark.done && !v.reported {
+		v.reported = true
+		if o := v.outcome; o != nil && o.Shown != nil {
+			o.Shown(v.answer.shownIn)
 		}
 	}
-	select {
-	case <-t.noteShown:
-		return t.noteID, true
-	default:
-		return "", false
+	return wake
+}
+
+// settled: nothing is left to do or on its way.
+func (v *turnView) settled() bool {
+	return v.out && v.reported && v.workers == 0 && v.linked && v.after == nil
+}
+
+// release lets go of what the turn held, however run ended.
+func (v *turnView) release(over context.CancelFunc) {
+	over()
+	s := v.s
+	if !v.out {
+		s.wg.Done()
 	}
+	v.closeShown()
+	s.mu.Lock()
+	if !v.mark.done {
+		s.marking--
+	}
+	if v.sink.stop != "" {
+		delete(s.stops, v.sink.stop)
+	}
+	if v.sink.noteKey != "" {
+		delete(s.notes, v.sink.noteKey)
+	}
+	s.mu.Unlock()
+}
+
+func (v *turnView) closeShown() {
+	select {
+	case <-v.sink.shown:
+	default:
+		close(v.sink.shown)
+	}
+}
+
+// decide says where the turn's end is shown, once it has ended and no
+// message that would change that is on its way: on the note when the
+// prompt never reached the agent and nothing but the note was posted
+// for it, else with the answer. Once decided it does not change, except
+// that an end the note could not show goes with the answer.
+func (v *turnView) decide() {
+	if v.endOn != endUndecided || v.phase != phaseEnded {
+		return
+	}
+	switch {
+	case v.started || !v.note.wanted:
+		v.endOn = endOnAnswer
+	case v.answer.busy || v.note.busy:
+		// Wait for what is on its way.
+	case len(v.answer.posted) == 0 && v.note.id != "":
+		v.endOn = endOnNote
+	default:
+		v.endOn = endOnAnswer
+	}
+}
+
+// spawn runs call on a worker and hands what it returns to run as an
+// event, unless run has returned by then.
+func (v *turnView) spawn(call func() func(*turnView)) {
+	v.workers++
+	t := v.sink
+	v.s.views.Go(func() {
+		then := call()
+		t.send(func(v *turnView) {
+			v.workers--
+			then(v)
+		})
+	})
+}
+
+// attach reads the files the agent showed, once the turn has ended:
+// where they go is known only then, and nothing is read twice.
+func (v *turnView) attach() {
+	if v.loaded || v.outcome == nil {
+		return
+	}
+	v.loaded = true
+	dir, atts := v.tr.Dir, v.tr.Attachments()
+	if len(atts) == 0 {
+		return
+	}
+	v.loading = true
+	s := v.s
+	v.spawn(func() func(*turnView) {
+		files, notes := loadAttachments(dir, atts, int64(s.cfg.MaxFileBytes), s.lim)
+		return func(v *turnView) {
+			v.loading, v.files, v.fileNotes = false, files, notes
+			v.version++
+		}
+	})
+}
+
+// actAnswer keeps the answer's messages in step with the view, one
+// platform call at a time: streaming updates at least EditInterval
+// apart (updates that arrive meanwhile are coalesced, never dropped),
+// the final view as soon as the platform's Burst per Window allows, a
+// rate limit waited out, a failure tried again a little later each
+// time, the typing indicator renewed while the agent works.
+func (v *turnView) actAnswer(now time.Time) time.Time {
+	a := &v.answer
+	if a.done || a.busy || v.loading || !v.linked || v.endOn == endOnNote {
+		return time.Time{}
+	}
+	if v.phase == phaseEnded && v.endOn == endUndecided {
+		return time.Time{} // the note's call comes back first
+	}
+	if v.after != nil {
+		return time.Time{} // the turn before has not shown its end yet
+	}
+	s := v.s
+	// The final view, and the agent's first words (perhaps after a
+	// status line), go out as soon as the platform allows; the rest
+	// keeps the pace.
+	urgent := v.phase == phaseEnded || (v.said && !a.shownAny)
+	if now.Before(a.notBefore) {
+		return a.notBefore
+	}
+	if wait := a.calls.wait(now, s.cfg.EditInterval, urgent); wait > 0 {
+		return now.Add(wait)
+	}
+	vw := v.view()
+	if i, edit := v.next(vw); i >= 0 {
+		v.showPiece(i, edit, vw)
+		return time.Time{}
+	}
+	if vw.final {
+		where := ""
+		if n := len(vw.pieces); n > 0 && n <= len(a.posted) {
+			where = a.posted[n-1].id // the last piece carries the outcome
+		}
+		a.done, a.shownIn = true, where
+		return time.Time{}
+	}
+	if !vw.working || s.typer == nil {
+		return time.Time{}
+	}
+	if due := a.lastTyping.Add(s.cfg.TypingInterval); !a.lastTyping.IsZero() && now.Before(due) {
+		return due
+	}
+	a.busy = true
+	v.spawn(func() func(*turnView) {
+		if err := s.typer.Typing(s.ctx, v.sink.conv.thread); err != nil {
+			s.log.Debug().Err(err).Msg("typing indicator not sent")
+		}
+		at := time.Now()
+		return func(v *turnView) { v.answer.busy, v.answer.lastTyping = false, at }
+	})
+	return time.Time{}
+}
+
+// showPiece posts or edits piece i of vw on a worker; its result comes
+// back to run.
+func (v *turnView) showPiece(i int, edit bool, vw view) {
+	s, t, a := v.s, v.sink, &v.answer
+	last := i == len(vw.pieces)-1
+	piece, stop := vw.pieces[i], vw.stop && last
+	out := View{Text: piece, Files: vw.files[i], Outcome: vw.final && last}
+	if stop {
+		out.Actions = []Action{{ID: t.stop, Label: "Cancel", Style: Danger}}
+	}
+	var id string
+	var later []string // the messages after a deleted one
+	if edit {
+		id = a.posted[i].id
+		for _, p := range a.posted[i+1:] {
+			later = append(later, p.id)
+		}
+	}
+	a.busy = true
+	v.spawn(func() func(*turnView) {
+		var err error
+		if edit {
+			err = s.p.Edit(s.ctx, t.conv.thread, id, out)
+			if notFound(err) {
+				// The message being edited was deleted: the answer goes
+				// on in a new one from here, and the later ones (now out
+				// of order) are deleted, as far as the platform lets.
+				for _, p := range later {
+					if err := s.p.Delete(s.ctx, t.conv.thread, p); err != nil && !notFound(err) {
+						s.log.Debug().Err(err).Str("thread", t.conv.thread).Msg("stale answer message not deleted")
+					}
+				}
+			}
+		} else {
+			id, err = s.p.Post(s.ctx, t.conv.thread, out)
+		}
+		at := time.Now()
+		return func(v *turnView) { v.shownPiece(i, edit, vw, posted{id: id, text: piece, stop: stop}, err, at) }
+	})
+}
+
+// shownPiece takes the result of showPiece.
+func (v *turnView) shownPiece(i int, edit bool, vw view, p posted, err error, at time.Time) {
+	s, a := v.s, &v.answer
+	a.busy = false
+	if wait, limited := retryAfter(err); limited {
+		a.notBefore, a.firm = at.Add(wait), true
+		return
+	}
+	a.firm = false
+	a.calls.add(at)
+	switch {
+	case err == nil:
+		if edit {
+			a.posted[i] = p
+		} else {
+			a.posted = append(a.posted, p)
+		}
+		a.failures = 0
+		a.shownAny = a.shownAny || vw.body
+		return
+	case s.ctx.Err() != nil:
+		return
+	case edit && notFound(err):
+		s.log.Info().Str("thread", v.sink.conv.thread).Int("piece", i).Msg("answer message gone; continuing in a new one")
+		a.posted = a.posted[:i]
+		return
+	}
+	a.failures++
+	s.log.Warn().Err(err).Str("thread", v.sink.conv.thread).Int("failures", a.failures).Msg("answer message not shown")
+	if a.failures >= posterTries && vw.final {
+		a.busy = true
+		v.spawn(func() func(*turnView) {
+			id := v.sink.lost(vw, err)
+			return func(v *turnView) { v.answer.busy, v.answer.done, v.answer.shownIn = false, true, id }
+		})
+		return
+	}
+	// Streaming goes on however long the platform fails; each failure
+	// waits a little longer, up to posterBackoffMax, unless news comes.
+	a.notBefore = at.Add(min(posterBackoff<<min(a.failures-1, 6), posterBackoffMax))
 }
 
 // The poster's patience with failing platform calls (other than rate
@@ -568,19 +635,6 @@ const (
 	posterBackoff    = 250 * time.Millisecond
 	posterBackoffMax = 5 * time.Second
 )
-
-// forget drops the messages from piece i on, the first of which was
-// deleted: the pieces are posted again as new messages, and the later
-// old ones (now out of order) are deleted, as far as the platform lets.
-func (t *turnSink) forget(i int) {
-	s := t.s
-	for _, p := range t.posted[i+1:] {
-		if err := s.p.Delete(s.ctx, t.conv.thread, p.id); err != nil && !notFound(err) {
-			s.log.Debug().Err(err).Str("thread", t.conv.thread).Msg("stale answer message not deleted")
-		}
-	}
-	t.posted = t.posted[:i]
-}
 
 // lost says, by any means left, that the final view could not be shown:
 // a new message with the whole answer attached, else a lost mark on the
@@ -606,141 +660,6 @@ func (t *turnSink) lost(v view, cause error) string {
 // shown.
 const emojiLost = "⚠️"
 
-// shown records that the final view (view, in message where) or the
-// final mark went out, and once both have, tells the engine that the
-// thread shows the turn's outcome (said in words when the final view
-// itself could not be posted), and where. A broker killed before then
-// reports the turn at its next start, and Report finds what the thread
-// already shows.
-func (t *turnSink) shown(view bool, where string) {
-	t.mu.Lock()
-	if view {
-		t.viewShown, t.shownIn = true, where
-	} else {
-		t.markShown = true
-	}
-	o, both, in := t.outcome, t.viewShown && t.markShown, t.shownIn
-	t.mu.Unlock()
-	if both && o != nil && o.Shown != nil {
-		o.Shown(in)
-	}
-}
-
-// attach reads the files the agent showed, once the turn has ended:
-// where they go is known only then, and nothing is read twice.
-func (t *turnSink) attach() {
-	t.mu.Lock()
-	if t.loaded || t.outcome == nil {
-		t.mu.Unlock()
-		return
-	}
-	t.loaded = true
-	dir, atts := t.tr.Dir, t.tr.Attachments()
-	t.mu.Unlock()
-	if len(atts) == 0 {
-		return
-	}
-	files, notes := loadAttachments(dir, atts, int64(t.s.cfg.MaxFileBytes), t.s.lim)
-	t.mu.Lock()
-	t.files, t.fileNotes = files, notes
-	t.version++
-	t.mu.Unlock()
-}
-
-// pause waits d, or less if the view changes in a way that may not wait:
-// the turn ended, or the agent said its first words while nothing of
-// theirs is shown; false when the Server is giving up. Other changes
-// wait, so that an agent streaming fast costs a view per pause, not per
-// update.
-func (t *turnSink) pause(d time.Duration, shown bool) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	for {
-		select {
-		case <-tm.C:
-			return true
-		case <-t.wake:
-			t.mu.Lock()
-			urgent := t.outcome != nil || t.refusal != "" || (t.said && !shown)
-			t.mu.Unlock()
-			if urgent {
-				return true
-			}
-		case <-t.s.ctx.Done():
-			return false
-		}
-	}
-}
-
-// idle waits for news, renewing the typing indicator while the agent
-// works. It reports false when the Server is giving up.
-func (t *turnSink) idle(working bool, lastTyping *time.Time) bool {
-	s := t.s
-	var typing <-chan time.Time
-	if working && s.typer != nil {
-		due := s.cfg.TypingInterval - time.Since(*lastTyping)
-		if lastTyping.IsZero() || due <= 0 {
-			if err := s.typer.Typing(s.ctx, t.conv.thread); err != nil {
-				s.log.Debug().Err(err).Msg("typing indicator not sent")
-			}
-			*lastTyping = time.Now()
-			due = s.cfg.TypingInterval
-		}
-		tm := time.NewTimer(due)
-		defer tm.Stop()
-		typing = tm.C
-	}
-	select {
-	case <-t.wake:
-	case <-typing:
-	case <-s.ctx.Done():
-		return false
-	}
-	return true
-}
-
-// next finds the first piece of v that is not shown as it should be (its
-// text, and the Cancel button on the last while the turn runs): its
-// index and whether an existing message is edited (else a new one is
-// sent).
-func (t *turnSink) next(v view) (int, bool) {
-	for i, p := range v.pieces {
-		if i >= len(t.posted) {
-			return i, false
-		}
-		stop := v.stop && i == len(v.pieces)-1
-		if t.posted[i].text != p || t.posted[i].stop != stop {
-			return i, true
-		}
-	}
-	return -1, false
-}
-
-// show posts or edits piece i of v (one platform call); last: it is the
-// view's last piece, which says how the turn ended when v is final, and
-// carries the Cancel button while it is not.
-func (t *turnSink) show(i int, edit bool, v view, last bool) error {
-	s := t.s
-	piece, stop := v.pieces[i], v.stop && last
-	out := View{Text: piece, Files: v.files[i], Outcome: v.final && last}
-	if stop {
-		out.Actions = []Action{{ID: t.stop, Label: "Cancel", Style: Danger}}
-	}
-	if edit {
-		if err := s.p.Edit(s.ctx, t.conv.thread, t.posted[i].id, out); err != nil {
-			return err
-		}
-		t.posted[i].text, t.posted[i].stop = piece, stop
-		return nil
-	}
-	id, err := s.p.Post(s.ctx, t.conv.thread, out)
-	if err != nil {
-		return err
-	}
-	t.posted = append(t.posted, posted{id: id, text: piece, stop: stop})
-	return nil
-}
-
 // stopPrefix starts the action id of a running turn's Cancel button; the
 // nonce keeps buttons of an earlier run of the broker from matching.
 var stopPrefix = "stop:" + nonce() + ":"
@@ -757,13 +676,8 @@ func (s *Server) onStopClick(c Click) {
 		s.tell(c.Reply, "This turn is no longer running.")
 		return
 	}
-	t.mu.Lock()
-	ended := t.outcome != nil || t.refusal != ""
-	t.mu.Unlock()
 	starter := s.starterOf(t.conv)
 	switch {
-	case ended:
-		s.tell(c.Reply, "This turn is no longer running.")
 	case !access.channel(t.conv.channel):
 		s.tell(c.Reply, "This channel is no longer served by the bot.")
 	case !access.mayAct(t.conv.channel, starter, c.From):
@@ -775,96 +689,4 @@ func (s *Server) onStopClick(c Click) {
 	default:
 		s.tell(c.Reply, "Nothing is running in this thread.")
 	}
-}
-
-// marks keeps the status mark on the prompt's message in step with the
-// turn, apart from the answer: marks in a busy channel may queue behind
-// each other, and the answer must not wait for them. States passed over
-// meanwhile are skipped.
-func (t *turnSink) marks() {
-	s := t.s
-	defer func() {
-		s.mu.Lock()
-		s.marking--
-		s.mu.Unlock()
-	}()
-	failures := 0
-	for {
-		t.mu.Lock()
-		want, final := t.mark, t.outcome != nil || t.refusal != ""
-		t.mu.Unlock()
-		if want != t.applied {
-			err := t.setMark(want)
-			if err != nil && final && !notFound(err) && failures+1 < posterTries {
-				// The final mark is the one left for good: a failure is
-				// tried again, a little later each time.
-				failures++
-				if !s.sleep(s.decor, posterBackoff<<(failures-1)) {
-					return
-				}
-				continue
-			}
-			t.applied = want // a mark on the way is decoration
-			continue
-		}
-		if final {
-			t.shown(false, "")
-			return
-		}
-		select {
-		case <-t.react:
-		case <-s.decor.Done():
-			return
-		}
-	}
-}
-
-// setMark takes the applied status mark off and puts mark on.
-func (t *turnSink) setMark(mark Mark) error {
-	s := t.s
-	if t.applied != 0 {
-		if err := s.mark(t.at.Where, t.at.ID, t.applied, false); err != nil && !notFound(err) {
-			s.log.Debug().Err(err).Stringer("mark", t.applied).Msg("mark not taken off")
-			return err
-		}
-		t.applied = 0
-	}
-	if mark == 0 {
-		return nil
-	}
-	if err := s.mark(t.at.Where, t.at.ID, mark, true); err != nil {
-		s.log.Debug().Err(err).Stringer("mark", mark).Msg("mark not put")
-		return err
-	}
-	t.applied = mark
-	return nil
-}
-
-// window remembers when the last message calls of an answer were made,
-// to keep within the platform's burst per window.
-type window struct {
-	burst int
-	per   time.Duration
-	at    []time.Time // the last burst calls, oldest first
-}
-
-func (w *window) add(t time.Time) {
-	w.at = append(w.at, t)
-	if len(w.at) > w.burst {
-		w.at = w.at[1:]
-	}
-}
-
-// wait is how long to hold the next call: a streaming update keeps pace
-// apart from the last call; any call waits for room in the platform's
-// window.
-func (w *window) wait(now time.Time, pace time.Duration, final bool) time.Duration {
-	var d time.Duration
-	if n := len(w.at); n > 0 && !final {
-		d = pace - now.Sub(w.at[n-1])
-	}
-	if len(w.at) == w.burst {
-		d = max(d, w.per-now.Sub(w.at[0]))
-	}
-	return max(d, 0)
 }

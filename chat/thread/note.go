@@ -25,121 +25,138 @@ var (
 	removePrefix  = "drop:" + nonce() + ":"
 )
 
-// setPrompt tells the sink what was submitted, by whom.
+// setPrompt tells the sink what was submitted, by whom: before the
+// prompt is submitted.
 func (t *turnSink) setPrompt(p *adapter.Prompt, from User) {
-	t.mu.Lock()
 	t.prompt, t.from = p, from
-	t.mu.Unlock()
 }
 
-// startNote starts the note's goroutine once: its actions are keyed
-// from now on (see Server.notes). Called from Status, under the
-// engine's lock: it only registers and spawns.
-func (t *turnSink) startNote() {
-	t.noteOnce.Do(func() {
-		s := t.s
-		if s.queue == nil {
-			return // the mark alone: nothing can be done with the message
+// offerNote keys the note's actions from now on (see Server.notes), for
+// a prompt the engine says waits. Called from Status, under the
+// engine's lock: it only registers.
+func (t *turnSink) offerNote() {
+	if t.noteKey == "" {
+		return // the mark alone: nothing can be done with the message
+	}
+	t.s.mu.Lock()
+	t.s.notes[t.noteKey] = t
+	t.s.mu.Unlock()
+}
+
+// noteState is the note under a waiting message.
+type noteState struct {
+	wanted bool   // the message waited: it has a note
+	busy   bool   // a call is on its way
+	id     string // its message ("": not posted)
+	text   string // what it shows
+	tried  string // what a failed call was to show: not tried again
+	done   bool   // deleted, showing the message's end, or given up on
+}
+
+// settled: the note is no longer to change.
+func (n *noteState) settled() bool { return !n.wanted || n.done }
+
+// actNote keeps the note in step with the message, one platform call at
+// a time, a state passed over meanwhile skipped: it offers Send now
+// while the message waits, says when it goes next, is deleted once the
+// agent has it (or the end is shown with the answer), and shows the end
+// of a message that never reached the agent when decide puts it there.
+func (v *turnView) actNote() {
+	n := &v.note
+	if !n.wanted || n.done || n.busy {
+		return
+	}
+	t := v.sink
+	switch {
+	case v.endOn == endOnNote:
+		text := v.refusal
+		if v.outcome != nil {
+			text = outcomeFooter(*v.outcome)
 		}
-		s.mu.Lock()
-		s.permSeq++
-		t.noteKey = strconv.FormatUint(s.permSeq, 36)
-		s.notes[t.noteKey] = t
-		s.mu.Unlock()
-		t.mu.Lock()
-		t.noteRunning = true
-		t.mu.Unlock()
-		if !s.spawnLate(t.note) {
-			t.dropNoteKey()
-			t.mu.Lock()
-			t.noteRunning = false
-			t.mu.Unlock()
-			close(t.noteDone)
-		}
-	})
-}
-
-func (t *turnSink) dropNoteKey() {
-	s := t.s
-	s.mu.Lock()
-	delete(s.notes, t.noteKey)
-	t.noteKey = ""
-	s.mu.Unlock()
-}
-
-// note keeps the note in step with the message: one platform call at a
-// time, a state passed over meanwhile skipped. It returns once the note
-// is deleted (the agent has the message), shows the end of a message
-// that never reached the agent, or the Server gives up.
-func (t *turnSink) note() {
-	s := t.s
-	defer close(t.noteDone)
-	defer t.dropNoteKey()
-	var id, shown string
-	for {
-		t.mu.Lock()
-		next, started, outcome, refusal := t.sentNext, t.started, t.outcome, t.refusal
-		t.mu.Unlock()
-		switch {
-		case started:
-			if id != "" {
-				if err := s.try(s.ctx, 5, func(ctx context.Context) error { return s.p.Delete(ctx, t.at.Where, id) }); err != nil && !notFound(err) {
-					s.log.Debug().Err(err).Str("thread", t.conv.thread).Msg("a waiting message's note not deleted")
-				}
-			}
-			return
-		case outcome != nil || refusal != "":
-			text := refusal
-			if outcome != nil {
-				text = outcomeFooter(*outcome)
-			}
-			v := View{Text: text, ReplyTo: t.at.ID, Outcome: true}
-			if err := t.showNote(&id, v); err != nil {
-				s.log.Warn().Err(err).Str("thread", t.conv.thread).Msg("the end of a message that never ran not shown on its note")
-				return // run shows it the usual way
-			}
-			t.noteID = id
-			close(t.noteShown)
+		v.showNote(View{Text: text, ReplyTo: t.at.ID, Outcome: true}, true)
+	case v.started || v.endOn == endOnAnswer:
+		if n.id == "" {
+			v.noteDone()
 			return
 		}
-		v := View{Text: "-# ⏳ This message waits for the agent's current turn. **Send now** stops that turn and sends it next, in the same session.",
+		s, id := v.s, n.id
+		n.busy = true
+		v.spawn(func() func(*turnView) {
+			if err := s.try(s.ctx, 5, func(ctx context.Context) error { return s.p.Delete(ctx, t.at.Where, id) }); err != nil && !notFound(err) {
+				s.log.Debug().Err(err).Str("thread", t.conv.thread).Msg("a waiting message's note not deleted")
+			}
+			return func(v *turnView) {
+				v.note.busy, v.note.id = false, ""
+				v.noteDone()
+			}
+		})
+	case v.phase == phaseEnded:
+		// Where the end goes is not decided yet.
+	default:
+		nv := View{Text: "-# ⏳ This message waits for the agent's current turn. **Send now** stops that turn and sends it next, in the same session.",
 			ReplyTo: t.at.ID, Actions: []Action{
 				{ID: sendNowPrefix + t.noteKey, Label: "Send now", Style: Primary},
 				{ID: removePrefix + t.noteKey, Label: "Remove", Style: Secondary},
 			}}
-		if next {
-			v = View{Text: "-# ⏩ This message goes next: the agent's current turn is being interrupted for it.", ReplyTo: t.at.ID}
+		if v.phase >= phaseNext {
+			nv = View{Text: "-# ⏩ This message goes next: the agent's current turn is being interrupted for it.", ReplyTo: t.at.ID}
 		}
-		if v.Text != shown {
-			if err := t.showNote(&id, v); err != nil {
-				s.log.Debug().Err(err).Str("thread", t.conv.thread).Msg("a waiting message's note not shown")
-			} else {
-				shown = v.Text
-			}
-		}
-		select {
-		case <-t.noteWake:
-		case <-s.ctx.Done():
-			return
+		if nv.Text != n.text && nv.Text != n.tried {
+			v.showNote(nv, false)
 		}
 	}
 }
 
-// showNote posts the note as v, or makes the one posted (*id) show v.
-func (t *turnSink) showNote(id *string, v View) error {
-	s := t.s
-	if *id != "" {
-		err := s.try(s.ctx, 5, func(ctx context.Context) error { return s.p.Edit(ctx, t.at.Where, *id, v) })
-		if !notFound(err) {
-			return err
+// showNote posts the note as nv, or makes the one posted show it, on a
+// worker; end: nv shows the message's end, and the answer is then out.
+func (v *turnView) showNote(nv View, end bool) {
+	s, t, n := v.s, v.sink, &v.note
+	id := n.id
+	n.busy = true
+	v.spawn(func() func(*turnView) {
+		id, err := s.putNote(t.at.Where, id, nv)
+		return func(v *turnView) {
+			n := &v.note
+			n.busy = false
+			switch {
+			case err == nil:
+				n.id, n.text = id, nv.Text
+				if end {
+					v.noteDone()
+					v.answer.done, v.answer.shownIn = true, id
+				}
+			case end:
+				s.log.Warn().Err(err).Str("thread", t.conv.thread).Msg("the end of a message that never ran not shown on its note")
+				v.endOn = endOnAnswer // shown the usual way
+				v.noteDone()
+			default:
+				s.log.Debug().Err(err).Str("thread", t.conv.thread).Msg("a waiting message's note not shown")
+				n.tried = nv.Text
+			}
 		}
-		*id = "" // deleted: posted again
+	})
+}
+
+// noteDone: the note changes no more, and its actions are no longer
+// keyed.
+func (v *turnView) noteDone() {
+	v.note.done = true
+	v.s.mu.Lock()
+	delete(v.s.notes, v.sink.noteKey)
+	v.s.mu.Unlock()
+}
+
+// putNote posts a note as v in where, or makes the one posted (id) show
+// v; it returns the note's id.
+func (s *Server) putNote(where, id string, v View) (string, error) {
+	if id != "" {
+		err := s.try(s.ctx, 5, func(ctx context.Context) error { return s.p.Edit(ctx, where, id, v) })
+		if !notFound(err) {
+			return id, err
+		}
+		// deleted: posted again
 	}
-	posted, err := s.post(s.ctx, t.at.Where, v)
-	if err == nil {
-		*id = posted
-	}
-	return err
+	return s.post(s.ctx, where, v)
 }
 
 // waitingFor is the sink of a waiting message whose note's action is
@@ -166,9 +183,7 @@ func (s *Server) onSendNowClick(c Click) {
 func (s *Server) sendNow(r Reply, t *turnSink, u User) {
 	access := s.acl()
 	starter := s.starterOf(t.conv)
-	t.mu.Lock()
 	p := t.prompt
-	t.mu.Unlock()
 	switch {
 	case !access.channel(t.conv.channel):
 		s.tell(r, "This channel is no longer served by the bot.")
@@ -203,9 +218,7 @@ func (s *Server) onRemoveClick(c Click) {
 // says why not; it reports whether it did.
 func (s *Server) remove(r Reply, t *turnSink, u User) bool {
 	access := s.acl()
-	t.mu.Lock()
 	p, author := t.prompt, t.from
-	t.mu.Unlock()
 	switch {
 	case !access.channel(t.conv.channel):
 		s.tell(r, "This channel is no longer served by the bot.")
@@ -265,6 +278,9 @@ func (s *Server) onQueue(c Command, conv *conversation) {
 		}
 		s.mu.Lock()
 		key := t.noteKey
+		if s.notes[key] != t {
+			key = "" // no note offers it now
+		}
 		s.mu.Unlock()
 		if key == "" {
 			continue

@@ -195,8 +195,11 @@ type Server struct {
 	marking   int                   // turns whose status marks are still being set
 	stats     Stats
 
-	wg        sync.WaitGroup // every goroutine but the status marks'
-	reactions sync.WaitGroup // the turns' status marks
+	// wg counts every goroutine but the turns' views', and each turn's
+	// messages until they are out (see newTurnSink); views counts the
+	// turns' views and their workers, which also set the status marks.
+	wg    sync.WaitGroup
+	views sync.WaitGroup
 }
 
 // New returns a Server of platform p's conversations, which submits
@@ -273,7 +276,7 @@ func (s *Server) Close(grace time.Duration) {
 	s.dropDecor()
 	s.cancel()
 	<-done
-	s.reactions.Wait()
+	s.views.Wait()
 	s.stopRetitles()
 }
 

@@ -14,8 +14,9 @@ import (
 // the answer grows; a view is made again only after a change; the final
 // view renders what is kept of the whole, and says how long it was.
 func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
-	s := &turnSink{s: &Server{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}, lim: Limits{MessageRunes: 2000}}, conv: &conversation{}, wake: make(chan struct{}, 1), react: make(chan struct{}, 1), linked: make(chan struct{})}
-	s.Status(adapter.Status{Phase: adapter.PhaseWorking})
+	srv := &Server{cfg: Config{MaxMessages: 6, MaxFileBytes: 8 << 20}, lim: Limits{MessageRunes: 2000}}
+	s := &turnView{s: srv, sink: &turnSink{s: srv, conv: &conversation{}}}
+	s.onStatus(adapter.Status{Phase: adapter.PhaseWorking})
 	piece := strings.Repeat(strings.Repeat("y", 99)+"\n", 640)
 	chunk := func(text string) acp.Update {
 		return acp.Update{Kind: acp.UpdateMessageChunk, Content: &acp.ContentBlock{Type: "text", Text: text}}
@@ -27,7 +28,7 @@ func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
 	}
 	var costs []uint64
 	for i := range 1000 { // 64 MB
-		s.Update(chunk(piece))
+		s.update(chunk(piece))
 		if i == 10 || i == 999 {
 			before := alloc()
 			v := s.view()
@@ -48,7 +49,7 @@ func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
 	if !strings.Contains(again.pieces[5], "the answer continues (61.0 MiB so far); its start and its end will be attached") {
 		t.Fatalf("the streaming view ends %q", again.pieces[5])
 	}
-	s.Done(adapter.Outcome{StopReason: acp.StopEndTurn, Text: "y"})
+	s.end(&adapter.Outcome{StopReason: acp.StopEndTurn, Text: "y"}, "")
 	v := s.view()
 	var file string
 	for _, fs := range v.files {
@@ -66,15 +67,15 @@ func TestView_CostsNoMoreForALongAnswer(t *testing.T) {
 // message that is no longer the last is edited to lose it, though its
 // text stays (as when the agent's files come in a message of their own).
 func TestView_TheCancelButtonMovesToTheLastMessage(t *testing.T) {
-	s := &turnSink{posted: []posted{{id: "1", text: "the answer", stop: true}}}
+	s := &turnView{answer: answerState{posted: []posted{{id: "1", text: "the answer", stop: true}}}}
 	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, stop: true}); i != 0 || !edit {
 		t.Fatalf("next = %d, %v; want the first message edited", i, edit)
 	}
-	s.posted[0].stop = false
+	s.answer.posted[0].stop = false
 	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, stop: true}); i != 1 || edit {
 		t.Fatalf("next = %d, %v; want the second message posted", i, edit)
 	}
-	s.posted = append(s.posted, posted{id: "2", text: "📎 a file", stop: true})
+	s.answer.posted = append(s.answer.posted, posted{id: "2", text: "📎 a file", stop: true})
 	if i, edit := s.next(view{pieces: []string{"the answer", "📎 a file"}, final: true}); i != 1 || !edit {
 		t.Fatalf("next = %d, %v; want the last message edited to lose the button", i, edit)
 	}
