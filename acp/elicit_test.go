@@ -271,18 +271,26 @@ func TestCancelRequest_FromTheAgentAnswersMinus32800(t *testing.T) {
 func TestElicitationComplete_ClosesTheOpenURLQuestion(t *testing.T) {
 	c, p := newPair(t, Options{})
 	causes := make(chan error, 1)
+	asked := make(chan context.Context, 1)
 	sub, _ := c.Subscribe("s", asker{elicit: func(ctx context.Context, r *ElicitationRequest) ElicitationResult {
+		asked <- ctx
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return ElicitationResult{Action: ActionAccept}
 	}})
 	defer sub.Close()
 	p.Send(urlRequest("4", "s", "el-9"))
-	waitServed(t, c, 1)
+	ctx := <-asked
 	p.Send(`{"jsonrpc":"2.0","method":"elicitation/complete","params":{"elicitationId":"el-other"}}`)
-	time.Sleep(50 * time.Millisecond)
-	if n := c.Stats().PendingElicitations; n != 1 {
-		t.Fatalf("an unknown id closed something: %d open", n)
+	// The read loop handles messages in order, and a completion ends its
+	// question's wait there: once a later request is answered, the
+	// unknown id has been handled.
+	p.Send(`{"jsonrpc":"2.0","id":5,"method":"no/such"}`)
+	if m := p.Next(); string(m["id"]) != "5" {
+		t.Fatalf("the probe was answered %v", m)
+	}
+	if ctx.Err() != nil || c.Stats().PendingElicitations != 1 {
+		t.Fatalf("an unknown id closed something: %v, %d open", context.Cause(ctx), c.Stats().PendingElicitations)
 	}
 	p.Send(`{"jsonrpc":"2.0","method":"elicitation/complete","params":{"elicitationId":"el-9"}}`)
 	if m := p.Next(); string(m["id"]) != "4" || string(m["result"]) != `{"action":"cancel"}` {
