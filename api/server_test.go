@@ -301,13 +301,13 @@ func TestAuthenticate_FailuresLimitedByAddress(t *testing.T) {
 
 // The failing addresses remembered are bounded.
 func TestAuthenticate_FailingAddressesBounded(t *testing.T) {
-	s := &Server{failures: map[string]*bucket{}}
+	a := newAuth(time.Now)
 	now := time.Now()
 	for i := range maxFailingAddrs + 100 {
-		s.failed(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now)
+		a.failed(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now)
 	}
-	if len(s.failures) > maxFailingAddrs {
-		t.Errorf("%d addresses remembered, more than %d", len(s.failures), maxFailingAddrs)
+	if n := a.failures.Len(); n > maxFailingAddrs {
+		t.Errorf("%d addresses remembered, more than %d", n, maxFailingAddrs)
 	}
 }
 
@@ -342,9 +342,7 @@ func TestEnded_PromptsMemoryIsBoundedInBytes(t *testing.T) {
 	}
 	answer = ""
 	after := heapInUse()
-	a.mu.Lock()
-	kept, bytes := len(a.done), a.doneBytes
-	a.mu.Unlock()
+	kept, bytes := a.prompts.kept()
 	t.Logf("%d prompts of 5 MiB: %d kept in memory, %d MiB counted; the heap grew %d MiB", n, kept, bytes>>20, (int64(after)-int64(before))>>20)
 	if bytes > keepEndedBytes {
 		t.Errorf("the ended prompts keep %d bytes, more than %d", bytes, keepEndedBytes)
