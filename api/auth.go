@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -82,13 +83,14 @@ func (a *auth) set(tokens []config.APIToken, perMin int) {
 	}
 }
 
-// wait is how long until l has a request to spend (0: it has one now).
+// wait is how long until l has a request to spend (0: it has one now),
+// rounded up to the nanosecond.
 func wait(l *rate.Limiter, now time.Time) time.Duration {
 	left := l.TokensAt(now)
 	if left >= 1 {
 		return 0
 	}
-	return time.Duration((1 - left) / float64(l.Limit()) * float64(time.Second))
+	return time.Duration(math.Ceil((1 - left) / float64(l.Limit()) * float64(time.Second)))
 }
 
 // tooMany answers 429, asking the client to wait wait (rounded up to a

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,12 +47,19 @@ func (m *memStore) Prompt(id string) (store.Prompt, string, bool, error) {
 	return p, "", ok, nil
 }
 
-func (m *memStore) Prompts() ([]store.Prompt, error) { return nil, nil }
+func (m *memStore) Prompts() ([]store.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Values(m.prompts)), nil
+}
 
 // engine is a turn engine that runs nothing: the test plays each
 // submitted prompt's turn on its Sink.
 type engine struct {
 	submitted chan *adapter.Prompt
+
+	mu        sync.Mutex
+	cancelled []string // the threads whose turn Cancel was asked to end
 }
 
 func (e *engine) Submit(thread string, p *adapter.Prompt) error {
@@ -58,7 +67,19 @@ func (e *engine) Submit(thread string, p *adapter.Prompt) error {
 	return nil
 }
 
-func (e *engine) Cancel(string, error) bool { return false }
+func (e *engine) Cancel(thread string, _ error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cancelled = append(e.cancelled, thread)
+	return false
+}
+
+// cancels are the threads whose turn Cancel was asked to end.
+func (e *engine) cancels() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.cancelled)
+}
 
 const testToken = "test-token-0123456789abcdef"
 
