@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
@@ -75,9 +76,13 @@ type call struct {
 	header                          map[string]string
 }
 
+// A request is given 5 s (an event stream that is not refused would
+// stream until then).
 func (a *unitAPI) do(c call) *httptest.ResponseRecorder {
 	a.t.Helper()
-	r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, c.method, c.path, strings.NewReader(c.body))
 	r.RemoteAddr = cmpOr(c.addr, "192.0.2.1") + ":40000"
 	if c.token != "" {
 		r.Header.Set("Authorization", "Bearer "+c.token)
