@@ -5,34 +5,24 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"acpbroker/adapter"
-	"acpbroker/config"
-	"acpbroker/store"
-
-	"github.com/rs/zerolog"
 )
 
 // clock is a time a test moves by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
 }
 
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 // unitAPI is a Server of headless threads that serves no listener: its
 // Handler is called with httptest, on a clock the test moves.
@@ -46,21 +36,12 @@ type unitAPI struct {
 // unit is a unitAPI with one token ("ci"); tune changes its Config.
 func unit(t *testing.T, tune func(*Config)) *unitAPI {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	e := &engine{submitted: make(chan *adapter.Prompt, 100)}
 	h := NewHeadless(e, func(string) bool { return false })
-	cfg := Config{
-		Tokens:       []config.APIToken{{Name: "ci", Token: testToken, Channels: []string{"*"}, MayApprove: true}},
-		RateLimit:    10000,
-		MaxBodyBytes: 1 << 20,
-		MaxTextBytes: 1 << 20,
-		Fronts:       map[string]Front{HeadlessPlatform: h},
-		Default:      HeadlessPlatform,
-		Profile:      func(string) bool { return true },
-		Store:        &memStore{prompts: map[string]store.Prompt{}},
-		Logger:       zerolog.Nop(),
-		Now:          clk.now,
-	}
+	cfg := testConfig(h)
+	cfg.Tokens[0].MayApprove = true
+	cfg.Now = clk.now
 	if tune != nil {
 		tune(&cfg)
 	}

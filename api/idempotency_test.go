@@ -93,7 +93,7 @@ func TestIdempotency_KeysAreTheTokensOwn(t *testing.T) {
 // answered until a day after its first request, not after the start,
 // and a headless thread takes prompts again.
 func TestIdempotency_KeysAndThreadsAreRecalledFromTheStore(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	kept := &memStore{prompts: map[string]store.Prompt{}}
 	body := `{"text": "hello"}`
 	sum := sha256.Sum256([]byte(body))

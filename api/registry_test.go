@@ -13,7 +13,7 @@ import (
 // Ended prompts are kept in memory within keepEndedBytes in all, at most
 // keepEnded of them, for keepEndedAt: the oldest go first.
 func TestRegistry_EndedPromptsAreBounded(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	g := newRegistry(clk.now)
 	const n = 100
 	for i := range n {

@@ -83,6 +83,22 @@ func (e *engine) cancels() []string {
 
 const testToken = "test-token-0123456789abcdef"
 
+// testConfig is the Config of a Server of headless threads of h, with
+// one token ("ci").
+func testConfig(h *Headless) Config {
+	return Config{
+		Tokens:       []config.APIToken{{Name: "ci", Token: testToken, Channels: []string{"*"}}},
+		RateLimit:    10000,
+		MaxBodyBytes: 1 << 20,
+		MaxTextBytes: 1 << 20,
+		Fronts:       map[string]Front{HeadlessPlatform: h},
+		Default:      HeadlessPlatform,
+		Profile:      func(string) bool { return true },
+		Store:        &memStore{prompts: map[string]store.Prompt{}},
+		Logger:       zerolog.Nop(),
+	}
+}
+
 // testAPI is a Server of headless threads on 127.0.0.1, with one token
 // ("ci"); tune changes its Config before Listen.
 type testAPI struct {
@@ -96,17 +112,7 @@ func listen(t *testing.T, tune func(*Config)) *testAPI {
 	t.Helper()
 	e := &engine{submitted: make(chan *adapter.Prompt, 100)}
 	h := NewHeadless(e, func(string) bool { return false })
-	cfg := Config{
-		Tokens:       []config.APIToken{{Name: "ci", Token: testToken, Channels: []string{"*"}}},
-		RateLimit:    10000,
-		MaxBodyBytes: 1 << 20,
-		MaxTextBytes: 1 << 20,
-		Fronts:       map[string]Front{HeadlessPlatform: h},
-		Default:      HeadlessPlatform,
-		Profile:      func(string) bool { return true },
-		Store:        &memStore{prompts: map[string]store.Prompt{}},
-		Logger:       zerolog.Nop(),
-	}
+	cfg := testConfig(h)
 	if tune != nil {
 		tune(&cfg)
 	}
