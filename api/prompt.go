@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -109,7 +108,7 @@ func (p *prompt) setStateLocked(state string) {
 	}
 	p.rec.State = state
 	p.emitLocked("state", map[string]string{"state": state})
-	p.s.cfg.Store.PutPrompt(p.rec, nil)
+	p.s.config().Store.PutPrompt(p.rec, nil)
 }
 
 // sink is the prompt's Sink over the thread's: every call goes on to
@@ -168,7 +167,7 @@ func (s *promptSink) Status(st adapter.Status) {
 	}
 	if !p.started {
 		p.started = true
-		p.rec.Started = time.Now().UTC()
+		p.rec.Started = p.s.now().UTC()
 	}
 	if st.Phase == adapter.PhaseWorking && p.rec.State == StateQueued {
 		p.setStateLocked(StateRunning)
@@ -346,7 +345,7 @@ func (s *promptSink) Done(o adapter.Outcome) {
 	if o.Err != nil {
 		p.rec.Error = o.Err.Error()
 	}
-	p.rec.Ended = time.Now().UTC()
+	p.rec.Ended = p.s.now().UTC()
 	p.rec.AnswerBytes = o.TextBytes
 	if o.Usage != nil || o.TurnUsage != nil {
 		p.rec.Usage, _ = json.Marshal(map[string]any{"context": o.Usage, "turn": o.TurnUsage})
@@ -360,8 +359,8 @@ func (s *promptSink) Done(o adapter.Outcome) {
 	kept := p.trimLocked(endedEventBytes)
 	rec, answer := p.rec, p.answer
 	p.mu.Unlock()
-	p.s.cfg.Store.PutPrompt(rec, &answer)
-	p.s.ended(rec.ID, rec.Ended, kept)
+	p.s.config().Store.PutPrompt(rec, &answer)
+	p.s.prompts.ended(rec.ID, rec.Ended, kept)
 	s.inner.Done(o)
 }
 
@@ -409,6 +408,13 @@ func (p *prompt) since(id uint64) (out []event, missed uint64, ended bool, chang
 		}
 	}
 	return out, missed, final(p.rec.State), p.changed
+}
+
+// ended reports whether the prompt has ended.
+func (p *prompt) ended() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return final(p.rec.State)
 }
 
 // view is the prompt as GET /v1/prompts/{id} shows it.

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,12 +47,19 @@ func (m *memStore) Prompt(id string) (store.Prompt, string, bool, error) {
 	return p, "", ok, nil
 }
 
-func (m *memStore) Prompts() ([]store.Prompt, error) { return nil, nil }
+func (m *memStore) Prompts() ([]store.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Values(m.prompts)), nil
+}
 
 // engine is a turn engine that runs nothing: the test plays each
 // submitted prompt's turn on its Sink.
 type engine struct {
 	submitted chan *adapter.Prompt
+
+	mu        sync.Mutex
+	cancelled []string // the threads whose turn Cancel was asked to end
 }
 
 func (e *engine) Submit(thread string, p *adapter.Prompt) error {
@@ -58,9 +67,37 @@ func (e *engine) Submit(thread string, p *adapter.Prompt) error {
 	return nil
 }
 
-func (e *engine) Cancel(string, error) bool { return false }
+func (e *engine) Cancel(thread string, _ error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cancelled = append(e.cancelled, thread)
+	return false
+}
+
+// cancels are the threads whose turn Cancel was asked to end.
+func (e *engine) cancels() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.cancelled)
+}
 
 const testToken = "test-token-0123456789abcdef"
+
+// testConfig is the Config of a Server of headless threads of h, with
+// one token ("ci").
+func testConfig(h *Headless) Config {
+	return Config{
+		Tokens:       []config.APIToken{{Name: "ci", Token: testToken, Channels: []string{"*"}}},
+		RateLimit:    10000,
+		MaxBodyBytes: 1 << 20,
+		MaxTextBytes: 1 << 20,
+		Fronts:       map[string]Front{HeadlessPlatform: h},
+		Default:      HeadlessPlatform,
+		Profile:      func(string) bool { return true },
+		Store:        &memStore{prompts: map[string]store.Prompt{}},
+		Logger:       zerolog.Nop(),
+	}
+}
 
 // testAPI is a Server of headless threads on 127.0.0.1, with one token
 // ("ci"); tune changes its Config before Listen.
@@ -75,17 +112,7 @@ func listen(t *testing.T, tune func(*Config)) *testAPI {
 	t.Helper()
 	e := &engine{submitted: make(chan *adapter.Prompt, 100)}
 	h := NewHeadless(e, func(string) bool { return false })
-	cfg := Config{
-		Tokens:       []config.APIToken{{Name: "ci", Token: testToken, Channels: []string{"*"}}},
-		RateLimit:    10000,
-		MaxBodyBytes: 1 << 20,
-		MaxTextBytes: 1 << 20,
-		Fronts:       map[string]Front{HeadlessPlatform: h},
-		Default:      HeadlessPlatform,
-		Profile:      func(string) bool { return true },
-		Store:        &memStore{prompts: map[string]store.Prompt{}},
-		Logger:       zerolog.Nop(),
-	}
+	cfg := testConfig(h)
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -301,13 +328,13 @@ func TestAuthenticate_FailuresLimitedByAddress(t *testing.T) {
 
 // The failing addresses remembered are bounded.
 func TestAuthenticate_FailingAddressesBounded(t *testing.T) {
-	s := &Server{failures: map[string]*bucket{}}
+	a := newAuth(time.Now)
 	now := time.Now()
 	for i := range maxFailingAddrs + 100 {
-		s.failed(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now)
+		a.failed(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now)
 	}
-	if len(s.failures) > maxFailingAddrs {
-		t.Errorf("%d addresses remembered, more than %d", len(s.failures), maxFailingAddrs)
+	if n := a.failures.Len(); n > maxFailingAddrs {
+		t.Errorf("%d addresses remembered, more than %d", n, maxFailingAddrs)
 	}
 }
 
@@ -342,9 +369,7 @@ func TestEnded_PromptsMemoryIsBoundedInBytes(t *testing.T) {
 	}
 	answer = ""
 	after := heapInUse()
-	a.mu.Lock()
-	kept, bytes := len(a.done), a.doneBytes
-	a.mu.Unlock()
+	kept, bytes := a.prompts.kept()
 	t.Logf("%d prompts of 5 MiB: %d kept in memory, %d MiB counted; the heap grew %d MiB", n, kept, bytes>>20, (int64(after)-int64(before))>>20)
 	if bytes > keepEndedBytes {
 		t.Errorf("the ended prompts keep %d bytes, more than %d", bytes, keepEndedBytes)

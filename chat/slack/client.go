@@ -21,6 +21,7 @@ import (
 
 	"acpbroker/chat"
 	"acpbroker/chat/thread"
+	"acpbroker/internal/ttlcache"
 
 	"github.com/rs/zerolog"
 	slackapi "github.com/slack-go/slack"
@@ -262,17 +263,17 @@ type Client struct {
 
 	mu       sync.Mutex
 	access   Access
-	waiting  bool               // Close is waiting for the Client's goroutines
-	seen     *cache[struct{}]   // event and envelope ids taken, for Slack's retries
-	replays  *cache[struct{}]   // signatures of HTTP requests taken
-	verdicts *cache[bool]       // threads known to be (or not be) conversations
-	parents  *cache[string]     // message ts (channel/ts) to the thread it is in
-	lookups  map[string]*lookup // threads being looked up, by name
-	gone     *cache[struct{}]   // threads (channel/ts) whose first message was deleted before a reply
-	online   bool               // a Socket Mode connection is up (or the listener serves)
-	offline  time.Time          // since when it is not
-	addr     net.Addr           // the HTTP listener's
-	regroup  chan struct{}      // the access lists changed: read the groups again
+	waiting  bool                              // Close is waiting for the Client's goroutines
+	seen     *ttlcache.Cache[string, struct{}] // event and envelope ids taken, for Slack's retries
+	replays  *ttlcache.Cache[string, struct{}] // signatures of HTTP requests taken
+	verdicts *ttlcache.Cache[string, bool]     // threads known to be (or not be) conversations
+	parents  *ttlcache.Cache[string, string]   // message ts (channel/ts) to the thread it is in
+	lookups  map[string]*lookup                // threads being looked up, by name
+	gone     *ttlcache.Cache[string, struct{}] // threads (channel/ts) whose first message was deleted before a reply
+	online   bool                              // a Socket Mode connection is up (or the listener serves)
+	offline  time.Time                         // since when it is not
+	addr     net.Addr                          // the HTTP listener's
+	regroup  chan struct{}                     // the access lists changed: read the groups again
 	stats    Stats
 
 	wg sync.WaitGroup // the Client's own goroutines (the Server has its own)
@@ -294,12 +295,12 @@ func New(cfg Config, engine chat.Engine) (*Client, error) {
 		queue:    make(chan inbound, queueSize),
 		budget:   newBudget(),
 		access:   cfg.Access,
-		seen:     newCache[struct{}](8192, 30*time.Minute),
-		replays:  newCache[struct{}](8192, replayWindow),
-		verdicts: newCache[bool](8192, cfg.ForgetAfter),
-		parents:  newCache[string](16384, cfg.ForgetAfter),
+		seen:     ttlcache.New[string, struct{}](8192, 30*time.Minute, nil),
+		replays:  ttlcache.New[string, struct{}](8192, replayWindow, nil),
+		verdicts: ttlcache.New[string, bool](8192, cfg.ForgetAfter, nil),
+		parents:  ttlcache.New[string, string](16384, cfg.ForgetAfter, nil),
 		lookups:  map[string]*lookup{},
-		gone:     newCache[struct{}](1024, time.Hour),
+		gone:     ttlcache.New[string, struct{}](1024, time.Hour, nil),
 		regroup:  make(chan struct{}, 1),
 		offline:  time.Now(),
 	}

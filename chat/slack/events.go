@@ -31,10 +31,9 @@ type inbound struct {
 // dropped as taken before; false when the queue is full (block: it
 // waits for room instead, until the Client ends).
 func (c *Client) take(in inbound, block bool, keys ...string) bool {
-	now := time.Now()
 	c.mu.Lock()
 	for _, k := range keys {
-		if _, dup := c.seen.get(k, now); k != "" && dup {
+		if _, dup := c.seen.Get(k); k != "" && dup {
 			c.stats.Deduplicated++
 			c.mu.Unlock()
 			in.form.send(nil)
@@ -51,7 +50,7 @@ func (c *Client) take(in inbound, block bool, keys ...string) bool {
 	}
 	for _, k := range keys {
 		if k != "" {
-			c.seen.put(k, struct{}{}, now)
+			c.seen.Put(k, struct{}{})
 		}
 	}
 	c.mu.Unlock()

@@ -108,7 +108,7 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 	}
 	key := string(mac)
 	c.mu.Lock()
-	fresh := c.replays.add(key, struct{}{}, at)
+	fresh := !c.replays.ContainsOrPut(key, struct{}{})
 	if !fresh && r.Header.Get("X-Slack-Retry-Num") != "" {
 		c.stats.Deduplicated++
 	}
@@ -126,7 +126,7 @@ func (c *Client) serveSlack(w http.ResponseWriter, r *http.Request) {
 	if status := c.serveVerified(r.Context(), w, r.Header, body, at); status != http.StatusOK {
 		// Not taken: Slack's retry of it, signed as it was, is no replay.
 		c.mu.Lock()
-		c.replays.remove(key)
+		c.replays.Remove(key)
 		c.mu.Unlock()
 	}
 }

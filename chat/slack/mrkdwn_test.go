@@ -259,28 +259,3 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("%d buckets kept", n)
 	}
 }
-
-// The cache forgets the least recently used past its bound and anything
-// past its time.
-func TestCache(t *testing.T) {
-	c := newCache[int](3, time.Minute)
-	now := time.Unix(0, 0)
-	for i, k := range []string{"a", "b", "c"} {
-		c.put(k, i, now)
-	}
-	c.get("a", now)
-	c.put("d", 3, now)
-	if _, ok := c.get("b", now); ok || c.len() != 3 {
-		t.Fatalf("b kept past the bound, %d entries", c.len())
-	}
-	if _, ok := c.get("a", now.Add(2*time.Minute)); ok {
-		t.Fatal("a kept past its time")
-	}
-	c.put("e", 4, now.Add(2*time.Minute))
-	if n := c.len(); n > 2 {
-		t.Fatalf("%d entries after the rest expired", n)
-	}
-	if !c.add("f", 5, now) || c.add("f", 6, now) {
-		t.Fatal("add does not tell a new key")
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"acpbroker/chat/thread"
+	"acpbroker/internal/ttlcache"
 )
 
 // users knows the names of the workspace's users, as users.info tells
@@ -17,7 +18,7 @@ import (
 type users struct {
 	c     *Client
 	mu    sync.Mutex
-	names *cache[userName]
+	names *ttlcache.Cache[string, userName]
 }
 
 type userName struct {
@@ -35,7 +36,9 @@ const (
 	userLookup = 2 * time.Second
 )
 
-func newUsers(c *Client) *users { return &users{c: c, names: newCache[userName](4096, userTTL)} }
+func newUsers(c *Client) *users {
+	return &users{c: c, names: ttlcache.New[string, userName](4096, userTTL, nil)}
+}
 
 // user is the user id as package thread takes it: with the name when
 // known (looked up at most userLookup, never waiting for a rate limit),
@@ -52,7 +55,7 @@ func (c *Client) user(ctx context.Context, id string, bot bool) thread.User {
 func (u *users) lookup(ctx context.Context, id string) (name, handle string) {
 	now := time.Now()
 	u.mu.Lock()
-	n, known := u.names.get(id, now)
+	n, known := u.names.Get(id)
 	u.mu.Unlock()
 	if known && (n.ok || now.Sub(n.at) < userRetry) {
 		return n.name, n.handle
@@ -76,7 +79,7 @@ func (u *users) lookup(ctx context.Context, id string) (name, handle string) {
 		n = userName{at: now}
 	}
 	u.mu.Lock()
-	u.names.put(id, n, now)
+	u.names.Put(id, n)
 	u.mu.Unlock()
 	return n.name, n.handle
 }
@@ -188,11 +191,10 @@ func (c *Client) unping(text string) string {
 	if !strings.Contains(text, "<@") {
 		return text
 	}
-	now := time.Now()
 	return userRef.ReplaceAllStringFunc(text, func(ref string) string {
 		id := userRef.FindStringSubmatch(ref)[1]
 		c.users.mu.Lock()
-		n, known := c.users.names.get(id, now)
+		n, known := c.users.names.Get(id)
 		c.users.mu.Unlock()
 		switch {
 		case known && n.name != "":

@@ -151,7 +151,7 @@ func (c *Client) post(ctx context.Context, where string, v thread.View, extra ma
 		threadTS = v.ReplyTo
 	}
 	c.mu.Lock()
-	_, gone := c.gone.get(channel+"/"+threadTS, time.Now())
+	_, gone := c.gone.Get(channel + "/" + threadTS)
 	c.mu.Unlock()
 	if threadTS != "" && gone {
 		return "", errParentGone
@@ -172,7 +172,7 @@ func (c *Client) post(ctx context.Context, where string, v thread.View, extra ma
 	if threadTS != "" && msg.ThreadTimestamp == "" && msg.Timestamp != "" {
 		c.remove(channel, ts)
 		c.mu.Lock()
-		c.gone.put(channel+"/"+threadTS, struct{}{}, time.Now())
+		c.gone.Put(channel+"/"+threadTS, struct{}{})
 		c.mu.Unlock()
 		return "", errParentGone
 	}
@@ -321,7 +321,7 @@ func (p *platform) OpenThread(_ context.Context, channel, id, _ string) (string,
 	c := p.client()
 	key := c.threadKey(channel, id)
 	c.mu.Lock()
-	c.verdicts.put(key, true, time.Now())
+	c.verdicts.Put(key, true)
 	c.mu.Unlock()
 	return key, nil
 }
@@ -368,7 +368,7 @@ type lookup struct {
 // time: the others asking meanwhile get its answer.
 func (c *Client) lookUp(ctx context.Context, where, channel, ts string) (bool, error) {
 	c.mu.Lock()
-	if ours, known := c.verdicts.get(where, time.Now()); known {
+	if ours, known := c.verdicts.Get(where); known {
 		c.mu.Unlock()
 		return ours, nil
 	}
@@ -381,7 +381,7 @@ func (c *Client) lookUp(ctx context.Context, where, channel, ts string) (bool, e
 		c.mu.Lock()
 		delete(c.lookups, where)
 		if l.err == nil {
-			c.verdicts.put(where, l.ours, time.Now())
+			c.verdicts.Put(where, l.ours)
 		}
 		c.mu.Unlock()
 		close(l.done)
@@ -576,7 +576,7 @@ func (c *Client) whisper(ctx context.Context, where, user string, v thread.View)
 // reactions on it (Slack's name no thread).
 func (c *Client) noteParent(channel, ts, thread string) {
 	c.mu.Lock()
-	c.parents.put(channel+"/"+ts, thread, time.Now())
+	c.parents.Put(channel+"/"+ts, thread)
 	c.mu.Unlock()
 }
 
@@ -584,5 +584,5 @@ func (c *Client) noteParent(channel, ts, thread string) {
 func (c *Client) parentOf(channel, ts string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.parents.get(channel+"/"+ts, time.Now())
+	return c.parents.Get(channel + "/" + ts)
 }
