@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -240,7 +239,7 @@ func (e *Engine) Submit(threadID string, p *Prompt) error {
 	// takes it from the queue only after this Submit's lock is released,
 	// and the Sink contract orders everything after that.
 	if ahead > 0 {
-		p.Sink.Status(Status{Phase: PhaseQueued, Position: ahead, Text: fmt.Sprintf("queued behind %d other message(s)", ahead)})
+		p.Sink.Status(Status{Phase: PhaseQueued, Position: ahead})
 	}
 	return nil
 }

@@ -33,8 +33,11 @@ type Status struct {
 	// Position is the place in the thread's queue (1 = next), for
 	// PhaseQueued and PhaseNext.
 	Position int
-	// Text says the phase in words, e.g. "waiting for a free agent slot".
-	Text string
+	// Interrupting is for PhaseNext: the thread's running turn is being
+	// interrupted for this prompt (false: none was running).
+	Interrupting bool
+	// Cause is why the turn is being abandoned, for PhaseCancelling.
+	Cause error
 	// Dir is the agent's working directory, for PhaseWorking: what the
 	// agent shows from there may be attached.
 	Dir string

@@ -46,14 +46,14 @@ func (e *Engine) sendNextLocked(th *thread, t *turn, by string) {
 	}
 	t.next = true
 	th.queue = slices.Insert(th.queue, i, t)
-	text := "sent next"
+	interrupting := false
 	if cur := th.cur; cur != nil && cur.op == nil {
 		cur.end(InterruptedBy(by, t.p.Title))
-		text = "sent next: the running turn is being interrupted"
+		interrupting = true
 	}
 	// Told under e.mu, as Submit tells PhaseQueued: before the worker
 	// can take the turn and tell PhaseWorking.
-	t.p.Sink.Status(Status{Phase: PhaseNext, Position: i + 1, Text: text})
+	t.p.Sink.Status(Status{Phase: PhaseNext, Position: i + 1, Interrupting: interrupting})
 }
 
 // SendNow sends a waiting prompt next, interrupting the thread's running

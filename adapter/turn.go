@@ -262,7 +262,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 		t.mu.Lock()
 		t.slotWait = true
 		t.mu.Unlock()
-		t.p.Sink.Status(Status{Phase: PhaseWaitingForSlot, Text: "waiting for a free agent slot"})
+		t.p.Sink.Status(Status{Phase: PhaseWaitingForSlot})
 	})
 	cancel()
 	t.mu.Lock()
@@ -330,7 +330,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	t.sent = time.Now()
 	t.progress = t.sent
 	t.mu.Unlock()
-	t.p.Sink.Status(Status{Phase: PhaseWorking, Text: "working", Dir: agent.Dir})
+	t.p.Sink.Status(Status{Phase: PhaseWorking, Dir: agent.Dir})
 	return t.loop(ctx)
 }
 
@@ -513,7 +513,7 @@ func (t *turn) abandon(cause error) Outcome {
 	t.agent.Host.KillTerminals(sid)
 	trusted := false
 	if alive {
-		t.p.Sink.Status(Status{Phase: PhaseCancelling, Text: "stopping: " + cause.Error()})
+		t.p.Sink.Status(Status{Phase: PhaseCancelling, Cause: cause})
 		trusted = t.awaitCancelled(cfg.CancelGrace)
 	}
 	t.drain()

@@ -161,7 +161,7 @@ func (s *promptSink) Status(st adapter.Status) {
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.emitLocked("status", map[string]any{"phase": phaseNames[st.Phase], "text": st.Text})
+	p.emitLocked("status", map[string]any{"phase": phaseNames[st.Phase], "text": chat.StatusText(st)})
 	if st.Phase == adapter.PhaseQueued {
 		return
 	}

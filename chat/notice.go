@@ -106,3 +106,27 @@ func durationText(d time.Duration) string {
 	}
 	return s
 }
+
+// StatusText says a prompt's phase in words: "queued behind 2 other
+// message(s)", "waiting for a free agent slot", "stopping: …".
+func StatusText(st adapter.Status) string {
+	switch st.Phase {
+	case adapter.PhaseQueued:
+		return fmt.Sprintf("queued behind %d other message(s)", st.Position)
+	case adapter.PhaseNext:
+		if st.Interrupting {
+			return "sent next: the running turn is being interrupted"
+		}
+		return "sent next"
+	case adapter.PhaseWaitingForSlot:
+		return "waiting for a free agent slot"
+	case adapter.PhaseWorking:
+		return "working"
+	case adapter.PhaseCancelling:
+		if st.Cause == nil {
+			return "stopping"
+		}
+		return "stopping: " + st.Cause.Error()
+	}
+	return ""
+}

@@ -150,3 +150,21 @@ func TestNoticeText_DurationsAsSettingsAreWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusText_SaysEachPhase(t *testing.T) {
+	for _, c := range []struct {
+		st   adapter.Status
+		want string
+	}{
+		{adapter.Status{Phase: adapter.PhaseQueued, Position: 2}, "queued behind 2 other message(s)"},
+		{adapter.Status{Phase: adapter.PhaseNext, Position: 1}, "sent next"},
+		{adapter.Status{Phase: adapter.PhaseNext, Position: 1, Interrupting: true}, "sent next: the running turn is being interrupted"},
+		{adapter.Status{Phase: adapter.PhaseWaitingForSlot}, "waiting for a free agent slot"},
+		{adapter.Status{Phase: adapter.PhaseWorking}, "working"},
+		{adapter.Status{Phase: adapter.PhaseCancelling, Cause: errors.New("broker shutting down")}, "stopping: broker shutting down"},
+	} {
+		if got := StatusText(c.st); got != c.want {
+			t.Errorf("StatusText(%+v) = %q, want %q", c.st, got, c.want)
+		}
+	}
+}

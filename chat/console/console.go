@@ -320,7 +320,7 @@ func (s *sink) Status(st adapter.Status) {
 	if st.Phase == adapter.PhaseWorking {
 		s.dir = st.Dir
 	} else {
-		s.c.printf("[%s]\n", st.Text)
+		s.c.printf("[%s]\n", chat.StatusText(st))
 	}
 }
 

@@ -276,14 +276,14 @@ func (v *turnView) onStatus(st adapter.Status) {
 		v.mark.want = MarkQueued
 		v.phase = max(v.phase, phaseNext)
 	case adapter.PhaseWaitingForSlot:
-		v.status = "-# ⏳ " + st.Text
+		v.status = "-# ⏳ " + chat.StatusText(st)
 		v.phase = max(v.phase, phaseStarting)
 	case adapter.PhaseWorking:
 		v.mark.want, v.working, v.status, v.started = MarkWorking, true, "", true
 		v.tr.Dir = st.Dir
 		v.phase = phaseRunning
 	case adapter.PhaseCancelling:
-		v.status = "-# ⏹️ " + st.Text
+		v.status = "-# ⏹️ " + chat.StatusText(st)
 		v.phase = max(v.phase, phaseStarting)
 	}
 	v.version++

@@ -164,7 +164,7 @@ func TestLive_AWaitingMessagesEndIsShownOnceAfterAStatusLine(t *testing.T) {
 	o, firstShown := ended(adapter.Outcome{StopReason: acp.StopEndTurn, Text: "the first answer", Elapsed: time.Second})
 	first.Sink.Done(o)
 	h.awaitShown("the first turn's end", firstShown)
-	second.Sink.Status(adapter.Status{Phase: adapter.PhaseWaitingForSlot, Text: "waiting for a free agent slot"})
+	second.Sink.Status(adapter.Status{Phase: adapter.PhaseWaitingForSlot})
 	h.last(th, "the status line", func(m boardMsg) bool { return strings.Contains(m.view.Text, "waiting for a free agent slot") })
 	o, shown := ended(adapter.Outcome{Err: adapter.CancelledBy("Alice")})
 	second.Sink.Done(o)
@@ -314,7 +314,7 @@ func TestLive_OneOutcomeMessagePerPrompt(t *testing.T) {
 	close(held)
 
 	end(first, adapter.Outcome{StopReason: acp.StopEndTurn, Text: "the first answer", Elapsed: time.Second})
-	slot.Sink.Status(adapter.Status{Phase: adapter.PhaseWaitingForSlot, Text: "waiting for a free agent slot"})
+	slot.Sink.Status(adapter.Status{Phase: adapter.PhaseWaitingForSlot})
 	h.last(th, "the status line", func(m boardMsg) bool { return strings.Contains(m.view.Text, "waiting for a free agent slot") })
 	end(slot, adapter.Outcome{Err: adapter.CancelledBy("Alice")})
 	fails.Sink.Status(adapter.Status{Phase: adapter.PhaseWorking})
