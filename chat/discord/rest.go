@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"acpbroker/chat"
 	"acpbroker/chat/thread"
 
 	"github.com/bwmarrin/discordgo"
@@ -101,16 +102,7 @@ func (c *Client) doWhile(ctx context.Context, more func(try int, wait time.Durat
 
 // sleep waits d; false if ctx or the Client ended first.
 func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-c.ctx.Done():
-		return false
-	}
+	return chat.Sleep(ctx, c.ctx.Done(), d)
 }
 
 // reactionGap spaces the reactions of one channel: discordgo holds them

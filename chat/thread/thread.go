@@ -401,16 +401,7 @@ func (s *Server) post(ctx context.Context, where string, v View) (string, error)
 
 // sleep waits d; false if ctx or the Server ended first.
 func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.ctx.Done():
-		return false
-	}
+	return chat.Sleep(ctx, s.ctx.Done(), d)
 }
 
 // notFound reports whether a platform's error says what it named does
