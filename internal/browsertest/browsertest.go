@@ -361,7 +361,9 @@ func (b *Browser) WaitText(selector, want string) {
 				if err == nil && ok {
 					return chromedp.Void{}, nil
 				}
-				last = err
+				if err != nil && ctx.Err() == nil {
+					last = err
+				}
 				select {
 				case <-ctx.Done():
 					return chromedp.Void{}, ctx.Err()
