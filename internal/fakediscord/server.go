@@ -139,6 +139,10 @@ func DefaultRateLimits() map[string]RateLimit {
 // Server is a running fake Discord. Create it with New; it is closed by
 // the test's cleanup, or earlier by Close.
 type Server struct {
+	// Injector scripts and draws the requests' failures: SetChaos and
+	// ChaosCounts are its; Inject429 and the others script through it.
+	*fakehttp.Injector[Request, fault]
+
 	tb        testing.TB
 	opts      Options
 	hs        *httptest.Server
@@ -168,8 +172,6 @@ type Server struct {
 	downloads    []string // names of the attachments fetched, in order
 	typing       map[string]int
 	buckets      map[string]*bucket
-	faults       fakehttp.Script[Request, fault]
-	chaos        fakehttp.Dice[Request]
 	routeTable   []route
 
 	sessions      []*gwSession
@@ -206,6 +208,7 @@ func New(tb testing.TB, opts Options) *Server {
 		opts.WaitTimeout = 10 * time.Second
 	}
 	s := &Server{
+		Injector:     fakehttp.NewInjector[Request](http.StatusBadGateway, func(f fakehttp.Fault) fault { return fault{Fault: f} }),
 		tb:           tb,
 		opts:         opts,
 		quit:         make(chan struct{}),

@@ -176,3 +176,30 @@ func TestCut_TheClientSeesTheConnectionFail(t *testing.T) {
 		t.Fatalf("got %s, want a failed connection", resp.Status)
 	}
 }
+
+// injected is a fake's own fault type, as the fakes make theirs.
+type injected struct {
+	Fault
+	scripted bool
+}
+
+func TestInjector_ScriptedFaultsComeBeforeChaosWhoseDefaultStatusIsTheFakes(t *testing.T) {
+	in := NewInjector[string](http.StatusServiceUnavailable, func(f Fault) injected { return injected{Fault: f} })
+	in.Inject(func(r string) bool { return r == "a" }, 1, injected{Fault: Fault{Drop: true}, scripted: true})
+	in.SetChaos(Chaos[string]{Seed: 1, RateError: 1})
+	f, ok := in.Next("a")
+	if !ok || !f.scripted || !f.Drop {
+		t.Fatalf("first request got %+v (%v), want the scripted drop", f, ok)
+	}
+	f, ok = in.Next("a")
+	if !ok || f.scripted || f.Status != http.StatusServiceUnavailable {
+		t.Fatalf("second request got %+v (%v), want Chaos's error with the injector's status", f, ok)
+	}
+	if n := in.ChaosCounts().Errors[http.StatusServiceUnavailable]; n != 1 {
+		t.Fatalf("ChaosCounts counts %d errors, want 1", n)
+	}
+	in.SetChaos(Chaos[string]{})
+	if f, ok := in.Next("b"); ok {
+		t.Fatalf("with Chaos stopped and nothing scripted, a request got %+v", f)
+	}
+}

@@ -120,6 +120,10 @@ var DefaultEvents = []string{
 // test's cleanup, or earlier by Close. All its methods are safe for
 // concurrent use.
 type Server struct {
+	// Injector scripts and draws the calls' failures: SetChaos and
+	// ChaosCounts are its; Inject429 and the others script through it.
+	*fakehttp.Injector[Call, fault]
+
 	tb        testing.TB
 	opts      Options
 	hs        *httptest.Server
@@ -164,8 +168,6 @@ type Server struct {
 
 	calls     []Call
 	buckets   map[string]*bucket
-	faults    fakehttp.Script[Call, fault]
-	chaos     fakehttp.Dice[Call]
 	envelopes []*envelope
 	envByID   map[string]*envelope
 	active    map[string]*envelope // not yet acknowledged nor given up
@@ -241,6 +243,7 @@ func New(tb testing.TB, opts Options) *Server {
 	opts.RateLimits = limits
 
 	s := &Server{
+		Injector:  fakehttp.NewInjector[Call](http.StatusServiceUnavailable, func(f fakehttp.Fault) fault { return fault{Fault: f} }),
 		tb:        tb,
 		opts:      opts,
 		quit:      make(chan struct{}),
