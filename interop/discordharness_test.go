@@ -74,6 +74,7 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config, more .
 		srv:     w.Srv,
 		discord: w.Discord,
 	}
+	b.waitFor = w.Srv.WaitFor
 	b.start(t, w, env, engineCfg, func(p broker.Parts) (broker.Platform, error) {
 		b.engine.Engine = p.Engine
 		made, err := broker.Discord(nil)(p)
@@ -193,16 +194,6 @@ func agentEnv(spec []string) ([]string, error) {
 		}
 	}
 	return pool.BuildEnv(func(k string) (string, bool) { v, ok := own[k]; return v, ok }, extra)
-}
-
-// await waits until cond holds, failing t after discordAwait.
-func (b *discordBroker) await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), discordAwait)
-	defer cancel()
-	if err := b.srv.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("%s: %v (waited %v)", what, err, discordAwait)
-	}
 }
 
 // mention has the thread starter mention the bot in the allowed channel

@@ -89,8 +89,6 @@ type frontEnd interface {
 	// say has the starter write in thread; it returns the message's id
 	// and when it was sent.
 	say(t *testing.T, thread, text string) (string, time.Time)
-	// await waits until cond holds, failing t after chatAwait.
-	await(t *testing.T, what string, cond func() bool)
 	// shown are the bot's messages of the turn after the message after
 	// ("": the thread's first): all of them, oldest first, and those of
 	// its answer (no permission request, no note of a written cancel).
@@ -146,6 +144,19 @@ type frontBase struct {
 	// toolDone is how the SDK example's approved tool call shows in
 	// its answer once done.
 	toolDone string
+	// waitFor is the fake platform's WaitFor.
+	waitFor func(ctx context.Context, cond func() bool) error
+}
+
+// await waits until cond holds on the fake platform, failing t after
+// chatAwait.
+func (b *frontBase) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), chatAwait)
+	defer cancel()
+	if err := b.waitFor(ctx, cond); err != nil {
+		t.Fatalf("%s: %v (waited %v)", what, err, chatAwait)
+	}
 }
 
 func (b *frontBase) base() *frontBase { return b }
@@ -236,7 +247,7 @@ type shownMsg struct {
 func awaitEnd(t *testing.T, f frontEnd, thread, after string) shownTurn {
 	t.Helper()
 	var ans []shownMsg
-	f.await(t, "the turn's final footer", func() bool {
+	f.base().await(t, "the turn's final footer", func() bool {
 		_, ans = f.shown(thread, after)
 		return len(ans) > 0 && brokertest.Footer(ans[len(ans)-1].text) != ""
 	})

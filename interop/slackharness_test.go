@@ -154,6 +154,7 @@ func newSlackBroker(t *testing.T, s *subject, engineCfg adapter.Config) *slackBr
 		srv:   w.Slack.Srv,
 		alice: w.Slack.Alice,
 	}
+	b.waitFor = w.Slack.Srv.WaitFor
 	b.start(t, w, env, engineCfg, func(p broker.Parts) (broker.Platform, error) {
 		made, err := broker.Slack(nil)(p)
 		if err == nil {
@@ -198,15 +199,6 @@ func (b *slackBroker) procsOf(thread string) []*agentProc {
 		return b.procs.of(p.thread)
 	}
 	return nil
-}
-
-func (b *slackBroker) await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), slackAwait)
-	defer cancel()
-	if err := b.srv.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("%s: %v (waited %v)", what, err, slackAwait)
-	}
 }
 
 // acked waits for an envelope's acknowledgement, which must come within
