@@ -1,14 +1,14 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
-	"time"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
-	"acpbroker/chat"
 	"acpbroker/chat/thread"
 )
 
@@ -19,12 +19,14 @@ var own = []thread.CommandSpec{
 }
 
 // unserved are the commands of thread.Commands the console does not
-// serve.
+// serve: the broker gives the console no schedules.
 var unserved = []string{"schedules"}
 
 // line handles one input line; it reports true for /quit. A command
-// comes first, even while a question is open; another line answers an
-// open question, or else is the next prompt.
+// comes first, even while a question is open; then a form being filled
+// in takes the line, a number clicks a button of the newest message
+// that shows some, and any other line is the conversation's next
+// message.
 func (c *Console) line(raw string) bool {
 	text := strings.TrimSpace(raw)
 	if name, ok := strings.CutPrefix(text, "/"); ok {
@@ -32,21 +34,43 @@ func (c *Console) line(raw string) bool {
 		if known(word) {
 			return c.command(name)
 		}
-		if c.answer(raw) {
-			return false // "/decline", or a path a question asks for
-		}
-		if c.agentCommand(word) {
-			c.submit(c.current(), text)
+	}
+	if c.fill(raw) {
+		return false
+	}
+	if text == "" {
+		return false
+	}
+	if n, err := strconv.Atoi(text); err == nil && c.click(n) {
+		return false
+	}
+	if name, ok := strings.CutPrefix(text, "/"); ok {
+		word, _, _ := strings.Cut(name, " ")
+		if !c.agentCommand(word) {
+			c.printf("[unknown command /%s, see /help; /agent NAME runs one of the agent's own]\n", word)
 			return false
 		}
-		c.printf("[unknown command /%s, see /help; /agent NAME runs one of the agent's own]\n", word)
-		return false
 	}
-	if c.answer(raw) || text == "" {
-		return false
-	}
-	c.submit(c.current(), text)
+	c.say(text)
 	return false
+}
+
+// click clicks button n of the newest message that shows buttons; false
+// if there is no such button.
+func (c *Console) click(n int) bool {
+	c.mu.Lock()
+	m := c.msgs[c.choices]
+	var a thread.Action
+	ok := m != nil
+	if ok {
+		a, ok = button(m.actions, n)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	c.srv.Click(thread.Click{Where: m.where, Action: a.ID, From: c.user, Reply: &reply{c: c, where: m.where, clicked: m.id}})
+	return true
 }
 
 // known reports whether name names one of the console's commands.
@@ -63,15 +87,18 @@ func known(name string) bool {
 // /quit.
 func (c *Console) command(text string) bool {
 	word, _, _ := strings.Cut(text, " ")
+	c.mu.Lock()
+	where := c.current
+	c.mu.Unlock()
 	switch strings.ToLower(word) {
 	case "quit", "exit":
-		c.Engine.Cancel(c.current(), adapter.CancelledBy("console user"))
+		c.cfg.Engine.Cancel(where, adapter.CancelledBy(c.user.Name))
 		return true
 	case "help":
 		c.help()
 		return false
 	}
-	cmd, ok := thread.ParseCommand(text, c.isAgent)
+	cmd, ok := c.srv.Parse(text)
 	if !ok {
 		spec, _ := thread.LookupCommand(word)
 		c.printf("[usage: /%s]\n", spec.Written())
@@ -81,80 +108,26 @@ func (c *Console) command(text string) bool {
 		c.printf("[/%s is not served on the console]\n", cmd.Name)
 		return false
 	}
-	thread := c.current()
-	a := cmd.Args
-	switch cmd.Name {
-	case "new":
-		agent, prompt := a["agent"], a["prompt"]
-		if agent == "" && !strings.Contains(prompt, " ") {
-			// One word is an agent's name, told if it is none: more
-			// likely mistyped than a whole first message.
-			agent, prompt = prompt, ""
-		}
-		if c.newConversation(agent) && prompt != "" {
-			c.submit(c.current(), prompt)
-		}
-	case "cancel":
-		if !c.Engine.Cancel(thread, adapter.CancelledBy("console user")) {
-			c.printf("[nothing to cancel]\n")
-		}
-	case "reset":
-		c.Engine.Reset(thread, adapter.CancelledBy("reset"))
-		c.printf("[session reset: the next message starts a fresh agent session]\n")
-	case "status":
-		c.status(thread)
-	case "agents":
-		c.listAgents()
-	case "model":
-		c.optionCommand(thread, cmd.Name, words(a["value"]))
-	case "mode":
-		c.optionCommand(thread, cmd.Name, words(a["value"]))
-	case "config":
-		c.optionCommand(thread, cmd.Name, words(a["option"], a["value"]))
-	case "agent":
-		c.optionCommand(thread, cmd.Name, words(a["name"], a["input"]))
-	case "steer":
-		c.steerCommand(thread, cmd.Name, a["message"])
-	case "queue":
-		c.steerCommand(thread, cmd.Name, a["remove"])
-	default: // sessions, resume, fork
-		c.steerCommand(thread, cmd.Name, a["session"])
-	}
+	cmd.Where, cmd.From, cmd.Reply = where, c.user, &reply{c: c, where: where}
+	c.srv.Command(cmd)
 	return false
-}
-
-// words are the non-empty of args.
-func words(args ...string) []string {
-	var w []string
-	for _, a := range args {
-		if a != "" {
-			w = append(w, a)
-		}
-	}
-	return w
 }
 
 // agentCommand reports whether name is one of the commands the
 // conversation's agent offers, which go to it as they are written.
 func (c *Console) agentCommand(name string) bool {
-	o := c.Engine.Options(c.current())
+	c.mu.Lock()
+	where := c.current
+	c.mu.Unlock()
+	o := c.cfg.Engine.Options(where)
 	return slices.ContainsFunc(o.Commands, func(cmd acp.AvailableCommand) bool { return cmd.Name == name })
-}
-
-// isAgent reports whether word names an agent profile; with no list,
-// any word may.
-func (c *Console) isAgent(word string) bool {
-	if c.Agents == nil {
-		return true
-	}
-	return slices.ContainsFunc(c.Agents(), func(a chat.AgentInfo) bool { return a.Name == word && !a.Removed })
 }
 
 // help lists the commands: thread.Commands, as every front end has
 // them, then the console's own.
 func (c *Console) help() {
 	var b strings.Builder
-	b.WriteString("[commands; any other line is a message for the agent]\n")
+	b.WriteString("[commands; any other line is a message for the agent, and a number chooses a button]\n")
 	for _, spec := range thread.Commands {
 		if !slices.Contains(unserved, spec.Name) {
 			fmt.Fprintf(&b, "  /%s — %s\n", spec.Written(), spec.Description)
@@ -166,47 +139,47 @@ func (c *Console) help() {
 	c.printf("%s", b.String())
 }
 
-// status prints the conversation's agent; without one running, which
-// profile will start, and the session it keeps.
-func (c *Console) status(thread string) {
-	s := c.Engine.Status(thread)
-	state := "idle"
-	if s.Busy {
-		state = "busy"
-	}
-	if s.PID == 0 {
-		profile := s.Profile
-		if profile == "" {
-			profile = c.profile()
-		}
-		switch {
-		case s.Busy:
-			c.printf("[busy, %d queued, profile %s: its agent is starting]\n", s.Queued, profile)
-		case s.SessionID == "":
-			c.printf("[idle, %d queued, no agent running; profile %s (its agent starts with the next message)]\n", s.Queued, profile)
-		default:
-			c.printf("[idle, %d queued, profile %s, session %q: its agent is not running (it starts again with the next message)]\n", s.Queued, profile, s.SessionID)
-		}
-		return
-	}
-	context := ""
-	if u := chat.UsageText(s.Usage, nil); u != "" {
-		context = ", context " + u
-	}
-	c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s%s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir, context)
+// reply answers one command, click or form at the terminal: everything
+// is printed, to the one user there.
+type reply struct {
+	c     *Console
+	where string
+	// clicked is the message whose button was clicked ("": a command's).
+	clicked string
+
+	posted string // the message Public printed
 }
 
-// profile names the profile the conversation's agent starts with.
-func (c *Console) profile() string {
-	if c.agent != "" {
-		return c.agent
-	}
-	if c.Agents != nil {
-		for _, a := range c.Agents() {
-			if a.Default {
-				return a.Name + " (the default)"
-			}
-		}
-	}
-	return "default"
+var _ thread.Reply = (*reply)(nil)
+
+func (r *reply) Private(ctx context.Context, v thread.View) { r.post(v) }
+
+func (r *reply) Public(ctx context.Context, text string) {
+	r.posted = r.post(thread.View{Text: text})
 }
+
+func (r *reply) post(v thread.View) string {
+	id, _ := (*platform)(r.c).Post(context.Background(), r.where, v)
+	return id
+}
+
+func (r *reply) Posted(ctx context.Context) (thread.Origin, error) {
+	if r.posted == "" {
+		r.posted = r.post(thread.View{Text: "…"})
+	}
+	return thread.Origin{Where: r.where, ID: r.posted, Ref: ref(r.where, r.posted)}, nil
+}
+
+func (r *reply) Update(ctx context.Context, v thread.View) {
+	if r.clicked == "" {
+		r.post(v)
+		return
+	}
+	(*platform)(r.c).Edit(ctx, r.where, r.clicked, v)
+}
+
+func (r *reply) Ack(ctx context.Context) {}
+
+func (r *reply) Defer(ctx context.Context) {}
+
+func (r *reply) Form(ctx context.Context, f thread.Form) { r.c.openForm(f, r) }
