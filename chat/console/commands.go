@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -27,12 +29,12 @@ var unserved = []string{"schedules"}
 // in takes the line, a number clicks a button of the newest message
 // that shows some, and any other line is the conversation's next
 // message.
-func (c *Console) line(raw string) bool {
+func (c *Console) line(ctx context.Context, raw string) bool {
 	text := strings.TrimSpace(raw)
 	if name, ok := strings.CutPrefix(text, "/"); ok {
 		word, _, _ := strings.Cut(name, " ")
 		if known(word) {
-			return c.command(name)
+			return c.command(ctx, name)
 		}
 	}
 	if c.fill(raw) {
@@ -85,7 +87,7 @@ func known(name string) bool {
 
 // command serves a command written without its "/"; it reports true for
 // /quit.
-func (c *Console) command(text string) bool {
+func (c *Console) command(ctx context.Context, text string) bool {
 	word, _, _ := strings.Cut(text, " ")
 	c.mu.Lock()
 	where := c.current
@@ -108,10 +110,37 @@ func (c *Console) command(text string) bool {
 		c.printf("[/%s is not served on the console]\n", cmd.Name)
 		return false
 	}
-	cmd.Where, cmd.From, cmd.Reply = where, c.user, &reply{c: c, where: where}
+	r := &reply{c: c, where: where, command: cmd.Name}
+	cmd.Where, cmd.From, cmd.Reply = where, c.user, r
+	if cmd.Name != "new" && cmd.Name != "fork" {
+		c.srv.Command(cmd)
+		return false
+	}
+	// The lines typed after /new or /fork go to the conversation it
+	// opens: they wait until it is open, or refused.
+	r.opened = make(chan struct{})
+	c.mu.Lock()
+	c.opening = r
+	c.mu.Unlock()
 	c.srv.Command(cmd)
+	t := time.NewTimer(openWait)
+	defer t.Stop()
+	select {
+	case <-r.opened:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if c.opening == r {
+		c.opening = nil
+	}
+	c.mu.Unlock()
 	return false
 }
+
+// openWait bounds how long the lines typed after /new or /fork wait for
+// the conversation it opens.
+const openWait = 2 * time.Minute
 
 // agentCommand reports whether name is one of the commands the
 // conversation's agent offers, which go to it as they are written.
@@ -142,20 +171,41 @@ func (c *Console) help() {
 // reply answers one command, click or form at the terminal: everything
 // is printed, to the one user there.
 type reply struct {
-	c     *Console
-	where string
+	c       *Console
+	where   string
+	command string // the command it answers ("": a click's, a form's)
 	// clicked is the message whose button was clicked ("": a command's).
 	clicked string
 
 	posted string // the message Public printed
+	// opened, for /new and /fork, is closed once the conversation is
+	// open, or the command answered without opening one.
+	opened    chan struct{}
+	closeOnce sync.Once
+}
+
+// settle ends the wait for a conversation the command opens.
+func (r *reply) settle() {
+	if r.opened != nil {
+		r.closeOnce.Do(func() { close(r.opened) })
+	}
 }
 
 var _ thread.Reply = (*reply)(nil)
 
-func (r *reply) Private(ctx context.Context, v thread.View) { r.post(v) }
+// Private is a refusal of /new or /fork, when it answers one.
+func (r *reply) Private(ctx context.Context, v thread.View) {
+	r.post(v)
+	r.settle()
+}
 
+// Public answers /fork once it has opened the conversation, or refuses
+// it; /new's is said before it opens one.
 func (r *reply) Public(ctx context.Context, text string) {
 	r.posted = r.post(thread.View{Text: text})
+	if r.command == "fork" {
+		r.settle()
+	}
 }
 
 func (r *reply) post(v thread.View) string {

@@ -75,6 +75,7 @@ type Console struct {
 	// typed clicks one of them.
 	choices string
 	form    *filling // the form being filled in, if any
+	opening *reply   // the /new or /fork whose conversation the next lines wait for
 	// pending are the prompts whose turns have not ended: a typed
 	// prompt until it is marked with its end, and any message marked
 	// queued or working (a command's that ran a turn) until then.
@@ -184,7 +185,7 @@ func (c *Console) Run(ctx context.Context) error {
 				}
 				return nil // a terminal that hung up: its input ended
 			}
-			if c.line(line) {
+			if c.line(ctx, line) {
 				c.waitTurns(ctx.Done())
 				return nil
 			}

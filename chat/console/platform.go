@@ -122,6 +122,10 @@ func (p *platform) OpenThread(ctx context.Context, channel, id, name string) (st
 	defer c.mu.Unlock()
 	c.current = fmt.Sprintf("%s-%d", Thread, time.Now().UnixNano())
 	c.term.write(fmt.Sprintf("[new conversation “%s”: the next message goes there]\n", name))
+	if c.opening != nil {
+		c.opening.settle()
+		c.opening = nil
+	}
 	return c.current, nil
 }
 

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,17 @@ func TestConsole_SessionsResumeFork(t *testing.T) {
 	tm.say("/fork", "forked this conversation")
 	if out := tm.say("session", "done in "); !strings.Contains(out, "(forked from "+first+"); 2 earlier prompts; last: session") {
 		t.Fatalf("after /fork: %q", out)
+	}
+}
+
+// A line typed right after /new goes to the conversation /new opens.
+func TestConsole_TheLineAfterNewGoesToTheNewConversation(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("stream 1", "done in ")
+	for range 20 {
+		fmt.Fprint(tm.in, "/new\nsession\n") // one write: the lines come at once
+		if out := tm.say("", "done in "); !strings.Contains(out, "(new); 0 earlier prompts") {
+			t.Fatalf("the line after /new: %q", out)
+		}
 	}
 }
