@@ -106,6 +106,11 @@ func (c *Console) command(ctx context.Context, text string) bool {
 		c.printf("[usage: /%s]\n", spec.Written())
 		return false
 	}
+	if a := cmd.Args; cmd.Name == "new" && a["agent"] == "" && a["prompt"] != "" && !strings.Contains(a["prompt"], " ") {
+		// One word is an agent's name, told if it is none: more likely
+		// mistyped than a whole first message.
+		a["agent"], a["prompt"] = a["prompt"], ""
+	}
 	if slices.Contains(unserved, cmd.Name) {
 		c.printf("[/%s is not served on the console]\n", cmd.Name)
 		return false

@@ -90,6 +90,7 @@ const maxMessages = 256
 var (
 	_ chat.Platform   = (*Console)(nil)
 	_ thread.Platform = (*platform)(nil)
+	_ thread.Renamer  = (*platform)(nil)
 )
 
 // New returns a Console of cfg's terminal. It takes no input until Run.
@@ -98,7 +99,9 @@ func New(cfg Config) *Console {
 	if name == "" {
 		name = localUser()
 	}
-	c := &Console{cfg: cfg, user: thread.User{ID: name, Name: name}, current: Thread,
+	// The audit trail names who answered at the terminal as before: the
+	// system user, a local user.
+	c := &Console{cfg: cfg, user: thread.User{ID: name, Name: name, Handle: "local user"}, current: Thread,
 		msgs: map[string]*message{}, pending: map[string]bool{}, settled: make(chan struct{})}
 	c.term.out = cfg.Out
 	c.srv = thread.New(thread.Config{

@@ -207,7 +207,7 @@ func TestConsole_AFormIsFilledInFieldByField(t *testing.T) {
 	tm.say("1", "Colour [1) red, 2) green, 3) blue]: ")
 	tm.say("4", "a number from 1 to 3; Colour")
 	tm.say("2", "Count")
-	tm.say("eleven", `"eleven" is not a number; Count`)
+	tm.say("eleven", `"eleven" is not a whole number; Count`)
 	tm.say("4", "Name")
 	tm.say("", "Name is required; Name")
 	tm.say("v2", "Ship it (yes or no)")

@@ -88,14 +88,12 @@ func (fl *filling) take(f thread.Field, line string) (problem string) {
 	case thread.FieldText:
 		fl.values[f.ID] = line
 	case thread.FieldNumber:
-		var err error
 		if f.Decimal {
-			_, err = strconv.ParseFloat(line, 64)
-		} else {
-			_, err = strconv.ParseInt(line, 10, 64)
-		}
-		if err != nil {
-			return fmt.Sprintf("%q is not a number", line)
+			if _, err := strconv.ParseFloat(line, 64); err != nil {
+				return fmt.Sprintf("%q is not a number", line)
+			}
+		} else if _, err := strconv.ParseInt(line, 10, 64); err != nil {
+			return fmt.Sprintf("%q is not a whole number", line)
 		}
 		fl.values[f.ID] = line
 	case thread.FieldYesNo:

@@ -174,6 +174,13 @@ func (p *platform) Usage(command string, args ...thread.Arg) string {
 	return s
 }
 
+// Rename implements thread.Renamer: the agent's title for the
+// conversation is printed.
+func (p *platform) Rename(ctx context.Context, thread, title string) error {
+	p.console().printf("[title] %s\n", title)
+	return nil
+}
+
 // keepLocked remembers m, forgetting the oldest past maxMessages.
 func (c *Console) keepLocked(m *message) {
 	c.msgs[m.id] = m
