@@ -213,8 +213,17 @@ func (r *reply) Public(ctx context.Context, text string) {
 	}
 }
 
+// post prints an answer: whole, its last line ended, since nothing is
+// added to it.
 func (r *reply) post(v thread.View) string {
-	id, _ := (*platform)(r.c).Post(context.Background(), r.where, v)
+	c := r.c
+	id, _ := (*platform)(c).Post(context.Background(), r.where, v)
+	c.mu.Lock()
+	if m := c.msgs[id]; m != nil && c.term.owner == m {
+		c.term.lineBreak()
+		m.partial = ""
+	}
+	c.mu.Unlock()
 	return id
 }
 

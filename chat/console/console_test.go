@@ -261,10 +261,11 @@ func TestConsole_AHungUpTerminalEndsTheInput(t *testing.T) {
 }
 
 // /status reads well without an agent, none yet or none since it died:
-// no "pid 0" or empty fields.
+// no "pid 0" or empty fields. An answer to a command is printed whole,
+// its last line ended.
 func TestConsole_StatusWithoutAnAgentReadsWell(t *testing.T) {
 	tm := newTerm(t)
-	none := "State: idle, 0 message(s) queued\nAgent: not running (it starts with the next message)"
+	none := "State: idle, 0 message(s) queued\nAgent: not running (it starts with the next message)\n"
 	if out := tm.say("/status", none); strings.Contains(out, "pid 0") || strings.Contains(out, "``") {
 		t.Fatalf("/status without an agent: %q", out)
 	}
