@@ -172,20 +172,20 @@ func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
 // a typed number still answers the question: it clicks that button.
 func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 	tm := newTerm(t)
-	tm.say("permission", "Type a number to choose.")
-	tm.say("/status", "State: busy")
-	tm.say("/cancel", "tester cancelled the current turn.")
-	tm.say("", "cancelled by tester after")
+	// A permission request, and a form of the agent's own question
+	// being filled in.
+	for _, q := range []struct{ ask, open string }{{"permission", ""}, {"elicit-form", "1"}} {
+		tm.say(q.ask, "Type a number to choose.")
+		if q.open != "" {
+			tm.say(q.open, "Colour [1) red, 2) green, 3) blue]: ")
+		}
+		tm.say("/status", "State: busy")
+		tm.say("/cancel", "tester cancelled the current turn.")
+		tm.say("", "cancelled by tester after")
+	}
 	tm.say("permission", "Type a number to choose.")
 	tm.say("3", "tester chose Reject")
 	tm.say("", "permission denied: reject")
-
-	// So does an open form of the agent's own question.
-	tm.say("elicit-form", "Type a number to choose.")
-	tm.say("1", "Colour [1) red, 2) green, 3) blue]: ")
-	tm.say("/status", "State: busy")
-	tm.say("/cancel", "tester cancelled the current turn.")
-	tm.say("", "cancelled by tester after")
 
 	// /quit leaves, the question open or not.
 	tm.say("permission", "Type a number to choose.")

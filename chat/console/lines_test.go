@@ -10,14 +10,21 @@ import (
 	"acpbroker/chat/thread"
 )
 
+// quiet is a console of no engine that writes to out, as its Server
+// drives it.
+func quiet(t *testing.T) (*Console, *platform, *strings.Builder) {
+	out := &strings.Builder{}
+	c := New(Config{Out: out, User: "tester"})
+	t.Cleanup(func() { c.srv.Close(time.Second) })
+	return c, (*platform)(c), out
+}
+
 // The console writes whole lines: a message's unfinished line waits for
 // its end, or a pause, and the console's own lines never land inside
 // it; an edit prints what is new, never what is printed already.
 func TestConsole_OutputIsWrittenWholeLines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out strings.Builder
-		c := New(Config{Out: &out, User: "tester"})
-		p := (*platform)(c)
+		c, p, out := quiet(t)
 		ctx := context.Background()
 		id, _ := p.Post(ctx, Thread, thread.View{Text: "hel"})
 		if got := out.String(); got != "" {
@@ -52,7 +59,6 @@ func TestConsole_OutputIsWrittenWholeLines(t *testing.T) {
 		if got, want := out.String(), "⏳ `ls` running\n✅ `ls` done\ndone.\n✅ done in 1s\n"; got != want {
 			t.Fatalf("the edits printed %q, want %q", got, want)
 		}
-		c.srv.Close(time.Second)
 	})
 }
 
@@ -60,9 +66,7 @@ func TestConsole_OutputIsWrittenWholeLines(t *testing.T) {
 // message's, and only while it shows them.
 func TestConsole_ANumberClicksTheNewestMessagesButton(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var out strings.Builder
-		c := New(Config{Out: &out, User: "tester"})
-		p := (*platform)(c)
+		c, p, out := quiet(t)
 		ctx := context.Background()
 		p.Post(ctx, Thread, thread.View{Text: "first?", Actions: []thread.Action{{ID: "a", Label: "A"}}})
 		id, _ := p.Post(ctx, Thread, thread.View{Text: "second?", Actions: []thread.Action{
@@ -83,6 +87,5 @@ func TestConsole_ANumberClicksTheNewestMessagesButton(t *testing.T) {
 		if c.click(1) {
 			t.Fatal("a number clicked a message that shows no buttons any more")
 		}
-		c.srv.Close(time.Second)
 	})
 }
