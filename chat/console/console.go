@@ -197,18 +197,23 @@ func (c *Console) Run(ctx context.Context) error {
 }
 
 // inputEnded cancels the turn of a question still open when the input
-// ends: nobody is left to answer it.
+// ends, nobody being left to answer it: the current conversation's, and
+// that of the newest message showing buttons. Other turns go on.
 func (c *Console) inputEnded() {
+	st := c.srv.Stats()
 	c.mu.Lock()
-	asking := c.choices != "" || c.form != nil
-	where := c.current
-	if m := c.msgs[c.choices]; m != nil {
-		where = m.where
+	asking := st.OpenPermissions+st.OpenQuestions > 0 || c.form != nil
+	threads := []string{c.current}
+	if m := c.msgs[c.choices]; m != nil && m.where != c.current {
+		threads = append(threads, m.where)
 	}
 	c.form = nil
 	c.mu.Unlock()
-	if asking {
-		c.cfg.Engine.Cancel(where, adapter.CancelledBy("the end of the console's input"))
+	if !asking {
+		return
+	}
+	for _, t := range threads {
+		c.cfg.Engine.Cancel(t, adapter.CancelledBy("the end of the console's input"))
 	}
 }
 

@@ -274,3 +274,35 @@ func TestConsole_StatusWithoutAnAgentReadsWell(t *testing.T) {
 		t.Fatalf("/status after the agent died: %q", out)
 	}
 }
+
+// The end of the input waits for the turns already sent: one that
+// streams ends as it would, and one whose question nobody can answer
+// any more is cancelled.
+func TestConsole_TheEndOfTheInputWaitsForTheTurns(t *testing.T) {
+	tm := newTerm(t)
+	fmt.Fprint(tm.in, "slow 300ms 3\nstream 2\n")
+	tm.say("", "This message waits")
+	tm.in.Close()
+	select {
+	case err := <-tm.done:
+		tm.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the console still runs after the end of its input:\n%s", tm.out.String())
+	}
+	if out := tm.out.String(); !strings.Contains(out, "chunk 3") || !strings.Contains(out, "chunk 1\nchunk 2") || strings.Contains(out, "cancelled") {
+		t.Fatalf("the turns sent before the end of the input did not end as they would: %q", out)
+	}
+
+	tm = newTerm(t)
+	tm.say("permission", "Type a number to choose.")
+	tm.in.Close()
+	select {
+	case err := <-tm.done:
+		tm.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the console still runs after the end of its input, a question open:\n%s", tm.out.String())
+	}
+	if out := tm.out.String(); !strings.Contains(out, "cancelled by the end of the console's input") {
+		t.Fatalf("the turn whose question was open: %q", out)
+	}
+}
