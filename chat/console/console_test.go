@@ -76,6 +76,17 @@ func (tm *term) say(line, want string) string {
 	}
 }
 
+// ended waits for Run to return, after what.
+func (tm *term) ended(after string) {
+	tm.t.Helper()
+	select {
+	case err := <-tm.done:
+		tm.done <- err // for the cleanup
+	case <-time.After(20 * time.Second):
+		tm.t.Fatalf("the console still runs %s:\n%s", after, tm.out.String()[tm.seen:])
+	}
+}
+
 // The console lists and sets the model, a boolean option and the mode,
 // and the agent runs with them; it lists the agent's commands and runs
 // them; /status shows the model and mode.
@@ -190,12 +201,7 @@ func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 	// /quit leaves, the question open or not.
 	tm.say("permission", "Type a number to choose.")
 	fmt.Fprintln(tm.in, "/quit")
-	select {
-	case err := <-tm.done:
-		tm.done <- err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the console still runs after /quit with a question open:\n%s", tm.out.String()[tm.seen:])
-	}
+	tm.ended("after /quit with a question open")
 }
 
 // A form is filled in a field a line: a bad value is asked again, Enter
@@ -283,12 +289,7 @@ func TestConsole_TheEndOfTheInputWaitsForTheTurns(t *testing.T) {
 	fmt.Fprint(tm.in, "slow 300ms 3\nstream 2\n")
 	tm.say("", "This message waits")
 	tm.in.Close()
-	select {
-	case err := <-tm.done:
-		tm.done <- err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the console still runs after the end of its input:\n%s", tm.out.String())
-	}
+	tm.ended("after the end of its input")
 	if out := tm.out.String(); !strings.Contains(out, "chunk 3") || !strings.Contains(out, "chunk 1\nchunk 2") || strings.Contains(out, "cancelled") {
 		t.Fatalf("the turns sent before the end of the input did not end as they would: %q", out)
 	}
@@ -296,12 +297,7 @@ func TestConsole_TheEndOfTheInputWaitsForTheTurns(t *testing.T) {
 	tm = newTerm(t)
 	tm.say("permission", "Type a number to choose.")
 	tm.in.Close()
-	select {
-	case err := <-tm.done:
-		tm.done <- err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the console still runs after the end of its input, a question open:\n%s", tm.out.String())
-	}
+	tm.ended("after the end of its input, a question open")
 	if out := tm.out.String(); !strings.Contains(out, "cancelled by the end of the console's input") {
 		t.Fatalf("the turn whose question was open: %q", out)
 	}
