@@ -16,14 +16,14 @@ func md(t *testing.T, in string) string {
 // and not dropped either.
 func TestMarkdown_RawHTMLIsShownAsText(t *testing.T) {
 	for in, want := range map[string]string{
-		"<script>alert(1)</script>":                  "&lt;script&gt;alert(1)&lt;/script&gt;",
-		"hi <img src=x onerror=alert(1)> there":      "hi &lt;img src=x onerror=alert(1)&gt; there",
-		"<img src=x onerror=alert(1)>":               "&lt;img src=x onerror=alert(1)&gt;",
+		"<script>alert(1)</script>":                     "&lt;script&gt;alert(1)&lt;/script&gt;",
+		"hi <img src=x onerror=alert(1)> there":         "hi &lt;img src=x onerror=alert(1)&gt; there",
+		"<img src=x onerror=alert(1)>":                  "&lt;img src=x onerror=alert(1)&gt;",
 		`<iframe src="https://evil.example/"></iframe>`: "&lt;iframe src=&#34;https://evil.example/&#34;&gt;&lt;/iframe&gt;",
-		`see <a href="javascript:alert(1)">here</a>`: "see &lt;a href=&#34;javascript:alert(1)&#34;&gt;here&lt;/a&gt;",
-		"<div>\n\n*x*\n\n</div>":                     "&lt;div&gt;",
-		"<!-- hidden -->":                            "&lt;!-- hidden --&gt;",
-		"<style>body{display:none}</style>":          "&lt;style&gt;body{display:none}&lt;/style&gt;",
+		`see <a href="javascript:alert(1)">here</a>`:    "see &lt;a href=&#34;javascript:alert(1)&#34;&gt;here&lt;/a&gt;",
+		"<div>\n\n*x*\n\n</div>":                        "&lt;div&gt;",
+		"<!-- hidden -->":                               "&lt;!-- hidden --&gt;",
+		"<style>body{display:none}</style>":             "&lt;style&gt;body{display:none}&lt;/style&gt;",
 	} {
 		if out := md(t, in); !strings.Contains(out, want) {
 			t.Errorf("%q gave %q, want it to show %q", in, out, want)
@@ -61,9 +61,9 @@ func TestMarkdown_OnlyHTTPAndHTTPSBecomeLinks(t *testing.T) {
 		t.Errorf("a refused link is not shown as text: %s", out)
 	}
 	for in, want := range map[string]string{
-		"[x](https://example.com/a?b=1&c=2)": `<a href="https://example.com/a?b=1&amp;c=2" rel="noopener noreferrer nofollow">x</a>`,
-		"<http://example.com/p>":             `<a href="http://example.com/p" rel="noopener noreferrer nofollow">http://example.com/p</a>`,
-		"see https://example.com/q now":      `<a href="https://example.com/q" rel="noopener noreferrer nofollow">https://example.com/q</a>`,
+		"[x](https://example.com/a?b=1&c=2)":              `<a href="https://example.com/a?b=1&amp;c=2" rel="noopener noreferrer nofollow">x</a>`,
+		"<http://example.com/p>":                          `<a href="http://example.com/p" rel="noopener noreferrer nofollow">http://example.com/p</a>`,
+		"see https://example.com/q now":                   `<a href="https://example.com/q" rel="noopener noreferrer nofollow">https://example.com/q</a>`,
 		`[x](https://example.com/"onmouseover="alert(1))`: `rel="noopener noreferrer nofollow">x</a>`,
 	} {
 		if out := md(t, in); !strings.Contains(out, want) {
