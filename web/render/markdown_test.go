@@ -112,10 +112,10 @@ func TestMarkdown_BoundsHighlightingAndLength(t *testing.T) {
 	if out := md(t, block); strings.Contains(out, "chroma") {
 		t.Error("a block past maxHighlightBlock was highlighted")
 	}
-	small := "```go\n" + strings.Repeat("x := 1\n", 60<<10/7) + "```\n"
+	small := "```go\n" + strings.Repeat("x := 1\n", 15<<10/7) + "```\n"
 	out := md(t, strings.Repeat(small, 10))
-	if n := strings.Count(out, `class="chroma"`); n != maxHighlight/(60<<10) {
-		t.Errorf("%d blocks highlighted, want %d", n, maxHighlight/(60<<10))
+	if n := strings.Count(out, `class="chroma"`); n != maxHighlight/(15<<10) {
+		t.Errorf("%d blocks highlighted, want %d", n, maxHighlight/(15<<10))
 	}
 	out = md(t, strings.Repeat("word ", (maxMarkdown+100<<10)/5))
 	if !strings.Contains(out, `<p class="omitted">… 100.0 KiB more left out here …</p>`) {

@@ -18,11 +18,14 @@ import (
 // Bounds of what one turn renders: of the prompt its first maxPrompt
 // bytes; of the answer its first answerHead and last answerTail bytes, of
 // the thoughts thoughtsKeep of each end; the first maxTools tool calls,
-// maxPlan entries of the plan, maxFiles files shown; the first and the
+// maxPlan entries of the plan, maxFiles files shown, maxLocations
+// locations of a tool call; the first and the
 // last maxNotices/2 notices; a title, plan entry or notice cut to
 // maxLine bytes; of all the tool calls' input and output, toolBytes in
 // all, a raw input at most maxInput, a text or a terminal's output at most
-// maxOutput (its end, for a terminal), a diff at most maxDiff.
+// maxOutput (its end, for a terminal), a diff at most maxDiff of HTML.
+// Input and output are counted before escaping, which makes each byte at
+// most five.
 const (
 	maxPrompt    = 256 << 10
 	answerHead   = 1 << 20
@@ -31,6 +34,7 @@ const (
 	maxTools     = 256
 	maxPlan      = 256
 	maxFiles     = 256
+	maxLocations = 16
 	maxNotices   = 64
 	maxLine      = 1 << 10
 	toolBytes    = 4 << 20
@@ -404,7 +408,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int) int {
 	if len(c.locations) > 0 {
 		b.WriteString(`<ul class="tool-locations">`)
 		for i, l := range c.locations {
-			if i == maxFiles {
+			if i == maxLocations {
 				b.WriteString(`<li class="omitted">… ` + strconv.Itoa(len(c.locations)-i) + " more …</li>")
 				break
 			}
@@ -439,8 +443,8 @@ func prettyJSON(raw json.RawMessage) string {
 }
 
 // writeDiff writes a diff item as a unified diff, each line classed as
-// added, removed, a hunk's head or a file's, within most bytes; it
-// returns the bytes written of the diff.
+// added, removed, a hunk's head or a file's, in at most about most bytes
+// of HTML; it returns the bytes written.
 func writeDiff(b *strings.Builder, it acp.ToolCallContent, most int) int {
 	d := chat.UnifiedDiff(it.Path, it.OldText, it.NewText)
 	b.WriteString(`<div class="diff"><h4><span class="diff-path">` + line(it.Path) + `</span>`)
@@ -449,15 +453,15 @@ func writeDiff(b *strings.Builder, it acp.ToolCallContent, most int) int {
 		return 0
 	}
 	b.WriteString(` <span class="diff-added">+` + strconv.Itoa(d.Added) + `</span> <span class="diff-removed">−` + strconv.Itoa(d.Removed) + "</span></h4>\n<pre>")
-	used := 0
+	used, shown := 0, 0
 	for l := range strings.Lines(d.Text) {
 		if used+len(l) > most {
 			b.WriteString("</pre>")
-			omitted(b, chat.Bytes(int64(len(d.Text)-used))+" more of the diff left out")
+			omitted(b, chat.Bytes(int64(len(d.Text)-shown))+" more of the diff left out")
 			b.WriteString("</div>\n")
 			return used
 		}
-		used += len(l)
+		shown += len(l)
 		class := "diff-ctx"
 		switch {
 		case strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "):
@@ -471,7 +475,9 @@ func writeDiff(b *strings.Builder, it acp.ToolCallContent, most int) int {
 		case strings.HasPrefix(l, `\`):
 			class = "diff-note"
 		}
-		b.WriteString(`<span class="` + class + `">` + esc(strings.TrimSuffix(l, "\n")) + "</span>\n")
+		span := `<span class="` + class + `">` + esc(strings.TrimSuffix(l, "\n")) + "</span>\n"
+		used += len(span)
+		b.WriteString(span)
 	}
 	b.WriteString("</pre></div>\n")
 	return used
