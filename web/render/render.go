@@ -1,0 +1,40 @@
+package render
+
+import (
+	"html/template"
+	"strings"
+	"time"
+
+	"acpbroker/acp"
+)
+
+// Turn is one turn of a thread as a page shows it.
+type Turn struct {
+	Prompt  string // what the person wrote (Markdown)
+	Author  string // who wrote it, for people
+	Started time.Time
+	Updates []acp.Update // the agent's updates in order, as acp delivers them
+	Notices []string     // the broker's notices in words (chat.NoticeText), in order
+	Status  string       // the prompt's status in words while not done (chat.StatusText)
+	Done    bool
+	Outcome string // the end in words when Done (as the chat footer says it)
+	Usage   string // usage in words, "" if none (chat.UsageText)
+}
+
+// TurnHTML renders t: the answer from Markdown (raw HTML escaped, links
+// http/https only with rel="noopener noreferrer nofollow", no
+// javascript:/data: URLs), code highlighted with CSS classes (no inline
+// style), thoughts folded (<details>), each tool call with its input and
+// output, diffs as diffs, the plan, files the agent showed, usage.
+//
+// What one turn renders is bounded whatever it holds (see the bounds in
+// turn.go): past a bound, a line says what is left out.
+func TurnHTML(t *Turn) template.HTML {
+	if t == nil {
+		return ""
+	}
+	v := fold(t.Updates)
+	var b strings.Builder
+	v.write(&b, t)
+	return template.HTML(b.String())
+}
