@@ -11,8 +11,6 @@ import (
 
 	"acpbroker/chat"
 	"acpbroker/chat/thread"
-
-	"github.com/pmezard/go-difflib/difflib"
 )
 
 // platform is the Console as package thread drives it. A terminal cannot
@@ -201,7 +199,7 @@ func (c *Console) showLocked(m *message, v thread.View) {
 	lines := strings.Split(text, "\n")
 	whole, partial := lines[:len(lines)-1], lines[len(lines)-1]
 	var b strings.Builder
-	for _, line := range newLines(m.lines, whole) {
+	for _, line := range chat.AddedLines(m.lines, whole) {
 		if m.partial != "" && c.term.continues(m) {
 			// The first new line: it ends the unfinished one, or that
 			// one changed and stays as it was printed.
@@ -261,38 +259,6 @@ func (c *Console) streamLocked(m *message, text string) {
 			c.term.flushHeld()
 		}
 	})
-}
-
-// maxCompared bounds the work of finding which of a message's lines
-// are new, old lines times new: past it, the lines between what starts
-// and ends both alike are all printed again.
-const maxCompared = 1 << 20
-
-// newLines are the lines of now that were not in was, in order: those
-// the terminal does not show yet. Lines the two start and end with alike
-// are matched at once (an answer that grows); between them, the longest
-// lines the two have in common, in order (a tool call's line that
-// changes above the answer).
-func newLines(was, now []string) []string {
-	pre := 0
-	for pre < len(was) && pre < len(now) && was[pre] == now[pre] {
-		pre++
-	}
-	suf := 0
-	for suf < len(was)-pre && suf < len(now)-pre && was[len(was)-1-suf] == now[len(now)-1-suf] {
-		suf++
-	}
-	was, now = was[pre:len(was)-suf], now[pre:len(now)-suf]
-	if len(was) == 0 || len(now) == 0 || len(was)*len(now) > maxCompared {
-		return now
-	}
-	var out []string
-	for _, op := range difflib.NewMatcherWithJunk(was, now, false, nil).GetOpCodes() {
-		if op.Tag == 'r' || op.Tag == 'i' {
-			out = append(out, now[op.J1:op.J2]...)
-		}
-	}
-	return out
 }
 
 var mention = regexp.MustCompile(`<@([^<>\s]+)>`)
