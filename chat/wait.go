@@ -2,6 +2,8 @@ package chat
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -58,6 +60,34 @@ func Connect(ctx context.Context, stop <-chan struct{}, log *zerolog.Logger, msg
 		log.Warn().Err(err).Int("try", try).Dur("retry_in", next).Msg(msg)
 		if !Sleep(ctx, stop, next) {
 			return nil
+		}
+	}
+}
+
+// ErrGaveUp marks a call abandoned after too many rate limits.
+var ErrGaveUp = errors.New("rate limited too many times")
+
+// MinRetryAfter is the least wait after a rate limit: one that says 0
+// would otherwise be tried again at once, in a loop, against the same
+// limit.
+const MinRetryAfter = 50 * time.Millisecond
+
+// Retry makes f's platform call, waiting out its rate limits (the wait
+// retryAfter reads in its error) up to tries calls in all; past them it
+// returns the last error marked ErrGaveUp. A wait that ctx or stop ends
+// returns ctx's cause.
+func Retry(ctx context.Context, stop <-chan struct{}, tries int, retryAfter func(error) (time.Duration, bool), f func(ctx context.Context) error) error {
+	for try := 1; ; try++ {
+		err := f(ctx)
+		wait, limited := retryAfter(err)
+		if !limited {
+			return err
+		}
+		if try >= tries {
+			return fmt.Errorf("%w: %w", ErrGaveUp, err)
+		}
+		if !Sleep(ctx, stop, wait) {
+			return context.Cause(ctx)
 		}
 	}
 }

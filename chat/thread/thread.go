@@ -351,9 +351,6 @@ func (s *Server) allAgents() []chat.AgentInfo {
 	return s.cfg.Agents()
 }
 
-// errGaveUp marks a call abandoned after too many rate limits.
-var errGaveUp = errors.New("rate limited too many times")
-
 // errClosing: the Server is closing and starts nothing more.
 var errClosing = errors.New("the chat server is closing")
 
@@ -363,30 +360,13 @@ func retryAfter(err error) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return max(rl.After, minRetryAfter), true
+	return max(rl.After, chat.MinRetryAfter), true
 }
-
-// minRetryAfter is the least wait after a rate limit: one that says 0
-// would otherwise be tried again at once, in a loop, against the same
-// limit.
-const minRetryAfter = 50 * time.Millisecond
 
 // try makes a platform call, waiting out its rate limits (a wait ctx and
 // the Server's end interrupt) up to tries calls in all.
 func (s *Server) try(ctx context.Context, tries int, f func(ctx context.Context) error) error {
-	for try := 1; ; try++ {
-		err := f(ctx)
-		wait, limited := retryAfter(err)
-		if !limited {
-			return err
-		}
-		if try >= tries {
-			return fmt.Errorf("%w: %w", errGaveUp, err)
-		}
-		if !s.sleep(ctx, wait) {
-			return context.Cause(ctx)
-		}
-	}
+	return chat.Retry(ctx, s.ctx.Done(), tries, retryAfter, f)
 }
 
 // post posts v in where, waiting out rate limits.
