@@ -224,7 +224,8 @@ func (s *Server) AnswerPermission(req *acp.PermissionRequest, optionID string, b
 }
 
 // answerPermission is AnswerPermission, for by alone when may (if set)
-// says so of the request (else ErrNotAllowed).
+// says so of the request (else ErrNotAllowed); may is called with s.mu
+// held.
 func (s *Server) answerPermission(req *acp.PermissionRequest, optionID string, by User, via string, may func(*openPermission) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -148,8 +148,8 @@ func (s *Server) CancelFor(thread string, u User, via string) (bool, error) {
 // answer decides (ErrNotOpen after it); the thread's request then says
 // who chose what, through via.
 func (s *Server) PermitFor(req *acp.PermissionRequest, optionID string, u User, via string) error {
+	access := s.acl() // read before answerPermission takes s.mu
 	return s.answerPermission(req, optionID, u, via, func(op *openPermission) bool {
-		access := s.acl()
 		return access.mayAct(op.channel, op.starter, u) || (access.user(u) && slices.Contains(op.approvers, u.ID))
 	})
 }
