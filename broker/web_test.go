@@ -1,0 +1,206 @@
+package broker_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/internal/brokertest"
+	"acpbroker/internal/fakediscord"
+)
+
+// webUser is a browser of one person on the broker's web front end.
+type webUser struct {
+	t *testing.T
+	c *http.Client
+}
+
+func newWebUser(t *testing.T) *webUser {
+	jar, _ := cookiejar.New(nil)
+	return &webUser{t: t, c: &http.Client{Jar: jar, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (u *webUser) do(req *http.Request) (*http.Response, string) {
+	u.t.Helper()
+	resp, err := u.c.Do(req)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func (u *webUser) get(link string) (*http.Response, string) {
+	req, _ := http.NewRequest("GET", link, nil)
+	return u.do(req)
+}
+
+func (u *webUser) post(link string, form url.Values) (*http.Response, string) {
+	req, _ := http.NewRequest("POST", link, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return u.do(req)
+}
+
+var (
+	signInLink = regexp.MustCompile(`http://[^\s>)]+/signin\?t=[A-Za-z0-9_-]+`)
+	formToken  = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+)
+
+// webSignIn has who ask /web in where and follows the link it is given
+// privately; it returns the page signing in led to.
+func webSignIn(ctx context.Context, t *testing.T, w *brokertest.World, where string, who fakediscord.User) (*webUser, string, string) {
+	t.Helper()
+	r, err := w.Discord.Slash(ctx, where, who, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Flags&64 == 0 {
+		t.Fatalf("/web answered for everyone to see (flags %d): %q", r.Flags, r.Content)
+	}
+	link := signInLink.FindString(r.Content)
+	if link == "" {
+		t.Fatalf("/web gave no link: %q", r.Content)
+	}
+	u := newWebUser(t)
+	if resp, body := u.get(link); resp.StatusCode != 200 || !strings.Contains(body, `id="signin-form"`) {
+		t.Fatalf("the link's page: %d\n%s", resp.StatusCode, body)
+	}
+	base, _, _ := strings.Cut(link, "/signin")
+	resp, _ := u.post(base+"/signin", url.Values{"t": {strings.TrimPrefix(link, base+"/signin?t=")}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("signing in: %d", resp.StatusCode)
+	}
+	if again, _ := newWebUser(t).post(base+"/signin", url.Values{"t": {strings.TrimPrefix(link, base+"/signin?t=")}}); again.StatusCode != http.StatusForbidden {
+		t.Fatalf("the link signed in a second time: %d", again.StatusCode)
+	}
+	return u, base, resp.Header.Get("Location")
+}
+
+// Through the whole broker and the fake Discord: /web in a thread gives
+// its asker alone a link that signs them in once and leads to the
+// thread's page, which shows the agent's whole answer, longer than a
+// Discord message; the list shows the thread.
+func TestWeb_SlashWebSignsInAndTheThreadPageShowsTheWholeAnswer(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	b := open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "stream 400 1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	first := w.Discord.BotMessages(thread)
+	if len(first) == 0 || !hasLink(first[0], "Open in browser", b.WebURL()+"/t/discord/"+thread) {
+		t.Errorf("the thread's first message carries no Open in browser link to its page: %+v", first)
+	}
+
+	alice, base, landed := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	if landed != "/t/discord/"+thread {
+		t.Fatalf("signing in from the thread led to %q", landed)
+	}
+	resp, page := alice.get(base + landed)
+	if resp.StatusCode != 200 {
+		t.Fatalf("the thread's page: %d\n%s", resp.StatusCode, page)
+	}
+	answer := ""
+	for i := 1; i <= 400; i++ {
+		answer += "chunk " + strconv.Itoa(i) + "\n"
+	}
+	if len(answer) <= 2000 || !strings.Contains(page, answer) {
+		t.Fatalf("the page does not show the whole answer (%d characters):\n%s", len(answer), page)
+	}
+	if !strings.Contains(page, `id="cancel-form"`) && !strings.Contains(page, `id="send-form"`) {
+		t.Errorf("the starter's page has no controls")
+	}
+	resp, list := alice.get(base + "/threads")
+	if resp.StatusCode != 200 || !strings.Contains(list, `data-thread="`+thread+`"`) || !strings.Contains(list, "stream 400 1ms") {
+		t.Fatalf("the list: %d\n%s", resp.StatusCode, list)
+	}
+	if _, mine := alice.get(base + "/threads?filter=mine"); !strings.Contains(mine, `data-thread="`+thread+`"`) {
+		t.Errorf("alice's thread is not among hers:\n%s", mine)
+	}
+	bob, _, landed := webSignIn(ctx, t, w, w.Channel, brokertest.Bob)
+	if landed != "/threads" {
+		t.Errorf("signing in from the channel led to %q", landed)
+	}
+	if _, mine := bob.get(base + "/threads?filter=mine"); strings.Contains(mine, `data-thread="`+thread+`"`) {
+		t.Errorf("alice's thread is among bob's:\n%s", mine)
+	}
+}
+
+// A permission request shows on the thread's page to who may act on the
+// thread; answered there, it reaches the agent and the chat's request
+// says who chose what. Someone who may not act sees no controls, and
+// their forged answer and cancel are refused.
+func TestWeb_APermissionAnsweredOnThePageReachesTheAgentAndTheChat(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "permission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := w.Discord.PermissionRequest(ctx, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, base, _ := webSignIn(ctx, t, w, thread, brokertest.Bob)
+	_, bobPage := bob.get(base + "/t/discord/" + thread)
+	if strings.Contains(bobPage, `class="ask"`) || strings.Contains(bobPage, `id="cancel-form"`) {
+		t.Fatalf("bob, who may not act on alice's thread, is shown its controls:\n%s", bobPage)
+	}
+	alice, _, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	_, page := alice.get(base + "/t/discord/" + thread)
+	ask := regexp.MustCompile(`name="ask" value="([^"]+)"`).FindStringSubmatch(page)
+	option := regexp.MustCompile(`name="option" value="([^"]+)"`).FindStringSubmatch(page)
+	if ask == nil || option == nil {
+		t.Fatalf("alice's page shows no permission request:\n%s", page)
+	}
+	bobToken := formToken.FindStringSubmatch(bobPage)
+	if resp, _ := bob.post(base+"/t/discord/"+thread+"/permit", url.Values{"csrf": {bobToken[1]}, "ask": {ask[1]}, "option": {option[1]}}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("bob's forged answer: %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := bob.post(base+"/t/discord/"+thread+"/cancel", url.Values{"csrf": {bobToken[1]}}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("bob's forged cancel: %d, want 403", resp.StatusCode)
+	}
+	token := formToken.FindStringSubmatch(page)
+	if resp, body := alice.post(base+"/t/discord/"+thread+"/permit", url.Values{"csrf": {token[1]}, "ask": {ask[1]}, "option": {option[1]}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("alice's answer: %d %s", resp.StatusCode, body)
+	}
+	answers, err := w.Discord.AwaitAnswers(ctx, thread, 1)
+	if err != nil || !strings.Contains(answers[0].Text, option[1]) {
+		t.Fatalf("the agent's answer after the page's choice %q: %+v, %v", option[1], answers, err)
+	}
+	if err := w.Srv.WaitFor(ctx, func() bool {
+		for _, m := range w.Srv.Messages(thread) {
+			if m.ID == req.ID {
+				return len(m.Buttons()) == 0 && strings.Contains(m.Content, "on the web")
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the chat's request does not say it was answered on the web: %v", err)
+	}
+}
+
+func hasLink(m fakediscord.Message, label, url string) bool {
+	for _, b := range m.Buttons() {
+		if b.Label == label && b.URL == url {
+			return true
+		}
+	}
+	return false
+}
