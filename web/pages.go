@@ -403,7 +403,7 @@ func hasTurn(turns []turnShot, seq uint64) bool {
 // write sends text to a page within watchWrite; false if it did not
 // take it (the page is dropped).
 func (s *Server) write(rc *http.ResponseController, w http.ResponseWriter, text string) bool {
-	rc.SetWriteDeadline(time.Now().Add(watchWrite))
+	rc.SetWriteDeadline(time.Now().Add(s.writeWait))
 	if _, err := w.Write([]byte(text)); err != nil {
 		return false
 	}

@@ -85,6 +85,7 @@ type site struct {
 	clock *clock
 	ts    *httptest.Server
 	chat  *threadsOf
+	web   thread.Web // what the platform's Server is given
 }
 
 func newSite(t *testing.T, cfg Config) *site {
@@ -99,12 +100,12 @@ func newSite(t *testing.T, cfg Config) *site {
 	}
 	s.mu.Unlock()
 	chat := &threadsOf{see: map[string][]string{}, act: map[string][]string{}}
-	s.Platform("chat", chat)
+	web := s.Platform("chat", chat)
 	t.Cleanup(func() {
 		ts.Close()
 		s.Close(context.Background())
 	})
-	return &site{t: t, s: s, clock: c, ts: ts, chat: chat}
+	return &site{t: t, s: s, clock: c, ts: ts, chat: chat, web: web}
 }
 
 // browser is a client with its own cookies that follows no redirect.

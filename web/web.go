@@ -80,6 +80,9 @@ type Server struct {
 	signIn *signIns
 	secure bool
 	pages  *template.Template
+	// writeWait is how long a watching page may take to take an update
+	// before it is dropped (watchWrite).
+	writeWait time.Duration
 
 	mu        sync.Mutex
 	platforms map[string]Threads
@@ -105,7 +108,8 @@ func New(cfg Config) *Server {
 		cfg.SessionTTL = 12 * time.Hour
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, now: now, hub: newHub(now), signIn: newSignIns(cfg.SessionTTL, now),
-		secure: strings.HasPrefix(cfg.PublicURL, "https://"), platforms: map[string]Threads{}, base: cfg.PublicURL}
+		secure: strings.HasPrefix(cfg.PublicURL, "https://"), platforms: map[string]Threads{}, base: cfg.PublicURL,
+		writeWait: watchWrite}
 	s.pages = template.Must(template.New("").Funcs(template.FuncMap{
 		"turn": render.TurnHTML, "markdown": render.Markdown, "ago": s.ago,
 	}).ParseFS(assets, "assets/*.html"))
