@@ -46,6 +46,14 @@ func (b *Broker) WebURL() string {
 	return b.web.URL()
 }
 
+// WebAddr is the address the web front end listens on, "" without one.
+func (b *Broker) WebAddr() string {
+	if b.web == nil {
+		return ""
+	}
+	return b.web.Addr()
+}
+
 // webAdmin is the name of the API token tok when it has web_admin, from
 // the tokens in force now.
 func (b *Broker) webAdmin(tok string) (string, bool) {

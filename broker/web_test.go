@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/broker"
 	"acpbroker/internal/brokertest"
 	"acpbroker/internal/fakediscord"
+	"acpbroker/internal/fakeslack"
 )
 
 // webUser is a browser of one person on the broker's web front end.
@@ -203,4 +205,113 @@ func hasLink(m fakediscord.Message, label, url string) bool {
 		}
 	}
 	return false
+}
+
+// On Slack, "@app web" in a thread and "/acp web" show the link to
+// their user alone, and "@app web" leads to the thread's page.
+func TestWeb_SlackAnswersWebPrivately(t *testing.T) {
+	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: broker.FakeAgent()}, brokertest.Options{
+		Slack: &fakeslack.Options{},
+		Conf:  brokertest.Settings{"log.level": "warn", "agent.sandbox": "none", "chat.platform": "slack", "web.listen": "127.0.0.1:0"},
+	})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := w.Slack
+	thread, err := s.Mention(ctx, s.Alice, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	before := len(s.BotMessages(thread))
+	s.Command(thread, s.Alice, "web")
+	e, err := s.Whispered(ctx, s.Alice, "/signin?t=", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := signInLink.FindString(brokertest.SlackText(e.Blocks, e.Text))
+	if link == "" {
+		t.Fatalf("no link in %q", brokertest.SlackText(e.Blocks, e.Text))
+	}
+	if n := len(s.BotMessages(thread)); n != before {
+		t.Fatalf("the thread shows %d more messages of the app's after web", n-before)
+	}
+	u := newWebUser(t)
+	base, tok, _ := strings.Cut(link, "/signin?t=")
+	resp, _ := u.post(base+"/signin", url.Values{"t": {tok}})
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/t/slack/") {
+		t.Fatalf("signing in from Slack: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, page := u.get(base + resp.Header.Get("Location")); resp.StatusCode != 200 || !strings.Contains(page, "You said: hello") {
+		t.Fatalf("the Slack thread's page: %d\n%s", resp.StatusCode, page)
+	}
+	s.Srv.SlashCommand(s.Channel, s.Bob.ID, "/acp", "web")
+	if _, err := s.Whispered(ctx, s.Bob, "/signin?t=", 0); err != nil {
+		t.Fatal(err)
+	}
+	if es := s.Srv.Ephemerals(s.Alice.ID); len(es) != 1 {
+		t.Fatalf("alice was shown %d private messages, want her one link", len(es))
+	}
+}
+
+// web.public_url names the links /web gives, web.session_ttl the
+// sign-in's life, and an API token with web_admin signs in to the
+// operator's view, which shows the broker's status; the web front end's
+// gauges are on /metrics.
+func TestWeb_PublicURLSessionTTLAndTheOperatorsView(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0", "web.public_url": "https://broker.example.com/", "web.session_ttl": "30m"})
+	w.Raw = "[[api.tokens]]\nname = \"ops\"\ntoken = \"ops-token-0123456789abcdef\"\nchannels = [\"*\"]\nweb_admin = true\n"
+	b := open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := w.Discord.Slash(ctx, w.Channel, brokertest.Alice, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, ok := strings.Cut(r.Content, "https://broker.example.com/signin?t=")
+	if !ok {
+		t.Fatalf("/web's link is not on web.public_url: %q", r.Content)
+	}
+	tok = strings.TrimRight(strings.Fields(tok)[0], ">)")
+	base := "http://" + b.WebAddr()
+	u := newWebUser(t)
+	resp, _ := u.post(base+"/signin", url.Values{"t": {tok}})
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "acp_session" {
+			session = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || session == nil || session.MaxAge != 1800 || !session.Secure {
+		t.Fatalf("signing in: %d, cookie %+v: want one lasting web.session_ttl, Secure behind https", resp.StatusCode, session)
+	}
+
+	ops := newWebUser(t)
+	if resp, _ := ops.post(base+"/admin/signin", url.Values{"token": {"ops-token-0123456789abcdef"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the operator's sign-in: %d", resp.StatusCode)
+	}
+	// Secure cookies are not sent over plain HTTP: the jar holds it, the
+	// test sends it.
+	req, _ := http.NewRequest("GET", base+"/admin", nil)
+	for _, c := range ops.c.Jar.Cookies(mustURL(t, "https://"+b.WebAddr())) {
+		req.AddCookie(c)
+	}
+	resp, page := ops.do(req)
+	if resp.StatusCode != 200 || !strings.Contains(page, "discord: connected") || !strings.Contains(page, "agents live") {
+		t.Fatalf("the operator's view: %d\n%s", resp.StatusCode, page)
+	}
+	_, m := get(t, b, "/metrics")
+	if got := brokertest.ParseMetrics(m)["acp_broker_web_sessions"]; got != 2 {
+		t.Fatalf("acp_broker_web_sessions = %v, want 2:\n%s", got, brokertest.ParseMetrics(m).Grep("acp_broker_web"))
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
