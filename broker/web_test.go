@@ -171,6 +171,12 @@ func TestWeb_APermissionAnsweredOnThePageReachesTheAgentAndTheChat(t *testing.T)
 	if ask == nil || option == nil {
 		t.Fatalf("alice's page shows no permission request:\n%s", page)
 	}
+	if _, list := alice.get(base + "/threads?filter=waiting"); !strings.Contains(list, `data-thread="`+thread+`" data-platform="discord" data-state="waiting for permission"`) {
+		t.Errorf("the thread is not waiting for alice:\n%s", list)
+	}
+	if _, list := bob.get(base + "/threads?filter=waiting"); strings.Contains(list, `data-thread="`+thread+`"`) {
+		t.Errorf("alice's thread waits for bob, who may not answer it:\n%s", list)
+	}
 	bobToken := formToken.FindStringSubmatch(bobPage)
 	if resp, _ := bob.post(base+"/t/discord/"+thread+"/permit", url.Values{"csrf": {bobToken[1]}, "ask": {ask[1]}, "option": {option[1]}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("bob's forged answer: %d, want 403", resp.StatusCode)
@@ -314,4 +320,63 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Cancel on the page stops the running turn, and a message written there
+// runs in the thread as a prompt.
+func TestWeb_CancelAndSendFromThePage(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	path := base + "/t/discord/" + thread
+	var page string
+	if err := w.Srv.WaitFor(ctx, func() bool {
+		_, page = alice.get(path)
+		return strings.Contains(page, `id="cancel-form"`)
+	}); err != nil {
+		t.Fatalf("no Cancel on the running turn's page: %v\n%s", err, page)
+	}
+	token := formToken.FindStringSubmatch(page)[1]
+	if resp, body := alice.post(path+"/cancel", url.Values{"csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
+	}
+	answers, err := w.Discord.AwaitAnswers(ctx, thread, 1)
+	if err != nil || !strings.Contains(answers[0].Text, "on the web") {
+		t.Fatalf("the cancelled turn's end does not say it was cancelled on the web: %+v, %v", answers, err)
+	}
+	if resp, body := alice.post(path+"/send", url.Values{"csrf": {token}, "text": {"stream 3 1ms"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("send: %d %s", resp.StatusCode, body)
+	}
+	answers, err = w.Discord.AwaitAnswers(ctx, thread, 2)
+	if err != nil || !strings.Contains(answers[1].Text, "chunk 3") {
+		t.Fatalf("the message sent from the page did not run: %+v, %v", answers, err)
+	}
+	if err := w.Srv.WaitFor(ctx, func() bool {
+		_, page = alice.get(path)
+		return strings.Contains(page, "chunk 3")
+	}); err != nil {
+		t.Fatalf("the page does not show the second turn: %v\n%s", err, page)
+	}
+}
+
+// Someone the access lists do not allow gets no link, and so sees no
+// thread.
+func TestWeb_WhoMayNotUseTheBotGetsNoLink(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0", "discord.allowed_users": []string{brokertest.Alice.ID}})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := w.Discord.Slash(ctx, w.Channel, brokertest.Bob, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signInLink.MatchString(r.Content) || r.Flags&64 == 0 {
+		t.Fatalf("bob, on no allowed list, was answered %q (flags %d)", r.Content, r.Flags)
+	}
 }
