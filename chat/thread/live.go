@@ -200,6 +200,10 @@ func (t *turnSink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.
 
 // Elicit implements adapter.Elicitor: see elicit.go.
 func (t *turnSink) Elicit(ctx context.Context, req *acp.ElicitationRequest) adapter.ElicitAnswer {
+	if t.obs != nil {
+		t.obs.Elicit(req)
+		defer t.obs.Elicited(req)
+	}
 	return t.s.elicit(ctx, t.conv, req)
 }
 

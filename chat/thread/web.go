@@ -49,6 +49,9 @@ type TurnObserver interface {
 	// Ask: the agent asks permission with req, open until Asked.
 	Ask(req *acp.PermissionRequest)
 	Asked(req *acp.PermissionRequest)
+	// Elicit: the agent asks the question req, open until Elicited.
+	Elicit(req *acp.ElicitationRequest)
+	Elicited(req *acp.ElicitationRequest)
 	Done(adapter.Outcome)
 }
 
@@ -169,4 +172,39 @@ func (s *Server) SendFor(ctx context.Context, thread string, u User, via, text s
 // the chat does (without the small print).
 func OutcomeText(o adapter.Outcome) string {
 	return strings.TrimPrefix(outcomeFooter(o), "-# ")
+}
+
+// AnswerFor answers the agent's open question req for u, who must be
+// allowed to act on its thread, as its form or buttons in the chat
+// would: with res (an accepted form's content is checked against the
+// question), the first answer deciding (ErrNotOpen after it); the
+// chat's question then says who answered, through via.
+func (s *Server) AnswerFor(req *acp.ElicitationRequest, res acp.ElicitationResult, u User, via string) error {
+	access := s.acl()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, oq := range s.questions {
+		if oq.req != req {
+			continue
+		}
+		switch {
+		case oq.ctx.Err() != nil:
+			return ErrNotOpen
+		case !access.mayAct(oq.channel, oq.starter, u):
+			return ErrNotAllowed
+		case res.Action == acp.ActionAccept && req.Mode == acp.ElicitForm:
+			if err := req.Check(res.Content); err != nil {
+				return fmt.Errorf("the answer is not complete: %w", err)
+			}
+		}
+		delete(s.questions, key)
+		oq.said = fmt.Sprintf("📝 <@%s> answered %s.", u.ID, via)
+		if res.Action == acp.ActionDecline {
+			oq.said = fmt.Sprintf("🚫 <@%s> declined %s.", u.ID, via)
+		}
+		oq.answer <- adapter.ElicitAnswer{Result: res, By: u.ID, ByName: u.handle()}
+		s.log.Info().Str("thread", oq.thread).Str("user", u.ID).Str("via", via).Str("action", res.Action).Msg("question answered")
+		return nil
+	}
+	return ErrNotOpen
 }
