@@ -380,3 +380,53 @@ func TestWeb_WhoMayNotUseTheBotGetsNoLink(t *testing.T) {
 		t.Fatalf("bob, on no allowed list, was answered %q (flags %d)", r.Content, r.Flags)
 	}
 }
+
+// The agent's question shows on the page as a form; filled in there, its
+// answer reaches the agent, typed as the question asks, and the chat's
+// question says who answered, and where.
+func TestWeb_AQuestionAnsweredOnThePageReachesTheAgent(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "elicit-form")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	path := base + "/t/discord/" + thread
+	var page string
+	if err := w.Srv.WaitFor(ctx, func() bool {
+		_, page = alice.get(path)
+		return strings.Contains(page, `class="ask question"`)
+	}); err != nil {
+		t.Fatalf("the page shows no question: %v\n%s", err, page)
+	}
+	for _, field := range []string{`name="f:name"`, `name="f:count"`, `name="f:colour"`, `name="f:ship"`} {
+		if !strings.Contains(page, field) {
+			t.Errorf("the question's form has no %s", field)
+		}
+	}
+	ask := regexp.MustCompile(`name="ask" value="([^"]+)"`).FindStringSubmatch(page)[1]
+	token := formToken.FindStringSubmatch(page)[1]
+	if resp, body := alice.post(path+"/answer", url.Values{"csrf": {token}, "ask": {ask}, "action": {"accept"}, "f:name": {"Ada"}, "f:count": {"11"}, "f:colour": {"green"}}); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a count out of its range: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := alice.post(path+"/answer", url.Values{"csrf": {token}, "ask": {ask}, "action": {"accept"}, "f:name": {"Ada"}, "f:count": {"3"}, "f:colour": {"green"}, "f:ship": {"true"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the answer: %d %s", resp.StatusCode, body)
+	}
+	answers, err := w.Discord.AwaitAnswers(ctx, thread, 1)
+	if err != nil || !strings.Contains(answers[0].Text, `answer: accept {"colour":"green","count":3,"name":"Ada","ship":true}`) {
+		t.Fatalf("the agent's answer: %+v, %v", answers, err)
+	}
+	if err := w.Srv.WaitFor(ctx, func() bool {
+		for _, m := range w.Srv.Messages(thread) {
+			if strings.Contains(m.Content, "answered on the web") && len(m.Buttons()) == 0 {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("the chat's question does not say it was answered on the web: %v", err)
+	}
+}

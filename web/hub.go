@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -70,7 +71,8 @@ type turnLog struct {
 // id.
 type openAsk struct {
 	id  string
-	req *acp.PermissionRequest
+	req *acp.PermissionRequest  // a permission request, or
+	q   *acp.ElicitationRequest // a question
 }
 
 func newHub(now func() time.Time) *hub {
@@ -129,7 +131,20 @@ func (o turnObserver) Ask(req *acp.PermissionRequest) {
 
 func (o turnObserver) Asked(req *acp.PermissionRequest) {
 	o.do(func() {
-		o.t.asks = slices.DeleteFunc(o.t.asks, func(a openAsk) bool { return a.req == req })
+		o.t.asks = slices.DeleteFunc(o.t.asks, func(a openAsk) bool { return a.req == req && a.q == nil })
+	})
+}
+
+func (o turnObserver) Elicit(q *acp.ElicitationRequest) {
+	o.do(func() {
+		o.h.seq++
+		o.t.asks = append(o.t.asks, openAsk{id: strconv.FormatUint(o.h.seq, 36), q: q})
+	})
+}
+
+func (o turnObserver) Elicited(q *acp.ElicitationRequest) {
+	o.do(func() {
+		o.t.asks = slices.DeleteFunc(o.t.asks, func(a openAsk) bool { return a.q == q })
 	})
 }
 
@@ -271,6 +286,56 @@ type turnShot struct {
 type askShot struct {
 	ID, Title, Input string
 	Options          []acp.PermissionOption
+	// Question is set for a question: its message, and its form's
+	// fields or its URL.
+	Question *questionShot
+}
+
+type questionShot struct {
+	Message, URL string
+	Fields       []fieldShot
+}
+
+// fieldShot is a form field as the page asks it.
+type fieldShot struct {
+	Name, Label, Description string
+	Kind                     string // text, number, boolean, select, multiselect
+	Required                 bool
+	Value                    string
+	Options                  []acp.ElicitationOption
+}
+
+// question is q as the page shows it.
+func question(q *acp.ElicitationRequest) *questionShot {
+	out := &questionShot{Message: q.Message}
+	if q.Mode == acp.ElicitURL {
+		out.URL = q.URL
+		return out
+	}
+	if q.Schema == nil {
+		return out
+	}
+	for i := range q.Schema.Fields {
+		f := &q.Schema.Fields[i]
+		fs := fieldShot{Name: "f:" + f.Key, Label: f.Label(), Description: f.Description, Required: f.Required, Options: f.Options}
+		switch f.Kind {
+		case acp.FieldNumber, acp.FieldInteger:
+			fs.Kind = "number"
+		case acp.FieldBoolean:
+			fs.Kind = "boolean"
+		case acp.FieldSelect:
+			fs.Kind = "select"
+		case acp.FieldMultiSelect:
+			fs.Kind = "multiselect"
+		default:
+			fs.Kind = "text"
+		}
+		if f.Default != nil {
+			fs.Value = fmt.Sprint(f.Default)
+		}
+		out.Fields = append(out.Fields, fs)
+	}
+	return out
 }
 
 // snapshot copies k's turns for rendering; ok false if the hub keeps
@@ -292,6 +357,10 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 		}
 		s.Turns = append(s.Turns, turnShot{Seq: t.seq, Version: t.version, Turn: rt})
 		for _, a := range t.asks {
+			if a.q != nil {
+				s.Asks = append(s.Asks, askShot{ID: a.id, Question: question(a.q)})
+				continue
+			}
 			title := a.req.ToolCall.Title
 			if title == "" {
 				title = a.req.ToolCall.ToolCallID
@@ -315,7 +384,7 @@ func (h *hub) ask(k key, id string) *acp.PermissionRequest {
 	}
 	for _, t := range l.turns {
 		for _, a := range t.asks {
-			if a.id == id {
+			if a.id == id && a.req != nil {
 				return a.req
 			}
 		}
@@ -343,4 +412,22 @@ func excerpt(s string, n int) string {
 		out = append(out, c)
 	}
 	return string(out)
+}
+
+// question is the open question of k the page names id.
+func (h *hub) question(k key, id string) *acp.ElicitationRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.threads[k]
+	if l == nil {
+		return nil
+	}
+	for _, t := range l.turns {
+		for _, a := range t.asks {
+			if a.id == id && a.q != nil {
+				return a.q
+			}
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/chat/thread"
 	"acpbroker/web/render"
 )
@@ -42,6 +43,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /t/{platform}/{thread}/cancel", s.signed(s.cancel))
 	mux.HandleFunc("POST /t/{platform}/{thread}/permit", s.signed(s.permit))
 	mux.HandleFunc("POST /t/{platform}/{thread}/send", s.signed(s.send))
+	mux.HandleFunc("POST /t/{platform}/{thread}/answer", s.signed(s.answer))
 	mux.HandleFunc("GET /admin", s.signed(s.admin))
 	return headers(mux)
 }
@@ -510,4 +512,49 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, ss session) {
 		d.Sections = s.cfg.Status(r.Context())
 	}
 	s.show(w, http.StatusOK, "admin", d)
+}
+
+// answer answers a question of the agent's: its form's fields, read as
+// each field reads typed text, or declined.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, ss session) {
+	t, k, ok := s.seen(w, r, ss)
+	if !ok {
+		return
+	}
+	path := threadPath(k.platform, k.thread)
+	q := s.hub.question(k, r.PostFormValue("ask"))
+	if q == nil {
+		acted(w, r, path, http.StatusConflict, "This question is no longer open.")
+		return
+	}
+	res := acp.ElicitationResult{Action: acp.ActionDecline}
+	if r.PostFormValue("action") == acp.ActionAccept {
+		res = acp.ElicitationResult{Action: acp.ActionAccept, Content: map[string]any{}}
+		if q.Mode == acp.ElicitForm && q.Schema != nil {
+			for i := range q.Schema.Fields {
+				f := &q.Schema.Fields[i]
+				text := strings.Join(r.PostForm["f:"+f.Key], ",")
+				if f.Kind == acp.FieldBoolean && text == "" {
+					text = "false"
+				}
+				if strings.TrimSpace(text) == "" {
+					continue
+				}
+				v, err := f.Parse(text)
+				if err != nil {
+					acted(w, r, path, http.StatusBadRequest, f.Label()+": "+err.Error())
+					return
+				}
+				res.Content[f.Key] = v
+			}
+		}
+	}
+	switch err := t.AnswerFor(q, res, ss.person.User, via); {
+	case err == thread.ErrNotAllowed:
+		acted(w, r, path, http.StatusForbidden, err.Error())
+	case err != nil:
+		acted(w, r, path, http.StatusConflict, err.Error())
+	default:
+		acted(w, r, path, http.StatusOK, "Answered.")
+	}
 }

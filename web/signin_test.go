@@ -69,6 +69,9 @@ func (f *threadsOf) PermitFor(req *acp.PermissionRequest, option string, u threa
 	f.mu.Unlock()
 	return nil
 }
+func (f *threadsOf) AnswerFor(q *acp.ElicitationRequest, res acp.ElicitationResult, u thread.User, via string) error {
+	return nil
+}
 func (f *threadsOf) SendFor(ctx context.Context, th string, u thread.User, via, text string) error {
 	f.mu.Lock()
 	f.done = append(f.done, "send "+text+" by "+u.ID)

@@ -33,6 +33,7 @@ type Threads interface {
 	MayAct(thread string, u thread.User) bool
 	CancelFor(thread string, u thread.User, via string) (bool, error)
 	PermitFor(req *acp.PermissionRequest, optionID string, u thread.User, via string) error
+	AnswerFor(req *acp.ElicitationRequest, res acp.ElicitationResult, u thread.User, via string) error
 	SendFor(ctx context.Context, thread string, u thread.User, via, text string) error
 	Conversation(thread string) (channel, starter string, ok bool)
 }
@@ -112,6 +113,7 @@ func New(cfg Config) *Server {
 		writeWait: watchWrite}
 	s.pages = template.Must(template.New("").Funcs(template.FuncMap{
 		"turn": render.TurnHTML, "markdown": render.Markdown, "ago": s.ago,
+		"askIn": func(path, csrf string, a askShot) questionForm { return questionForm{Path: path, CSRF: csrf, Ask: a} },
 	}).ParseFS(assets, "assets/*.html"))
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s
@@ -232,4 +234,10 @@ func (s *Server) ago(t time.Time) string {
 		return fmt.Sprintf("%d h ago", int(d/time.Hour))
 	}
 	return fmt.Sprintf("%d days ago", int(d/(24*time.Hour)))
+}
+
+// questionForm is a question's form in a thread's page.
+type questionForm struct {
+	Path, CSRF string
+	Ask        askShot
 }
