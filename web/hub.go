@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type turnLog struct {
 	outcome string
 	usage   string
 	asks    []openAsk // open, oldest first
+	// joined holds the text of the last update while it is a run of
+	// chunks of one kind.
+	joined *strings.Builder
 	// seq names the turn in its page; version counts its changes.
 	seq, version uint64
 }
@@ -176,16 +180,23 @@ func (t *turnLog) add(u acp.Update) {
 		return
 	}
 	t.bytes += size
-	if chunk(u) && len(t.updates) > 0 {
-		last := &t.updates[len(t.updates)-1]
-		if last.Kind == u.Kind && chunk(*last) {
-			c := *last.Content // the hub's own copy: the agent's stays as it was
-			c.Text += u.Content.Text
-			last.Content = &c
-			return
-		}
+	if !chunk(u) {
+		t.joined = nil
+		t.updates = append(t.updates, u)
+		return
 	}
-	t.updates = append(t.updates, u)
+	if n := len(t.updates); t.joined == nil || t.updates[n-1].Kind != u.Kind {
+		t.joined = &strings.Builder{}
+		t.updates = append(t.updates, u)
+	}
+	// The chunks of a run are written to one builder, whose text is
+	// shared, never copied: an answer of many chunks costs its length
+	// once.
+	t.joined.WriteString(u.Content.Text)
+	last := &t.updates[len(t.updates)-1]
+	c := *last.Content // the hub's own: the agent's stays as it was
+	c.Text = t.joined.String()
+	last.Content = &c
 }
 
 // chunk reports whether u is a chunk of the agent's text or thoughts.

@@ -179,7 +179,8 @@ func TestEvents_ASlowPageIsDroppedAndNeverSlowsTheTurn(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // the agent's pace, for the page to be sent each
 	}
 	eventually.Within(t, 5*time.Second, "the slow page is dropped", func() bool { return x.s.Stats().Watchers == 0 })
-	if slowest > 50*time.Millisecond {
+	// Well under the page's bound (300ms): no update waited for the page.
+	if slowest > 200*time.Millisecond {
 		t.Fatalf("an update waited %s for the slow page (in %s)", slowest, time.Since(start))
 	}
 }
