@@ -133,13 +133,17 @@ fuzz:
 # (RUN_API_LISTEN) with a token made for the run, given to the broker in
 # BROKER_API_TOKEN, printed with a curl example and kept in
 # state/api-token (state.dir, which agents are never shown) for scripts.
+# The web front end is served on loopback too (RUN_WEB_LISTEN), its
+# address printed.
 RUN_API_LISTEN ?= 127.0.0.1:9480
+RUN_WEB_LISTEN ?= 127.0.0.1:9490
 RUN_AGENT_USER ?= acp-agent
 run: build sandbox-deps
 	@token=$$(openssl rand -hex 24 2>/dev/null || od -An -N24 -tx1 /dev/urandom | tr -d ' \n'); \
 	if [ $${#token} -lt 32 ]; then echo "could not make a token for the API"; exit 1; fi; \
 	mkdir -p state && (umask 077 && printf '%s\n' "$$token" > state/api-token); \
-	export BROKER_API_TOKEN=$$token BROKER_API_LISTEN=$(RUN_API_LISTEN); \
+	export BROKER_API_TOKEN=$$token BROKER_API_LISTEN=$(RUN_API_LISTEN) BROKER_WEB_LISTEN=$(RUN_WEB_LISTEN); \
+	echo "The web front end is at http://$(RUN_WEB_LISTEN)/ (sign in with /web in the chat)."; \
 	echo "The HTTP API listens on $(RUN_API_LISTEN), with a token made for this run (also in state/api-token):"; \
 	echo "  T=$$token"; \
 	echo "  curl -s http://$(RUN_API_LISTEN)/v1/prompts -H \"Authorization: Bearer \$$T\" -d '{\"text\": \"hello from curl\"}'"; \

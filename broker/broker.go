@@ -46,6 +46,7 @@ import (
 	"acpbroker/pool"
 	"acpbroker/schedule"
 	"acpbroker/store"
+	"acpbroker/web"
 	"acpbroker/workspace"
 
 	"github.com/rs/zerolog"
@@ -100,6 +101,7 @@ type Broker struct {
 	// where its prompts run without a chat. sched runs the schedules.
 	api      *api.Server
 	headless *api.Headless
+	web      *web.Server // the web front end (nil without web.listen)
 	sched    *schedule.Scheduler
 
 	// gitConfine confines the git commands on worktree profiles'
@@ -225,6 +227,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		}
 	}
 	if err := b.openAPI(); err != nil {
+		return b, err
+	}
+	if err := b.openWeb(); err != nil {
 		return b, err
 	}
 	if b.sock, err = brokersock.Serve(cfg.State.Dir, brokersock.Answers{Decisions: b.store.Decisions, Runs: b.store.ScheduleRuns, Status: func() any { return b.Status() }}, log); err != nil {
@@ -414,6 +419,13 @@ func (b *Broker) Stop(ctx context.Context) {
 			actx, cancel := context.WithTimeout(context.Background(), openEndedWait)
 			defer cancel()
 			b.api.Close(actx)
+		})
+	}
+	if b.web != nil {
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(context.Background(), openEndedWait)
+			defer cancel()
+			b.web.Close(wctx)
 		})
 	}
 	if b.http != nil {

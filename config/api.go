@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // APIConfig is the [api] table: the HTTP API, off unless Listen is set.
@@ -35,6 +36,19 @@ type APIToken struct {
 	Agents []string
 	// MayApprove: it may answer its prompts' permission requests.
 	MayApprove bool
+	// WebAdmin: it signs in to the web front end's operator's view.
+	WebAdmin bool
+}
+
+// WebConfig is the [web] table: the web front end.
+type WebConfig struct {
+	// Listen is its address ("": off).
+	Listen string
+	// PublicURL is the address people reach it at, for the links the
+	// chat gives out ("": http:// and Listen).
+	PublicURL string
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration
 }
 
 // MayUse reports whether the token may start prompts in channel of
@@ -51,7 +65,7 @@ func (t APIToken) MayName(agent string) bool {
 // tokensField is the array of [[api.tokens]] tables.
 const tokensField = "api.tokens"
 
-var tokenKeys = []string{"name", "token", "token_file", "channels", "agents", "may_approve"}
+var tokenKeys = []string{"name", "token", "token_file", "channels", "agents", "may_approve", "web_admin"}
 
 // minTokenLength is the shortest token taken: a token is a secret to
 // guess, not a password to remember.
@@ -104,7 +118,8 @@ func (r *reader) readTokens(doc map[string]any, c *Config) {
 			r.fail(key, "has unknown key(s): %s (known: %s)", strings.Join(unknown, ", "), strings.Join(tokenKeys, ", "))
 		}
 		tok := APIToken{Name: t.str("name"), Token: t.str("token"), TokenFile: t.str("token_file"),
-			Channels: t.strs("channels"), Agents: t.strs("agents"), MayApprove: t.boolean("may_approve", false)}
+			Channels: t.strs("channels"), Agents: t.strs("agents"), MayApprove: t.boolean("may_approve", false),
+			WebAdmin: t.boolean("web_admin", false)}
 		switch {
 		case tok.Name == "":
 			t.fail("name", "is required: it names the client in the chat, the log and the audit trail")
@@ -139,7 +154,7 @@ func (r *reader) readTokens(doc map[string]any, c *Config) {
 			}
 		}
 		c.API.Tokens = append(c.API.Tokens, tok)
-		public = append(public, fmt.Sprintf("%s: channels=%v agents=%v may_approve=%v", tok.Name, tok.Channels, tok.Agents, tok.MayApprove))
+		public = append(public, fmt.Sprintf("%s: channels=%v agents=%v may_approve=%v web_admin=%v", tok.Name, tok.Channels, tok.Agents, tok.MayApprove, tok.WebAdmin))
 		secret = append(secret, tok.Name+"="+tok.Token)
 	}
 	if v := r.env[EnvTokenVar]; v != "" {

@@ -105,6 +105,8 @@ type Config struct {
 	// [[schedules]] tables, in the file's order.
 	API       APIConfig
 	Schedules []Schedule
+	// Web is the web front end ([web]), off unless Listen is set.
+	Web WebConfig
 	// Warnings say what is valid but cannot be meant: check-config
 	// prints them, the broker logs them at start and at a reload.
 	Warnings []string

@@ -135,6 +135,11 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.API.MaxConnections = r.integer(k, 8, 100000) }},
 	{name: "api.max_streams", def: 32, live: true, doc: "event streams (`GET /v1/prompts/{id}/events`) one API token may have open at once (past it: `429`)",
 		read: func(r *reader, k string, c *Config) { c.API.MaxStreams = r.integer(k, 1, 100000) }},
+	{name: "web.listen", def: "", doc: "the web front end's address (`\"\"`: off; see Web front end)",
+		read: func(r *reader, k string, c *Config) { c.Web.Listen = r.address(k) }},
+	{name: "web.public_url", def: "", doc: "the address people reach the web front end at, for the sign-in links `/web` gives and the threads' *Open in browser* buttons (`\"\"`: `http://` and `web.listen`; an `https` one makes its cookies Secure)", read: readPublicURL},
+	{name: "web.session_ttl", def: "12h", doc: "how long a sign-in to the web front end lasts",
+		read: func(r *reader, k string, c *Config) { c.Web.SessionTTL = r.dur(k, time.Minute, 30*24*time.Hour) }},
 
 	{name: "discord.token", def: "", secret: true, shown: "", doc: "the bot token (better: `BROKER_DISCORD_TOKEN`, or `discord.token_file`)",
 		read: func(r *reader, k string, c *Config) { c.Discord.Token = r.str(k) }},
@@ -236,7 +241,7 @@ var fileKeys = []fileKey{
 	{table: "", name: `channels."ID".agent`, shown: "—", reload: "yes",
 		doc: "the profile new threads of channel ID get, which allows the channel too (see Agent profiles); from the file only"},
 	{table: "", name: "api.tokens", shown: "`[]`", reload: "yes",
-		doc: "the API's clients: `[[api.tokens]]` tables with `name`, `token` or `token_file`, `channels`, `agents`, `may_approve` (see HTTP API); from the file only, besides the one `BROKER_API_TOKEN` gives"},
+		doc: "the API's clients: `[[api.tokens]]` tables with `name`, `token` or `token_file`, `channels`, `agents`, `may_approve`, `web_admin` (see HTTP API, Web front end); from the file only, besides the one `BROKER_API_TOKEN` gives"},
 	{table: "", name: "schedules", shown: "`[]`", reload: "yes",
 		doc: "prompts the broker submits on a schedule: `[[schedules]]` tables (see Schedules); from the file only"},
 }
@@ -390,6 +395,14 @@ func readAPIListen(r *reader, k string, c *Config) {
 	} else if http := r.v.GetString("http.listen"); http != "" && http == c.API.Listen && n != 0 {
 		r.fail(k, "= %q is http.listen's address too: the API has a listener of its own", c.API.Listen)
 	}
+}
+
+// readPublicURL reads web.public_url: an http(s) URL, or none.
+func readPublicURL(r *reader, k string, c *Config) {
+	if r.str(k) == "" {
+		return
+	}
+	c.Web.PublicURL = strings.TrimSuffix(r.httpURL(k, "https://broker.example.com"), "/")
 }
 
 // readTokenFile runs after discord.token: the token itself wins.

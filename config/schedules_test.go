@@ -208,3 +208,42 @@ func TestAPI_ReloadTakesSchedulesAndTokens(t *testing.T) {
 		t.Errorf("live: listen %s rate %d schedules %d tokens %+v", live.API.Listen, live.API.RateLimit, len(live.Schedules), live.API.Tokens)
 	}
 }
+
+// The web front end's keys are read, web_admin marks an API token, and
+// a bad address or URL is refused naming its key.
+func TestWeb_KeysAndAdminTokensAreRead(t *testing.T) {
+	c, err := loadText(t, discordBase()+`
+[web]
+listen = "127.0.0.1:9490"
+public_url = "https://broker.example.com"
+session_ttl = "30m"
+
+[[api.tokens]]
+name = "ops"
+token = "ops-token-0123456789"
+channels = ["*"]
+web_admin = true
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Web.Listen != "127.0.0.1:9490" || c.Web.PublicURL != "https://broker.example.com" || c.Web.SessionTTL != 30*time.Minute {
+		t.Errorf("web read as %+v", c.Web)
+	}
+	if len(c.API.Tokens) != 1 || !c.API.Tokens[0].WebAdmin {
+		t.Errorf("tokens read as %+v", c.API.Tokens)
+	}
+	off, err := loadText(t, discordBase())
+	if err != nil || off.Web.Listen != "" || off.Web.SessionTTL != 12*time.Hour {
+		t.Errorf("without [web]: %+v, %v", off.Web, err)
+	}
+	for key, bad := range map[string]string{
+		"web.listen":      "[web]\nlisten = \"nowhere\"\n",
+		"web.public_url":  "[web]\npublic_url = \"javascript:alert(1)\"\n",
+		"web.session_ttl": "[web]\nsession_ttl = \"1s\"\n",
+	} {
+		if _, err := loadText(t, discordBase()+"\n"+bad); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v, want an error naming it", key, err)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 // onCommand serves the slash command (/acp …). Slack delivers no slash
 // command typed in a thread, so it serves what makes sense in a channel:
-// new and agents go to the Server; status lists the agents too; help
+// new, agents, schedules and web go to the Server; status lists the agents too; help
 // (or nothing) says how to use the app; a command of a thread's is told
 // to be written to the app in the thread.
 func (c *Client) onCommand(cmd *slackapi.SlashCommand, at time.Time) {
@@ -46,9 +46,9 @@ func (c *Client) onCommand(cmd *slackapi.SlashCommand, at time.Time) {
 }
 
 // channelCommand reports whether the slash command serves command: those
-// of a channel rather than of a thread.
+// of a channel rather than of a thread (web: of either).
 func channelCommand(command string) bool {
-	return command == "new" || command == "agents" || command == "schedules"
+	return command == "new" || command == "agents" || command == "schedules" || command == "web"
 }
 
 // help says how to use the app in Slack.
@@ -67,7 +67,7 @@ func (c *Client) help() string {
 		}
 		fmt.Fprintf(&b, "• `%s`: %s\n", usage, spec.Description)
 	}
-	fmt.Fprintf(&b, "**Here**: `%s new [agent] [prompt]` starts a thread with an agent, `%s agents` lists them, `%s schedules` lists the schedules (an approver runs, pauses or resumes one: `%s schedules run [name]`), `%s help` shows this.\n", c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command)
+	fmt.Fprintf(&b, "**Here**: `%s new [agent] [prompt]` starts a thread with an agent, `%s agents` lists them, `%s schedules` lists the schedules (an approver runs, pauses or resumes one: `%s schedules run [name]`), `%s web` gives you a private link to the broker's web pages, `%s help` shows this.\n", c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command, c.cfg.Command)
 	b.WriteString("-# Only the thread's starter or an approver can answer its questions, cancel it, reset it or change its agent.")
 	return b.String()
 }

@@ -74,6 +74,7 @@ var Commands = []CommandSpec{
 		{Name: "session", Description: "The session's id, as /sessions lists it"},
 	}},
 	{Name: "fork", Description: "Open a new thread that starts from this conversation, with its own agent and workspace"},
+	{Name: "web", Description: "Get a private link that signs you in to the broker's web pages (in a thread: to its page)"},
 }
 
 // Click takes the use of one of the Server's buttons or menus: the
@@ -155,6 +156,9 @@ func (s *Server) command(c Command) {
 		return
 	case "schedules":
 		s.onSchedules(c)
+		return
+	case "web":
+		s.onWeb(c)
 		return
 	}
 	conv := s.conversation(c.Where)

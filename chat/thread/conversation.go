@@ -26,6 +26,10 @@ type conversation struct {
 	// approvers may answer its requests besides those who may act on
 	// any thread (a schedule's); guarded by Server.mu.
 	approvers []string
+	// fresh: the broker opened it and no turn has shown in it yet (its
+	// first message carries the Open in browser button); guarded by
+	// Server.mu.
+	fresh bool
 }
 
 // convSweepEvery spaces the sweeps of forgotten conversations: a sweep
@@ -96,7 +100,7 @@ func (s *Server) startThread(ctx context.Context, channel, id, name, starter, ag
 	if err != nil {
 		return nil, err
 	}
-	conv := &conversation{thread: thread, channel: channel, starter: starter, agent: agent}
+	conv := &conversation{thread: thread, channel: channel, starter: starter, agent: agent, fresh: true}
 	s.mu.Lock()
 	sweep := s.keepLocked(conv)
 	s.mu.Unlock()

@@ -36,6 +36,9 @@ type openQuestion struct {
 	values map[string]any
 	// texts are the fields asked in the form, by index.
 	texts []int
+	// said, once a program or the web answered it (AnswerFor), says so
+	// for its message; guarded by Server.mu.
+	said string
 }
 
 // questionPrefix starts the action id of every question's actions; the
@@ -100,6 +103,13 @@ func (s *Server) elicit(ctx context.Context, conv *conversation, req *acp.Elicit
 	}
 	select {
 	case ans := <-oq.answer:
+		s.mu.Lock()
+		said := oq.said
+		s.mu.Unlock()
+		if said != "" {
+			text := cut(questionHeader(req), s.lim.MessageRunes-200) + "\n-# " + said
+			s.spawnLate(func() { s.closeAsk(conv.thread, id, text) })
+		}
 		return ans
 	case <-ctx.Done():
 	}

@@ -166,6 +166,7 @@ func (s *Server) submitPrompt(conv *conversation, at Origin, author User, title,
 		MayInterrupt: s.acl().mayAct(conv.channel, s.starterOf(conv), author)}
 	// Known to the sink before the engine can tell it it waits.
 	sink.setPrompt(p, author)
+	sink.observe(title, author, "")
 	if err := s.engine.Submit(conv.thread, p); err != nil {
 		if errors.Is(err, adapter.ErrQueueFull) {
 			err = fmt.Errorf("<@%s>, %w: yours was not sent to the agent. Send it again once one has run, or see and remove them with `%s`", author.ID, err, s.p.Usage("queue"))

@@ -39,6 +39,11 @@ type turnSink struct {
 	prompt *adapter.Prompt
 	from   User
 	linked atomic.Bool // the turn has its place in the thread's order: see link
+	// obs sees the turn for the web front end (nil: none); set before
+	// the prompt is submitted (observe), read-only after. browse is its
+	// thread's page, on the first message of a new thread ("": none).
+	obs    TurnObserver
+	browse string
 
 	// events are for run alone. live ends when run returns: an event sent
 	// after that is dropped.
@@ -73,6 +78,10 @@ func newTurnSink(s *Server, conv *conversation, at Origin) *turnSink {
 		s.permSeq++
 		t.noteKey = strconv.FormatUint(s.permSeq, 36)
 	}
+	if conv.fresh && s.web.ThreadURL != nil {
+		t.browse = s.web.ThreadURL(conv.thread)
+	}
+	conv.fresh = false
 	s.mu.Unlock()
 	v := &turnView{s: s, sink: t, answer: answerState{calls: window{burst: s.lim.Burst, per: s.lim.Window}}}
 	v.tr.ShowThoughts = s.acl().ShowThoughts
@@ -126,6 +135,9 @@ func (t *turnSink) Status(st adapter.Status) {
 	} else {
 		after, linked = t.link(true)
 	}
+	if t.obs != nil {
+		t.obs.Status(st)
+	}
 	t.send(func(v *turnView) {
 		if linked {
 			v.link(after)
@@ -139,18 +151,27 @@ func (t *turnSink) Update(u acp.Update) {
 	if u.Kind == acp.UpdateSessionInfo && u.Title != nil {
 		t.s.retitle(t.conv.thread, *u.Title)
 	}
+	if t.obs != nil {
+		t.obs.Update(u)
+	}
 	t.send(func(v *turnView) { v.update(u) })
 }
 
 // Notice implements adapter.Sink.
 func (t *turnSink) Notice(n adapter.Notice) {
 	text := chat.NoticeText(n)
+	if t.obs != nil {
+		t.obs.Notice(text)
+	}
 	t.send(func(v *turnView) { v.notice(text) })
 }
 
 // Done implements adapter.Sink.
 func (t *turnSink) Done(o adapter.Outcome) {
 	after, linked := t.link(true)
+	if t.obs != nil {
+		t.obs.Done(o)
+	}
 	t.send(func(v *turnView) {
 		if linked {
 			v.link(after)
@@ -170,11 +191,19 @@ func (t *turnSink) refused(err error) {
 
 // Ask implements adapter.Sink: see permission.go.
 func (t *turnSink) Ask(ctx context.Context, req *acp.PermissionRequest) adapter.Answer {
+	if t.obs != nil {
+		t.obs.Ask(req)
+		defer t.obs.Asked(req)
+	}
 	return t.s.ask(ctx, t.conv, req)
 }
 
 // Elicit implements adapter.Elicitor: see elicit.go.
 func (t *turnSink) Elicit(ctx context.Context, req *acp.ElicitationRequest) adapter.ElicitAnswer {
+	if t.obs != nil {
+		t.obs.Elicit(req)
+		defer t.obs.Elicited(req)
+	}
 	return t.s.elicit(ctx, t.conv, req)
 }
 
@@ -552,6 +581,9 @@ func (v *turnView) showPiece(i int, edit bool, vw view) {
 	out := View{Text: piece, Files: vw.files[i], Outcome: vw.final && last}
 	if stop {
 		out.Actions = []Action{{ID: t.stop, Label: "Cancel", Style: Danger}}
+	}
+	if i == 0 && t.browse != "" {
+		out.Actions = append(out.Actions, Action{Label: "Open in browser", URL: t.browse})
 	}
 	var id string
 	var later []string // the messages after a deleted one

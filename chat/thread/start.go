@@ -46,6 +46,8 @@ type Request struct {
 	// sees the turn as the thread shows it, and may answer its
 	// permission requests (AnswerPermission).
 	Sink func(adapter.Sink) adapter.Sink
+	// author is the user who asks, when a person does (SendFor).
+	author *User
 }
 
 // Started is where a Request runs.
@@ -141,6 +143,12 @@ func (s *Server) Start(ctx context.Context, r Request) (Started, error) {
 	}
 	p := &adapter.Prompt{Ref: at.Ref, Title: excerpt(r.Text, 80), Author: r.By, Agent: agent, Blocks: r.Blocks,
 		PermissionMode: r.PermissionMode, PermissionBy: r.PermissionBy, Sink: into}
+	var author User
+	if r.author != nil {
+		author = *r.author
+		p.Author, p.AuthorName = author.ID, author.display()
+	}
+	sink.observe(r.Text, author, p.AuthorName)
 	if err := s.engine.Submit(conv.thread, p); err != nil {
 		sink.refused(err)
 		return out, err
@@ -212,6 +220,13 @@ var (
 // API"). The first answer decides, in the chat or here: after it,
 // ErrNotOpen. The thread's request then says who chose what.
 func (s *Server) AnswerPermission(req *acp.PermissionRequest, optionID string, by User, via string) error {
+	return s.answerPermission(req, optionID, by, via, nil)
+}
+
+// answerPermission is AnswerPermission, for by alone when may (if set)
+// says so of the request (else ErrNotAllowed); may is called with s.mu
+// held.
+func (s *Server) answerPermission(req *acp.PermissionRequest, optionID string, by User, via string, may func(*openPermission) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, op := range s.perms {
@@ -220,6 +235,9 @@ func (s *Server) AnswerPermission(req *acp.PermissionRequest, optionID string, b
 		}
 		if op.ctx.Err() != nil {
 			return ErrNotOpen
+		}
+		if may != nil && !may(op) {
+			return ErrNotAllowed
 		}
 		i := slices.IndexFunc(op.options, func(o acp.PermissionOption) bool { return o.OptionID == optionID })
 		if i < 0 {

@@ -192,6 +192,7 @@ type Server struct {
 	permSeq   uint64
 	titles    map[string]*retitling // threads renamed within RetitleInterval, by thread
 	schedules Schedules             // nil: none shown here
+	web       Web                   // the web front end's: see SetWeb
 	marking   int                   // turns whose status marks are still being set
 	stats     Stats
 
