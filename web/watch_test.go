@@ -109,7 +109,7 @@ func TestEvents_ATurnsChunksReachThePageAsTheyStream(t *testing.T) {
 		t.Fatalf("the prompt's markup reached the page: %s", first)
 	}
 	turn.Update(textChunk("hello "))
-	await(t, events, "hello ")
+	await(t, events, "<p>hello</p>")
 	turn.Update(textChunk("world"))
 	await(t, events, "hello world")
 	turn.Done(adapter.Outcome{StopReason: acp.StopEndTurn, Text: "hello world", Elapsed: 2 * time.Second})
