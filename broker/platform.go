@@ -133,7 +133,7 @@ func (b *Broker) openPlatforms() error {
 func Console(p Parts) (Platform, error) {
 	c := console.New(console.Config{Engine: p.Engine, In: p.Stdin, Out: p.Stdout, ShowThoughts: p.Config.Discord.ShowThoughts,
 		Agents: p.Agents, Memory: p.Memory, Logger: p.Logger})
-	return Platform{Platform: c}, nil
+	return Platform{Platform: c, Threads: c.Threads()}, nil
 }
 
 // platformEngine is the engine as one platform sees it: by its own thread
