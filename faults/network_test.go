@@ -23,8 +23,8 @@ func upstream(t *testing.T, name string) *httptest.Server {
 func hostPort(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
 // In the default sandbox (agent.network = "proxy") a hostile agent has a
-// network of its own: it cannot connect to the broker's metrics or API
-// port, nor to another service on the host's loopback, straight or
+// network of its own: it cannot connect to the broker's metrics, API or
+// web port, nor to another service on the host's loopback, straight or
 // through the proxy; the proxy refuses a host its profile does not
 // allow, in words that name the key; and it reaches an upstream that
 // allow_hosts names, through the proxy alone. The thread is told once
@@ -33,21 +33,23 @@ func TestNetwork_AHostileAgentReachesOnlyWhatItsProfileAllows(t *testing.T) {
 	needBwrap(t)
 	allowed := upstream(t, "allowed")
 	other := upstream(t, "other") // a database or admin service on the host
-	w := newWorld(t, withAPI(settings{"agent.allow_hosts": []string{hostPort(allowed), "*.example.org"}}))
+	w := newWorld(t, withAPI(settings{"agent.allow_hosts": []string{hostPort(allowed), "*.example.org"}, "web.listen": "127.0.0.1:0"}))
 	w.Raw = apiTokens(w.Channel)
 	b := w.start()
-	metricsAddr, apiAddr := b.Addr(), b.APIAddr()
-	if metricsAddr == "" || apiAddr == "" {
-		t.Fatalf("the broker serves metrics on %q and its API on %q", metricsAddr, apiAddr)
+	metricsAddr, apiAddr, webAddr := b.Addr(), b.APIAddr(), b.WebAddr()
+	if metricsAddr == "" || apiAddr == "" || webAddr == "" {
+		t.Fatalf("the broker serves metrics on %q, its API on %q and its web pages on %q", metricsAddr, apiAddr, webAddr)
 	}
 
 	probes := []string{
 		"tcp:" + metricsAddr,
 		"tcp:" + apiAddr,
+		"tcp:" + webAddr,
 		"tcp:" + hostPort(other),
 		"tcp:" + hostPort(allowed),
 		"proxy:http://" + metricsAddr + "/metrics",
 		"proxy:http://" + apiAddr + "/v1/openapi.json",
+		"proxy:http://" + webAddr + "/threads",
 		"proxy:" + other.URL,
 		"connect:" + hostPort(other),
 		"proxy:http://not-allowed.example.com/",
@@ -56,24 +58,24 @@ func TestNetwork_AHostileAgentReachesOnlyWhatItsProfileAllows(t *testing.T) {
 	}
 	thread := w.mention(alice, "probe "+strings.Join(probes, " "))
 	got := w.awaitAnswers(thread, 1)[0].Text
-	for _, p := range probes[:4] {
+	for _, p := range probes[:5] {
 		if r := probeLine(t, got, p); !strings.HasPrefix(r, "denied") {
 			t.Errorf("straight to the host's loopback, %s: %s", p, r)
 		}
 	}
-	for _, p := range probes[4:8] {
+	for _, p := range probes[5:10] {
 		r := probeLine(t, got, p)
 		if !strings.HasPrefix(r, "denied: 403") || !strings.Contains(r, "agent.allow_hosts") {
 			t.Errorf("through the proxy to the host's loopback, %s: %s", p, r)
 		}
 	}
-	for _, p := range probes[8:10] {
+	for _, p := range probes[10:12] {
 		r := probeLine(t, got, p)
 		if !strings.HasPrefix(r, "denied: 403") || !strings.Contains(r, "not-allowed.example.com:") || !strings.Contains(r, "agent.allow_hosts") {
 			t.Errorf("a host not allowed, %s: %s", p, r)
 		}
 	}
-	if r := probeLine(t, got, probes[10]); r != "ok: allowed here" {
+	if r := probeLine(t, got, probes[12]); r != "ok: allowed here" {
 		t.Errorf("the allowed upstream through the proxy: %s", r)
 	}
 	// Told once in the turn, with what was refused and why.
@@ -84,9 +86,9 @@ func TestNetwork_AHostileAgentReachesOnlyWhatItsProfileAllows(t *testing.T) {
 	if notes != 1 {
 		t.Errorf("the thread was told of refusals %d times in one turn, want once", notes)
 	}
-	refused := b.awaitMetric(`acp_broker_network_refused_total{profile="default"}`, func(v float64) bool { return v >= 6 })
-	if refused != 6 {
-		t.Errorf("acp_broker_network_refused_total = %v, want the 6 asked of the proxy", refused)
+	refused := b.awaitMetric(`acp_broker_network_refused_total{profile="default"}`, func(v float64) bool { return v >= 7 })
+	if refused != 7 {
+		t.Errorf("acp_broker_network_refused_total = %v, want the 7 asked of the proxy", refused)
 	}
 	if v, _ := b.metric(`acp_broker_network_connections_total{profile="default"}`); v < 1 {
 		t.Errorf("acp_broker_network_connections_total = %v, want the allowed one", v)

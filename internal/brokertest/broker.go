@@ -22,8 +22,9 @@ type Broker struct {
 	Log  *Log
 	done chan struct{}
 	addr string
-	// apiAddr is the HTTP API's address, once it serves.
-	apiAddr string
+	// apiAddr is the HTTP API's address, once it serves; webAddr the web
+	// front end's.
+	apiAddr, webAddr string
 	http    *http.Client
 	// slackConns are the Socket Mode connections the fake Slack had
 	// accepted before the broker started.
@@ -62,10 +63,14 @@ func start(w *World, config, logPath string) (*Broker, error) {
 const (
 	serving    = "serving /metrics, /healthz and /readyz"
 	servingAPI = "serving the HTTP API"
+	servingWeb = "serving the web front end"
 )
 
 // APIAddr is the address of the HTTP API ("" without api.listen).
 func (b *Broker) APIAddr() string { return b.apiAddr }
+
+// WebAddr is the address the web front end listens on (web.listen set).
+func (b *Broker) WebAddr() string { return b.webAddr }
 
 // awaitReady waits for the broker to serve HTTP (if configured), for
 // /readyz to say it is connected, for its slash commands on Discord,
@@ -107,6 +112,16 @@ func (b *Broker) awaitReady(ctx context.Context) error {
 				break
 			}
 			if err := wait("before serving the API"); err != nil {
+				return err
+			}
+		}
+	}
+	if listen, _ := b.w.Conf["web.listen"].(string); listen != "" {
+		for b.webAddr == "" {
+			if b.webAddr = b.Log.Field(servingWeb, "addr"); b.webAddr != "" {
+				break
+			}
+			if err := wait("before serving the web front end"); err != nil {
 				return err
 			}
 		}
