@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint sandbox-deps promtool-deps rules interop-deps interop bench fuzz soak clean
+.PHONY: build test run lint sandbox-deps browser-deps promtool-deps rules interop-deps interop bench fuzz soak clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -35,6 +35,19 @@ sandbox-deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 		else \
 			echo "bubblewrap is missing and this user cannot install it (apt-get install bubblewrap, as root): tests that need it are skipped"; \
+		fi; \
+	fi
+
+# The web front end's tests drive a headless browser: Debian's chromium,
+# installed when missing and this user may (root, apt-get). Elsewhere
+# those tests are skipped and say so; in CI they fail.
+browser-deps:
+	@if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null; \
+		else \
+			echo "chromium is missing and this user cannot install it (apt-get install chromium, as root): the browser tests are skipped"; \
 		fi; \
 	fi
 
@@ -72,7 +85,7 @@ rules: promtool-deps
 TEST_TIMEOUT ?= 30m
 TEST_FIRST := ./faults/ ./interop/
 
-test: sandbox-deps promtool-deps interop-deps
+test: sandbox-deps browser-deps promtool-deps interop-deps
 	$(GO) test -race -count=1 -p 3 -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...
 
 # The real agents (SDK example, codex-acp, claude-agent-acp), directly and

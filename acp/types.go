@@ -201,6 +201,9 @@ type Update struct {
 	Status     string             `json:"status,omitempty"`
 	ToolOutput []ToolCallContent  `json:"-"`
 	Locations  []ToolCallLocation `json:"locations,omitempty"`
+	// RawInput is the tool call's input as the agent sent it, for a
+	// page to show; it is no part of the update an API stream writes.
+	RawInput json.RawMessage `json:"-"`
 
 	// plan
 	Entries []PlanEntry `json:"entries,omitempty"`
@@ -252,7 +255,8 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 	type plain Update
 	var p struct {
 		plain
-		Content rawRef `json:"content"` // decoded below, while b is
+		Content  rawRef          `json:"content"` // decoded below, while b is
+		RawInput json.RawMessage `json:"rawInput"`
 	}
 	err := json.Unmarshal(b, &p)
 	if err != nil || !knownUpdates[p.Kind] {
@@ -268,6 +272,9 @@ func (u *Update) UnmarshalJSON(b []byte) error {
 	}
 	*u = Update(p.plain)
 	u.ToolCallID = boundID(u.ToolCallID)
+	if u.Kind == UpdateToolCall || u.Kind == UpdateToolCallUpdate {
+		u.RawInput = p.RawInput
+	}
 	switch u.Kind {
 	case UpdateMessageChunk, UpdateThoughtChunk, UpdateUserMessageChunk, UpdateToolCall, UpdateToolCallUpdate:
 		// The bulk of what an agent sends: its fields say all that is

@@ -317,13 +317,13 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	s.QueueSize = e.cfg.QueueSize
 	if th := e.threads[threadID]; th != nil {
 		s.Queued = len(th.queue)
-		if th.cur != nil {
-			s.Busy, s.TurnStarted = true, th.cur.start
-		}
 	}
+	// A turn whose Outcome was given is over, though its worker has not
+	// yet let it go: whoever was told it ended may ask at once.
 	var cur *turn
-	if th := e.threads[threadID]; th != nil {
+	if th := e.threads[threadID]; th != nil && th.cur != nil && !th.cur.ended.Load() {
 		cur = th.cur
+		s.Busy, s.TurnStarted = true, cur.start
 	}
 	tp := e.cfg.ThreadProfiles
 	e.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/pool"
 )
 
@@ -86,4 +87,33 @@ func TestStatus_SaysWhatTheTurnIsDoing(t *testing.T) {
 func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// statusAtDone is a recorder that asks the engine for its thread's
+// status when it is told the turn ended, as a chat platform may.
+type statusAtDone struct {
+	*recorder
+	e      *Engine
+	thread string
+	seen   chan ThreadStatus
+}
+
+func (s *statusAtDone) Done(o Outcome) {
+	s.seen <- s.e.Status(s.thread)
+	s.recorder.Done(o)
+}
+
+// A turn is over for whoever is told it ended: the thread's status then
+// says nothing is running, though the engine's worker has not let the
+// turn go yet.
+func TestStatus_ATurnToldEndedIsNotRunning(t *testing.T) {
+	r := newRig(t, nil, pool.Config{}, Config{})
+	s := &statusAtDone{recorder: newRecorder(), e: r.engine, thread: "t1", seen: make(chan ThreadStatus, 1)}
+	if err := r.engine.Submit("t1", &Prompt{Ref: "t1", Blocks: []acp.ContentBlock{acp.TextBlock("hello")}, Sink: s}); err != nil {
+		t.Fatal(err)
+	}
+	s.wait(t, 20*time.Second)
+	if st := <-s.seen; st.Busy || st.Turn != "" {
+		t.Fatalf("told the turn ended, the status says %+v", st)
+	}
 }

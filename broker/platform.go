@@ -131,7 +131,8 @@ func (b *Broker) openPlatforms() error {
 // Console is the terminal the broker runs on, one conversation at a
 // time.
 func Console(p Parts) (Platform, error) {
-	c := &console.Console{Engine: p.Engine, In: p.Stdin, Out: p.Stdout, ShowThoughts: p.Config.Discord.ShowThoughts, Agents: p.Agents}
+	c := console.New(console.Config{Engine: p.Engine, In: p.Stdin, Out: p.Stdout, ShowThoughts: p.Config.Discord.ShowThoughts,
+		Agents: p.Agents, Memory: p.Memory, Logger: p.Logger})
 	return Platform{Platform: c}, nil
 }
 

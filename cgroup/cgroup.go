@@ -6,6 +6,7 @@
 package cgroup
 
 import (
+	"acpbroker/internal/safename"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -364,24 +365,7 @@ func (l layout) String() string {
 }
 
 // safeName makes an agent's name a directory name.
-func safeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if b.Len() >= 64 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "agent"
-	}
-	return b.String()
-}
+func safeName(s string) string { return safename.Of(s, 64, "agent") }
 
 func mkdir(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {

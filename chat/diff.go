@@ -87,6 +87,19 @@ func splitLines(s string) []string {
 	return out
 }
 
+// AddedLines are the lines of b that a shortest edit from a to b adds,
+// in order: what a reader who saw a must be shown of b. Past the diff's
+// bound of work, every line between the ends a and b share is added.
+func AddedLines(a, b []string) []string {
+	var out []string
+	for _, o := range editScript(a, b) {
+		if o.kind == '+' {
+			out = append(out, o.line)
+		}
+	}
+	return out
+}
+
 // op is one line of an edit script: ' ' kept, '-' removed, '+' added.
 type op struct {
 	kind byte

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -160,6 +161,22 @@ func TestUnifiedDiff_MemoryIsBoundedWhateverTheSize(t *testing.T) {
 			if got := apply(t, old, d.Text); got != nu {
 				t.Fatalf("%d lines: diff does not apply", lines)
 			}
+		}
+	}
+}
+
+func TestAddedLines_AreWhatAReaderOfTheOldTextHasNotSeen(t *testing.T) {
+	for _, c := range []struct {
+		a, b, want []string
+	}{
+		{nil, []string{"x", "y"}, []string{"x", "y"}},
+		{[]string{"answer"}, []string{"answer", "more"}, []string{"more"}},
+		{[]string{"⏳ Read running", "answer"}, []string{"✅ Read done", "answer", "more"}, []string{"✅ Read done", "more"}},
+		{[]string{"a", "b", "c"}, []string{"a", "c"}, nil},
+		{[]string{"a", "b"}, []string{"a", "b"}, nil},
+	} {
+		if got := AddedLines(c.a, c.b); !slices.Equal(got, c.want) {
+			t.Errorf("AddedLines(%q, %q) = %q, want %q", c.a, c.b, got, c.want)
 		}
 	}
 }

@@ -27,10 +27,8 @@ import (
 )
 
 const (
-	// discordAwait bounds every wait on the thread: an agent's start plus
-	// one turn of the SDK example (about five seconds of its own pauses)
-	// and Discord's pace of 5 message calls per 5 seconds.
-	discordAwait = 45 * time.Second
+	// discordAwait bounds every wait on a Discord thread.
+	discordAwait = chatAwait
 	// interactionDeadline is Discord's: an interaction not answered
 	// within it fails for the user.
 	interactionDeadline = 3 * time.Second
@@ -44,17 +42,11 @@ var threadStarter = fakediscord.User{ID: "301", Username: "alice", GlobalName: "
 // Discord's own rate limits and the default edit pace), against a fake
 // Discord, in front of one real agent.
 type discordBroker struct {
-	s       *subject
-	srv     *fakediscord.Server
-	broker  *brokertest.InProcess
-	engine  engine // by Discord's thread ids, as the client sees it
-	client  *discord.Client
-	channel string // the allowed channel
-	discord brokertest.Discord
-	workDir string // agent.cwd; each thread runs in workDir/<thread>
-	procs   *procRecorder
-	timings *timingLog
-	sandbox pool.Sandbox
+	frontBase // each thread runs in workDir/<thread>
+	srv       *fakediscord.Server
+	engine    engine // by Discord's thread ids, as the client sees it
+	client    *discord.Client
+	discord   brokertest.Discord
 }
 
 // engine is the broker's engine as the Discord client sees it.
@@ -71,67 +63,26 @@ func newDiscordBroker(t *testing.T, s *subject, engineCfg adapter.Config, more .
 		t.Fatal(err)
 	}
 	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: s.spec.Command}, brokertest.Options{
-		Fake: fakediscord.Options{WaitTimeout: discordAwait},
-		Conf: brokertest.Settings{
-			"log.level":           "debug",
-			"http.listen":         "",
-			"agent.args":          s.spec.Args,
-			"agent.sandbox":       "none",
-			"agent.start_timeout": startTimeout.String(),
-			"agent.exit_grace":    "500ms",
-			"pool.max_sessions":   4,
-			// The agents answer a cancel within a second; a permission
-			// request stays open as long as the test may take to click.
-			"turn.timeout":            turnTimeout.String(),
-			"turn.cancel_grace":       (cancelBound / 2).String(),
-			"turn.permission_timeout": discordAwait.String(),
-			"agent.allow_hosts":       allowHosts(s),
-		}.With(merged(more)),
+		Fake:    fakediscord.Options{WaitTimeout: discordAwait},
+		Conf:    frontSettings(s, more...),
 		LogTail: 512 << 10,
 	})
 	w.Srv.AddUser(threadStarter)
 	b := &discordBroker{
-		s:       s,
+		frontBase: frontBase{s: s, platform: "discord", channel: w.Channel, workDir: w.Work, procs: &procRecorder{}, timings: &timingLog{},
+			toolDone: "✅ `Modifying critical configuration file` done"},
 		srv:     w.Srv,
-		channel: w.Channel,
 		discord: w.Discord,
-		workDir: w.Work,
-		procs:   &procRecorder{},
-		timings: &timingLog{},
 	}
-	b.sandbox = interopSandbox(t, env)
-	cfg, err := w.Load(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := broker.Options{
-		Version: "interop",
-		Pool: func(pc *pool.Config) {
-			// The agent's environment is built as above, whatever
-			// agent.env would make of its values.
-			pc.Sandbox = b.sandbox
-			pc.Launch = b.procs.launch
-			pc.Profiles[pool.DefaultProfileName].Env = env
-		},
-		Engine: func(e *adapter.Config) { e.RestartAfterCancel = engineCfg.RestartAfterCancel },
-		Platforms: map[string]broker.PlatformFunc{"discord": func(p broker.Parts) (broker.Platform, error) {
-			b.engine.Engine = p.Engine
-			made, err := broker.Discord(nil)(p)
-			if err == nil {
-				b.client = made.Platform.(*discord.Client)
-			}
-			return made, err
-		}},
-	}
-	if b.broker, err = w.OpenConfig(cfg, opts); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.close(t) })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := b.broker.Serve(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b.waitFor = w.Srv.WaitFor
+	b.start(t, w, env, engineCfg, func(p broker.Parts) (broker.Platform, error) {
+		b.engine.Engine = p.Engine
+		made, err := broker.Discord(nil)(p)
+		if err == nil {
+			b.client = made.Platform.(*discord.Client)
+		}
+		return made, err
+	}, b.close)
 	b.await(t, "slash commands registered", func() bool { return len(b.srv.Commands()) == len(thread.Commands) })
 	return b
 }
@@ -177,10 +128,7 @@ func throughProxy(t *testing.T, s *subject, sandbox pool.Sandbox, m *metrics.Met
 // close stops the broker as the binary does at SIGTERM, and says what
 // it did.
 func (b *discordBroker) close(t *testing.T) {
-	throughProxy(t, b.s, b.sandbox, b.broker.Metrics())
-	if err := b.broker.Stop(10 * time.Second); err != nil {
-		t.Logf("the broker's platforms returned %v", err)
-	}
+	b.stop(t)
 	if u := b.srv.UnknownRequests(); len(u) > 0 {
 		t.Errorf("the broker called %d route(s) Discord does not have, first %s %s", len(u), u[0].Method, u[0].Path)
 	}
@@ -202,16 +150,6 @@ func (b *discordBroker) close(t *testing.T) {
 	st := b.broker.Pool().Stats()
 	t.Logf("%s: pool at the end: spawned %d, stopped %v, killed %d; conn: late updates %d, stale responses %d, junk lines %d, bad messages %d",
 		b.s.spec.Name, st.Spawned, st.Stopped, st.Killed, st.Conn.LateUpdates, st.Conn.StaleResponses, st.Conn.JunkLines, st.Conn.BadMessages)
-}
-
-// warnings returns the broker's warning and error lines about the agent
-// process pid.
-func (b *discordBroker) warnings(pid int) []string {
-	var out []string
-	for _, level := range []string{`"level":"warn"`, `"level":"error"`} {
-		out = append(out, b.broker.Log.Grep(level, fmt.Sprintf(`"pid":%d,`, pid))...)
-	}
-	return out
 }
 
 // agentEnv builds the agent's environment the way the broker does, with
@@ -258,16 +196,6 @@ func agentEnv(spec []string) ([]string, error) {
 	return pool.BuildEnv(func(k string) (string, bool) { v, ok := own[k]; return v, ok }, extra)
 }
 
-// await waits until cond holds, failing t after discordAwait.
-func (b *discordBroker) await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), discordAwait)
-	defer cancel()
-	if err := b.srv.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("%s: %v (waited %v)", what, err, discordAwait)
-	}
-}
-
 // mention has the thread starter mention the bot in the allowed channel
 // and waits for the thread opened from the message. It returns the
 // thread's id (the message's) and when the message was sent.
@@ -302,16 +230,6 @@ func (b *discordBroker) say(t *testing.T, thread, text string) (string, time.Tim
 	return id, sent
 }
 
-// shownTurn is one turn as its thread shows it.
-type shownTurn struct {
-	answer []fakediscord.Message // the bot's answer messages, oldest first
-	body   string                // their text without the footer line
-	footer string                // the final line, e.g. "-# ✅ done in 3s"
-	// first is when the turn's first bot message (answer or permission
-	// request) was posted, end when the footer appeared.
-	first, end time.Time
-}
-
 // turnMessages returns the bot's messages in thread posted after the
 // message after ("" for the thread's first turn), interaction responses
 // left out.
@@ -333,52 +251,34 @@ func (b *discordBroker) turnMessages(thread, after string) []fakediscord.Message
 	return out
 }
 
-func answerMessages(msgs []fakediscord.Message) []fakediscord.Message {
-	var out []fakediscord.Message
-	for _, m := range msgs {
+// shown: interaction responses are no part of a turn.
+func (b *discordBroker) shown(thread, after string) (all, answer []shownMsg) {
+	for _, m := range b.turnMessages(thread, after) {
+		sm := shownMsg{id: m.ID, text: m.Content, at: m.Created}
+		all = append(all, sm)
 		if !strings.HasPrefix(m.Content, brokertest.PermissionPrefix) {
-			out = append(out, m)
+			answer = append(answer, sm)
 		}
+	}
+	return all, answer
+}
+
+func (b *discordBroker) revisions(thread, msg string) []shownMsg {
+	var out []shownMsg
+	for _, r := range b.srv.Revisions(thread, msg) {
+		out = append(out, shownMsg{id: msg, text: r.Content, at: r.At})
 	}
 	return out
 }
 
-// awaitEnd waits until the turn that follows the message after has ended
-// in thread, and returns it as shown.
-func (b *discordBroker) awaitEnd(t *testing.T, thread, after string) shownTurn {
+// awaitReaction: the message a thread opened from is in the allowed
+// channel; the others are in the thread.
+func (b *discordBroker) awaitReaction(t *testing.T, thread, msg, emoji string) {
 	t.Helper()
-	var ans []fakediscord.Message
-	b.await(t, "the turn's final footer", func() bool {
-		ans = answerMessages(b.turnMessages(thread, after))
-		return len(ans) > 0 && brokertest.Footer(ans[len(ans)-1].Content) != ""
-	})
-	st := shownTurn{answer: ans}
-	var parts []string
-	for _, m := range ans {
-		parts = append(parts, m.Content)
+	channel := thread
+	if msg == "" {
+		channel, msg = b.channel, thread
 	}
-	all := strings.Join(parts, "\n")
-	st.footer = brokertest.Footer(all)
-	st.body = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(all), st.footer))
-	for _, m := range b.turnMessages(thread, after) {
-		if st.first.IsZero() || m.Created.Before(st.first) {
-			st.first = m.Created
-		}
-	}
-	for _, m := range ans {
-		for _, r := range b.srv.Revisions(thread, m.ID) {
-			if brokertest.Footer(r.Content) != "" && (st.end.IsZero() || r.At.Before(st.end)) {
-				st.end = r.At
-			}
-		}
-	}
-	return st
-}
-
-// awaitReaction waits until the bot's status reaction on a user's message
-// is emoji, and checks the working one is gone.
-func (b *discordBroker) awaitReaction(t *testing.T, channel, msg, emoji string) {
-	t.Helper()
 	brokertest.Must(t, discordAwait, func(ctx context.Context) error {
 		return b.discord.AwaitReaction(ctx, channel, msg, emoji)
 	})
@@ -399,45 +299,24 @@ func (b *discordBroker) interactionResponse(t *testing.T, id string) fakediscord
 	return r
 }
 
-// clicked is a permission request answered with a button.
-type clicked struct {
-	msg      fakediscord.Message // the request as first posted
-	option   acp.PermissionOption
-	request  acp.PermissionRequest // as the agent sent it
-	response fakediscord.InteractionResponse
-	shown    time.Time // the request appeared in the thread
-}
-
-// allowOnce waits for the permission request of the turn after the
-// message after, with its buttons, and has the thread starter click the
-// button of the agent's allow_once option.
 func (b *discordBroker) allowOnce(t *testing.T, thread, after string) clicked {
 	t.Helper()
-	var c clicked
+	var msg fakediscord.Message
 	b.await(t, "a permission request with buttons", func() bool {
 		for _, m := range b.turnMessages(thread, after) {
 			if strings.HasPrefix(m.Content, brokertest.PermissionPrefix+" **Permission needed**") && len(m.Buttons()) > 0 {
-				c.msg = m
+				msg = m
 				return true
 			}
 		}
 		return false
 	})
-	c.shown = c.msg.Created
-	reqs := b.procs.permissionRequests(thread)
-	if len(reqs) == 0 {
-		t.Fatal("a permission request is shown but none is on the agent's wire")
-	}
-	if err := json.Unmarshal(reqs[len(reqs)-1].Params, &c.request); err != nil {
-		t.Fatalf("permission request params: %v", err)
-	}
-	idx := slices.IndexFunc(c.request.Options, func(o acp.PermissionOption) bool { return o.Kind == acp.OptionAllowOnce })
-	if idx < 0 {
-		t.Fatalf("the agent offered no allow_once option: %+v", c.request.Options)
-	}
+	c := clicked{text: msg.Content, shown: msg.Created}
+	var idx int
+	c.request, idx = requestOnWire(t, b.procs, thread)
 	c.option = c.request.Options[idx]
 	var custom string
-	for _, btn := range c.msg.Buttons() {
+	for _, btn := range msg.Buttons() {
 		if strings.HasSuffix(btn.CustomID, fmt.Sprintf(":%d", idx)) {
 			custom = btn.CustomID
 			if btn.Label != c.option.Name {
@@ -446,17 +325,168 @@ func (b *discordBroker) allowOnce(t *testing.T, thread, after string) clicked {
 		}
 	}
 	if custom == "" {
-		t.Fatalf("no button for option %d (%+v) on %q", idx, c.option, c.msg.Content)
+		t.Fatalf("no button for option %d (%+v) on %q", idx, c.option, msg.Content)
 	}
-	c.response = b.interactionResponse(t, b.srv.ClickButton(thread, c.msg.ID, threadStarter.ID, custom))
+	r := b.interactionResponse(t, b.srv.ClickButton(thread, msg.ID, threadStarter.ID, custom))
+	c.answered = r.Latency
 	want := fmt.Sprintf("<@%s> chose **%s**", threadStarter.ID, c.option.Name)
-	if c.response.Type != 7 || !strings.Contains(c.response.Content, want) {
-		t.Errorf("the click was answered %+v, want the message updated to say %q", c.response, want)
+	if r.Type != 7 || !strings.Contains(r.Content, want) {
+		t.Errorf("the click was answered %+v, want the message updated to say %q", r, want)
 	}
-	if m, _ := b.srv.Message(thread, c.msg.ID); len(m.Buttons()) != 0 {
+	if m, _ := b.srv.Message(thread, msg.ID); len(m.Buttons()) != 0 {
 		t.Errorf("buttons still on the permission request after the choice: %q", m.Content)
 	}
 	return c
+}
+
+func (b *discordBroker) status(thread string) adapter.ThreadStatus { return b.engine.Status(thread) }
+
+// procsOf: a thread's agents run in the directory named for its id.
+func (b *discordBroker) procsOf(thread string) []*agentProc { return b.procs.of(thread) }
+
+func (b *discordBroker) openPermissions() int { return b.client.Stats().OpenPermissions }
+
+// cancelling: /cancel in the thread for the agents with a model
+// (answered publicly within 3 seconds, naming who cancelled), a 🛑
+// reaction on the answer for the SDK example.
+func (b *discordBroker) cancelling(t *testing.T, thread, after string) (string, func()) {
+	if b.s.model {
+		return "/cancel", func() {
+			r := b.interactionResponse(t, b.srv.SlashCommand(thread, threadStarter.ID, "cancel", nil))
+			if r.Ephemeral() || !strings.Contains(r.Content, "<@"+threadStarter.ID+"> cancelled the current turn") {
+				t.Errorf("/cancel answered %+v, want a public note of who cancelled", r)
+			}
+		}
+	}
+	var working string // a bot message shown while the agent works
+	b.await(t, "the agent's first words", func() bool {
+		for _, m := range b.turnMessages(thread, after) {
+			if strings.Contains(m.Content, "I'll help you with that.") {
+				working = m.ID
+				return true
+			}
+		}
+		return false
+	})
+	return "🛑 reaction", func() { b.srv.AddReaction(thread, working, threadStarter.ID, "🛑") }
+}
+
+// models: /model in the thread suggests them (autocomplete).
+func (b *discordBroker) models(t *testing.T, thread string) []string {
+	id := b.srv.Autocomplete(thread, threadStarter.ID, "model", map[string]any{"value": ""}, "value")
+	b.interactionResponse(t, id)
+	choices, ok := b.srv.AutocompleteChoices(id)
+	if !ok || len(choices) < 2 {
+		t.Fatalf("/model suggests %+v; want the agent's models", choices)
+	}
+	var names []string
+	for _, c := range choices {
+		names = append(names, fmt.Sprint(c.Value))
+	}
+	return names
+}
+
+// chooseModel: /model with the model chosen; the answer to the
+// interaction is the agent's.
+func (b *discordBroker) chooseModel(t *testing.T, thread, pick string) {
+	set := b.srv.SlashCommand(thread, threadStarter.ID, "model", map[string]any{"value": pick})
+	b.interactionResponse(t, set)
+	var answer string
+	b.await(t, "the agent's answer to the choice", func() bool {
+		in, ok := b.srv.Interaction(set)
+		if !ok || in.OriginalMessageID == "" {
+			return false
+		}
+		m, ok := b.srv.Message(thread, in.OriginalMessageID)
+		answer = m.Content
+		return ok && answer != "" && !strings.Contains(answer, "thinking")
+	})
+	t.Logf("/model %s answered %q", pick, answer)
+}
+
+// alsoText: the thread opened from the mention in the allowed channel,
+// named after the prompt, and the typing indicator ran in it while the
+// agent worked.
+func (b *discordBroker) alsoText(t *testing.T, thread, prompt string) {
+	if ch, _ := b.srv.Channel(thread); ch.ParentID != b.channel || ch.Name != prompt {
+		t.Errorf("thread = %+v, want one in the allowed channel named after the prompt", ch)
+	}
+	if b.srv.Typing(thread) == 0 {
+		t.Error("no typing indicator in the thread while the agent worked")
+	}
+}
+
+func (b *discordBroker) alsoPermission(t *testing.T, thread string, c clicked) {
+	t.Run("input-as-sent", func(t *testing.T) { discordPermissionInput(t, b, thread, c) })
+}
+
+// alsoModel: /agent lists the agent's own commands (its
+// available_commands_update), and for claude-agent-acp /mode plan
+// enters its plan mode. claude-agent-acp sends its commands with the
+// session; codex-acp from a task of its own, at times well after the
+// first turn, so only claude's are required here.
+func (b *discordBroker) alsoModel(t *testing.T, thread string) {
+	s := b.s
+	list := b.interactionResponse(t, b.srv.SlashCommand(thread, threadStarter.ID, "agent", nil))
+	if s.anthropic != nil && !strings.Contains(list.Content, "/init") {
+		t.Errorf("/agent lists %q; want claude-agent-acp's commands (/init among them)", list.Content)
+	}
+	t.Logf("%s: /agent lists %q", s.spec.Name, excerptOf(list.Content, 300))
+	if s.anthropic != nil {
+		// claude-agent-acp's modes: plan mode is one.
+		mode := b.srv.SlashCommand(thread, threadStarter.ID, "mode", map[string]any{"value": "plan"})
+		b.interactionResponse(t, mode)
+		b.await(t, "the agent's answer to /mode plan", func() bool {
+			in, ok := b.srv.Interaction(mode)
+			m, found := b.srv.Message(thread, in.OriginalMessageID)
+			return ok && found && strings.Contains(m.Content, "Plan Mode")
+		})
+	}
+}
+
+// discordPermissionInput: the permission request shows the tool call's
+// input with the characters the agent wrote, so that the person deciding
+// reads the real command: its >, < and & appear as such, not as the
+// \u003e, \u003c and \u0026 escapes of Go's encoding/json. For codex-acp
+// and claude-agent-acp the command itself, "printf discord >
+// allowed.txt", is in the input shown.
+func discordPermissionInput(t *testing.T, b *discordBroker, thread string, c clicked) {
+	reqs := b.procs.permissionRequests(thread)
+	var sent struct {
+		Params struct {
+			ToolCall struct {
+				RawInput json.RawMessage `json:"rawInput"`
+			} `json:"toolCall"`
+		} `json:"params"`
+	}
+	if len(reqs) == 0 || json.Unmarshal(reqs[len(reqs)-1].Raw, &sent) != nil {
+		t.Fatal("no permission request on the wire")
+	}
+	agentInput := string(sent.Params.ToolCall.RawInput)
+	_, block, ok := strings.Cut(c.text, "```\n")
+	block, _, _ = strings.Cut(block, "\n```")
+	if !ok || block == "" {
+		t.Fatalf("the permission request %q shows no input; the agent sent %s", c.text, agentInput)
+	}
+	var wrong []string
+	for _, esc := range []string{`\u003e`, `\u003c`, `\u0026`} {
+		if strings.Contains(block, esc) && !strings.Contains(agentInput, esc) {
+			wrong = append(wrong, esc)
+		}
+	}
+	if b.s.model && !strings.Contains(block, "printf discord > allowed.txt") {
+		wrong = append(wrong, "the command missing")
+	}
+	if len(wrong) > 0 {
+		t.Errorf("the permission request shows the tool call's input re-encoded (%s), not as the agent sent it\nagent sent: %s\nthread shows: %s", strings.Join(wrong, ", "), agentInput, block)
+	}
+}
+
+func excerptOf(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // dumpThread logs what the thread shows and what its agents' stdio

@@ -17,6 +17,7 @@ import (
 	"acpbroker/acp/host"
 	"acpbroker/cgroup"
 	"acpbroker/internal/redact"
+	"acpbroker/internal/safename"
 	"acpbroker/netproxy"
 
 	"github.com/rs/zerolog"
@@ -763,21 +764,7 @@ func (p *Pool) threadName(thread string) string {
 }
 
 // safeName turns a thread id into a directory name.
-func safeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "_"
-	}
-	return b.String()
-}
+func safeName(s string) string { return safename.Of(s, 0, "_") }
 
 // shutdown stops the process with the escalation and closes the Conn.
 // grace 0 kills at once.

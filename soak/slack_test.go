@@ -58,40 +58,26 @@ const slackReactionGrace = 90 * time.Second
 // slackUser plays one Slack thread's user until the soak's end.
 func (s *soak) slackUser(ctx context.Context, th *slackThread) {
 	r := th.rng
-	time.Sleep(time.Duration(r.IntN(5000)) * time.Millisecond)
-	for first := true; time.Now().Before(s.end) && !s.aborted.Load(); first = false {
-		b := pick(r)
-		p, ok := s.slackSend(th, b.name, b.text(r), first)
-		if !ok {
-			return
-		}
-		if r.IntN(5) == 0 {
-			time.Sleep(time.Duration(r.IntN(1500)) * time.Millisecond)
-			if _, ok := s.slackSend(th, "sent while busy", fmt.Sprintf("stream 2 %dms", 50+r.IntN(200)), false); ok {
-				s.count("slack user: sent while busy")
+	s.play(player{
+		rng:       r,
+		who:       "slack user",
+		busyOneIn: 5,
+		send: func(kind, text string, first bool) (func(), bool) {
+			p, ok := s.slackSend(th, kind, text, first)
+			return func() { s.slackCancel(th, p) }, ok
+		},
+		click: func(what string) {
+			if what == "permission" {
+				s.slackClick(ctx, th, what, brokertest.PermissionPrefix+" *Permission needed*", "Allow")
+			} else {
+				s.slackClick(ctx, th, what, "🔗 *The agent asks you to open a link*", "Done")
 			}
-		}
-		switch b.name {
-		case "permission clicked":
-			s.slackClick(ctx, th, "permission", brokertest.PermissionPrefix+" *Permission needed*", "Allow")
-		case "question answered":
-			s.slackClick(ctx, th, "question", "🔗 *The agent asks you to open a link*", "Done")
-		case "hang", "hang ignoring cancel", "stream slowly", "terminal until cancel":
-			if b.name == "stream slowly" && r.IntN(3) == 0 || b.name != "stream slowly" && r.IntN(3) > 0 {
-				time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
-				s.slackCancel(th, p)
-			}
-		}
-		if r.IntN(10) == 0 {
-			s.slackCommand(th, "model "+models[r.IntN(len(models))])
-		}
-		if r.IntN(12) == 0 {
-			time.Sleep(time.Duration(r.IntN(2000)) * time.Millisecond)
-			s.slackCommand(th, "reset")
-		}
-		s.awaitSlackOutcomes(ctx, th, 240*time.Second)
-		time.Sleep(time.Duration(2000+r.IntN(4000)) * time.Millisecond)
-	}
+		},
+		model: func() { s.slackCommand(th, "model "+models[r.IntN(len(models))]) },
+		reset: func() { s.slackCommand(th, "reset") },
+		await: func() { s.awaitSlackOutcomes(ctx, th, 240*time.Second) },
+		rest:  func() { time.Sleep(time.Duration(2000+r.IntN(4000)) * time.Millisecond) },
+	})
 }
 
 // slackSend posts a prompt (the first mentions the app in the channel
@@ -295,31 +281,14 @@ func (s *soak) slackResolve(th *slackThread) []*slackPrompt {
 // awaitSlackOutcomes waits until every prompt of the thread has its
 // outcome; one without after limit is a stuck thread.
 func (s *soak) awaitSlackOutcomes(ctx context.Context, th *slackThread, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		open := s.slackResolve(th)
-		if len(open) == 0 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			sl := s.slack.sl
-			for _, p := range open {
-				s.mu.Lock()
-				p.stuck = true
-				s.mu.Unlock()
-				s.violate("slack thread %s stuck: prompt %s (%s, sent %s after the start) has no outcome after %s; reactions %v",
-					th.ts, p.ts, p.behaviour, p.sent.Sub(s.start).Round(time.Millisecond), limit, sl.BotReactions(sl.Channel, p.ts))
-			}
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
+	sl := s.slack.sl
+	return awaitResolved(ctx, limit, func() []*slackPrompt { return s.slackResolve(th) }, func(p *slackPrompt) {
+		s.mu.Lock()
+		p.stuck = true
+		s.mu.Unlock()
+		s.violate("slack thread %s stuck: prompt %s (%s, sent %s after the start) has no outcome after %s; reactions %v",
+			th.ts, p.ts, p.behaviour, p.sent.Sub(s.start).Round(time.Millisecond), limit, sl.BotReactions(sl.Channel, p.ts))
+	})
 }
 
 // slackUnacked are the Slack prompts the broker has not shown it took.
@@ -491,20 +460,10 @@ func (s *soak) slackSummary(p func(format string, args ...any)) {
 			o = "lost with a killed broker"
 		case o == "":
 			o = "none"
-		case o == shownOnly:
-			o = "outcome shown, status reaction lost"
-		case o == brokertest.Done:
-			o = "✅ answer"
-		case o == brokertest.Failed:
-			o = "❌ failure"
-		case o == brokertest.Cancelled:
-			o = "⏹️ cancelled"
+		default:
+			o = outcomeWords(o)
 		}
-		kinds[o]++
-		if byBehaviour[pr.behaviour] == nil {
-			byBehaviour[pr.behaviour] = map[string]int{}
-		}
-		byBehaviour[pr.behaviour][o]++
+		tally(kinds, byBehaviour, pr.behaviour, o)
 	}
 	p("slack: %d threads, %d prompts; outcomes: %s", len(s.slack.threads), len(s.slack.prompts), render(kinds))
 	for _, name := range sortedKeys(byBehaviour) {

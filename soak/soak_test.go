@@ -370,46 +370,31 @@ func (s *soak) baseline(b *brokertest.Broker) (float64, int64) {
 // user plays one thread's user until the soak's end.
 func (s *soak) user(ctx context.Context, th *thread) {
 	r := th.rng
-	time.Sleep(time.Duration(r.IntN(5000)) * time.Millisecond) // do not all start at once
-	for first := true; time.Now().Before(s.end) && !s.aborted.Load(); first = false {
-		b := pick(r)
-		text := b.text(r)
-		p, ok := s.send(ctx, th, b.name, text, first)
-		if !ok {
-			return
-		}
-		if r.IntN(4) == 0 { // send while busy
-			time.Sleep(time.Duration(r.IntN(1500)) * time.Millisecond)
-			if _, ok := s.send(ctx, th, "sent while busy", fmt.Sprintf("stream 2 %dms", 50+r.IntN(200)), false); ok {
-				s.count("user: sent while busy")
+	s.play(player{
+		rng:       r,
+		who:       "user",
+		busyOneIn: 4,
+		send: func(kind, text string, first bool) (func(), bool) {
+			p, ok := s.send(ctx, th, kind, text, first)
+			return func() { s.cancel(ctx, th, p) }, ok
+		},
+		click: func(what string) {
+			if what == "permission" {
+				s.click(ctx, th, what, isPermission, "Allow")
+			} else {
+				s.click(ctx, th, what, isLinkQuestion, "Done")
 			}
-		}
-		switch b.name {
-		case "permission clicked":
-			s.click(ctx, th, "permission", isPermission, "Allow")
-		case "question answered":
-			s.click(ctx, th, "question", isLinkQuestion, "Done")
-		case "hang", "hang ignoring cancel", "stream slowly", "terminal until cancel":
-			// Most hangs are cancelled, the rest meet the turn's ceiling;
-			// some slow answers are cut short.
-			if b.name == "stream slowly" && r.IntN(3) == 0 || b.name != "stream slowly" && r.IntN(3) > 0 {
-				time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
-				s.cancel(ctx, th, p)
+		},
+		model: func() { s.chooseModel(ctx, th, models[r.IntN(len(models))]) },
+		reset: func() { s.slash(ctx, th, "reset") },
+		await: func() { s.awaitOutcomes(ctx, th, 150*time.Second) },
+		rest: func() {
+			if r.IntN(15) == 0 {
+				s.slash(ctx, th, "reset")
 			}
-		}
-		if r.IntN(10) == 0 { // another model, during the turn or after it
-			s.chooseModel(ctx, th, models[r.IntN(len(models))])
-		}
-		if r.IntN(12) == 0 { // reset while busy, or soon after
 			time.Sleep(time.Duration(r.IntN(2000)) * time.Millisecond)
-			s.slash(ctx, th, "reset")
-		}
-		s.awaitOutcomes(ctx, th, 150*time.Second)
-		if r.IntN(15) == 0 {
-			s.slash(ctx, th, "reset")
-		}
-		time.Sleep(time.Duration(r.IntN(2000)) * time.Millisecond)
-	}
+		},
+	})
 }
 
 // send posts a prompt (the first one mentions the bot in the channel
@@ -607,30 +592,13 @@ func headAndTail(s string, n int) string {
 // awaitOutcomes waits until every prompt of the thread has its outcome;
 // a prompt without one after limit is a stuck thread.
 func (s *soak) awaitOutcomes(ctx context.Context, th *thread, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		open := s.resolve(th)
-		if len(open) == 0 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			for _, p := range open {
-				s.mu.Lock()
-				p.stuck = true
-				s.mu.Unlock()
-				s.violate("thread %s stuck: prompt %s (%s, sent %s after the start) has no outcome after %s; %s",
-					th.id, p.id, p.behaviour, p.sent.Sub(s.start).Round(time.Millisecond), limit, s.describe(p))
-			}
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
+	return awaitResolved(ctx, limit, func() []*prompt { return s.resolve(th) }, func(p *prompt) {
+		s.mu.Lock()
+		p.stuck = true
+		s.mu.Unlock()
+		s.violate("thread %s stuck: prompt %s (%s, sent %s after the start) has no outcome after %s; %s",
+			th.id, p.id, p.behaviour, p.sent.Sub(s.start).Round(time.Millisecond), limit, s.describe(p))
+	})
 }
 
 // resolve records the outcomes now shown and returns the prompts still
@@ -1099,20 +1067,10 @@ func (s *soak) summary(stopTook time.Duration) {
 			o = "none"
 		case noticed[pr.id]:
 			o = "⚠️ restart notice"
-		case o == shownOnly:
-			o = "outcome shown, status reaction lost"
-		case o == brokertest.Done:
-			o = "✅ answer"
-		case o == brokertest.Failed:
-			o = "❌ failure"
-		case o == brokertest.Cancelled:
-			o = "⏹️ cancelled"
+		default:
+			o = outcomeWords(o)
 		}
-		kinds[o]++
-		if byBehaviour[pr.behaviour] == nil {
-			byBehaviour[pr.behaviour] = map[string]int{}
-		}
-		byBehaviour[pr.behaviour][o]++
+		tally(kinds, byBehaviour, pr.behaviour, o)
 		if pr.outcome != "" && (slowest == nil || pr.outcomeAt.Sub(pr.sent) > slowest.outcomeAt.Sub(slowest.sent)) {
 			slowest = pr
 		}
@@ -1208,6 +1166,30 @@ func (s *soak) slowestRecovery() (time.Duration, string) {
 		}
 	}
 	return worst, where
+}
+
+// outcomeWords are the summary's words for a prompt's outcome.
+func outcomeWords(o string) string {
+	switch o {
+	case shownOnly:
+		return "outcome shown, status reaction lost"
+	case brokertest.Done:
+		return "✅ answer"
+	case brokertest.Failed:
+		return "❌ failure"
+	case brokertest.Cancelled:
+		return "⏹️ cancelled"
+	}
+	return o
+}
+
+// tally counts a prompt's outcome o in kinds, and by its behaviour.
+func tally(kinds map[string]int, byBehaviour map[string]map[string]int, behaviour, o string) {
+	kinds[o]++
+	if byBehaviour[behaviour] == nil {
+		byBehaviour[behaviour] = map[string]int{}
+	}
+	byBehaviour[behaviour][o]++
 }
 
 func render(m map[string]int) string {

@@ -1,14 +1,16 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
-	"acpbroker/chat"
 	"acpbroker/chat/thread"
 )
 
@@ -19,34 +21,58 @@ var own = []thread.CommandSpec{
 }
 
 // unserved are the commands of thread.Commands the console does not
-// serve.
+// serve: the broker gives the console no schedules.
 var unserved = []string{"schedules"}
 
 // line handles one input line; it reports true for /quit. A command
-// comes first, even while a question is open; another line answers an
-// open question, or else is the next prompt.
-func (c *Console) line(raw string) bool {
+// comes first, even while a question is open; then a form being filled
+// in takes the line, a number clicks a button of the newest message
+// that shows some, and any other line is the conversation's next
+// message.
+func (c *Console) line(ctx context.Context, raw string) bool {
 	text := strings.TrimSpace(raw)
 	if name, ok := strings.CutPrefix(text, "/"); ok {
 		word, _, _ := strings.Cut(name, " ")
 		if known(word) {
-			return c.command(name)
+			return c.command(ctx, name)
 		}
-		if c.answer(raw) {
-			return false // "/decline", or a path a question asks for
-		}
-		if c.agentCommand(word) {
-			c.submit(c.current(), text)
+	}
+	if c.fill(raw) {
+		return false
+	}
+	if text == "" {
+		return false
+	}
+	if n, err := strconv.Atoi(text); err == nil && c.click(n) {
+		return false
+	}
+	if name, ok := strings.CutPrefix(text, "/"); ok {
+		word, _, _ := strings.Cut(name, " ")
+		if !c.agentCommand(word) {
+			c.printf("[unknown command /%s, see /help; /agent NAME runs one of the agent's own]\n", word)
 			return false
 		}
-		c.printf("[unknown command /%s, see /help; /agent NAME runs one of the agent's own]\n", word)
-		return false
 	}
-	if c.answer(raw) || text == "" {
-		return false
-	}
-	c.submit(c.current(), text)
+	c.say(text)
 	return false
+}
+
+// click clicks button n of the newest message that shows buttons; false
+// if there is no such button.
+func (c *Console) click(n int) bool {
+	c.mu.Lock()
+	m := c.msgs[c.choices]
+	var a thread.Action
+	ok := m != nil
+	if ok {
+		a, ok = button(m.actions, n)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	c.srv.Click(thread.Click{Where: m.where, Action: a.ID, From: c.user, Reply: &reply{c: c, where: m.where, clicked: m.id}})
+	return true
 }
 
 // known reports whether name names one of the console's commands.
@@ -61,100 +87,81 @@ func known(name string) bool {
 
 // command serves a command written without its "/"; it reports true for
 // /quit.
-func (c *Console) command(text string) bool {
+func (c *Console) command(ctx context.Context, text string) bool {
 	word, _, _ := strings.Cut(text, " ")
+	c.mu.Lock()
+	where := c.current
+	c.mu.Unlock()
 	switch strings.ToLower(word) {
 	case "quit", "exit":
-		c.Engine.Cancel(c.current(), adapter.CancelledBy("console user"))
+		c.cfg.Engine.Cancel(where, adapter.CancelledBy(c.user.Name))
 		return true
 	case "help":
 		c.help()
 		return false
 	}
-	cmd, ok := thread.ParseCommand(text, c.isAgent)
+	cmd, ok := c.srv.Parse(text)
 	if !ok {
 		spec, _ := thread.LookupCommand(word)
 		c.printf("[usage: /%s]\n", spec.Written())
 		return false
 	}
+	if a := cmd.Args; cmd.Name == "new" && a["agent"] == "" && a["prompt"] != "" && !strings.Contains(a["prompt"], " ") {
+		// One word is an agent's name, told if it is none: more likely
+		// mistyped than a whole first message.
+		a["agent"], a["prompt"] = a["prompt"], ""
+	}
 	if slices.Contains(unserved, cmd.Name) {
 		c.printf("[/%s is not served on the console]\n", cmd.Name)
 		return false
 	}
-	thread := c.current()
-	a := cmd.Args
-	switch cmd.Name {
-	case "new":
-		agent, prompt := a["agent"], a["prompt"]
-		if agent == "" && !strings.Contains(prompt, " ") {
-			// One word is an agent's name, told if it is none: more
-			// likely mistyped than a whole first message.
-			agent, prompt = prompt, ""
-		}
-		if c.newConversation(agent) && prompt != "" {
-			c.submit(c.current(), prompt)
-		}
-	case "cancel":
-		if !c.Engine.Cancel(thread, adapter.CancelledBy("console user")) {
-			c.printf("[nothing to cancel]\n")
-		}
-	case "reset":
-		c.Engine.Reset(thread, adapter.CancelledBy("reset"))
-		c.printf("[session reset: the next message starts a fresh agent session]\n")
-	case "status":
-		c.status(thread)
-	case "agents":
-		c.listAgents()
-	case "model":
-		c.optionCommand(thread, cmd.Name, words(a["value"]))
-	case "mode":
-		c.optionCommand(thread, cmd.Name, words(a["value"]))
-	case "config":
-		c.optionCommand(thread, cmd.Name, words(a["option"], a["value"]))
-	case "agent":
-		c.optionCommand(thread, cmd.Name, words(a["name"], a["input"]))
-	case "steer":
-		c.steerCommand(thread, cmd.Name, a["message"])
-	case "queue":
-		c.steerCommand(thread, cmd.Name, a["remove"])
-	default: // sessions, resume, fork
-		c.steerCommand(thread, cmd.Name, a["session"])
+	r := &reply{c: c, where: where, command: cmd.Name}
+	cmd.Where, cmd.From, cmd.Reply = where, c.user, r
+	if cmd.Name != "new" && cmd.Name != "fork" {
+		c.srv.Command(cmd)
+		return false
 	}
+	// The lines typed after /new or /fork go to the conversation it
+	// opens: they wait until it is open, or refused.
+	r.opened = make(chan struct{})
+	c.mu.Lock()
+	c.opening = r
+	c.mu.Unlock()
+	c.srv.Command(cmd)
+	t := time.NewTimer(openWait)
+	defer t.Stop()
+	select {
+	case <-r.opened:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if c.opening == r {
+		c.opening = nil
+	}
+	c.mu.Unlock()
 	return false
 }
 
-// words are the non-empty of args.
-func words(args ...string) []string {
-	var w []string
-	for _, a := range args {
-		if a != "" {
-			w = append(w, a)
-		}
-	}
-	return w
-}
+// openWait bounds how long the lines typed after /new or /fork wait for
+// the conversation it opens.
+const openWait = 2 * time.Minute
 
 // agentCommand reports whether name is one of the commands the
 // conversation's agent offers, which go to it as they are written.
 func (c *Console) agentCommand(name string) bool {
-	o := c.Engine.Options(c.current())
+	c.mu.Lock()
+	where := c.current
+	c.mu.Unlock()
+	o := c.cfg.Engine.Options(where)
 	return slices.ContainsFunc(o.Commands, func(cmd acp.AvailableCommand) bool { return cmd.Name == name })
-}
-
-// isAgent reports whether word names an agent profile; with no list,
-// any word may.
-func (c *Console) isAgent(word string) bool {
-	if c.Agents == nil {
-		return true
-	}
-	return slices.ContainsFunc(c.Agents(), func(a chat.AgentInfo) bool { return a.Name == word && !a.Removed })
 }
 
 // help lists the commands: thread.Commands, as every front end has
 // them, then the console's own.
 func (c *Console) help() {
 	var b strings.Builder
-	b.WriteString("[commands; any other line is a message for the agent]\n")
+	b.WriteString("[commands; any other line is a message for the agent, and a number chooses a button]\n")
 	for _, spec := range thread.Commands {
 		if !slices.Contains(unserved, spec.Name) {
 			fmt.Fprintf(&b, "  /%s — %s\n", spec.Written(), spec.Description)
@@ -166,47 +173,77 @@ func (c *Console) help() {
 	c.printf("%s", b.String())
 }
 
-// status prints the conversation's agent; without one running, which
-// profile will start, and the session it keeps.
-func (c *Console) status(thread string) {
-	s := c.Engine.Status(thread)
-	state := "idle"
-	if s.Busy {
-		state = "busy"
-	}
-	if s.PID == 0 {
-		profile := s.Profile
-		if profile == "" {
-			profile = c.profile()
-		}
-		switch {
-		case s.Busy:
-			c.printf("[busy, %d queued, profile %s: its agent is starting]\n", s.Queued, profile)
-		case s.SessionID == "":
-			c.printf("[idle, %d queued, no agent running; profile %s (its agent starts with the next message)]\n", s.Queued, profile)
-		default:
-			c.printf("[idle, %d queued, profile %s, session %q: its agent is not running (it starts again with the next message)]\n", s.Queued, profile, s.SessionID)
-		}
-		return
-	}
-	context := ""
-	if u := chat.UsageText(s.Usage, nil); u != "" {
-		context = ", context " + u
-	}
-	c.printf("[%s, %d queued, agent %q, model %q, mode %q, session %q, pid %d, agent up %s, in %s%s]\n", state, s.Queued, s.Profile, s.Model, s.Mode, s.SessionID, s.PID, s.AgentUp.Round(time.Second), s.Dir, context)
+// reply answers one command, click or form at the terminal: everything
+// is printed, to the one user there.
+type reply struct {
+	c       *Console
+	where   string
+	command string // the command it answers ("": a click's, a form's)
+	// clicked is the message whose button was clicked ("": a command's).
+	clicked string
+
+	posted string // the message Public printed
+	// opened, for /new and /fork, is closed once the conversation is
+	// open, or the command answered without opening one.
+	opened    chan struct{}
+	closeOnce sync.Once
 }
 
-// profile names the profile the conversation's agent starts with.
-func (c *Console) profile() string {
-	if c.agent != "" {
-		return c.agent
+// settle ends the wait for a conversation the command opens.
+func (r *reply) settle() {
+	if r.opened != nil {
+		r.closeOnce.Do(func() { close(r.opened) })
 	}
-	if c.Agents != nil {
-		for _, a := range c.Agents() {
-			if a.Default {
-				return a.Name + " (the default)"
-			}
-		}
-	}
-	return "default"
 }
+
+var _ thread.Reply = (*reply)(nil)
+
+// Private is a refusal of /new or /fork, when it answers one.
+func (r *reply) Private(ctx context.Context, v thread.View) {
+	r.post(v)
+	r.settle()
+}
+
+// Public answers /fork once it has opened the conversation, or refuses
+// it; /new's is said before it opens one.
+func (r *reply) Public(ctx context.Context, text string) {
+	r.posted = r.post(thread.View{Text: text})
+	if r.command == "fork" {
+		r.settle()
+	}
+}
+
+// post prints an answer: whole, its last line ended, since nothing is
+// added to it.
+func (r *reply) post(v thread.View) string {
+	c := r.c
+	id, _ := (*platform)(c).Post(context.Background(), r.where, v)
+	c.mu.Lock()
+	if m := c.msgs[id]; m != nil && c.term.owner == m {
+		c.term.lineBreak()
+		m.partial = ""
+	}
+	c.mu.Unlock()
+	return id
+}
+
+func (r *reply) Posted(ctx context.Context) (thread.Origin, error) {
+	if r.posted == "" {
+		r.posted = r.post(thread.View{Text: "…"})
+	}
+	return thread.Origin{Where: r.where, ID: r.posted, Ref: ref(r.where, r.posted)}, nil
+}
+
+func (r *reply) Update(ctx context.Context, v thread.View) {
+	if r.clicked == "" {
+		r.post(v)
+		return
+	}
+	(*platform)(r.c).Edit(ctx, r.where, r.clicked, v)
+}
+
+func (r *reply) Ack(ctx context.Context) {}
+
+func (r *reply) Defer(ctx context.Context) {}
+
+func (r *reply) Form(ctx context.Context, f thread.Form) { r.c.openForm(f, r) }

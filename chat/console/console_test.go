@@ -38,7 +38,7 @@ func newTerm(t *testing.T, args ...string) *term {
 	e := adapter.New(p, adapter.Config{CancelGrace: 2 * time.Second, Logger: log})
 	r, w := io.Pipe()
 	tm := &term{t: t, in: w, out: &agenttest.Buffer{}, engine: e}
-	c := &console.Console{Engine: e, In: r, Out: tm.out, User: "tester"}
+	c := console.New(console.Config{Engine: e, In: r, Out: tm.out, User: "tester", Logger: log})
 	done := make(chan error, 1)
 	tm.done = done
 	go func() { done <- c.Run(context.Background()) }()
@@ -76,6 +76,17 @@ func (tm *term) say(line, want string) string {
 	}
 }
 
+// ended waits for Run to return, after what.
+func (tm *term) ended(after string) {
+	tm.t.Helper()
+	select {
+	case err := <-tm.done:
+		tm.done <- err // for the cleanup
+	case <-time.After(20 * time.Second):
+		tm.t.Fatalf("the console still runs %s:\n%s", after, tm.out.String()[tm.seen:])
+	}
+}
+
 // The console lists and sets the model, a boolean option and the mode,
 // and the agent runs with them; it lists the agent's commands and runs
 // them; /status shows the model and mode.
@@ -83,19 +94,19 @@ func TestConsole_OptionsAndAgentCommands(t *testing.T) {
 	tm := newTerm(t, "--config-options", "--commands")
 	tm.say("/model", "has not said what it offers yet")
 	tm.say("settings", "model=fake-small mode=ask fast=false")
-	if out := tm.say("/model", "fake-huge (Smart: Fake Huge)"); !strings.Contains(out, "[Model: Fake Small]") {
+	if out := tm.say("/model", "`fake-huge` Smart: Fake Huge"); !strings.Contains(out, "Model: Fake Small") {
 		t.Fatalf("/model printed %q", out)
 	}
-	tm.say("/model fake-large", "[Model set to Fake Large]")
-	tm.say("/model nope", "[Model was not changed: the agent offers no such value \"nope\"")
-	tm.say("/config fast on", "[Fast answers set to on]")
-	tm.say("/mode code", "[Mode set to Code]")
-	if out := tm.say("/config", "[fast (Fast answers): on]"); strings.Contains(out, "palette") {
-		t.Fatalf("/config lists an option of unknown type: %q", out)
+	tm.say("/model fake-large", "tester set Model to Fake Large.")
+	tm.say("/model nope", "Model was not changed: the agent offers no such value \"nope\"")
+	tm.say("/config fast on", "tester set Fast answers to on.")
+	tm.say("/mode code", "tester set Mode to Code.")
+	if out := tm.say("/config", "• `fast` Fast answers: on"); strings.Contains(out, "palette") {
+		t.Fatalf("/config printed %q", out)
 	}
 	tm.say("settings", "model=fake-large mode=code fast=true")
-	tm.say("/status", `model "Fake Large", mode "Code"`)
-	tm.say("/agent", "[/review <what to review>: Review the current changes]")
+	tm.say("/status", "Model: Fake Large\nMode: Code")
+	tm.say("/agent", "Review the current changes")
 	tm.say("/agent review the diff", `ran /review with "the diff"`)
 	tm.say("/init now", `ran /init with "now"`)
 }
@@ -104,9 +115,9 @@ func TestConsole_OptionsAndAgentCommands(t *testing.T) {
 func TestConsole_LegacyMode(t *testing.T) {
 	tm := newTerm(t, "--modes")
 	tm.say("settings", "model=fake-small mode=ask fast=false")
-	tm.say("/mode", "plan (Plan): the plan mode")
-	tm.say("/mode plan", "[Mode set to Plan]")
-	tm.say("/config", "[the agent offers no options]")
+	tm.say("/mode", "`plan` Plan: the plan mode")
+	tm.say("/mode plan", "tester set Mode to Plan.")
+	tm.say("/config", "This thread's agent offers no options.")
 	tm.say("settings", "model=fake-small mode=plan fast=false")
 }
 
@@ -114,10 +125,12 @@ func TestConsole_LegacyMode(t *testing.T) {
 // user's own change mid-turn is answered as such, not as the agent's.
 func TestConsole_AgentsOwnSwitchIsPrinted(t *testing.T) {
 	tm := newTerm(t, "--config-options")
-	tm.say("switch mode plan", "[The agent switched mode to Plan]\nagent> switched mode to plan")
-	tm.say("switch model fake-huge", "[The agent switched model to Fake Huge]\nagent> switched model to fake-huge")
+	tm.say("switch mode plan", "The agent switched mode to Plan")
+	tm.say("", "switched mode to plan")
+	tm.say("switch model fake-huge", "The agent switched model to Fake Huge")
+	tm.say("", "switched model to fake-huge")
 	tm.say("slow 500ms 3", "chunk 1")
-	out := tm.say("/model fake-large", "[Model set to Fake Large]")
+	out := tm.say("/model fake-large", "tester set Model to Fake Large.")
 	out += tm.say("", "chunk 3")
 	if strings.Contains(out, "switched") {
 		t.Fatalf("the user's change mid-turn was printed as the agent's: %q", out)
@@ -125,39 +138,39 @@ func TestConsole_AgentsOwnSwitchIsPrinted(t *testing.T) {
 	tm.say("settings", "model=fake-large mode=plan fast=false")
 
 	tm = newTerm(t, "--modes")
-	tm.say("switch mode code", "[The agent switched mode to Code]")
+	tm.say("switch mode code", "The agent switched mode to Code")
 }
 
-// A command the agent runs in a terminal shows its last line as it
-// comes, then how it ended.
+// A command the agent runs in a terminal shows its output as it comes,
+// then how it ended.
 func TestConsole_TerminalOutputIsPrinted(t *testing.T) {
 	tm := newTerm(t)
-	out := tm.say(`terminal /bin/sh -c echo${IFS}first;sleep${IFS}1;echo${IFS}second;exit${IFS}3`, "[terminal] second [exit status 3]")
-	if !strings.Contains(out, "[terminal] first\n") {
+	out := tm.say(`terminal /bin/sh -c echo${IFS}first;sleep${IFS}1;echo${IFS}second;exit${IFS}3`, "second\n```\n")
+	if !strings.Contains(out, "```\nfirst\n```\n") {
 		t.Fatalf("the first line was not printed as it came: %q", out)
 	}
+	tm.say("", `exit: {"exitCode":3}`)
 }
 
 // However much an agent writes in a turn, the console prints the
-// answer's first MiB as it comes and its last MiB when the turn ends,
-// with how much is left out between; tool calls past the first 256 are
-// not printed; the next prompt is answered.
+// answer's start as it comes and its end when the turn ends, within
+// bounds; tool calls past the first 256 are not printed; the next
+// prompt is answered.
 func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
 	tm := newTerm(t)
 	start := len(tm.out.String())
-	out := tm.say("flood-answer 24 64", "[done in ")
-	if len(out) > 2<<20+4<<10 {
+	out := tm.say("flood-answer 24 64", "[end of answer.md]")
+	if len(out) > 512<<10 {
 		t.Fatalf("printed %d bytes for a 24 MiB answer", len(out))
 	}
-	for _, want := range []string{"agent> BEGIN\n", "[the answer goes on; its end is printed when the turn ends]",
-		"[… 22.0 MiB of the answer left out …]\nagent> ", "\nEND\n"} {
+	for _, want := range []string{"BEGIN\n", "the answer is 24.0 MiB: its start and its end are attached as answer.md", "\nEND\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output does not have %q: %d bytes, …%q", want, len(out), out[max(0, len(out)-300):])
 		}
 	}
-	out = tm.say("flood-tools 400", "[done in ")
-	if n := strings.Count(out, "[tool] "); n != 2*256 || !strings.Contains(out, "[more than 256 tool calls: the rest are not shown]") {
-		t.Errorf("%d tool lines printed for 400 tool calls", n)
+	out = tm.say("flood-tools 400", "made 400 tool calls")
+	if !strings.Contains(out, "and 144 more tool calls, not shown") || len(out) > 2<<20 {
+		t.Errorf("400 tool calls printed in %d bytes, …%q", len(out), out[max(0, len(out)-300):])
 	}
 	tm.say("hello", "You said: hello")
 	if total := len(tm.out.String()) - start; total > 4<<20 {
@@ -167,31 +180,52 @@ func TestConsole_AFloodIsPrintedWithinBounds(t *testing.T) {
 
 // An open permission question or form does not swallow commands:
 // /status answers, /cancel ends the turn and its question, /quit leaves;
-// a typed number still answers the question.
+// a typed number still answers the question: it clicks that button.
 func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 	tm := newTerm(t)
-	tm.say("permission", "Answer with a number: ")
-	tm.say("/status", "[busy, 0 queued, agent")
-	tm.say("/cancel", "[permission question closed")
-	tm.say("", "[turn cancelled")
-	tm.say("permission", "Answer with a number: ")
-	tm.say("3", "[chose Reject]")
+	// A permission request, and a form of the agent's own question
+	// being filled in.
+	for _, q := range []struct{ ask, open string }{{"permission", ""}, {"elicit-form", "1"}} {
+		tm.say(q.ask, "Type a number to choose.")
+		if q.open != "" {
+			tm.say(q.open, "Colour [1) red, 2) green, 3) blue]: ")
+		}
+		tm.say("/status", "State: busy")
+		tm.say("/cancel", "tester cancelled the current turn.")
+		tm.say("", "cancelled by tester after")
+	}
+	tm.say("permission", "Type a number to choose.")
+	tm.say("3", "tester chose Reject")
 	tm.say("", "permission denied: reject")
 
-	// So does an open form of the agent's own question.
-	tm.say("elicit-form", "[question] The agent asks:")
-	tm.say("/status", "[busy, 0 queued, agent")
-	tm.say("/cancel", "[question closed")
-
 	// /quit leaves, the question open or not.
-	tm.say("permission", "Answer with a number: ")
+	tm.say("permission", "Type a number to choose.")
 	fmt.Fprintln(tm.in, "/quit")
-	select {
-	case err := <-tm.done:
-		tm.done <- err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the console still runs after /quit with a question open:\n%s", tm.out.String()[tm.seen:])
+	tm.ended("after /quit with a question open")
+}
+
+// A form is filled in a field a line: a bad value is asked again, Enter
+// keeps the agent's default, and the agent gets the answers; /decline
+// declines the next one.
+func TestConsole_AFormIsFilledInFieldByField(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("elicit-form", "Type a number to choose.")
+	tm.say("1", "Colour [1) red, 2) green, 3) blue]: ")
+	tm.say("4", "a number from 1 to 3; Colour")
+	tm.say("2", "Count")
+	tm.say("eleven", `"eleven" is not a whole number; Count`)
+	tm.say("4", "Name")
+	tm.say("", "Name is required; Name")
+	tm.say("v2", "Ship it (yes or no)")
+	out := tm.say("", "done in ")
+	for _, want := range []string{`"colour":"green"`, `"count":4`, `"name":"v2"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the agent was not answered %s: %q", want, out)
+		}
 	}
+	tm.say("elicit-form", "Type a number to choose.")
+	tm.say("1", "Colour")
+	tm.say("/decline", "answer: decline")
 }
 
 // A line starting with "/" that names no command is answered, never sent
@@ -200,8 +234,8 @@ func TestConsole_CommandsWorkWhileAQuestionIsOpen(t *testing.T) {
 func TestConsole_UnknownCommandsAreAnsweredAndHelpListsTheCommands(t *testing.T) {
 	tm := newTerm(t)
 	tm.say("/frobnicate now", "[unknown command /frobnicate, see /help")
-	tm.say("/Cancel ", "[nothing to cancel]")
-	tm.say(" /status", "no agent running; profile default (its agent starts with the next message)]")
+	tm.say("/Cancel ", "Nothing is running in this thread.")
+	tm.say(" /status", "State: idle")
 	out := tm.say("/help", "/quit — ")
 	for _, want := range []string{"/steer [message] — Stop the agent's current turn", "/queue [remove] — ", "/new [agent] [prompt] — ", "/help — "} {
 		if !strings.Contains(out, want) {
@@ -226,18 +260,45 @@ func (eioReader) Read([]byte) (int, error) { return 0, syscall.EIO }
 // A terminal that hung up ends the console's input, as an end of file
 // does: Run returns without an error for the broker to fail with.
 func TestConsole_AHungUpTerminalEndsTheInput(t *testing.T) {
-	c := &console.Console{In: eioReader{}, Out: io.Discard}
+	c := console.New(console.Config{In: eioReader{}, Out: io.Discard})
 	if err := c.Run(context.Background()); err != nil {
 		t.Fatalf("Run on a hung-up terminal = %v, want nil", err)
 	}
 }
 
 // /status reads well without an agent, none yet or none since it died:
-// which profile starts, no "pid 0" or empty fields.
+// no "pid 0" or empty fields. An answer to a command is printed whole,
+// its last line ended.
 func TestConsole_StatusWithoutAnAgentReadsWell(t *testing.T) {
 	tm := newTerm(t)
-	none := "[idle, 0 queued, no agent running; profile default (its agent starts with the next message)]"
-	tm.say("/status", none)
-	tm.say("die", "[turn")
-	tm.say("/status", none)
+	none := "State: idle, 0 message(s) queued\nAgent: not running (it starts with the next message)\n"
+	if out := tm.say("/status", none); strings.Contains(out, "pid 0") || strings.Contains(out, "``") {
+		t.Fatalf("/status without an agent: %q", out)
+	}
+	tm.say("die", "failed: agent exited")
+	if out := tm.say("/status", none); strings.Contains(out, "pid 0") || strings.Contains(out, "``") {
+		t.Fatalf("/status after the agent died: %q", out)
+	}
+}
+
+// The end of the input waits for the turns already sent: one that
+// streams ends as it would, and one whose question nobody can answer
+// any more is cancelled.
+func TestConsole_TheEndOfTheInputWaitsForTheTurns(t *testing.T) {
+	tm := newTerm(t)
+	fmt.Fprint(tm.in, "slow 300ms 3\nstream 2\n")
+	tm.say("", "This message waits")
+	tm.in.Close()
+	tm.ended("after the end of its input")
+	if out := tm.out.String(); !strings.Contains(out, "chunk 3") || !strings.Contains(out, "chunk 1\nchunk 2") || strings.Contains(out, "cancelled") {
+		t.Fatalf("the turns sent before the end of the input did not end as they would: %q", out)
+	}
+
+	tm = newTerm(t)
+	tm.say("permission", "Type a number to choose.")
+	tm.in.Close()
+	tm.ended("after the end of its input, a question open")
+	if out := tm.out.String(); !strings.Contains(out, "cancelled by the end of the console's input") {
+		t.Fatalf("the turn whose question was open: %q", out)
+	}
 }

@@ -1,59 +1,73 @@
 package console_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
 
 // On the console, /steer interrupts the running turn and its text is the
-// next prompt of the same session; /queue lists what waits, sends one
-// now or removes one.
+// next prompt of the same session; /queue lists what waits and removes
+// one; a waiting message's Send now is a number typed.
 func TestConsole_SteerAndQueue(t *testing.T) {
 	tm := newTerm(t)
 	tm.say("hang", "working…")
-	tm.say("stream 1", "[queued behind 1 other message(s)]")
-	tm.say("stream 2", "[queued behind 2 other message(s)]")
-	if out := tm.say("/queue", "[/queue send N"); !strings.Contains(out, "[waiting 1: “stream 1”") || !strings.Contains(out, "[waiting 2: “stream 2”") {
+	tm.say("stream 1", "This message waits for the agent's current turn.")
+	tm.say("stream 2", "This message waits for the agent's current turn.")
+	if out := tm.say("/queue", "\n2. tester “stream 2”"); !strings.Contains(out, "1. tester “stream 1”") {
 		t.Fatalf("/queue printed %q", out)
 	}
-	tm.say("/queue remove 1", "[message removed from the queue by console user]")
-	tm.say("/steer session", "[sent next: the running turn is being interrupted]")
-	tm.say("", "[turn interrupted by console user: session after ")
-	if out := tm.say("", "[done in "); !strings.Contains(out, "(new); 1 earlier prompts; last: hang") {
+	tm.say("/queue 1", "tester removed tester's waiting message “stream 1”.")
+	tm.say("/steer session", "tester steered the agent:")
+	tm.say("", "interrupted by tester")
+	if out := tm.say("", "done in "); !strings.Contains(out, "(new); 1 earlier prompts; last: hang") {
 		t.Fatalf("the steer's answer: %q", out)
 	}
-	if out := tm.say("", "[done in "); !strings.Contains(out, "chunk 1\nchunk 2") {
+	if out := tm.say("", "done in "); !strings.Contains(out, "chunk 1\nchunk 2") {
 		t.Fatalf("the message after it: %q", out)
 	}
 	tm.say("hang", "working…")
-	tm.say("stream 1", "[queued behind 1 other message(s)]")
-	tm.say("/queue send 1", "[turn interrupted by console user: stream 1 after ")
+	tm.say("stream 1", "  1) Send now\n")
+	tm.say("1", "interrupted by tester")
 	tm.say("", "chunk 1")
-	tm.say("/queue", "[nothing is waiting]")
+	tm.say("/queue", "Nothing is waiting in this thread.")
 }
 
-// /sessions, /resume and /fork on the console.
+// /sessions, /resume and /fork on the console; after /fork, the next
+// message goes to the new conversation.
 func TestConsole_SessionsResumeFork(t *testing.T) {
 	tm := newTerm(t, "-list-sessions", "-resume-session", "-fork-session")
-	tm.say("stream 1", "[done in ")
-	tm.say("/reset", "[session reset")
-	tm.say("stream 2", "[done in ")
-	out := tm.say("/sessions", "[/resume ID continues one here]")
-	if strings.Count(out, "[  sess-") != 2 || !strings.Contains(out, "(this conversation's)") {
+	tm.say("stream 1", "done in ")
+	tm.say("/reset", "tester reset the session")
+	tm.say("stream 2", "done in ")
+	out := tm.say("/sessions", "Continue one here with `/resume <session>`.")
+	if strings.Count(out, "• `sess-") != 2 || !strings.Contains(out, "this thread's now") {
 		t.Fatalf("/sessions printed %q", out)
 	}
 	first := ""
 	for _, l := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(l, "[  "); ok && !strings.Contains(l, "(this conversation's)") {
-			first, _, _ = strings.Cut(rest, " ")
+		if rest, ok := strings.CutPrefix(l, "• `"); ok && !strings.Contains(l, "this thread's now") {
+			first, _, _ = strings.Cut(rest, "`")
 		}
 	}
-	tm.say("/resume "+first, "with session/resume: the agent continues it from here]")
-	if out := tm.say("session", "[done in "); !strings.Contains(out, "session "+first+" (resumed); 1 earlier prompts; last: stream 1") {
+	tm.say("/resume "+first, "the agent continues that conversation from here.")
+	if out := tm.say("session", "done in "); !strings.Contains(out, "session "+first+" (resumed); 1 earlier prompts; last: stream 1") {
 		t.Fatalf("after /resume: %q", out)
 	}
-	tm.say("/fork", "; the next message goes there]")
-	if out := tm.say("session", "[done in "); !strings.Contains(out, "(forked from "+first+"); 2 earlier prompts; last: session") {
+	tm.say("/fork", "forked this conversation")
+	if out := tm.say("session", "done in "); !strings.Contains(out, "(forked from "+first+"); 2 earlier prompts; last: session") {
 		t.Fatalf("after /fork: %q", out)
+	}
+}
+
+// A line typed right after /new goes to the conversation /new opens.
+func TestConsole_TheLineAfterNewGoesToTheNewConversation(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("stream 1", "done in ")
+	for range 20 {
+		fmt.Fprint(tm.in, "/new\nsession\n") // one write: the lines come at once
+		if out := tm.say("", "done in "); !strings.Contains(out, "(new); 0 earlier prompts") {
+			t.Fatalf("the line after /new: %q", out)
+		}
 	}
 }

@@ -253,44 +253,19 @@ func (c *Client) closeGateway() {
 	})
 }
 
-// Waits between tries to connect: doubling from the first to the last,
-// or what a 429 asks.
-const (
-	connectRetryFirst = time.Second
-	connectRetryMost  = 30 * time.Second
-)
-
 // connect opens the gateway connection. A failure that may pass (a 429,
 // a 5xx, a network error, a dropped handshake) is tried again until it
 // succeeds or ctx ends, which is no error: the broker is stopping. A
 // refusal that will not pass (the token or the bot's intents) is
 // returned at once, for the operator to mend.
-//
-// The loop is ours, not cenkalti/backoff's Retry: that one starts the
-// doubling over after a Retry-After and logs a RetryAfterError in place
-// of the failure it stands for, where a 429 here leaves the doubling as
-// it was and the log names what failed.
 func (c *Client) connect(ctx context.Context) error {
-	wait := connectRetryFirst
-	for try := 1; ; try++ {
-		err := c.s.Open()
+	return chat.Connect(ctx, c.ctx.Done(), &c.log, "could not connect to Discord; trying again", retryAfter, func() (final bool, err error) {
+		err = c.s.Open()
 		if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
-			return nil
+			return false, nil
 		}
-		if connectRefused(err) {
-			return err
-		}
-		next := wait
-		if d, ok := retryAfter(err); ok {
-			next = d
-		} else {
-			wait = min(2*wait, connectRetryMost)
-		}
-		c.log.Warn().Err(err).Int("try", try).Dur("retry_in", next).Msg("could not connect to Discord; trying again")
-		if !c.sleep(ctx, next) {
-			return nil
-		}
-	}
+		return connectRefused(err), err
+	})
 }
 
 // connectRefused reports whether a failure to connect is Discord's

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/chat"
 	"acpbroker/internal/fakediscord"
 
 	"github.com/rs/zerolog"
@@ -52,7 +53,7 @@ func TestResilience_StoppingEndsTheTriesToConnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	// The second try comes after connectRetryFirst; cancel while the
+	// The second try comes after chat.ConnectRetryFirst; cancel while the
 	// third is awaited (2s after the second).
 	deadline := time.Now().Add(10 * time.Second)
 	for len(srv.RequestsTo(fakediscord.RouteGateway)) < 2 {
@@ -68,8 +69,8 @@ func TestResilience_StoppingEndsTheTriesToConnect(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run = %v, want nil: stopping is no failure", err)
 		}
-		if took := time.Since(start); took > connectRetryFirst {
-			t.Errorf("Run ended %v after the stop, want it at once (well under the %v wait)", took, 2*connectRetryFirst)
+		if took := time.Since(start); took > chat.ConnectRetryFirst {
+			t.Errorf("Run ended %v after the stop, want it at once (well under the %v wait)", took, 2*chat.ConnectRetryFirst)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run still waits to connect 10s after the stop")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"acpbroker/chat"
 	"acpbroker/chat/thread"
 
 	"github.com/bwmarrin/discordgo"
@@ -110,7 +111,7 @@ func (c *Client) respond(ctx context.Context, i *discordgo.Interaction, r *disco
 	by := answerBy(i.ID, time.Now())
 	err := c.doWhile(ctx, func(_ int, wait time.Duration) error {
 		if time.Now().Add(wait).After(by) {
-			return fmt.Errorf("%w: the next try would come after the interaction's %v", errGaveUp, interactionWindow)
+			return fmt.Errorf("%w: the next try would come after the interaction's %v", chat.ErrGaveUp, interactionWindow)
 		}
 		return nil
 	}, func(opts ...discordgo.RequestOption) error {

@@ -7,13 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"acpbroker/chat"
 	"acpbroker/chat/thread"
 
 	"github.com/bwmarrin/discordgo"
 )
-
-// errGaveUp marks a call abandoned after too many rate limits.
-var errGaveUp = errors.New("rate limited too many times")
 
 // call makes one REST request bounded by the request timeout, ctx and
 // the Client's life. Call it with f doing the discordgo call with the
@@ -57,12 +55,8 @@ func retryAfter(err error) (time.Duration, bool) {
 	if !errors.As(err, &rl) || rl.TooManyRequests == nil {
 		return 0, false
 	}
-	return max(rl.RetryAfter, minRetryAfter), true
+	return max(rl.RetryAfter, chat.MinRetryAfter), true
 }
-
-// minRetryAfter is the least wait after a 429: one that says 0 would
-// otherwise be tried again at once, in a loop, against the same limit.
-const minRetryAfter = 50 * time.Millisecond
 
 func notFound(err error) bool {
 	var rest *discordgo.RESTError
@@ -74,7 +68,7 @@ func notFound(err error) bool {
 func (c *Client) do(ctx context.Context, tries int, f func(opts ...discordgo.RequestOption) error) error {
 	return c.doWhile(ctx, func(try int, _ time.Duration) error {
 		if try >= tries {
-			return errGaveUp
+			return chat.ErrGaveUp
 		}
 		return nil
 	}, f)
@@ -101,16 +95,7 @@ func (c *Client) doWhile(ctx context.Context, more func(try int, wait time.Durat
 
 // sleep waits d; false if ctx or the Client ended first.
 func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-c.ctx.Done():
-		return false
-	}
+	return chat.Sleep(ctx, c.ctx.Done(), d)
 }
 
 // reactionGap spaces the reactions of one channel: discordgo holds them

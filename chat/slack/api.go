@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"acpbroker/chat"
 	"acpbroker/chat/thread"
 
 	slackapi "github.com/slack-go/slack"
@@ -54,23 +55,8 @@ func (c *Client) do(ctx context.Context, method, channel string, tries int, f fu
 // tryWait makes f's call, waiting out its rate limits, up to tries
 // calls.
 func (c *Client) tryWait(ctx context.Context, tries int, f func(ctx context.Context) error) error {
-	for try := 1; ; try++ {
-		err := f(ctx)
-		wait, limited := retryAfter(err)
-		if !limited {
-			return err
-		}
-		if try >= tries {
-			return fmt.Errorf("%w: %w", errGaveUp, err)
-		}
-		if !c.sleep(ctx, wait) {
-			return context.Cause(ctx)
-		}
-	}
+	return chat.Retry(ctx, c.ctx.Done(), tries, retryAfter, f)
 }
-
-// errGaveUp marks a call abandoned after too many rate limits.
-var errGaveUp = errors.New("rate limited too many times")
 
 // notFoundErrors are Slack's errors that say what a call names is not
 // there (or, for a thread, not one the app can read).
@@ -116,19 +102,14 @@ func slackRetryAfter(err error) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return max(rl.RetryAfter, minRetryAfter), true
+	return max(rl.RetryAfter, chat.MinRetryAfter), true
 }
 
 // retryAfter reports how long a call told by call asks to wait: Slack's
 // 429 or the budget's.
 func retryAfter(err error) (time.Duration, bool) {
 	if rl, ok := errors.AsType[*thread.RateLimited](err); ok {
-		return max(rl.After, minRetryAfter), true
+		return max(rl.After, chat.MinRetryAfter), true
 	}
 	return slackRetryAfter(err)
 }
-
-// minRetryAfter is the least wait after a rate limit: one that says 0
-// would otherwise be tried again at once, in a loop, against the same
-// limit.
-const minRetryAfter = 50 * time.Millisecond

@@ -383,48 +383,26 @@ func (c *Client) accept() {
 	})
 }
 
-// Waits between tries of auth.test: doubling from the first to the
-// last, or what a 429 asks.
-const (
-	connectRetryFirst = time.Second
-	connectRetryMost  = 30 * time.Second
-)
-
 // authenticate learns who the app's bot is (auth.test). A failure that
 // may pass is tried again until it succeeds or ctx ends, which is no
 // error: the broker is stopping. A token Slack refuses is returned at
 // once.
-//
-// The loop is ours, not cenkalti/backoff's Retry: that one starts the
-// doubling over after a Retry-After and logs a RetryAfterError in place
-// of the failure it stands for, where a 429 here leaves the doubling as
-// it was and the log names what failed.
 func (c *Client) authenticate(ctx context.Context) error {
-	wait := connectRetryFirst
-	for try := 1; ; try++ {
+	return chat.Connect(ctx, c.ctx.Done(), &c.log, "could not reach Slack; trying again", retryAfter, func() (final bool, err error) {
 		var r *slackapi.AuthTestResponse
-		err := c.call(ctx, "auth.test", "", false, func(ctx context.Context) (err error) {
+		err = c.call(ctx, "auth.test", "", false, func(ctx context.Context) (err error) {
 			r, err = c.api.AuthTestContext(ctx)
 			return err
 		})
 		if err == nil {
 			c.me.Store(&identity{userID: r.UserID, botID: r.BotID, teamID: r.TeamID, name: r.User, url: r.URL})
-			return nil
+			return false, nil
 		}
 		if code := slackError(err); code == "invalid_auth" || code == "not_authed" || code == "account_inactive" || code == "token_revoked" || code == "not_allowed_token_type" {
-			return fmt.Errorf("auth.test: the bot token was refused: %w", err)
+			return true, fmt.Errorf("auth.test: the bot token was refused: %w", err)
 		}
-		next := wait
-		if d, ok := retryAfter(err); ok {
-			next = d
-		} else {
-			wait = min(2*wait, connectRetryMost)
-		}
-		c.log.Warn().Err(err).Int("try", try).Dur("retry_in", next).Msg("could not reach Slack; trying again")
-		if !c.sleep(ctx, next) {
-			return nil
-		}
-	}
+		return false, err
+	})
 }
 
 // Ready is closed once the app takes events.
@@ -502,16 +480,7 @@ func (c *Client) spawn(f func()) {
 
 // sleep waits d; false if ctx or the Client ended first.
 func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-c.ctx.Done():
-		return false
-	}
+	return chat.Sleep(ctx, c.ctx.Done(), d)
 }
 
 // Stats are the Client's counters and gauges: its calls to Slack, its

@@ -314,8 +314,8 @@ func (s *Server) Parse(text string) (Command, bool) {
 
 // ParseCommand reads a command written as a line of text, as
 // Server.Parse does, where isAgent tells whether a word names an agent
-// profile. A front end without a Server (the console) reads its
-// commands so, and they mean what they mean everywhere.
+// profile: Server.Parse with the Server's profiles, which every front
+// end (the console too) reads its written commands with.
 func ParseCommand(text string, isAgent func(word string) bool) (Command, bool) {
 	name, rest := cutWord(text)
 	spec, ok := LookupCommand(name)

@@ -345,3 +345,50 @@ func (h *scripted) refusalShown(th string) bool {
 	}
 	return false
 }
+
+// A prompt's final status mark waits for the thread to show how its
+// turn ended: while the final view waits out the platform's rate limit,
+// the prompt keeps its working mark, so that a prompt marked ended
+// always has its outcome message in the thread (on Slack the reactions
+// have a budget of their own, and ✅ went on seconds before the answer
+// it stood for).
+func TestLive_TheFinalMarkFollowsTheEndShown(t *testing.T) {
+	h := newScripted(t, thread.Config{})
+	th, p := h.running()
+	var mu sync.Mutex
+	limited := 0
+	var early []string // the outcome messages shown when the final mark was put
+	marked := false
+	h.board.mu.Lock()
+	h.board.hook = func(c boardCall) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case c.op != "mark" && c.view.Outcome && limited < 3:
+			limited++
+			return &thread.RateLimited{After: 200 * time.Millisecond}
+		case c.op == "mark" && c.on && c.mark == thread.MarkDone:
+			early, marked = h.outcomeMessages(th), true
+		}
+		return nil
+	}
+	h.board.mu.Unlock()
+	o, shown := ended(adapter.Outcome{StopReason: acp.StopEndTurn, Text: "the first answer", Elapsed: time.Second})
+	p.Sink.Done(o)
+	h.awaitShown("the turn's end", shown)
+	h.close()
+	mu.Lock()
+	defer mu.Unlock()
+	if limited < 3 {
+		t.Fatalf("the final view met the rate limit %d times, want 3", limited)
+	}
+	if !marked {
+		t.Fatal("the prompt was never marked done")
+	}
+	if len(early) != 1 {
+		t.Fatalf("the prompt was marked done while the thread showed %d outcome messages for it: %q", len(early), early)
+	}
+	if got := h.outcomeMessages(th); len(got) != 1 {
+		t.Fatalf("the thread shows %d outcome messages for 1 prompt: %q", len(got), got)
+	}
+}

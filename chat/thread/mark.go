@@ -4,8 +4,10 @@ import "time"
 
 // markState is the status mark on the prompt's message, kept in step
 // with the turn apart from the answer: marks in a busy channel may queue
-// behind each other, and the answer does not wait for them. States
-// passed over meanwhile are skipped. What may be on the message is
+// behind each other, and the answer does not wait for them. The final
+// mark waits for the answer, though: a prompt marked ended shows how it
+// ended in the thread, even when the final view waits out a rate limit
+// the marks do not share. States passed over meanwhile are skipped. What may be on the message is
 // known, so a mark a failed call may have left is taken off before the
 // final one counts as shown.
 type markState struct {
@@ -37,6 +39,9 @@ func (v *turnView) actMark(now time.Time) time.Time {
 	final := v.phase == phaseEnded
 	if m.done || m.busy || m.dropped || m.want == 0 {
 		return time.Time{}
+	}
+	if final && !v.answer.done {
+		return time.Time{} // the end is not shown yet: the mark stays as it is until it is
 	}
 	if m.on == marks(0).with(m.want) && m.put == m.want {
 		if final {

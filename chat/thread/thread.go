@@ -352,9 +352,6 @@ func (s *Server) allAgents() []chat.AgentInfo {
 	return s.cfg.Agents()
 }
 
-// errGaveUp marks a call abandoned after too many rate limits.
-var errGaveUp = errors.New("rate limited too many times")
-
 // errClosing: the Server is closing and starts nothing more.
 var errClosing = errors.New("the chat server is closing")
 
@@ -364,30 +361,13 @@ func retryAfter(err error) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return max(rl.After, minRetryAfter), true
+	return max(rl.After, chat.MinRetryAfter), true
 }
-
-// minRetryAfter is the least wait after a rate limit: one that says 0
-// would otherwise be tried again at once, in a loop, against the same
-// limit.
-const minRetryAfter = 50 * time.Millisecond
 
 // try makes a platform call, waiting out its rate limits (a wait ctx and
 // the Server's end interrupt) up to tries calls in all.
 func (s *Server) try(ctx context.Context, tries int, f func(ctx context.Context) error) error {
-	for try := 1; ; try++ {
-		err := f(ctx)
-		wait, limited := retryAfter(err)
-		if !limited {
-			return err
-		}
-		if try >= tries {
-			return fmt.Errorf("%w: %w", errGaveUp, err)
-		}
-		if !s.sleep(ctx, wait) {
-			return context.Cause(ctx)
-		}
-	}
+	return chat.Retry(ctx, s.ctx.Done(), tries, retryAfter, f)
 }
 
 // post posts v in where, waiting out rate limits.
@@ -402,16 +382,7 @@ func (s *Server) post(ctx context.Context, where string, v View) (string, error)
 
 // sleep waits d; false if ctx or the Server ended first.
 func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.ctx.Done():
-		return false
-	}
+	return chat.Sleep(ctx, s.ctx.Done(), d)
 }
 
 // notFound reports whether a platform's error says what it named does

@@ -118,10 +118,10 @@ func TestAudit_AConsoleAnswerIsRecorded(t *testing.T) {
 	config := writeConfig(t, "")
 	b := startBroker(t, config, fmt.Sprintf("BROKER_HTTP_LISTEN=127.0.0.1:%d", port), "BROKER_LOG_LEVEL=info")
 	b.say(t, "permission")
-	b.out.waitFor(t, "Answer with a number: ", 20*time.Second)
+	b.out.waitFor(t, "Type a number to choose.", 20*time.Second)
 	b.say(t, "1")
 	b.out.waitFor(t, "permission granted: allow", 20*time.Second)
-	b.out.waitFor(t, "[done in", 20*time.Second)
+	b.out.waitFor(t, "✅ done in", 20*time.Second)
 	if logs := b.err.String(); !strings.Contains(logs, `"message":"permission decided"`) || !strings.Contains(logs, `"via":"user"`) {
 		t.Errorf("the decision is not logged:\n%s", logs)
 	}

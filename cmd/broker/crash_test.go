@@ -84,9 +84,9 @@ func TestCrash_BrokerKilledMidTurnReportsTheTurnAndResumesTheSession(t *testing.
 	first.say(t, "remember the number 42")
 	first.out.waitFor(t, "You said: remember the number 42", 20*time.Second)
 	first.say(t, "hang")
-	first.out.waitFor(t, "agent> working", 20*time.Second)
+	first.out.waitFor(t, "working…", 20*time.Second)
 	first.say(t, "/status")
-	first.out.waitFor(t, "[busy,", 20*time.Second)
+	first.out.waitFor(t, "State: busy", 20*time.Second)
 	m := statusPID.FindStringSubmatch(first.out.String())
 	if m == nil {
 		t.Fatalf("no pid in /status:\n%s", first.out)

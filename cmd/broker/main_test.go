@@ -196,8 +196,8 @@ func (b *running) exit(t *testing.T) int {
 func TestRun_ConsoleShowsAFullTurnWithTheDemoAgent(t *testing.T) {
 	b := startBroker(t, writeConfig(t, ""))
 	b.say(t, "hello broker")
-	b.out.waitFor(t, "[done in", 20*time.Second)
-	for _, want := range []string{"[tool] Read notes: running", "[tool] Read notes: done", "[plan] [x] Answer it", "agent> You said: hello broker"} {
+	b.out.waitFor(t, "✅ done in", 20*time.Second)
+	for _, want := range []string{"⏳ `Read notes` running", "✅ `Read notes` done", "☑ Answer it", "You said: hello broker"} {
 		if !strings.Contains(b.out.String(), want) {
 			t.Errorf("screen lacks %q:\n%s", want, b.out)
 		}
@@ -218,8 +218,8 @@ func TestRun_ConfigExampleShowsAFullTurn(t *testing.T) {
 		"BROKER_AGENT_COMMAND="+fakeAgent, "BROKER_AGENT_CWD="+filepath.Join(dir, "work"),
 		"BROKER_STATE_DIR="+filepath.Join(dir, "state"), "BROKER_HTTP_LISTEN=127.0.0.1:0", "BROKER_API_LISTEN=127.0.0.1:0")...)
 	b.say(t, "hello from the example")
-	b.out.waitFor(t, "[done in", 20*time.Second)
-	if !strings.Contains(b.out.String(), "agent> You said: hello from the example") {
+	b.out.waitFor(t, "✅ done in", 20*time.Second)
+	if !strings.Contains(b.out.String(), "You said: hello from the example") {
 		t.Fatalf("screen lacks the answer:\n%s", b.out)
 	}
 	if code := b.exit(t); code != 0 {
@@ -233,7 +233,7 @@ func TestRun_ConfigExampleShowsAFullTurn(t *testing.T) {
 func TestRun_IdleTimeoutStopsTheAgentAndTheNextMessageResumes(t *testing.T) {
 	b := startBroker(t, writeConfigArgs(t, []string{"--load-session"}, "[pool]\nidle_timeout = \"1s\""), "BROKER_LOG_LEVEL=info")
 	b.say(t, "hello")
-	b.out.waitFor(t, "[done in", 20*time.Second)
+	b.out.waitFor(t, "✅ done in", 20*time.Second)
 	idle := b.err.waitFor(t, "stopping idle agent", 20*time.Second)
 	if idle < 500*time.Millisecond || idle > 6*time.Second {
 		t.Fatalf("the idle agent was stopped %s after its answer, want about 1s", idle)
@@ -250,8 +250,8 @@ func TestRun_IdleTimeoutStopsTheAgentAndTheNextMessageResumes(t *testing.T) {
 func TestRun_ConsolePermissionQuestionIsAnsweredByTyping(t *testing.T) {
 	b := startBroker(t, writeConfig(t, ""))
 	b.say(t, "permission")
-	b.out.waitFor(t, "Answer with a number", 20*time.Second)
-	if !strings.Contains(b.out.String(), "3) Reject (reject_once)") {
+	b.out.waitFor(t, "Type a number to choose.", 20*time.Second)
+	if !strings.Contains(b.out.String(), "  3) Reject\n") {
 		t.Fatalf("options not shown:\n%s", b.out)
 	}
 	b.say(t, "3")
@@ -265,13 +265,13 @@ func TestRun_ConsolePermissionQuestionIsAnsweredByTyping(t *testing.T) {
 func TestRun_TurnTimeoutFromTheEnvironmentEndsAHungTurn(t *testing.T) {
 	b := startBroker(t, writeConfig(t, ""), "BROKER_TURN_TIMEOUT=2s", "BROKER_TURN_CANCEL_GRACE=300ms")
 	b.say(t, "ignore-cancel")
-	b.out.waitFor(t, "agent> working", 20*time.Second)
-	took := b.out.waitFor(t, "[turn failed: timed out after 2s", 20*time.Second)
+	b.out.waitFor(t, "working…", 20*time.Second)
+	took := b.out.waitFor(t, "❌ failed: timed out after 2s", 20*time.Second)
 	if took < 2*time.Second || took > 2*time.Second+300*time.Millisecond+4*time.Second {
 		t.Fatalf("the turn failed %s after its first chunk, want about 2.3s", took)
 	}
 	b.say(t, "stream 1")
-	b.out.waitFor(t, "agent> chunk 1", 20*time.Second)
+	b.out.waitFor(t, "chunk 1", 20*time.Second)
 	b.exit(t)
 	// The log line of the failed turn names the thread, the agent session
 	// and process, the prompt's request id and the cause.
@@ -385,8 +385,8 @@ func TestRun_ToolTimeoutAndWatchdogIntervalEndAStuckToolCall(t *testing.T) {
 	b := startBroker(t, writeConfig(t, "[turn]\ntool_timeout = \"2s\"\ncancel_grace = \"300ms\"\n[watchdog]\ninterval = \"500ms\""),
 		fmt.Sprintf("BROKER_HTTP_LISTEN=127.0.0.1:%d", port), "BROKER_LOG_LEVEL=info")
 	b.say(t, "tool-stuck")
-	b.out.waitFor(t, "[tool] Long build: running", 20*time.Second)
-	took := b.out.waitFor(t, "[turn failed: a tool call made no progress for 2s: Long build", 20*time.Second)
+	b.out.waitFor(t, "⏳ `Long build` running", 20*time.Second)
+	took := b.out.waitFor(t, "❌ failed: a tool call made no progress for 2s: Long build", 20*time.Second)
 	if took < 1500*time.Millisecond || took > 2*time.Second+500*time.Millisecond+4*time.Second {
 		t.Fatalf("the stuck tool call ended the turn %s after it started, want about 2-2.5s", took)
 	}
@@ -400,40 +400,45 @@ func TestRun_ToolTimeoutAndWatchdogIntervalEndAStuckToolCall(t *testing.T) {
 	b.exit(t)
 }
 
-// The agent's questions on a terminal: a form is asked field by field,
-// with its choices numbered; a bad value is asked again, Enter skips a
-// field that is not required, and the typed answers reach the agent. A
-// link is printed, never opened, and answered done or decline.
+// The agent's questions on a terminal: its Answer button, a number,
+// opens the form, asked field by field, with its choices numbered; a bad
+// value is asked again, Enter skips a field that is not required, and
+// the typed answers reach the agent. A link is printed, never opened,
+// and answered with its Done or Decline button.
 func TestRun_ConsoleQuestionsAreAnsweredByTyping(t *testing.T) {
 	b := startBroker(t, writeConfig(t, ""))
 	b.say(t, "elicit-form")
-	b.out.waitFor(t, "[question] The agent asks: Tell me about the release", 20*time.Second)
+	b.out.waitFor(t, "❓ The agent asks: Tell me about the release", 20*time.Second)
+	b.out.waitFor(t, "  1) ✏️ Answer\n", 5*time.Second)
+	b.say(t, "1")
 	b.out.waitFor(t, "Colour [1) red, 2) green, 3) blue]: ", 5*time.Second)
 	b.say(t, "3")
 	b.out.waitFor(t, "Count: ", 5*time.Second)
 	b.say(t, "eleven")
 	b.out.waitFor(t, "not a whole number; Count: ", 5*time.Second)
 	b.say(t, "4")
-	b.out.waitFor(t, "Name: ", 5*time.Second)
+	b.out.waitFor(t, "Name (required): ", 5*time.Second)
 	b.say(t, "")
-	b.out.waitFor(t, "Name is required: ", 5*time.Second)
+	b.out.waitFor(t, "Name is required; Name (required): ", 5*time.Second)
 	b.say(t, "v2")
-	b.out.waitFor(t, "Ship it: ", 5*time.Second)
+	b.out.waitFor(t, "Ship it (yes or no): ", 5*time.Second)
 	b.say(t, "")
 	b.out.waitFor(t, `answer: accept {"colour":"blue","count":4,"name":"v2"}`, 20*time.Second)
 
-	b.out.waitFor(t, "[done in", 5*time.Second)
+	b.out.waitFor(t, "✅ done in", 5*time.Second)
 
 	from := b.out.mark()
 	b.say(t, "elicit-url")
 	b.out.waitFrom(t, from, "https://tracker.example/auth?state=x1&next=/t", 20*time.Second)
-	b.out.waitFrom(t, from, "Type done or decline: ", 5*time.Second)
-	b.say(t, "done")
+	b.out.waitFrom(t, from, "  1) Done\n  2) Decline\n", 5*time.Second)
+	b.say(t, "1")
 	b.out.waitFrom(t, from, "answer: accept", 20*time.Second)
-	b.out.waitFrom(t, from, "[done in", 5*time.Second)
+	b.out.waitFrom(t, from, "✅ done in", 5*time.Second)
 
 	from = b.out.mark()
 	b.say(t, "elicit-form")
+	b.out.waitFrom(t, from, "  1) ✏️ Answer\n", 20*time.Second)
+	b.say(t, "1")
 	b.out.waitFrom(t, from, "Colour [", 20*time.Second)
 	b.say(t, "/decline")
 	b.out.waitFrom(t, from, "answer: decline", 20*time.Second)

@@ -33,7 +33,7 @@ func TestRun_AReloadGivesNewAgentsTheChangedMCPServers(t *testing.T) {
 		t.Helper()
 		from := b.out.mark()
 		b.say(t, "mcp-servers")
-		b.out.waitFrom(t, from, "[done in", 20*time.Second)
+		b.out.waitFrom(t, from, "✅ done in", 20*time.Second)
 		got := b.out.String()[from:]
 		if !strings.Contains(got, `"name":"`+want+`"`) || (not != "" && strings.Contains(got, `"name":"`+not+`"`)) {
 			t.Fatalf("the agent got %s; want %q", got, want)

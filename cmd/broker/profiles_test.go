@@ -26,23 +26,23 @@ func TestRun_ConsoleNewAndAgentsWithProfilesAndAReload(t *testing.T) {
 	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
 	b.out.waitFor(t, "Type a message", 20*time.Second)
 	b.say(t, "/agents")
-	b.out.waitFor(t, "[a (default): the first — 0 live, 0 busy]", 10*time.Second)
-	b.out.waitFor(t, "[b — 0 live, 0 busy]", 10*time.Second)
+	b.out.waitFor(t, "• a (default): the first — 0 live, 0 busy", 10*time.Second)
+	b.out.waitFor(t, "• b — 0 live, 0 busy", 10*time.Second)
 	b.say(t, "env")
 	b.out.waitFor(t, "WHO=a", 20*time.Second)
 	b.say(t, "/new b")
-	b.out.waitFor(t, "[new conversation with b", 10*time.Second)
+	b.out.waitFor(t, "b is ready.", 10*time.Second)
 	b.say(t, "env")
 	b.out.waitFor(t, "WHO=b", 20*time.Second)
 	b.say(t, "/new c")
-	b.out.waitFor(t, `[there is no agent "c"; the agents are a, b]`, 10*time.Second)
+	b.out.waitFor(t, `There is no agent "c".`, 10*time.Second)
 
 	text, _ := os.ReadFile(config)
 	os.WriteFile(config, []byte(strings.Replace(string(text), "[agents.b]", "[agents.c]\nenv = [\"WHO=c\"]\n[agents.b]", 1)), 0o600)
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	b.err.waitFor(t, "configuration reloaded", 10*time.Second)
 	b.say(t, "/new c")
-	b.out.waitFor(t, "[new conversation with c", 10*time.Second)
+	b.out.waitFor(t, "c is ready.", 10*time.Second)
 	b.say(t, "env")
 	b.out.waitFor(t, "WHO=c", 20*time.Second)
 	if code := b.exit(t); code != 0 {
@@ -61,7 +61,7 @@ func TestRun_ARunningAgentKeepsItsRulesAcrossAReload(t *testing.T) {
 	b := startBroker(t, config, "BROKER_AGENT_SANDBOX=none", "BROKER_LOG_LEVEL=info")
 	b.out.waitFor(t, "Type a message", 20*time.Second)
 	b.say(t, "/new rev")
-	b.out.waitFor(t, "[new conversation with rev", 10*time.Second)
+	b.out.waitFor(t, "rev is ready.", 10*time.Second)
 	ask := func(want string) {
 		t.Helper()
 		from := b.out.mark()
@@ -92,7 +92,7 @@ func TestRun_ARunningAgentKeepsItsRulesAcrossAReload(t *testing.T) {
 	ask(denied)
 
 	b.say(t, "/reset")
-	b.out.waitFor(t, "[session reset", 10*time.Second)
+	b.out.waitFor(t, "reset the session", 10*time.Second)
 	ask("Allowed “Run make” by turn.permission_mode = allow.")
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
@@ -120,7 +120,7 @@ func TestRun_AgentsListsARemovedProfilesLiveAgents(t *testing.T) {
 	from := b.out.mark()
 	b.say(t, "env")
 	b.out.waitFrom(t, from, "WHO=b", 20*time.Second)
-	b.out.waitFrom(t, from, "[done in", 20*time.Second) // its agent idle again
+	b.out.waitFrom(t, from, "✅ done in", 20*time.Second) // its agent idle again
 	text, _ := os.ReadFile(config)
 	os.WriteFile(config, []byte(strings.Replace(string(text), "[agents.b]\nenv = [\"WHO=b\"]\n", "", 1)), 0o600)
 	from = b.err.mark()
@@ -128,9 +128,9 @@ func TestRun_AgentsListsARemovedProfilesLiveAgents(t *testing.T) {
 	b.err.waitFrom(t, from, "configuration reloaded", 10*time.Second)
 	from = b.out.mark()
 	b.say(t, "/agents")
-	b.out.waitFrom(t, from, "[b (removed) — 1 live, 0 busy]", 10*time.Second)
+	b.out.waitFrom(t, from, "• b (removed) — 1 live, 0 busy", 10*time.Second)
 	b.say(t, "/new b")
-	b.out.waitFrom(t, from, `[there is no agent "b"; the agents are a]`, 10*time.Second)
+	b.out.waitFrom(t, from, `There is no agent "b".`, 10*time.Second)
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
@@ -219,9 +219,9 @@ func TestRun_TheConfigurationOfBeforeProfilesRunsUnchanged(t *testing.T) {
 	b.out.waitFor(t, "Type a message", 20*time.Second)
 	b.say(t, "hello")
 	b.out.waitFor(t, "You said: hello", 20*time.Second)
-	b.out.waitFor(t, "[done in", 20*time.Second)
+	b.out.waitFor(t, "✅ done in", 20*time.Second)
 	b.say(t, "/status")
-	b.out.waitFor(t, `agent "default"`, 10*time.Second)
+	b.out.waitFor(t, "Profile: default\n", 10*time.Second)
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, b.err.String())
 	}

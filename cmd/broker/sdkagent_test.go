@@ -30,17 +30,17 @@ func TestRun_ConsoleWithTheSDKExampleAgent(t *testing.T) {
 	modules, _ := filepath.Abs("../../testdata/interop/node_modules")
 	b := startBroker(t, writeConfig(t, ""), "BROKER_AGENT_COMMAND=node", "BROKER_AGENT_ARGS="+agent, "BROKER_AGENT_SANDBOX_RO="+modules)
 	b.say(t, "hello")
-	b.out.waitFor(t, "[tool] Reading project files: done", 30*time.Second)
-	b.out.waitFor(t, "1) Allow this change (allow_once)", 30*time.Second)
+	b.out.waitFor(t, "✅ `Reading project files` done", 30*time.Second)
+	b.out.waitFor(t, "1) Allow this change\n", 30*time.Second)
 	b.say(t, "1")
-	b.out.waitFor(t, "[chose Allow this change]", 10*time.Second)
-	b.out.waitFor(t, "[done in", 30*time.Second)
+	b.out.waitFor(t, "chose Allow this change", 10*time.Second)
+	b.out.waitFor(t, "✅ done in", 30*time.Second)
 
 	from := b.out.mark()
 	b.say(t, "again")
-	b.out.waitFrom(t, from, "[tool] Reading project files: running", 30*time.Second)
+	b.out.waitFrom(t, from, "⏳ `Reading project files` running", 30*time.Second)
 	b.say(t, "/cancel")
-	took := b.out.waitFrom(t, from, "[turn cancelled by console user after", 10*time.Second)
+	took := b.out.waitFrom(t, from, "⏹️ cancelled by ", 10*time.Second)
 	if took > 3*time.Second {
 		t.Fatalf("the SDK agent took %s to honour the cancel", took)
 	}
@@ -50,8 +50,8 @@ func TestRun_ConsoleWithTheSDKExampleAgent(t *testing.T) {
 	for {
 		at := b.out.mark()
 		b.say(t, "/status")
-		b.out.waitFrom(t, at, "queued, agent", 10*time.Second)
-		if strings.Contains(b.out.String()[at:], "[idle, 0 queued") {
+		b.out.waitFrom(t, at, "State: ", 10*time.Second)
+		if strings.Contains(b.out.String()[at:], "State: idle") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -112,9 +112,9 @@ func TestRun_MetricsHealthAndSystemdNotifications(t *testing.T) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	b.say(t, "hello")
-	b.out.waitFor(t, "[done in", 20*time.Second)
+	b.out.waitFor(t, "✅ done in", 20*time.Second)
 	b.say(t, "crash 3")
-	b.out.waitFor(t, "[turn failed: agent exited", 20*time.Second)
+	b.out.waitFor(t, "❌ failed: agent exited", 20*time.Second)
 	var m string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		// The store writes finished turns asynchronously.
@@ -251,7 +251,7 @@ func TestRun_SIGHUPReloadsWhatCanChange(t *testing.T) {
 		t.Fatalf("reload log does not say what changed:\n%s", logs)
 	}
 	b.say(t, "ignore-cancel")
-	took := b.out.waitFor(t, "[turn failed: timed out after 2s", 20*time.Second)
+	took := b.out.waitFor(t, "❌ failed: timed out after 2s", 20*time.Second)
 	if took > 10*time.Second {
 		t.Fatalf("reloaded timeout took %s", took)
 	}

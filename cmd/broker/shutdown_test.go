@@ -24,9 +24,9 @@ func TestShutdown_SecondSignalForcesExit(t *testing.T) {
 	config := writeConfigArgs(t, []string{"--ignore-term", "--no-exit-on-eof"}, "[turn]\ncancel_grace = \"60s\"\n[shutdown]\ngrace = \"60s\"")
 	p := startProcess(t, bin, config)
 	p.say(t, "ignore-cancel")
-	p.out.waitFor(t, "agent> working", 20*time.Second)
+	p.out.waitFor(t, "working…", 20*time.Second)
 	p.say(t, "/status")
-	p.out.waitFor(t, "[busy,", 20*time.Second)
+	p.out.waitFor(t, "State: busy", 20*time.Second)
 	m := statusPID.FindStringSubmatch(p.out.String())
 	if m == nil {
 		t.Fatalf("no pid in /status:\n%s", p.out)

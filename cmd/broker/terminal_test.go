@@ -127,7 +127,7 @@ func TestTerminal_LogsLeaveTheConsolesTerminal(t *testing.T) {
 	if _, err := p.master.WriteString("hello\n"); err != nil {
 		t.Fatal(err)
 	}
-	shown += readUntil(t, p.master, "[done in", 20*time.Second)
+	shown += readUntil(t, p.master, "✅ done in", 20*time.Second)
 	logFile := filepath.Join(filepath.Dir(config), "state", "broker.log")
 	if !strings.Contains(shown, "[the broker logs to "+logFile+"]") {
 		t.Errorf("the start does not say where the log goes:\n%s", shown)

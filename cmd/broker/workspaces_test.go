@@ -86,12 +86,12 @@ func TestRun_AReloadIsCheckedWithGitAsStartIs(t *testing.T) {
 	}
 	from := b.out.mark()
 	b.say(t, "/agents")
-	b.out.waitFrom(t, from, "[a (default): first", 10*time.Second)
+	b.out.waitFrom(t, from, "• a (default): first", 10*time.Second)
 
 	reload(second, "configuration reloaded")
 	from = b.out.mark()
 	b.say(t, "/agents")
-	b.out.waitFrom(t, from, "[a (default): second", 10*time.Second)
+	b.out.waitFrom(t, from, "• a (default): second", 10*time.Second)
 	if code := b.exit(t); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}

@@ -1,10 +1,6 @@
 package fakediscord
 
-import (
-	"net/http"
-
-	"acpbroker/internal/fakehttp"
-)
+import "acpbroker/internal/fakehttp"
 
 // Chaos makes a share of REST requests fail at random, on top of the
 // scripted faults (Inject429, InjectError, InjectDrop) and the real
@@ -15,18 +11,3 @@ type Chaos = fakehttp.Chaos[Request]
 
 // ChaosCounts counts the failures Chaos injected.
 type ChaosCounts = fakehttp.ChaosCounts
-
-// SetChaos starts injecting random failures as c says, replacing any
-// earlier Chaos; SetChaos(Chaos{}) stops. Counts carry over.
-func (s *Server) SetChaos(c Chaos) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.chaos.Set(c, http.StatusBadGateway)
-}
-
-// ChaosCounts returns how many failures Chaos has injected so far.
-func (s *Server) ChaosCounts() ChaosCounts {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.chaos.Counts()
-}

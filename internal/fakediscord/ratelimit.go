@@ -108,48 +108,32 @@ type fault struct {
 // retryAfter, whatever their bucket says. Faults are tried in the order
 // injected; a request consumes at most one.
 func (s *Server) Inject429(match Match, n int, retryAfter time.Duration) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}})
 }
 
 // InjectGlobal429 is Inject429 with the global flag set (JSON "global":
 // true and X-RateLimit-Global), which makes discordgo hold every bucket.
 func (s *Server) InjectGlobal429(match Match, n int, retryAfter time.Duration) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}, global: true})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}, global: true})
 }
 
 // InjectError makes the next n requests that match answer status with a
 // Discord error body (e.g. 500, or 502, which discordgo retries).
 func (s *Server) InjectError(match Match, n int, status int) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: status}})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Status: status}})
 }
 
 // InjectDrop makes the next n requests that match fail as a network
 // failure would: the connection is closed without an answer.
 func (s *Server) InjectDrop(match Match, n int) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Drop: true}})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Drop: true}})
 }
 
 // InjectStall makes the next n requests that match take d before they are
 // answered: a slow Discord. The request is handled as usual; only its
 // answer waits (Close, or the client giving up, ends the wait).
 func (s *Server) InjectStall(match Match, n int, d time.Duration) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Stall: d}})
-}
-
-func (s *Server) inject(match Match, n int, f fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults.Add(match, n, f)
-}
-
-// faultLocked returns the fault r is to fail with, scripted or drawn by
-// Chaos; ok is false when r goes through.
-func (s *Server) faultLocked(r Request) (f fault, ok bool) {
-	if f, ok = s.faults.Take(r); ok {
-		return f, true
-	}
-	f.Fault, ok = s.chaos.Draw(r)
-	return f, ok
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Stall: d}})
 }
 
 // rateLimitedBody is the 429 body; retry_after is in seconds.

@@ -278,7 +278,7 @@ func (s *Server) handleLocked(c *call, r *http.Request, versionOK bool, segs []s
 		s.takeLocked(c.header, rt.key, req.Major, c.now)
 		return apiError(http.StatusUnauthorized, 0, "401: Unauthorized")
 	}
-	if f, hit := s.faultLocked(*req); hit {
+	if f, hit := s.Next(*req); hit {
 		req.Injected = true
 		switch {
 		case f.Stall > 0:

@@ -139,6 +139,11 @@ func DefaultRateLimits() map[string]RateLimit {
 // Server is a running fake Discord. Create it with New; it is closed by
 // the test's cleanup, or earlier by Close.
 type Server struct {
+	// Injector scripts and draws the requests' failures: SetChaos and
+	// ChaosCounts are its; Inject429 and the others script through it.
+	fakehttp.Waiting // Changed, WaitFor and Await, over changes
+	*fakehttp.Injector[Request, fault]
+
 	tb        testing.TB
 	opts      Options
 	hs        *httptest.Server
@@ -168,8 +173,6 @@ type Server struct {
 	downloads    []string // names of the attachments fetched, in order
 	typing       map[string]int
 	buckets      map[string]*bucket
-	faults       fakehttp.Script[Request, fault]
-	chaos        fakehttp.Dice[Request]
 	routeTable   []route
 
 	sessions      []*gwSession
@@ -206,6 +209,7 @@ func New(tb testing.TB, opts Options) *Server {
 		opts.WaitTimeout = 10 * time.Second
 	}
 	s := &Server{
+		Injector:     fakehttp.NewInjector[Request](http.StatusBadGateway, func(f fakehttp.Fault) fault { return fault{Fault: f} }),
 		tb:           tb,
 		opts:         opts,
 		quit:         make(chan struct{}),
@@ -220,6 +224,7 @@ func New(tb testing.TB, opts Options) *Server {
 		buckets:      map[string]*bucket{},
 		conns:        map[*gwConn]struct{}{},
 	}
+	s.Waiting = fakehttp.NewWaiting(&s.changes, ErrClosed, tb, opts.WaitTimeout, "fakediscord")
 	s.bot = User{ID: opts.BotID, Username: opts.BotName, Bot: true}
 	if s.bot.ID == "" {
 		s.bot.ID = s.newIDLocked()
@@ -324,53 +329,15 @@ func (rt rewriter) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, fmt.Errorf("fakediscord: %s is not served by the fake", req.URL.Redacted())
 }
 
-// Changed returns a channel that is closed at the next change the server
-// records (a request, a gateway operation, a connection coming or going).
-// Take the channel before checking the state it guards, so that no
-// change is missed.
-func (s *Server) Changed() <-chan struct{} {
-	return s.changes.Next()
-}
-
 func (s *Server) notifyLocked() { s.changes.Notify() }
 
 // ErrClosed is returned by WaitFor when the server is closed.
 var ErrClosed = errors.New("fakediscord: server closed")
 
-// WaitFor blocks until cond returns true, ctx ends (its error is
-// returned) or the server closes (ErrClosed). cond is called without the
-// server's lock held, once at first and again after every change; it may
-// use the accessors.
-func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
-	return s.changes.WaitFor(ctx, cond, ErrClosed)
-}
-
-// Await is WaitFor bounded by Options.WaitTimeout that fails the test
-// (tb.Fatalf, so call it from the test's goroutine) on timeout; what
-// names the awaited condition in the failure.
-func (s *Server) Await(what string, cond func() bool) {
-	s.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.WaitTimeout)
-	defer cancel()
-	if err := s.WaitFor(ctx, cond); err != nil {
-		s.tb.Fatalf("fakediscord: waiting for %s: %v", what, err)
-	}
-}
-
 // WaitMessage waits for a message in channelID satisfying match (nil
 // matches any) and returns it.
 func (s *Server) WaitMessage(ctx context.Context, channelID string, match func(Message) bool) (Message, error) {
-	var found Message
-	err := s.WaitFor(ctx, func() bool {
-		for _, m := range s.Messages(channelID) {
-			if match == nil || match(m) {
-				found = m
-				return true
-			}
-		}
-		return false
-	})
-	return found, err
+	return fakehttp.WaitFirst(ctx, s.WaitFor, func() []Message { return s.Messages(channelID) }, match)
 }
 
 // NewID returns a fresh snowflake, larger than every id the server made

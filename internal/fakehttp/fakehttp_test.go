@@ -3,6 +3,7 @@ package fakehttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -174,5 +175,72 @@ func TestCut_TheClientSeesTheConnectionFail(t *testing.T) {
 	if err == nil {
 		resp.Body.Close()
 		t.Fatalf("got %s, want a failed connection", resp.Status)
+	}
+}
+
+// injected is a fake's own fault type, as the fakes make theirs.
+type injected struct {
+	Fault
+	scripted bool
+}
+
+func TestInjector_ScriptedFaultsComeBeforeChaosWhoseDefaultStatusIsTheFakes(t *testing.T) {
+	in := NewInjector[string](http.StatusServiceUnavailable, func(f Fault) injected { return injected{Fault: f} })
+	in.Inject(func(r string) bool { return r == "a" }, 1, injected{Fault: Fault{Drop: true}, scripted: true})
+	in.SetChaos(Chaos[string]{Seed: 1, RateError: 1})
+	f, ok := in.Next("a")
+	if !ok || !f.scripted || !f.Drop {
+		t.Fatalf("first request got %+v (%v), want the scripted drop", f, ok)
+	}
+	f, ok = in.Next("a")
+	if !ok || f.scripted || f.Status != http.StatusServiceUnavailable {
+		t.Fatalf("second request got %+v (%v), want Chaos's error with the injector's status", f, ok)
+	}
+	if n := in.ChaosCounts().Errors[http.StatusServiceUnavailable]; n != 1 {
+		t.Fatalf("ChaosCounts counts %d errors, want 1", n)
+	}
+	in.SetChaos(Chaos[string]{})
+	if f, ok := in.Next("b"); ok {
+		t.Fatalf("with Chaos stopped and nothing scripted, a request got %+v", f)
+	}
+}
+
+// fatalTB records Fatalf instead of ending the test.
+type fatalTB struct {
+	testing.TB
+	failed string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.failed = fmt.Sprintf(format, args...)
+}
+
+func TestWaiting_WaitsOnTheFakesChangesAndNamesItWhenAwaitFails(t *testing.T) {
+	var c Changes
+	closed := errors.New("fake closed")
+	tb := &fatalTB{TB: t}
+	w := NewWaiting(&c, closed, tb, 20*time.Millisecond, "fakeplatform")
+	var items atomic.Value
+	items.Store([]string{"a"})
+	ch := w.Changed()
+	items.Store([]string{"a", "b2"})
+	c.Notify()
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed's channel is still open after a change")
+	}
+	got, err := WaitFirst(t.Context(), w.WaitFor, func() []string { return items.Load().([]string) }, func(s string) bool { return len(s) == 2 })
+	if err != nil || got != "b2" {
+		t.Fatalf("WaitFirst = %q, %v; want the item that matches", got, err)
+	}
+	w.Await("nothing", func() bool { return false })
+	if want := "fakeplatform: waiting for nothing: context deadline exceeded"; tb.failed != want {
+		t.Fatalf("Await failed with %q, want %q", tb.failed, want)
+	}
+	c.Close()
+	if err := w.WaitFor(t.Context(), func() bool { return false }); !errors.Is(err, closed) {
+		t.Fatalf("WaitFor after Close = %v, want the fake's closed error", err)
 	}
 }

@@ -130,49 +130,40 @@ type fault struct {
 // whatever their bucket says. Faults are tried in the order injected; a
 // call consumes at most one.
 func (s *Server) Inject429(match Match, n int, retryAfter time.Duration) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusTooManyRequests, RetryAfter: retryAfter}})
 }
 
 // InjectError makes the next n calls that match answer an HTTP error
 // status (500, 502, 503…) with an HTML body, as Slack's front ends do.
 func (s *Server) InjectError(match Match, n int, status int) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: status}})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Status: status}})
 }
 
 // InjectSlackError makes the next n calls that match answer 200 with
 // {"ok": false, "error": code}: internal_error, fatal_error,
 // service_unavailable, or any method error.
 func (s *Server) InjectSlackError(match Match, n int, code string) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusOK}, slackError: code})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Status: http.StatusOK}, slackError: code})
 }
 
 // InjectDrop makes the next n calls that match fail as a network failure
 // would: the connection is closed without an answer.
 func (s *Server) InjectDrop(match Match, n int) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Drop: true}})
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Drop: true}})
 }
 
 // InjectStall makes the next n calls that match take d before they are
 // answered: a slow Slack. The call is handled as usual; only its answer
 // waits (Close, or the client giving up, ends the wait).
 func (s *Server) InjectStall(match Match, n int, d time.Duration) {
-	s.inject(match, n, fault{Fault: fakehttp.Fault{Stall: d}})
-}
-
-func (s *Server) inject(match Match, n int, f fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults.Add(match, n, f)
+	s.Inject(match, n, fault{Fault: fakehttp.Fault{Stall: d}})
 }
 
 // injectLocked applies a scripted fault or Chaos to a call; hit is false
 // when neither applies. A stall comes back as an action with stall set,
 // the call to be handled as usual.
 func (s *Server) injectLocked(rec *Call) (action, reply, bool) {
-	f, ok := s.faults.Take(*rec)
-	if !ok {
-		f.Fault, ok = s.chaos.Draw(*rec)
-	}
+	f, ok := s.Next(*rec)
 	if !ok {
 		return action{}, nil, false
 	}

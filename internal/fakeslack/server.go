@@ -120,6 +120,11 @@ var DefaultEvents = []string{
 // test's cleanup, or earlier by Close. All its methods are safe for
 // concurrent use.
 type Server struct {
+	// Injector scripts and draws the calls' failures: SetChaos and
+	// ChaosCounts are its; Inject429 and the others script through it.
+	fakehttp.Waiting // Changed, WaitFor and Await, over changes
+	*fakehttp.Injector[Call, fault]
+
 	tb        testing.TB
 	opts      Options
 	hs        *httptest.Server
@@ -164,8 +169,6 @@ type Server struct {
 
 	calls     []Call
 	buckets   map[string]*bucket
-	faults    fakehttp.Script[Call, fault]
-	chaos     fakehttp.Dice[Call]
 	envelopes []*envelope
 	envByID   map[string]*envelope
 	active    map[string]*envelope // not yet acknowledged nor given up
@@ -241,6 +244,7 @@ func New(tb testing.TB, opts Options) *Server {
 	opts.RateLimits = limits
 
 	s := &Server{
+		Injector:  fakehttp.NewInjector[Call](http.StatusServiceUnavailable, func(f fakehttp.Fault) fault { return fault{Fault: f} }),
 		tb:        tb,
 		opts:      opts,
 		quit:      make(chan struct{}),
@@ -261,6 +265,7 @@ func New(tb testing.TB, opts Options) *Server {
 		active:    map[string]*envelope{},
 		tickets:   map[string]time.Time{},
 	}
+	s.Waiting = fakehttp.NewWaiting(&s.changes, ErrClosed, tb, opts.WaitTimeout, "fakeslack")
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	s.team = Team{ID: opts.TeamID, Domain: opts.TeamDomain, Name: opts.TeamName}
 	if s.team.ID == "" {
@@ -368,54 +373,16 @@ func (s *Server) AppToken() string { return s.opts.AppToken }
 // SigningSecret returns the secret the fake signs its requests with.
 func (s *Server) SigningSecret() string { return s.opts.SigningSecret }
 
-// Changed returns a channel that is closed at the next change the server
-// records (a call, an acknowledgement, a connection coming or going).
-// Take the channel before checking the state it guards, so that no change
-// is missed.
-func (s *Server) Changed() <-chan struct{} {
-	return s.changes.Next()
-}
-
 func (s *Server) notifyLocked() { s.changes.Notify() }
 
 // ErrClosed is returned by WaitFor when the server is closed.
 var ErrClosed = errors.New("fakeslack: server closed")
 
-// WaitFor blocks until cond returns true, ctx ends (its error is
-// returned) or the server closes (ErrClosed). cond is called without the
-// server's lock held, once at first and again after every change; it may
-// use the accessors.
-func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
-	return s.changes.WaitFor(ctx, cond, ErrClosed)
-}
-
-// Await is WaitFor bounded by Options.WaitTimeout that fails the test
-// (tb.Fatalf, so call it from the test's goroutine) on timeout; what
-// names the awaited condition in the failure.
-func (s *Server) Await(what string, cond func() bool) {
-	s.tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.WaitTimeout)
-	defer cancel()
-	if err := s.WaitFor(ctx, cond); err != nil {
-		s.tb.Fatalf("fakeslack: waiting for %s: %v", what, err)
-	}
-}
-
 // WaitMessage waits for a message in a conversation (replies included)
 // that satisfies match (nil matches any), as it now stands, and returns
 // it.
 func (s *Server) WaitMessage(ctx context.Context, channelID string, match func(Message) bool) (Message, error) {
-	var found Message
-	err := s.WaitFor(ctx, func() bool {
-		for _, m := range s.Messages(channelID) {
-			if match == nil || match(m) {
-				found = m
-				return true
-			}
-		}
-		return false
-	})
-	return found, err
+	return fakehttp.WaitFirst(ctx, s.WaitFor, func() []Message { return s.Messages(channelID) }, match)
 }
 
 func (s *Server) errorf(format string, args ...any) {

@@ -1,9 +1,6 @@
-// Package render turns one turn of a thread into safe HTML for the web
-// front end: pure functions, no server, no state.
 package render
 
 import (
-	"html"
 	"html/template"
 	"strings"
 	"time"
@@ -24,36 +21,20 @@ type Turn struct {
 	Usage   string // usage in words, "" if none (chat.UsageText)
 }
 
-// TurnHTML renders t. This form shows the agent's text as plain text,
-// escaped.
+// TurnHTML renders t: the answer from Markdown (raw HTML escaped, links
+// http/https only with rel="noopener noreferrer nofollow", no
+// javascript:/data: URLs), code highlighted with CSS classes (no inline
+// style), thoughts folded (<details>), each tool call with its input and
+// output, diffs as diffs, the plan, files the agent showed, usage.
+//
+// What one turn renders is bounded whatever it holds (see the bounds in
+// turn.go): past a bound, a line says what is left out.
 func TurnHTML(t *Turn) template.HTML {
+	if t == nil {
+		return ""
+	}
+	v := fold(t.Updates)
 	var b strings.Builder
-	b.WriteString("<pre>")
-	b.WriteString(html.EscapeString(t.Prompt))
-	b.WriteString("</pre><pre>")
-	for _, u := range t.Updates {
-		if u.Kind == acp.UpdateMessageChunk && u.Content != nil {
-			b.WriteString(html.EscapeString(u.Content.Text))
-		}
-	}
-	b.WriteString("</pre>")
-	for _, n := range t.Notices {
-		b.WriteString("<pre>" + html.EscapeString(n) + "</pre>")
-	}
-	if t.Done {
-		b.WriteString("<pre>" + html.EscapeString(t.Outcome) + "</pre>")
-	} else if t.Status != "" {
-		b.WriteString("<pre>" + html.EscapeString(t.Status) + "</pre>")
-	}
+	v.write(&b, t)
 	return template.HTML(b.String())
 }
-
-// Markdown renders text written by a person or an agent as safe HTML;
-// this form shows it as plain text, escaped.
-func Markdown(text string) template.HTML {
-	return template.HTML("<pre>" + html.EscapeString(text) + "</pre>")
-}
-
-// CSS is the stylesheet the classes of TurnHTML need; this form needs
-// none.
-func CSS() []byte { return nil }
