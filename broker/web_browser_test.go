@@ -1,0 +1,176 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"acpbroker/internal/brokertest"
+	"acpbroker/internal/browsertest"
+	"acpbroker/internal/fakediscord"
+)
+
+// The web front end in a headless Chromium, through the whole broker and
+// the fake Discord: what a person sees and does in the pages, and that
+// nothing but the pages' own script runs in them.
+
+// askWeb has who ask /web in where and returns the link it answers them
+// privately with.
+func askWeb(ctx context.Context, t *testing.T, w *brokertest.World, where string, who fakediscord.User) string {
+	t.Helper()
+	r, err := w.Discord.Slash(ctx, where, who, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Flags&64 == 0 {
+		t.Fatalf("/web answered for everyone to see (flags %d): %q", r.Flags, r.Content)
+	}
+	link := signInLink.FindString(r.Content)
+	if link == "" {
+		t.Fatalf("/web gave no link: %q", r.Content)
+	}
+	return link
+}
+
+// browse has who ask /web in where and sign in with its link in a new
+// browser; it returns the browser, on the page signing in led to, and
+// the web front end's address.
+func browse(ctx context.Context, t *testing.T, w *brokertest.World, where string, who fakediscord.User) (*browsertest.Browser, string) {
+	t.Helper()
+	link := askWeb(ctx, t, w, where, who)
+	br := browsertest.New(t)
+	br.Navigate(link)
+	br.Click("#signin")
+	br.WaitText("#who", who.GlobalName)
+	base, _, _ := strings.Cut(link, "/signin")
+	return br, base
+}
+
+// evalAsync evaluates a JavaScript expression that yields a promise and
+// waits for what it settles to, as JSON.
+func evalAsync(t *testing.T, br *browsertest.Browser, expr string, out any) {
+	t.Helper()
+	br.Eval(`(() => { window.__settled = undefined; Promise.resolve(`+expr+`).then(v => { window.__settled = JSON.stringify(v); }, e => { window.__settled = JSON.stringify("error: " + e); }); return true; })()`, nil)
+	var s string
+	deadline := time.Now().Add(browsertest.StepTimeout)
+	for {
+		br.Eval(`window.__settled === undefined ? "" : window.__settled`, &s)
+		if s != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not settle", expr)
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	if err := json.Unmarshal([]byte(s), out); err != nil {
+		t.Fatalf("%s settled to %s: %v", expr, s, err)
+	}
+}
+
+// count is how many elements match the CSS selector in the page now.
+func count(br *browsertest.Browser, selector string) int {
+	var n int
+	br.Eval(fmt.Sprintf(`document.querySelectorAll(%q).length`, selector), &n)
+	return n
+}
+
+// The link /web gives is shown to its asker alone, and signs in once: in
+// a browser, Sign in leads to the threads, and the same link again is
+// refused in another browser.
+func TestWebBrowser_TheLinkIsTheAskersAndSignsInOnce(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	link := askWeb(ctx, t, w, w.Channel, brokertest.Alice)
+	for _, m := range w.Srv.Messages(w.Channel) {
+		if strings.Contains(m.Content, "/signin?t=") && m.Flags&64 == 0 {
+			t.Fatalf("the link is in the channel for everyone: %+v", m)
+		}
+	}
+	_, token, _ := strings.Cut(link, "/signin?t=")
+	if bob := askWeb(ctx, t, w, w.Channel, brokertest.Bob); strings.Contains(bob, token) {
+		t.Fatalf("bob was given alice's link: %s", bob)
+	}
+
+	alice := browsertest.New(t)
+	alice.Navigate(link)
+	alice.Click("#signin")
+	alice.WaitText("#who", "Alice")
+	alice.WaitText("h1", "Threads")
+	alice.NoXSS()
+	if v := alice.CSPViolations(); len(v) != 0 {
+		t.Errorf("our own pages broke their policy: %q", v)
+	}
+
+	again := browsertest.New(t)
+	again.Navigate(link)
+	if count(again, "#signin") == 1 {
+		again.Click("#signin")
+	}
+	again.WaitText("main", "Sign in from the chat")
+	if n := count(again, "#who"); n != 0 {
+		t.Fatalf("the link signed in a second time: the page names who is signed in")
+	}
+	again.Navigate(strings.TrimSuffix(link[:strings.Index(link, "/signin")], "/") + "/threads")
+	if n := count(again, "#threads, #who"); n != 0 {
+		t.Fatalf("the refused browser is shown the threads")
+	}
+}
+
+// The thread's page, open while the agent streams, shows the turn's
+// chunks as they come (the page is seen part way, then whole), the whole
+// answer however long, and an edit as a diff.
+func TestWebBrowser_TheThreadPageStreamsTheWholeAnswerAndShowsADiff(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	br, _ := browse(ctx, t, w, thread, brokertest.Alice)
+	br.WaitText("#turns", "You said: hello")
+
+	w.Discord.Post(thread, brokertest.Alice, "stream 300 20ms")
+	br.WaitText("#turns", "chunk 20\n")
+	var partial string
+	br.Eval(`document.getElementById("turns").textContent`, &partial)
+	if !strings.Contains(partial, "chunk 20\n") || strings.Contains(partial, "chunk 300\n") {
+		t.Fatalf("the page was not seen part way through the turn:\n%s", partial)
+	}
+	br.WaitText("#turns", "chunk 300\n")
+	var answer string
+	for i := 1; i <= 300; i++ {
+		answer += fmt.Sprintf("chunk %d\n", i)
+	}
+	var shown string
+	br.Eval(`document.getElementById("turns").textContent`, &shown)
+	if len(answer) <= 2000 || !strings.Contains(shown, answer) {
+		t.Fatalf("the page does not show the whole answer of %d characters:\n%s", len(answer), shown)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 2); err != nil {
+		t.Fatal(err)
+	}
+
+	w.Discord.Post(thread, brokertest.Alice, "diff")
+	br.WaitText("#turns .diff", "main.go")
+	if n := count(br, "#turns .diff .diff-add"); n == 0 {
+		t.Errorf("the diff shows no added line")
+	}
+	if n := count(br, "#turns .diff .diff-del"); n == 0 {
+		t.Errorf("the diff shows no removed line")
+	}
+	br.NoXSS()
+	if v := br.CSPViolations(); len(v) != 0 {
+		t.Errorf("our own pages broke their policy: %q", v)
+	}
+}
