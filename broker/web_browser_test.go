@@ -78,6 +78,22 @@ func count(br *browsertest.Browser, selector string) int {
 	return n
 }
 
+// waitCount waits until n elements match the CSS selector in the page.
+func waitCount(t *testing.T, br *browsertest.Browser, selector string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(browsertest.StepTimeout)
+	for {
+		got := count(br, selector)
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d elements match %s, want %d", got, selector, n)
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+}
+
 // The link /web gives is shown to its asker alone, and signs in once: in
 // a browser, Sign in leads to the threads, and the same link again is
 // refused in another browser.
@@ -172,5 +188,112 @@ func TestWebBrowser_TheThreadPageStreamsTheWholeAnswerAndShowsADiff(t *testing.T
 	br.NoXSS()
 	if v := br.CSPViolations(); len(v) != 0 {
 		t.Errorf("our own pages broke their policy: %q", v)
+	}
+}
+
+// A permission request answered by a click on the thread's page reaches
+// the agent, and the chat's request loses its buttons and says it was
+// answered on the web; Cancel on the page stops a running turn.
+func TestWebBrowser_PermissionAndCancelFromThePage(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "permission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := w.Discord.PermissionRequest(ctx, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, _ := browse(ctx, t, w, thread, brokertest.Alice)
+	br.WaitText("#controls .ask", "Permission needed")
+	br.Click(`#controls .ask button[data-option="reject"]`)
+	answers, err := w.Discord.AwaitAnswers(ctx, thread, 1)
+	if err != nil || !strings.Contains(answers[0].Text, "reject") {
+		t.Fatalf("the agent's answer after Reject on the page: %+v, %v", answers, err)
+	}
+	if err := w.Srv.WaitFor(ctx, func() bool {
+		m, ok := w.Srv.Message(thread, req.ID)
+		return ok && len(m.Buttons()) == 0 && strings.Contains(m.Content, "on the web")
+	}); err != nil {
+		t.Fatalf("the chat's request does not say it was answered on the web: %v", err)
+	}
+	waitCount(t, br, "#controls .ask", 0) // the page's controls follow: the request is gone
+
+	w.Discord.Post(thread, brokertest.Alice, "hang")
+	br.WaitText("#turns", "working…")
+	br.Click("#cancel")
+	answers, err = w.Discord.AwaitAnswers(ctx, thread, 2)
+	if err != nil || !strings.Contains(answers[1].Text, "on the web") {
+		t.Fatalf("the turn cancelled on the page: %+v, %v", answers, err)
+	}
+	br.NoXSS()
+	if v := br.CSPViolations(); len(v) != 0 {
+		t.Errorf("our own pages broke their policy: %q", v)
+	}
+}
+
+// Who may see a thread but not act on it is shown no control in the
+// page, and what they post to one anyway from the page is refused; who is
+// on no allowed list gets no link, and a browser with no sign-in is shown
+// no thread.
+func TestWebBrowser_WhoMayNotActSeesNoControls(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0",
+		"discord.allowed_users": []string{brokertest.Alice.ID, brokertest.Bob.ID}})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "permission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.PermissionRequest(ctx, thread); err != nil {
+		t.Fatal(err)
+	}
+	alice, base := browse(ctx, t, w, thread, brokertest.Alice)
+	alice.WaitText("#controls .ask", "Permission needed")
+	var ask string
+	alice.Eval(`document.querySelector("#controls .ask").dataset.ask`, &ask)
+
+	bob, _ := browse(ctx, t, w, thread, brokertest.Bob)
+	bob.WaitText("#turns", "permission")
+	if n := count(bob, "#controls .ask, #cancel-form, #cancel"); n != 0 {
+		t.Fatalf("bob, who may not act on alice's thread, is shown %d controls", n)
+	}
+	forge := func(action string, fields string) int {
+		var status int
+		evalAsync(t, bob, `fetch(location.pathname + "/`+action+`", {method: "POST", credentials: "same-origin",
+			headers: {"Accept": "application/json"},
+			body: new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value`+fields+`})}).then(r => r.status)`, &status)
+		return status
+	}
+	if s := forge("permit", `, ask: `+fmt.Sprintf("%q", ask)+`, option: "allow"`); s != 403 {
+		t.Errorf("bob's answer posted from the page: %d, want 403", s)
+	}
+	if s := forge("cancel", ""); s != 403 {
+		t.Errorf("bob's cancel posted from the page: %d, want 403", s)
+	}
+	if n := count(alice, "#controls .ask"); n != 1 {
+		t.Errorf("alice's request is gone after bob's forged answer")
+	}
+
+	r, err := w.Discord.Slash(ctx, thread, brokertest.Carol, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signInLink.MatchString(r.Content) {
+		t.Fatalf("carol, on no allowed list, was given a link: %q", r.Content)
+	}
+	carol := browsertest.New(t)
+	carol.Navigate(base + "/t/discord/" + thread)
+	carol.WaitText("main", "Sign in from the chat")
+	carol.Navigate(base + "/threads")
+	carol.WaitText("main", "Sign in from the chat")
+	var text string
+	carol.Eval(`document.body.textContent`, &text)
+	if strings.Contains(text, "permission") || strings.Contains(text, thread) {
+		t.Fatalf("a browser with no sign-in is shown alice's thread:\n%s", text)
 	}
 }
