@@ -297,3 +297,53 @@ func TestWebBrowser_WhoMayNotActSeesNoControls(t *testing.T) {
 		t.Fatalf("a browser with no sign-in is shown alice's thread:\n%s", text)
 	}
 }
+
+// hostile is what a hostile agent or person writes to run script in
+// whoever reads it: each part sets browsertest.XSSMark if it runs.
+const hostile = `<script>window.__xss=1</script> <img src=x onerror="window.__xss=1"> [click me](javascript:window.__xss=1) <b id="raw">raw</b> <a href="javascript:window.__xss=1" id="rawlink">raw link</a> <style>body{display:none}</style>`
+
+// What an agent answers and a person writes is text in the browser: its
+// script, its onerror, its javascript: link and its raw HTML render as
+// the characters they are, run nothing, and our pages break no rule of
+// their own Content Security Policy, on the thread's page and the list.
+func TestWebBrowser_HostileTextIsText(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, hostile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	br, _ := browse(ctx, t, w, thread, brokertest.Alice)
+	br.WaitText("#turns", "You said:")
+	br.WaitText("#turns", `<script>window.__xss=1</script>`)
+	br.WaitText("#turns", `<img src=x onerror="window.__xss=1">`)
+	br.WaitText("#turns", `<b id="raw">raw</b>`)
+	for _, sel := range []string{"#turns script", "#turns img", "#raw", "#rawlink", "#turns style", `#turns a[href^="javascript"]`, "#turns [onerror]"} {
+		if n := count(br, sel); n != 0 {
+			t.Errorf("the page has %d %s from what the agent wrote", n, sel)
+		}
+	}
+	var hidden bool
+	br.Eval(`getComputedStyle(document.body).display === "none"`, &hidden)
+	if hidden {
+		t.Errorf("the agent's <style> styled the page")
+	}
+	br.NoXSS()
+	if v := br.CSPViolations(); len(v) != 0 {
+		t.Errorf("our own pages broke their policy: %q", v)
+	}
+	br.Click(".home")
+	br.WaitText("#threads", "")
+	br.NoXSS()
+	if n := count(br, "#threads script, #threads img, #raw"); n != 0 {
+		t.Errorf("the list has %d elements of what the person wrote", n)
+	}
+	if v := br.CSPViolations(); len(v) != 0 {
+		t.Errorf("our own pages broke their policy: %q", v)
+	}
+}
