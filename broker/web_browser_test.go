@@ -155,6 +155,9 @@ func TestWebBrowser_TheThreadPageStreamsTheWholeAnswerAndShowsADiff(t *testing.T
 	}
 	br, _ := browse(ctx, t, w, thread, brokertest.Alice)
 	br.WaitText("#turns", "You said: hello")
+	if a, n := count(br, "#turns .author"), count(br, "#turns > .turn"); a != n {
+		t.Errorf("the page names the author %d times in %d turns", a, n)
+	}
 
 	w.Discord.Post(thread, brokertest.Alice, "stream 300 20ms")
 	br.WaitText("#turns", "chunk 20\n")
