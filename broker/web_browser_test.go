@@ -188,6 +188,16 @@ func TestWebBrowser_TheThreadPageStreamsTheWholeAnswerAndShowsADiff(t *testing.T
 	if n := count(br, "#turns .diff .diff-del"); n == 0 {
 		t.Errorf("the diff shows no removed line")
 	}
+	br.Click("#turns details:has(.diff) > summary")
+	var gap float64 // between a diff's lines, in lines: 1 when they follow each other
+	br.Eval(`(() => {
+		const l = document.querySelectorAll("#turns .diff pre > span");
+		const a = l[0].getBoundingClientRect(), b = l[1].getBoundingClientRect();
+		return (b.top - a.top) / a.height;
+	})()`, &gap)
+	if gap < 0.9 || gap > 1.1 {
+		t.Errorf("a diff's next line is %.2f lines below the one before, want 1", gap)
+	}
 	br.NoXSS()
 	if v := br.CSPViolations(); len(v) != 0 {
 		t.Errorf("our own pages broke their policy: %q", v)
