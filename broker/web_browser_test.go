@@ -360,3 +360,46 @@ func TestWebBrowser_HostileTextIsText(t *testing.T) {
 		t.Errorf("our own pages broke their policy: %q", v)
 	}
 }
+
+// An agent's hostile permission request (its tool call's title) and
+// hostile question (its message, a field's title and description, a
+// choice's label) show in the page's controls as text, and run nothing.
+func TestWebBrowser_HostileRequestsAreText(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const tag = `<img src=x onerror="window.__xss=1"><script>window.__xss=1</script>`
+	perm, err := w.Discord.Mention(ctx, brokertest.Alice, "permission-for - - "+tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.PermissionRequest(ctx, perm); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := json.Marshal(map[string]any{"message": tag, "requestedSchema": map[string]any{"type": "object",
+		"properties": map[string]any{
+			"name":   map[string]any{"type": "string", "title": tag, "description": tag},
+			"colour": map[string]any{"type": "string", "title": "colour", "oneOf": []any{map[string]any{"const": "red", "title": tag}}},
+		}}})
+	question, err := w.Discord.Mention(ctx, brokertest.Alice, "elicit-json "+string(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, base := browse(ctx, t, w, w.Channel, brokertest.Alice)
+	for _, c := range []struct{ thread, selector, says string }{
+		{perm, "#controls .ask", "Permission needed"},
+		{question, "#controls .ask.question", "The agent asks"},
+	} {
+		br.Navigate(base + "/t/discord/" + c.thread)
+		br.WaitText(c.selector, c.says)
+		br.WaitText(c.selector, tag)
+		if n := count(br, "#controls img, #controls script, #turns img, #turns script, [onerror]"); n != 0 {
+			t.Errorf("%s: the page has %d elements of the agent's", c.says, n)
+		}
+		br.NoXSS()
+		if v := br.CSPViolations(); len(v) != 0 {
+			t.Errorf("%s: our own page broke its policy: %q", c.says, v)
+		}
+	}
+}
