@@ -9,7 +9,7 @@
 
   function have() {
     const out = [];
-    for (const s of document.querySelectorAll("#turns .turn")) {
+    for (const s of document.querySelectorAll("#turns > .turn")) {
       out.push(s.dataset.turn + "." + s.dataset.version);
     }
     return out.join(",");
