@@ -42,6 +42,10 @@ type Platform struct {
 	// and gives it the schedules it shows. A platform without it takes
 	// neither.
 	Threads *thread.Server
+	// Web, if set, is the Server whose threads the web front end shows
+	// where Threads is not set (the console's: the API and the
+	// schedules start no turns in it).
+	Web *thread.Server
 }
 
 // PlatformFunc makes the platform chat.platform names from the broker's
@@ -133,7 +137,7 @@ func (b *Broker) openPlatforms() error {
 func Console(p Parts) (Platform, error) {
 	c := console.New(console.Config{Engine: p.Engine, In: p.Stdin, Out: p.Stdout, ShowThoughts: p.Config.Discord.ShowThoughts,
 		Agents: p.Agents, Memory: p.Memory, Logger: p.Logger})
-	return Platform{Platform: c, Threads: c.Threads()}, nil
+	return Platform{Platform: c, Web: c.Threads()}, nil
 }
 
 // platformEngine is the engine as one platform sees it: by its own thread

@@ -42,6 +42,11 @@ type startCheck struct {
 var startElsewhere = map[string]string{
 	"log.format":      "TestRun_TheLogFormatIsAsConfigured",            // the logger is made before open
 	"delete_branches": "TestProfiles_WorktreesPastRetentionAreRemoved", // faults: acts at the sweep
+	// The web front end's keys are read where the broker starts serving
+	// it; these show each consumed, through the fake Discord.
+	"web.listen":      "TestWeb_SlashWebSignsInAndTheThreadPageShowsTheWholeAnswer",
+	"web.public_url":  "TestWeb_PublicURLSessionTTLAndTheOperatorsView",
+	"web.session_ttl": "TestWeb_PublicURLSessionTTLAndTheOperatorsView",
 }
 
 // Every key the table marks as needing a restart is consumed at start:

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"fmt"
@@ -26,8 +27,8 @@ func (b *Broker) openWeb() error {
 		Logger:     b.log.With().Str("part", "web").Logger(),
 	})
 	for _, p := range b.chats {
-		if p.Threads != nil {
-			p.Threads.SetWeb(b.web.Platform(p.name, p.Threads))
+		if srv := cmp.Or(p.Threads, p.Web); srv != nil {
+			srv.SetWeb(b.web.Platform(p.name, srv))
 		}
 	}
 	if err := b.web.Listen(cfg.Listen); err != nil {
