@@ -292,6 +292,8 @@ type snapshot struct {
 type turnShot struct {
 	Seq, Version uint64
 	Turn         *render.Turn
+	// Ref is the chat's message of the turn (thread.TurnStart.Ref).
+	Ref string
 }
 
 type askShot struct {
@@ -366,7 +368,7 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 		if t.cut {
 			rt.Notices = append(rt.Notices, "The rest of this turn's updates are too many to keep here; the chat has them.")
 		}
-		s.Turns = append(s.Turns, turnShot{Seq: t.seq, Version: t.version, Turn: rt})
+		s.Turns = append(s.Turns, turnShot{Seq: t.seq, Version: t.version, Turn: rt, Ref: t.start.Ref})
 		for _, a := range t.asks {
 			if a.q != nil {
 				s.Asks = append(s.Asks, askShot{ID: a.id, Question: question(a.q)})
