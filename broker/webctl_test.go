@@ -165,3 +165,60 @@ func TestWeb_ThePageLinksToTheChatThread(t *testing.T) {
 		t.Fatalf("the page has no Open in Discord link to its thread: %v\n%s", link, page)
 	}
 }
+
+// Resume and Fork on the thread's page do what /resume and /fork do, for
+// who may act on the thread alone, and the chat says it was on the web.
+func TestWeb_ResumeAndForkOnThePage(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0", "agent.args": []string{"-list-sessions", "-resume-session", "-fork-session"}})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "title First steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.Discord.Post(thread, brokertest.Alice, "session")
+	answers, err := w.Discord.AwaitAnswers(ctx, thread, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := regexp.MustCompile(`session (\S+)`).FindStringSubmatch(answers[1].Text)
+	if first == nil {
+		t.Fatalf("the agent names no session: %q", answers[1].Text)
+	}
+	if _, err := w.Discord.Slash(ctx, thread, brokertest.Alice, "reset"); err != nil {
+		t.Fatal(err)
+	}
+	w.Discord.Post(thread, brokertest.Alice, "stream 1 1ms")
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	alice, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	path := base + "/t/discord/" + thread
+	_, page := alice.get(path)
+	bob, _, _ := webSignIn(ctx, t, w, thread, brokertest.Bob)
+	_, bobPage := bob.get(path)
+	if strings.Contains(bobPage, `id="sessions-form"`) {
+		t.Errorf("bob, who may not act on alice's thread, is offered resume and fork")
+	}
+	bobToken := formToken.FindStringSubmatch(bobPage)[1]
+	for _, f := range []url.Values{{"command": {"resume"}, "session": {first[1]}}, {"command": {"fork"}}} {
+		f.Set("csrf", bobToken)
+		if resp, _ := bob.post(path+"/session", f); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("bob's forged %s: %d, want 403", f.Get("command"), resp.StatusCode)
+		}
+	}
+	token := formToken.FindStringSubmatch(page)[1]
+	if resp, body := alice.post(path+"/session", url.Values{"csrf": {token}, "command": {"resume"}, "session": {first[1]}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resume: %d %s", resp.StatusCode, body)
+	}
+	chatSays(ctx, t, w, thread, "<@"+brokertest.Alice.ID+"> resumed session `"+first[1]+"`", "on the web")
+	if resp, body := alice.post(path+"/session", url.Values{"csrf": {token}, "command": {"fork"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("fork: %d %s", resp.StatusCode, body)
+	}
+	chatSays(ctx, t, w, thread, "<@"+brokertest.Alice.ID+"> forked this conversation into", "on the web")
+}
