@@ -511,6 +511,8 @@ type adminData struct {
 	Person, CSRF string
 	Sections     []Section
 	Web          Stats
+	// Failures are the turns that failed lately, the newest first.
+	Failures []Failure
 }
 
 func (s *Server) admin(w http.ResponseWriter, r *http.Request, ss session) {
@@ -518,7 +520,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, ss session) {
 		http.Error(w, "the operator's view is for an API token with web_admin = true", http.StatusForbidden)
 		return
 	}
-	d := adminData{Person: ss.person.name(), CSRF: ss.csrf, Web: s.Stats()}
+	d := adminData{Person: ss.person.name(), CSRF: ss.csrf, Web: s.Stats(), Failures: s.hub.recentFailures()}
 	if s.cfg.Status != nil {
 		d.Sections = s.cfg.Status(r.Context())
 	}
