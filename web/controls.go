@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strings"
@@ -15,7 +16,7 @@ import (
 // and the link to the thread in the chat. Each is done as the chat's own
 // command or button does it, checked by the thread layer's rule.
 type Controls interface {
-	CommandFor(thread string, u thread.User, via, name string, args map[string]string) (said string, err error)
+	CommandFor(ctx context.Context, thread string, u thread.User, via, name string, args map[string]string) (said string, err error)
 	Options(thread string) adapter.ThreadOptions
 	QueueFor(thread string, u thread.User) []thread.WaitingMessage
 	SendNowFor(thread, key string, u thread.User, via string) error
@@ -175,7 +176,7 @@ func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, ss sessi
 // what came of it.
 func (s *Server) command(w http.ResponseWriter, r *http.Request, ss session, c Controls, k key, name string, args map[string]string) {
 	path := threadPath(k.platform, k.thread)
-	said, err := c.CommandFor(k.thread, ss.person.User, via, name, args)
+	said, err := c.CommandFor(r.Context(), k.thread, ss.person.User, via, name, args)
 	switch {
 	case err == thread.ErrNotAllowed:
 		acted(w, r, path, http.StatusForbidden, err.Error())

@@ -20,6 +20,9 @@ import (
 // CommandFor takes them.
 var WebCommands = []string{"model", "mode", "config", "resume", "fork"}
 
+// errShuttingDown: the Server takes no more commands.
+var errShuttingDown = errors.New("the broker is shutting down; try again in a moment")
+
 // ErrNotWaiting: the message is no longer waiting in the thread's queue.
 var ErrNotWaiting = errors.New("this message is no longer waiting")
 
@@ -29,8 +32,10 @@ var ErrNotWaiting = errors.New("this message is no longer waiting")
 // thread, saying it was done via, and comes back as said. Each of them
 // changes the thread, so u must be allowed to act on it. It returns
 // once the command is answered (an option's change waits for the agent,
-// within its own bound).
-func (s *Server) CommandFor(thread string, u User, via, name string, args map[string]string) (said string, err error) {
+// within its own bound), or ctx ends first: the command, run by the
+// Server as the chat's are, then goes on and the thread still says what
+// came of it.
+func (s *Server) CommandFor(ctx context.Context, thread string, u User, via, name string, args map[string]string) (said string, err error) {
 	known := false
 	for _, c := range WebCommands {
 		known = known || c == name
@@ -42,7 +47,21 @@ func (s *Server) CommandFor(thread string, u User, via, name string, args map[st
 		return "", ErrNotAllowed
 	}
 	r := &webReply{s: s, where: thread, via: via}
-	s.command(Command{Name: name, Args: args, Where: thread, From: u, Reply: r})
+	done := make(chan struct{})
+	s.mu.Lock()
+	accepting := s.accepting
+	s.mu.Unlock()
+	if !accepting || !s.spawnLate(func() {
+		defer close(done)
+		s.command(Command{Name: name, Args: args, Where: thread, From: u, Reply: r})
+	}) {
+		return "", errShuttingDown
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.told != "" {
