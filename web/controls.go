@@ -223,11 +223,12 @@ func (s *Server) queued(w http.ResponseWriter, r *http.Request, ss session) {
 }
 
 var (
-	mention  = regexp.MustCompile(`<@([^>\s]+)>`)
+	mention  = regexp.MustCompile(`<([@#])([^>\s]+)>`)
 	emphasis = strings.NewReplacer("**", "", "`", "", "-# ", "")
 )
 
-// plain is a chat message's text as a page's plain words.
+// plain is a chat message's text as a page's plain words: a person or a
+// thread named by its id, without the chat's emphasis.
 func plain(text string) string {
-	return emphasis.Replace(mention.ReplaceAllString(text, "@$1"))
+	return emphasis.Replace(mention.ReplaceAllString(text, "$1$2"))
 }
