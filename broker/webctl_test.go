@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/broker"
 	"acpbroker/internal/brokertest"
+	"acpbroker/internal/fakeslack"
 )
 
 // chatSays waits for a message in thread whose text has every one of
@@ -221,4 +223,37 @@ func TestWeb_ResumeAndForkOnThePage(t *testing.T) {
 		t.Fatalf("fork: %d %s", resp.StatusCode, body)
 	}
 	chatSays(ctx, t, w, thread, "<@"+brokertest.Alice.ID+"> forked this conversation into", "on the web")
+}
+
+// A Slack thread's page links to the thread's message in the workspace:
+// Open in Slack.
+func TestWeb_ASlackThreadsPageLinksToSlack(t *testing.T) {
+	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: broker.FakeAgent()}, brokertest.Options{
+		Slack: &fakeslack.Options{},
+		Conf:  brokertest.Settings{"log.level": "warn", "agent.sandbox": "none", "chat.platform": "slack", "web.listen": "127.0.0.1:0"},
+	})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := w.Slack
+	thread, err := s.Mention(ctx, s.Alice, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Command(thread, s.Alice, "web")
+	e, err := s.Whispered(ctx, s.Alice, "/signin?t=", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, tok, _ := strings.Cut(signInLink.FindString(brokertest.SlackText(e.Blocks, e.Text)), "/signin?t=")
+	u := newWebUser(t)
+	resp, _ := u.post(base+"/signin", url.Values{"t": {tok}})
+	_, page := u.get(base + resp.Header.Get("Location"))
+	link := regexp.MustCompile(`<a id="chat-link" href="([^"]+)"[^>]*>Open in Slack</a>`).FindStringSubmatch(page)
+	if link == nil || !regexp.MustCompile(`^https://[a-z0-9-]+\.slack\.com/archives/`+s.Channel+`/p\d+`).MatchString(link[1]) {
+		t.Fatalf("the page has no Open in Slack link to its thread: %v\n%s", link, page)
+	}
 }
