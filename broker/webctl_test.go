@@ -57,10 +57,13 @@ func TestWeb_TheAgentsChoicesAreMadeOnThePage(t *testing.T) {
 	alice, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
 	path := base + "/t/discord/" + thread
 	_, page := alice.get(path)
-	for _, want := range []string{`data-command="model"`, `value="fake-large"`, `data-command="mode"`, `data-command="config"`, `id="sessions-form"`} {
+	for _, want := range []string{`data-command="model"`, `value="fake-large"`, `data-command="mode"`, `data-command="config" data-option="fast"`, `id="sessions-form"`} {
 		if !strings.Contains(page, want) {
 			t.Fatalf("the starter's page does not offer %s:\n%s", want, page)
 		}
+	}
+	if strings.Contains(page, `data-option="palette"`) {
+		t.Errorf("the page offers a select for an option of a kind it cannot choose (multi_select)")
 	}
 	bob, _, _ := webSignIn(ctx, t, w, thread, brokertest.Bob)
 	_, bobPage := bob.get(path)

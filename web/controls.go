@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"acpbroker/acp"
@@ -36,7 +37,7 @@ type choiceShot struct {
 }
 
 // choices are the options o offers, as selects: the model, the mode,
-// then the agent's other options.
+// then the agent's other options, each with the values it may take.
 func choices(o adapter.ThreadOptions) []choiceShot {
 	var out []choiceShot
 	model, hasModel := o.Model()
@@ -64,7 +65,9 @@ func choices(o adapter.ThreadOptions) []choiceShot {
 		}
 		out = append(out, choiceShot{Command: "config", Option: opt.ID, Name: opt.Name, Current: cur, Choices: adapter.Choices(opt)})
 	}
-	return out
+	// An option of a kind the broker cannot offer (no choices) has no
+	// select.
+	return slices.DeleteFunc(out, func(c choiceShot) bool { return len(c.Choices) == 0 })
 }
 
 // platformNames name the chat platforms people know by another spelling.
