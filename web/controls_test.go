@@ -1,6 +1,11 @@
 package web
 
-import "testing"
+import (
+	"testing"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+)
 
 // What the chat says of a command given on a page reads there as plain
 // words: people and threads by their ids, no Markdown marks.
@@ -13,5 +18,21 @@ func TestPlain_AChatMessageReadsAsWords(t *testing.T) {
 		if got := plain(in); got != want {
 			t.Errorf("plain(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A select the agent offers with no values gets no select on the page;
+// a boolean is on and off.
+func TestChoices_AnOptionWithNoValuesHasNoSelect(t *testing.T) {
+	o := adapter.ThreadOptions{SessionState: acp.SessionState{Options: []acp.ConfigOption{
+		{ID: "empty", Name: "Empty", Type: acp.ConfigSelect},
+		{ID: "fast", Name: "Fast", Type: acp.ConfigBoolean, On: true},
+	}}}
+	got := choices(o)
+	if len(got) != 1 || got[0].Option != "fast" || got[0].Current != "true" || len(got[0].Choices) != 2 {
+		t.Fatalf("choices: %+v", got)
+	}
+	if offered(o, "config", "empty", "") || !offered(o, "config", "fast", "false") {
+		t.Errorf("offered does not follow the selects")
 	}
 }
