@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,12 +37,8 @@ var ErrNotWaiting = errors.New("this message is no longer waiting")
 // Server as the chat's are, then goes on and the thread still says what
 // came of it.
 func (s *Server) CommandFor(ctx context.Context, thread string, u User, via, name string, args map[string]string) (said string, err error) {
-	known := false
-	for _, c := range WebCommands {
-		known = known || c == name
-	}
 	switch {
-	case !known:
+	case !slices.Contains(WebCommands, name):
 		return "", fmt.Errorf("%s is not a command of a thread's page", name)
 	case !s.MayAct(thread, u):
 		return "", ErrNotAllowed
