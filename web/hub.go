@@ -24,7 +24,20 @@ const (
 	maxTurns       = 32
 	maxTurnUpdates = 4096
 	maxTurnBytes   = 8 << 20
+	// maxFailures bounds the failed turns the operator's view keeps, and
+	// maxCauseRunes what it keeps of each one's cause.
+	maxFailures   = 64
+	maxCauseRunes = 500
 )
+
+// Failure is a turn that failed, as the operator's view shows it.
+type Failure struct {
+	Platform, Thread string
+	Title            string // the thread's first prompt, cut short
+	Prompt           string // the turn's prompt, cut short
+	At               time.Time
+	Cause            string
+}
 
 // hub keeps the recent turns of every thread of the broker's platforms,
 // as their Servers' Observer is told them, for the pages; and the
@@ -37,6 +50,9 @@ type hub struct {
 	threads map[key]*threadLog
 	seq     uint64 // the last turn's and request's number
 	ws      watchers
+	// failures are the last turns that failed, oldest first, at most
+	// maxFailures.
+	failures []Failure
 }
 
 // key names a thread: its platform's name and its id there.
@@ -156,6 +172,9 @@ func (o turnObserver) Done(out adapter.Outcome) {
 	o.do(func() {
 		o.t.done, o.t.status, o.t.asks = true, "", nil
 		o.t.failed = out.Err != nil && !errors.Is(out.Err, adapter.ErrCancelled)
+		if o.t.failed {
+			o.h.failedLocked(o.k, o.t, out.Err)
+		}
 		o.t.outcome = thread.OutcomeText(out)
 		o.t.usage = chat.UsageText(out.Usage, out.TurnUsage)
 	})
@@ -292,6 +311,8 @@ type snapshot struct {
 type turnShot struct {
 	Seq, Version uint64
 	Turn         *render.Turn
+	// Ref is the chat's message of the turn (thread.TurnStart.Ref).
+	Ref string
 }
 
 type askShot struct {
@@ -366,7 +387,7 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 		if t.cut {
 			rt.Notices = append(rt.Notices, "The rest of this turn's updates are too many to keep here; the chat has them.")
 		}
-		s.Turns = append(s.Turns, turnShot{Seq: t.seq, Version: t.version, Turn: rt})
+		s.Turns = append(s.Turns, turnShot{Seq: t.seq, Version: t.version, Turn: rt, Ref: t.start.Ref})
 		for _, a := range t.asks {
 			if a.q != nil {
 				s.Asks = append(s.Asks, askShot{ID: a.id, Question: question(a.q)})
@@ -441,4 +462,26 @@ func (h *hub) question(k key, id string) *acp.ElicitationRequest {
 		}
 	}
 	return nil
+}
+
+// failedLocked keeps the failure of k's turn t, for cause; the oldest
+// kept goes past maxFailures. The hub's lock is held.
+func (h *hub) failedLocked(k key, t *turnLog, cause error) {
+	f := Failure{Platform: k.platform, Thread: k.thread, Prompt: excerpt(t.start.Prompt, 90), At: h.now(), Cause: excerpt(cause.Error(), maxCauseRunes)}
+	if l := h.threads[k]; l != nil && len(l.turns) > 0 {
+		f.Title = excerpt(l.turns[0].start.Prompt, 90)
+	}
+	if len(h.failures) >= maxFailures {
+		h.failures = slices.Delete(h.failures, 0, len(h.failures)-maxFailures+1)
+	}
+	h.failures = append(h.failures, f)
+}
+
+// recentFailures are the failed turns kept, the newest first.
+func (h *hub) recentFailures() []Failure {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := slices.Clone(h.failures)
+	slices.Reverse(out)
+	return out
 }

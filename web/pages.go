@@ -44,6 +44,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /t/{platform}/{thread}/permit", s.signed(s.permit))
 	mux.HandleFunc("POST /t/{platform}/{thread}/send", s.signed(s.send))
 	mux.HandleFunc("POST /t/{platform}/{thread}/answer", s.signed(s.answer))
+	mux.HandleFunc("POST /t/{platform}/{thread}/choose", s.signed(s.choose))
+	mux.HandleFunc("POST /t/{platform}/{thread}/queued", s.signed(s.queued))
+	mux.HandleFunc("POST /t/{platform}/{thread}/session", s.signed(s.sessionCommand))
 	mux.HandleFunc("GET /admin", s.signed(s.admin))
 	return headers(mux)
 }
@@ -266,6 +269,12 @@ type threadData struct {
 	Running          bool
 	Turns            []turnShot
 	Asks             []askShot
+	// Queue, Choices: the thread's waiting messages and the agent's
+	// options (see Controls); ChatLink, ChatName: the thread in its chat.
+	Queue    []thread.WaitingMessage
+	Choices  []choiceShot
+	ChatLink string
+	ChatName string
 }
 
 // seen is the thread of r's path, when the signed-in person may see it.
@@ -288,6 +297,7 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request, ss session) 
 	d := threadData{Person: ss.person.name(), CSRF: ss.csrf, Platform: k.platform, Thread: k.thread,
 		Path: threadPath(k.platform, k.thread), MayAct: t.MayAct(k.thread, ss.person.User),
 		Running: snap.Running, Turns: snap.Turns, Asks: snap.Asks, Title: k.thread}
+	s.controls(t, k, ss.person.User, snap, &d)
 	if len(snap.Turns) > 0 {
 		d.Title = excerpt(snap.Turns[0].Turn.Prompt, 90)
 	}
@@ -380,6 +390,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 		}
 		d := threadData{CSRF: ss.csrf, Path: threadPath(k.platform, k.thread), MayAct: t.MayAct(k.thread, ss.person.User),
 			Running: snap.Running, Asks: snap.Asks}
+		s.controls(t, k, ss.person.User, snap, &d)
 		var b bytes.Buffer
 		if err := s.pages.ExecuteTemplate(&b, "controls", d); err == nil && b.String() != lastControls {
 			lastControls = b.String()
@@ -500,6 +511,8 @@ type adminData struct {
 	Person, CSRF string
 	Sections     []Section
 	Web          Stats
+	// Failures are the turns that failed lately, the newest first.
+	Failures []Failure
 }
 
 func (s *Server) admin(w http.ResponseWriter, r *http.Request, ss session) {
@@ -507,7 +520,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, ss session) {
 		http.Error(w, "the operator's view is for an API token with web_admin = true", http.StatusForbidden)
 		return
 	}
-	d := adminData{Person: ss.person.name(), CSRF: ss.csrf, Web: s.Stats()}
+	d := adminData{Person: ss.person.name(), CSRF: ss.csrf, Web: s.Stats(), Failures: s.hub.recentFailures()}
 	if s.cfg.Status != nil {
 		d.Sections = s.cfg.Status(r.Context())
 	}

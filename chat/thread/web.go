@@ -39,6 +39,9 @@ type TurnStart struct {
 	// and AuthorID their id ("" for a turn the broker started).
 	Prompt, Author, AuthorID string
 	Started                  time.Time
+	// Ref is the message that shows the turn's status, as Message.Ref
+	// ("" if none): Server.MessageLink gives a link to it.
+	Ref string
 }
 
 // TurnObserver sees one turn.
@@ -79,7 +82,7 @@ func (t *turnSink) observe(text string, author User, authorName string) {
 	if authorName == "" {
 		authorName = author.display()
 	}
-	t.obs = o.Turn(t.conv.thread, TurnStart{Prompt: text, Author: authorName, AuthorID: author.ID, Started: time.Now()})
+	t.obs = o.Turn(t.conv.thread, TurnStart{Prompt: text, Author: authorName, AuthorID: author.ID, Started: time.Now(), Ref: t.at.Ref})
 }
 
 // onWeb answers the web command: a private sign-in link, to the thread
