@@ -25,7 +25,7 @@ type Broker struct {
 	// apiAddr is the HTTP API's address, once it serves; webAddr the web
 	// front end's.
 	apiAddr, webAddr string
-	http    *http.Client
+	http             *http.Client
 	// slackConns are the Socket Mode connections the fake Slack had
 	// accepted before the broker started.
 	slackConns int
