@@ -115,18 +115,18 @@ func (c *Console) command(ctx context.Context, text string) bool {
 		c.printf("[/%s is not served on the console]\n", cmd.Name)
 		return false
 	}
-	r := &reply{c: c, where: where, command: cmd.Name}
+	r := &reply{c: c, where: where, command: cmd.Name, opened: make(chan struct{})}
 	cmd.Where, cmd.From, cmd.Reply = where, c.user, r
-	if cmd.Name != "new" && cmd.Name != "fork" {
-		c.srv.Command(cmd)
-		return false
+	// The lines typed after a command wait for its answer, as they
+	// would at a shell: a message after /reset goes to the fresh
+	// session, not to a turn the reset then cancels. Those after /new or
+	// /fork go to the conversation it opens: they wait until it is open,
+	// or refused.
+	if cmd.Name == "new" || cmd.Name == "fork" {
+		c.mu.Lock()
+		c.opening = r
+		c.mu.Unlock()
 	}
-	// The lines typed after /new or /fork go to the conversation it
-	// opens: they wait until it is open, or refused.
-	r.opened = make(chan struct{})
-	c.mu.Lock()
-	c.opening = r
-	c.mu.Unlock()
 	c.srv.Command(cmd)
 	t := time.NewTimer(openWait)
 	defer t.Stop()
@@ -143,8 +143,8 @@ func (c *Console) command(ctx context.Context, text string) bool {
 	return false
 }
 
-// openWait bounds how long the lines typed after /new or /fork wait for
-// the conversation it opens.
+// openWait bounds how long the lines typed after a command wait for its
+// answer, or after /new or /fork for the conversation it opens.
 const openWait = 2 * time.Minute
 
 // agentCommand reports whether name is one of the commands the
@@ -183,13 +183,15 @@ type reply struct {
 	clicked string
 
 	posted string // the message Public printed
-	// opened, for /new and /fork, is closed once the conversation is
-	// open, or the command answered without opening one.
+	// opened, for a command, is closed once it is answered; for /new
+	// and /fork, once the conversation is open, or the command answered
+	// without opening one.
 	opened    chan struct{}
 	closeOnce sync.Once
 }
 
-// settle ends the wait for a conversation the command opens.
+// settle ends the wait for the command's answer, or for a conversation
+// it opens.
 func (r *reply) settle() {
 	if r.opened != nil {
 		r.closeOnce.Do(func() { close(r.opened) })
@@ -208,7 +210,13 @@ func (r *reply) Private(ctx context.Context, v thread.View) {
 // it; /new's is said before it opens one.
 func (r *reply) Public(ctx context.Context, text string) {
 	r.posted = r.post(thread.View{Text: text})
-	if r.command == "fork" {
+	r.answered()
+}
+
+// answered ends the wait for a command's answer: /new's ends when its
+// conversation opens instead, its answer being said before.
+func (r *reply) answered() {
+	if r.command != "new" {
 		r.settle()
 	}
 }
@@ -235,6 +243,7 @@ func (r *reply) Posted(ctx context.Context) (thread.Origin, error) {
 }
 
 func (r *reply) Update(ctx context.Context, v thread.View) {
+	defer r.answered()
 	if r.clicked == "" {
 		r.post(v)
 		return
@@ -242,8 +251,11 @@ func (r *reply) Update(ctx context.Context, v thread.View) {
 	(*platform)(r.c).Edit(ctx, r.where, r.clicked, v)
 }
 
-func (r *reply) Ack(ctx context.Context) {}
+func (r *reply) Ack(ctx context.Context) { r.answered() }
 
-func (r *reply) Defer(ctx context.Context) {}
+func (r *reply) Defer(ctx context.Context) { r.answered() }
 
-func (r *reply) Form(ctx context.Context, f thread.Form) { r.c.openForm(f, r) }
+func (r *reply) Form(ctx context.Context, f thread.Form) {
+	r.c.openForm(f, r)
+	r.answered()
+}

@@ -71,3 +71,17 @@ func TestConsole_TheLineAfterNewGoesToTheNewConversation(t *testing.T) {
 		}
 	}
 }
+
+// The line after a command is read once the command is answered, as at
+// a shell: a message after /reset goes to the fresh session, and is
+// never the turn the reset cancels.
+func TestConsole_TheLineAfterACommandWaitsForItsAnswer(t *testing.T) {
+	tm := newTerm(t)
+	tm.say("stream 1", "done in ")
+	for range 20 {
+		fmt.Fprint(tm.in, "/reset\nsession\n") // one write: the lines come at once
+		if out := tm.say("", "done in "); !strings.Contains(out, "(new); 0 earlier prompts") || strings.Contains(out, "cancelled") {
+			t.Fatalf("the line after /reset: %q", out)
+		}
+	}
+}
