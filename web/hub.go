@@ -53,6 +53,13 @@ type hub struct {
 	// failures are the last turns that failed, oldest first, at most
 	// maxFailures.
 	failures []Failure
+	// saving: a State keeps what changes; dirty are the threads changed
+	// since the last save (see state.go), failuresDirty whether the
+	// failures did, and saveKick asks for a save now.
+	saving        bool
+	dirty         map[key]bool
+	failuresDirty bool
+	saveKick      chan struct{}
 }
 
 // key names a thread: its platform's name and its id there.
@@ -96,7 +103,7 @@ type openAsk struct {
 }
 
 func newHub(now func() time.Time) *hub {
-	return &hub{now: now, threads: map[key]*threadLog{}, ws: newWatchers()}
+	return &hub{now: now, threads: map[key]*threadLog{}, ws: newWatchers(), dirty: map[key]bool{}, saveKick: make(chan struct{}, 1)}
 }
 
 // observer is a platform's thread.Observer.
@@ -178,6 +185,10 @@ func (o turnObserver) Done(out adapter.Outcome) {
 		o.t.outcome = thread.OutcomeText(out)
 		o.t.usage = chat.UsageText(out.Usage, out.TurnUsage)
 	})
+	select {
+	case o.h.saveKick <- struct{}{}:
+	default:
+	}
 }
 
 // do runs f on the turn under the hub's lock, as a change of it.
@@ -241,6 +252,9 @@ func (h *hub) change(k key, f func(*threadLog)) {
 	f(l)
 	l.changed = h.now()
 	l.version++
+	if h.saving {
+		h.dirty[k] = true
+	}
 	h.ws.notify(k)
 }
 
@@ -475,6 +489,7 @@ func (h *hub) failedLocked(k key, t *turnLog, cause error) {
 		h.failures = slices.Delete(h.failures, 0, len(h.failures)-maxFailures+1)
 	}
 	h.failures = append(h.failures, f)
+	h.failuresDirty = true
 }
 
 // recentFailures are the failed turns kept, the newest first.
