@@ -96,7 +96,7 @@ type Store struct {
 	// webKey; webDirty the threads to write (nil: to delete), and
 	// webFailures the failures to write (nil: unchanged). See web.go.
 	webChanged  map[string]time.Time
-	webDirty    map[string]*WebThread
+	webDirty    map[string]*webPending
 	webFailures []WebFailure
 	// records are the schedules' and the API's records to write, in
 	// order (see records.go); lastRun the last schedule run's ID, found
@@ -180,7 +180,7 @@ func Open(opts Options) (*Store, error) {
 		threads: map[string]*Thread{}, dirtyThr: map[string]bool{},
 		agents: map[int]uint64{}, goneAgts: map[int]bool{}, shown: map[uint64]string{},
 		worktrees: map[string]Worktree{}, dirtyWt: map[string]bool{},
-		webChanged: map[string]time.Time{}, webDirty: map[string]*WebThread{},
+		webChanged: map[string]time.Time{}, webDirty: map[string]*webPending{},
 		nextGen: 1, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}

@@ -90,8 +90,9 @@ type turnLog struct {
 	// joined holds the text of the last update while it is a run of
 	// chunks of one kind.
 	joined *strings.Builder
-	// seq names the turn in its page; version counts its changes.
-	seq, version uint64
+	// seq names the turn in its page; version counts its changes;
+	// savedAt is version+1 as last saved (0: never).
+	seq, version, savedAt uint64
 }
 
 // openAsk is a permission request open in a turn, named in the page by

@@ -68,9 +68,9 @@ func (t *turnLog) savedLocked() savedTurn {
 func (st savedTurn) turnLog() *turnLog {
 	t := &turnLog{start: thread.TurnStart{Prompt: st.Prompt, Author: st.Author, AuthorID: st.AuthorID, Started: st.Started, Ref: st.Ref},
 		cut: st.Cut, notices: st.Notices, done: true, failed: st.Failed, outcome: st.Outcome, usage: st.Usage,
-		phase: adapter.PhaseWorking, seq: st.Seq, version: 1}
+		phase: adapter.PhaseWorking, seq: st.Seq, version: 1, savedAt: 2}
 	if !st.Done {
-		t.outcome, t.failed = interruptedText, false
+		t.outcome, t.failed, t.savedAt = interruptedText, false, 0 // saved again, ended
 	}
 	for _, su := range st.Updates {
 		u := su.U
@@ -91,9 +91,9 @@ func (h *hub) restore(threads []store.WebThread, failures []store.WebFailure) {
 	for _, wt := range threads { // least recently changed first
 		k := key{wt.Platform, wt.Thread}
 		l := &threadLog{key: k, changed: wt.Changed, version: 1}
-		for _, raw := range wt.Turns {
+		for _, tu := range wt.Turns {
 			var st savedTurn
-			if json.Unmarshal(raw, &st) != nil {
+			if json.Unmarshal(tu.Data, &st) != nil {
 				continue
 			}
 			if !st.Done {
@@ -119,22 +119,28 @@ func (h *hub) restore(threads []store.WebThread, failures []store.WebFailure) {
 }
 
 // takeSaves copies, under the hub's lock, what changed since the last
-// call, and encodes it after: the threads it still keeps and, if they
-// changed (failed), the failures.
+// call, and encodes it after: of each thread changed that it still
+// keeps, the turns changed; and, if they changed (failed), the failures.
 func (h *hub) takeSaves() (threads []store.WebThread, failures []store.WebFailure, failed bool) {
+	type changed struct {
+		wt    store.WebThread
+		turns []savedTurn
+	}
 	h.mu.Lock()
-	saved := make(map[key][]savedTurn, len(h.dirty))
-	changed := make(map[key]time.Time, len(h.dirty))
+	var all []changed
 	for k := range h.dirty {
 		l := h.threads[k]
 		if l == nil {
 			continue
 		}
-		turns := make([]savedTurn, len(l.turns))
-		for i, t := range l.turns {
-			turns[i] = t.savedLocked()
+		c := changed{wt: store.WebThread{Platform: k.platform, Thread: k.thread, Changed: l.changed}}
+		for _, t := range l.turns {
+			if t.savedAt != t.version+1 {
+				c.turns = append(c.turns, t.savedLocked())
+				t.savedAt = t.version + 1
+			}
 		}
-		saved[k], changed[k] = turns, l.changed
+		all = append(all, c)
 	}
 	clear(h.dirty)
 	if h.failuresDirty {
@@ -145,16 +151,15 @@ func (h *hub) takeSaves() (threads []store.WebThread, failures []store.WebFailur
 	}
 	h.mu.Unlock()
 	// Encoded outside the lock: the turns are copies.
-	for k, turns := range saved {
-		wt := store.WebThread{Platform: k.platform, Thread: k.thread, Changed: changed[k]}
-		for _, st := range turns {
+	for _, c := range all {
+		for _, st := range c.turns {
 			b, err := json.Marshal(st)
 			if err != nil {
 				continue
 			}
-			wt.Turns = append(wt.Turns, b)
+			c.wt.Turns = append(c.wt.Turns, store.WebTurn{Seq: st.Seq, Data: b})
 		}
-		threads = append(threads, wt)
+		threads = append(threads, c.wt)
 	}
 	return threads, failures, failed
 }

@@ -109,9 +109,9 @@ func (m *memState) turns(th string) []savedTurn {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []savedTurn
-	for _, raw := range m.threads[th].Turns {
+	for _, tu := range m.threads[th].Turns {
 		var st savedTurn
-		if err := json.Unmarshal(raw, &st); err == nil {
+		if err := json.Unmarshal(tu.Data, &st); err == nil {
 			out = append(out, st)
 		}
 	}
@@ -119,7 +119,7 @@ func (m *memState) turns(th string) []savedTurn {
 }
 
 // A running turn is saved within saveEvery, not only at its end; its
-// end is saved at once.
+// end is saved at once; a save holds the turns that changed alone.
 func TestState_ARunningTurnIsSavedAtIntervalsAndItsEndAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &memState{threads: map[string]store.WebThread{}}
@@ -143,6 +143,14 @@ func TestState_ARunningTurnIsSavedAtIntervalsAndItsEndAtOnce(t *testing.T) {
 		synctest.Wait()
 		if got := m.turns("T1"); len(got) != 1 || !got[0].Done {
 			t.Fatalf("the ended turn, at once: %+v", got)
+		}
+		// The next turn's changes are saved without the ended one's.
+		next := obs.Turn("T1", thread.TurnStart{Prompt: "the next one"})
+		next.Update(acp.Update{Kind: acp.UpdateMessageChunk, Content: &acp.ContentBlock{Type: "text", Text: "again"}})
+		time.Sleep(saveEvery)
+		synctest.Wait()
+		if got := m.turns("T1"); len(got) != 1 || got[0].Prompt != "the next one" || got[0].Done {
+			t.Fatalf("the second turn's save: %+v", got)
 		}
 	})
 }
