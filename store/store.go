@@ -1,7 +1,8 @@
 // Package store keeps what the broker must not forget across a restart in
 // an embedded bbolt database: each thread's agent session, each turn's
 // state with the tool calls of running turns, the worktrees made for
-// threads, and the audit trail of permission decisions.
+// threads, the audit trail of permission decisions, and what the web
+// front end's pages show.
 package store
 
 import (
