@@ -19,13 +19,17 @@ func (b *Broker) openWeb() error {
 	if cfg.Listen == "" {
 		return nil
 	}
-	b.web = web.New(web.Config{
+	wcfg := web.Config{
 		PublicURL:  cfg.PublicURL,
 		SessionTTL: cfg.SessionTTL,
 		Admin:      b.webAdmin,
 		Status:     func(context.Context) []web.Section { return statusSections(b.Status()) },
 		Logger:     b.log.With().Str("part", "web").Logger(),
-	})
+	}
+	if b.store != nil {
+		wcfg.State = b.store // the pages' turns survive a restart
+	}
+	b.web = web.New(wcfg)
 	for _, p := range b.chats {
 		if srv := cmp.Or(p.Threads, p.Web); srv != nil {
 			srv.SetWeb(b.web.Platform(p.name, srv))

@@ -67,7 +67,7 @@ func (s *Store) flush() error {
 	s.mu.Lock()
 	gen := s.nextGen
 	s.nextGen++
-	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 && len(s.dirtyWt) == 0 && len(s.records) == 0 {
+	if len(s.dirty) == 0 && len(s.dirtyThr) == 0 && len(s.agents) == 0 && len(s.goneAgts) == 0 && len(s.shown) == 0 && len(s.decided) == 0 && len(s.dirtyWt) == 0 && len(s.records) == 0 && len(s.webDirty) == 0 && s.webFailures == nil {
 		s.doneLocked(gen)
 		s.mu.Unlock()
 		return nil
@@ -94,6 +94,7 @@ func (s *Store) flush() error {
 	}
 	ended := s.ended
 	worktrees := s.worktreeChangesLocked()
+	web, webFailures := s.webChangesLocked()
 	s.dirty, s.dirtyThr, s.ended, s.writing = map[uint64]bool{}, map[string]bool{}, map[uint64]*Turn{}, ended
 	hook := s.beforeCommit
 	s.mu.Unlock()
@@ -151,6 +152,9 @@ func (s *Store) flush() error {
 		if err := putRecords(tx, records); err != nil {
 			return err
 		}
+		if err := putWeb(tx, web, webFailures); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		s.finished += len(ended)
 		s.kept += len(decided)
@@ -189,6 +193,7 @@ func (s *Store) flush() error {
 			}
 		}
 		s.records = append(records, s.records...) // older than any put since
+		s.webRetryLocked(web, webFailures)
 		s.finished -= len(ended)
 		s.kept -= len(decided)
 		// Older than any recorded since, and bounded as Decided bounds.

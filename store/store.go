@@ -1,7 +1,8 @@
 // Package store keeps what the broker must not forget across a restart in
 // an embedded bbolt database: each thread's agent session, each turn's
 // state with the tool calls of running turns, the worktrees made for
-// threads, and the audit trail of permission decisions.
+// threads, the audit trail of permission decisions, and what the web
+// front end's pages show.
 package store
 
 import (
@@ -92,6 +93,12 @@ type Store struct {
 	// dirtyWt the Dirs to write (or delete).
 	worktrees map[string]Worktree
 	dirtyWt   map[string]bool
+	// webChanged is when each of the web's threads kept changed, by
+	// webKey; webDirty the threads to write (nil: to delete), and
+	// webFailures the failures to write (nil: unchanged). See web.go.
+	webChanged  map[string]time.Time
+	webDirty    map[string]*webPending
+	webFailures []WebFailure
 	// records are the schedules' and the API's records to write, in
 	// order (see records.go); lastRun the last schedule run's ID, found
 	// on disk once (runSeq).
@@ -174,6 +181,7 @@ func Open(opts Options) (*Store, error) {
 		threads: map[string]*Thread{}, dirtyThr: map[string]bool{},
 		agents: map[int]uint64{}, goneAgts: map[int]bool{}, shown: map[uint64]string{},
 		worktrees: map[string]Worktree{}, dirtyWt: map[string]bool{},
+		webChanged: map[string]time.Time{}, webDirty: map[string]*webPending{},
 		nextGen: 1, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -208,6 +216,9 @@ func (s *Store) load() error {
 		}
 		s.kept = decisions.Stats().KeyN
 		if err := s.loadWorktrees(tx); err != nil {
+			return err
+		}
+		if err := s.loadWeb(tx); err != nil {
 			return err
 		}
 		if k, _ := turns.Cursor().Last(); k != nil {

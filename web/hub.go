@@ -53,6 +53,13 @@ type hub struct {
 	// failures are the last turns that failed, oldest first, at most
 	// maxFailures.
 	failures []Failure
+	// saving: a State keeps what changes; dirty are the threads changed
+	// since the last save (see state.go), failuresDirty whether the
+	// failures did, and saveKick asks for a save now.
+	saving        bool
+	dirty         map[key]bool
+	failuresDirty bool
+	saveKick      chan struct{}
 }
 
 // key names a thread: its platform's name and its id there.
@@ -83,8 +90,9 @@ type turnLog struct {
 	// joined holds the text of the last update while it is a run of
 	// chunks of one kind.
 	joined *strings.Builder
-	// seq names the turn in its page; version counts its changes.
-	seq, version uint64
+	// seq names the turn in its page; version counts its changes;
+	// savedAt is version+1 as last saved (0: never).
+	seq, version, savedAt uint64
 }
 
 // openAsk is a permission request open in a turn, named in the page by
@@ -96,7 +104,7 @@ type openAsk struct {
 }
 
 func newHub(now func() time.Time) *hub {
-	return &hub{now: now, threads: map[key]*threadLog{}, ws: newWatchers()}
+	return &hub{now: now, threads: map[key]*threadLog{}, ws: newWatchers(), dirty: map[key]bool{}, saveKick: make(chan struct{}, 1)}
 }
 
 // observer is a platform's thread.Observer.
@@ -178,6 +186,10 @@ func (o turnObserver) Done(out adapter.Outcome) {
 		o.t.outcome = thread.OutcomeText(out)
 		o.t.usage = chat.UsageText(out.Usage, out.TurnUsage)
 	})
+	select {
+	case o.h.saveKick <- struct{}{}:
+	default:
+	}
 }
 
 // do runs f on the turn under the hub's lock, as a change of it.
@@ -241,6 +253,9 @@ func (h *hub) change(k key, f func(*threadLog)) {
 	f(l)
 	l.changed = h.now()
 	l.version++
+	if h.saving {
+		h.dirty[k] = true
+	}
 	h.ws.notify(k)
 }
 
@@ -475,6 +490,7 @@ func (h *hub) failedLocked(k key, t *turnLog, cause error) {
 		h.failures = slices.Delete(h.failures, 0, len(h.failures)-maxFailures+1)
 	}
 	h.failures = append(h.failures, f)
+	h.failuresDirty = true
 }
 
 // recentFailures are the failed turns kept, the newest first.

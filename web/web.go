@@ -54,6 +54,9 @@ type Config struct {
 	// Status, if set, is the operator's view's facts, as `broker status`
 	// reads them: a value the page shows as sections of lines.
 	Status func(ctx context.Context) []Section
+	// State, if set, keeps what the pages show across a restart: New
+	// loads it, and the Server gives it the changes.
+	State State
 	// MaxConnections bounds the connections held open (default 256).
 	MaxConnections int
 	// Now is the clock of the sign-in links and sessions (nil:
@@ -116,6 +119,15 @@ func New(cfg Config) *Server {
 		"askIn": func(path, csrf string, a askShot) questionForm { return questionForm{Path: path, CSRF: csrf, Ask: a} },
 	}).ParseFS(assets, "assets/*.html"))
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	if cfg.State != nil {
+		threads, failures, err := cfg.State.WebState()
+		if err != nil {
+			s.log.Warn().Err(err).Msg("the pages' threads of the last run not read")
+		}
+		s.hub.restore(threads, failures)
+		s.hub.saving = true
+		s.wg.Go(s.saver)
+	}
 	return s
 }
 
