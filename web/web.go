@@ -81,6 +81,8 @@ type Server struct {
 	signIn *signIns
 	secure bool
 	pages  *template.Template
+	// rendered are the turns' renderings the watching pages share.
+	rendered *renders
 	// writeWait is how long a watching page may take to take an update
 	// before it is dropped (watchWrite).
 	writeWait time.Duration
@@ -115,6 +117,7 @@ func New(cfg Config) *Server {
 		"turn": render.TurnHTML, "markdown": render.Markdown, "ago": s.ago,
 		"askIn": func(path, csrf string, a askShot) questionForm { return questionForm{Path: path, CSRF: csrf, Ask: a} },
 	}).ParseFS(assets, "assets/*.html"))
+	s.rendered = newRenders(s.pages)
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s
 }
