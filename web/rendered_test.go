@@ -76,3 +76,26 @@ func TestEvents_APageGetsAStreamingTurnAtItsPaceAndItsEnd(t *testing.T) {
 	}
 	t.Logf("%d updates of one turn in %s", n, took)
 }
+
+// A thread's page shows the paths of a turn's tool calls relative to
+// the agent's working directory, which the turn's status gives.
+func TestThreadPage_ShowsPathsRelativeToTheTurnsDirectory(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "edit"})
+	turn.Status(adapter.Status{Phase: adapter.PhaseWorking, Dir: "/tmp/ws-9/w"})
+	line := 3
+	turn.Update(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: "c", Title: new("Read /tmp/ws-9/w/a/b.go"),
+		Locations: []acp.ToolCallLocation{{Path: "/tmp/ws-9/w/a/b.go", Line: &line}}})
+	c := x.browser()
+	x.signIn(c, x.link("alice", "T1"))
+	_, body := x.get(c, "/t/chat/T1")
+	for _, want := range []string{`<span class="tool-title">Read a/b.go</span>`, `<code>a/b.go:3</code>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page has no %s", want)
+		}
+	}
+	if strings.Contains(body, "/tmp/ws-9") {
+		t.Errorf("the page shows the working directory's path")
+	}
+}

@@ -178,3 +178,23 @@ func hostileTurn(s string) *Turn {
 		},
 	}
 }
+
+// Paths inside the turn's working directory are shown relative to it,
+// as the chat shows them: in tool calls' titles and locations and in
+// diffs; a path outside it is shown whole.
+func TestTurnHTML_ShowsPathsInTheWorkingDirectoryRelativeToIt(t *testing.T) {
+	out := turn(t, &Turn{Dir: "/tmp/ws-123/work", Updates: []acp.Update{
+		{Kind: acp.UpdateToolCall, ToolCallID: "e", Title: ptr("Edit /tmp/ws-123/work/src/main.go"), ToolKind: "edit",
+			Locations:  []acp.ToolCallLocation{{Path: "/tmp/ws-123/work/src/main.go", Line: ptr(7)}, {Path: "/etc/hosts"}},
+			ToolOutput: []acp.ToolCallContent{{Type: "diff", Path: "/tmp/ws-123/work/src/main.go", OldText: ptr("a\n"), NewText: "b\n"}}},
+	}})
+	contains(t, out,
+		`<span class="tool-title">Edit src/main.go</span>`,
+		`<li><code>src/main.go:7</code></li>`,
+		`<li><code>/etc/hosts</code></li>`,
+		`<span class="diff-path">src/main.go</span>`,
+		`--- a/src/main.go`)
+	if strings.Contains(out, "/tmp/ws-123") {
+		t.Errorf("the working directory's path is shown:\n%s", out)
+	}
+}
