@@ -22,7 +22,8 @@ const (
 // once between them, whatever their number. Its methods are safe for
 // concurrent use.
 type renders struct {
-	pages *template.Template
+	pages    *template.Template
+	maxBytes int // maxRenderBytes
 
 	mu    sync.Mutex
 	by    map[renderKey]*rendering
@@ -47,7 +48,7 @@ type rendering struct {
 }
 
 func newRenders(pages *template.Template) *renders {
-	return &renders{pages: pages, by: map[renderKey]*rendering{}}
+	return &renders{pages: pages, maxBytes: maxRenderBytes, by: map[renderKey]*rendering{}}
 }
 
 // event is turn ts of k as a page's "turn" event, and the version it
@@ -113,7 +114,7 @@ func (r *renders) drop(rk renderKey, x *rendering) {
 
 // trim drops the oldest renderings past the bounds. r.mu is held.
 func (r *renders) trim() {
-	for len(r.order) > 0 && (len(r.order) > maxRenders || r.bytes > maxRenderBytes) {
+	for len(r.order) > 0 && (len(r.order) > maxRenders || r.bytes > r.maxBytes) {
 		rk := r.order[0]
 		r.drop(rk, r.by[rk])
 	}

@@ -10,6 +10,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/chat/thread"
+	"acpbroker/web/render"
 )
 
 // The pages watching a turn share its rendering: five pages shown the
@@ -97,5 +98,54 @@ func TestThreadPage_ShowsPathsRelativeToTheTurnsDirectory(t *testing.T) {
 	}
 	if strings.Contains(body, "/tmp/ws-9") {
 		t.Errorf("the page shows the working directory's path")
+	}
+}
+
+// The renderings kept are bounded in number and bytes, the oldest going
+// first, and a thread's turns the hub no longer keeps are let go; the
+// metrics show what is kept.
+func TestRenders_AreBoundedAndLetGo(t *testing.T) {
+	x := newSite(t, Config{})
+	r := x.s.rendered
+	ctx := context.Background()
+	k := key{"chat", "T1"}
+	var turns []turnShot
+	for i := range maxRenders + 10 {
+		ts := turnShot{Seq: uint64(i + 1), Version: 1, Turn: &render.Turn{Prompt: "p"}}
+		turns = append(turns, ts)
+		if _, _, err := r.event(ctx, k, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := x.s.Stats(); st.Renders != maxRenders || st.RenderBytes <= 0 {
+		t.Fatalf("after %d turns: %d renderings, %d bytes kept; want %d", maxRenders+10, st.Renders, st.RenderBytes, maxRenders)
+	}
+	// The oldest went first: the newest is still kept, not made again.
+	made := r.made
+	if _, _, err := r.event(ctx, k, turns[len(turns)-1]); err != nil || r.made != made {
+		t.Fatalf("the newest rendering was made again (%v)", err)
+	}
+	r.maxBytes = 1 << 20
+	big := turnShot{Seq: 1 << 20, Version: 1, Turn: &render.Turn{Prompt: strings.Repeat("x ", 32<<10)}}
+	for i := range 40 {
+		big.Seq++
+		if _, _, err := r.event(ctx, key{"chat", fmt.Sprint("B", i)}, big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, bytes := r.size(); bytes > r.maxBytes || n == 0 {
+		t.Fatalf("%d renderings of %d bytes kept, want at most %d bytes", n, bytes, r.maxBytes)
+	}
+	r.forget(key{"chat", "B39"}, nil)
+	for rk := range r.by {
+		if rk.k.thread == "B39" {
+			t.Fatalf("a turn the hub let go is still kept")
+		}
+	}
+	for rk := range r.by {
+		r.forget(rk.k, nil)
+	}
+	if st := x.s.Stats(); st.Renders != 0 || st.RenderBytes != 0 {
+		t.Fatalf("after letting every turn go: %d renderings, %d bytes", st.Renders, st.RenderBytes)
 	}
 }

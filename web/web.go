@@ -214,6 +214,9 @@ func (s *Server) Close(ctx context.Context) {
 // Stats are the Server's gauges.
 type Stats struct {
 	Links, Sessions, Watchers, Threads int
+	// Renders, RenderBytes: the turns' renderings the watching pages
+	// share, kept, and their bytes.
+	Renders, RenderBytes int
 }
 
 // Stats reads the gauges.
@@ -222,7 +225,9 @@ func (s *Server) Stats() Stats {
 	s.hub.mu.Lock()
 	threads := len(s.hub.threads)
 	s.hub.mu.Unlock()
-	return Stats{Links: links, Sessions: sessions, Watchers: s.hub.watching(), Threads: threads}
+	renders, renderBytes := s.rendered.size()
+	return Stats{Links: links, Sessions: sessions, Watchers: s.hub.watching(), Threads: threads,
+		Renders: renders, RenderBytes: renderBytes}
 }
 
 // ago says how long ago t was, for people.
