@@ -319,9 +319,7 @@ func (v *view) writeTools(b *strings.Builder) {
 		if title == "" {
 			title = c.id
 		}
-		if v.dir != "" {
-			title = strings.ReplaceAll(title, strings.TrimSuffix(v.dir, "/")+"/", "")
-		}
+		title = inDirWords(v.dir, title)
 		b.WriteString(`<span class="tool-title">` + line(title) + "</span></summary>\n")
 		if left <= 0 {
 			omitted(b, "this tool call's input and output are left out: the turn shows "+chat.Bytes(toolBytes)+" of them in all")
@@ -444,6 +442,38 @@ func prettyJSON(raw json.RawMessage) string {
 		return s
 	}
 	return out.String()
+}
+
+// inDirWords is text with the paths in it that start with dir shown
+// relative to it: dir and its slash taken away where a path starts (at
+// the start of text, or after a character no path has inside it).
+func inDirWords(dir, text string) string {
+	prefix := strings.TrimSuffix(path.Clean(dir), "/") + "/"
+	if dir == "" || prefix == "/" {
+		return text
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(text, prefix)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		if i > 0 && (isWordByte(text[i-1]) || strings.IndexByte(pathChars, text[i-1]) >= 0) {
+			b.WriteString(text[:i+len(prefix)])
+		} else {
+			b.WriteString(text[:i])
+		}
+		text = text[i+len(prefix):]
+	}
+}
+
+// pathChars are the characters, besides letters and digits, that a path
+// has inside it.
+const pathChars = "/._-~+"
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
 // shownPath is p relative to dir when it is inside it (chat.InDir), as

@@ -197,4 +197,21 @@ func TestTurnHTML_ShowsPathsInTheWorkingDirectoryRelativeToIt(t *testing.T) {
 	if strings.Contains(out, "/tmp/ws-123") {
 		t.Errorf("the working directory's path is shown:\n%s", out)
 	}
+	for dir, cases := range map[string]map[string]string{
+		"/tmp/ws": {
+			"Read /tmp/ws/a.go and `/tmp/ws/b.go`": "Read a.go and `b.go`",
+			"/tmp/ws/x":                            "x",
+			"Read /x/tmp/ws/a and /tmp/ws2/b":      "Read /x/tmp/ws/a and /tmp/ws2/b",
+			"Read /tmp/ws":                         "Read /tmp/ws",
+		},
+		"/":   {"Read /etc/hosts": "Read /etc/hosts"},
+		"":    {"Read /etc/hosts": "Read /etc/hosts"},
+		"/w/": {"Read /w/a": "Read a"},
+	} {
+		for in, want := range cases {
+			if got := inDirWords(dir, in); got != want {
+				t.Errorf("inDirWords(%q, %q) = %q, want %q", dir, in, got, want)
+			}
+		}
+	}
 }
