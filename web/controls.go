@@ -180,13 +180,14 @@ func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, ss sessi
 func (s *Server) command(w http.ResponseWriter, r *http.Request, ss session, c Controls, k key, name string, args map[string]string) {
 	path := threadPath(k.platform, k.thread)
 	said, err := c.CommandFor(r.Context(), k.thread, ss.person.User, via, name, args)
+	names := s.names(c, k, ss)
 	switch {
 	case err == thread.ErrNotAllowed:
 		acted(w, r, path, http.StatusForbidden, err.Error())
 	case err != nil:
-		acted(w, r, path, http.StatusConflict, plain(err.Error()))
+		acted(w, r, path, http.StatusConflict, plain(err.Error(), names))
 	default:
-		acted(w, r, path, http.StatusOK, plain(said))
+		acted(w, r, path, http.StatusOK, plain(said, names))
 	}
 }
 
@@ -219,7 +220,7 @@ func (s *Server) queued(w http.ResponseWriter, r *http.Request, ss session) {
 	case err == thread.ErrNotWaiting:
 		acted(w, r, path, http.StatusConflict, "This message is no longer waiting.")
 	case err != nil:
-		acted(w, r, path, http.StatusForbidden, plain(err.Error()))
+		acted(w, r, path, http.StatusForbidden, plain(err.Error(), s.names(c, k, ss)))
 	default:
 		acted(w, r, path, http.StatusOK, done)
 	}
@@ -230,8 +231,29 @@ var (
 	emphasis = strings.NewReplacer("**", "", "`", "", "-# ", "")
 )
 
-// plain is a chat message's text as a page's plain words: a person or a
-// thread named by its id, without the chat's emphasis.
-func plain(text string) string {
-	return emphasis.Replace(mention.ReplaceAllString(text, "$1$2"))
+// plain is a chat message's text as a page's plain words, without the
+// chat's emphasis: a person named as the chat shows them, @ and their
+// name in names (by id), else @ and their id; a thread by its id.
+func plain(text string, names map[string]string) string {
+	text = mention.ReplaceAllStringFunc(text, func(m string) string {
+		sub := mention.FindStringSubmatch(m)
+		if n := names[sub[2]]; sub[1] == "@" && n != "" {
+			return "@" + n
+		}
+		return sub[1] + sub[2]
+	})
+	return emphasis.Replace(text)
+}
+
+// names are the names of the people a command's answer on k may
+// mention, by id: the person acting, and the authors of the messages
+// waiting.
+func (s *Server) names(c Controls, k key, ss session) map[string]string {
+	out := map[string]string{ss.person.User.ID: ss.person.name()}
+	for _, m := range c.QueueFor(k.thread, ss.person.User) {
+		if m.AuthorID != "" && m.Author != "" {
+			out[m.AuthorID] = m.Author
+		}
+	}
+	return out
 }

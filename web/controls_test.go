@@ -8,14 +8,17 @@ import (
 )
 
 // What the chat says of a command given on a page reads there as plain
-// words: people and threads by their ids, no Markdown marks.
+// words: people by their names as the chat shows them (by their ids
+// when the page knows no name), threads by their ids, no Markdown marks.
 func TestPlain_AChatMessageReadsAsWords(t *testing.T) {
+	names := map[string]string{"201": "Alice", "202": ""}
 	for in, want := range map[string]string{
-		"⚙️ <@201> set **Model** to **Fake Large**.":                      "⚙️ @201 set Model to Fake Large.",
-		"🍴 <@201> forked this conversation into <#77>: it goes on there.": "🍴 @201 forked this conversation into #77: it goes on there.",
+		"⚙️ <@201> set **Model** to **Fake Large**.":                      "⚙️ @Alice set Model to Fake Large.",
+		"🍴 <@201> forked this conversation into <#77>: it goes on there.": "🍴 @Alice forked this conversation into #77: it goes on there.",
 		"🔁 resumed session `sess-1`\n-# on the web":                       "🔁 resumed session sess-1\non the web",
+		"<@202> and <@203> wait; <#201> is a thread":                      "@202 and @203 wait; #201 is a thread",
 	} {
-		if got := plain(in); got != want {
+		if got := plain(in, names); got != want {
 			t.Errorf("plain(%q) = %q, want %q", in, got, want)
 		}
 	}

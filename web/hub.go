@@ -86,6 +86,7 @@ type turnLog struct {
 	failed  bool
 	outcome string
 	usage   string
+	dir     string    // the agent's working directory (adapter.Status.Dir)
 	asks    []openAsk // open, oldest first
 	// joined holds the text of the last update while it is a run of
 	// chunks of one kind.
@@ -135,7 +136,12 @@ type turnObserver struct {
 }
 
 func (o turnObserver) Status(st adapter.Status) {
-	o.do(func() { o.t.phase, o.t.status = st.Phase, chat.StatusText(st) })
+	o.do(func() {
+		o.t.phase, o.t.status = st.Phase, chat.StatusText(st)
+		if st.Dir != "" {
+			o.t.dir = st.Dir
+		}
+	})
 }
 
 func (o turnObserver) Update(u acp.Update) {
@@ -398,7 +404,7 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 	for _, t := range l.turns {
 		rt := &render.Turn{Prompt: t.start.Prompt, Author: t.start.Author, Started: t.start.Started,
 			Updates: slices.Clone(t.updates), Notices: slices.Clone(t.notices), Status: t.status,
-			Done: t.done, Outcome: t.outcome, Usage: t.usage}
+			Done: t.done, Outcome: t.outcome, Usage: t.usage, Dir: t.dir}
 		if t.cut {
 			rt.Notices = append(rt.Notices, "The rest of this turn's updates are too many to keep here; the chat has them.")
 		}

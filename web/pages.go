@@ -304,12 +304,14 @@ func (s *Server) threadPage(w http.ResponseWriter, r *http.Request, ss session) 
 	s.show(w, http.StatusOK, "thread", d)
 }
 
-// The pace of a page's updates: at most one every watchPace, so that a
-// turn streaming fast is not rendered for every chunk; and a comment
-// every watchBeat to keep the connection open. A page that takes longer
-// than watchWrite to take an update is dropped.
+// The pace of a page's updates: at most one every watchPace, the
+// latest state then, so that a turn streaming fast is neither rendered
+// nor sent for every chunk (what a page is sent grows with the time the
+// turn takes, not with its updates); and a comment every watchBeat to
+// keep the connection open. A page that takes longer than watchWrite to
+// take an update is dropped.
 const (
-	watchPace  = 40 * time.Millisecond
+	watchPace  = 100 * time.Millisecond
 	watchBeat  = 25 * time.Second
 	watchWrite = 10 * time.Second
 )
@@ -374,19 +376,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 			if v, ok := sent[ts.Seq]; ok && v >= ts.Version {
 				continue
 			}
-			sent[ts.Seq] = ts.Version
-			var b bytes.Buffer
-			if err := s.pages.ExecuteTemplate(&b, "turn", ts); err != nil {
-				s.log.Error().Err(err).Msg("web: turn not rendered")
+			event, version, err := s.rendered.event(r.Context(), k, ts)
+			if err != nil {
+				if r.Context().Err() == nil {
+					s.log.Error().Err(err).Msg("web: turn not rendered")
+				}
 				return
 			}
-			data, _ := json.Marshal(map[string]any{"seq": ts.Seq, "html": b.String()})
-			fmt.Fprintf(&out, "event: turn\ndata: %s\n\n", data)
+			sent[ts.Seq] = version
+			out.Write(event)
 		}
+		gone := false
 		for seq := range sent {
 			if !hasTurn(snap.Turns, seq) {
 				delete(sent, seq)
+				gone = true
 			}
+		}
+		if gone {
+			s.rendered.forget(k, snap.Turns)
 		}
 		d := threadData{CSRF: ss.csrf, Path: threadPath(k.platform, k.thread), MayAct: t.MayAct(k.thread, ss.person.User),
 			Running: snap.Running, Asks: snap.Asks}

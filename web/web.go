@@ -84,6 +84,8 @@ type Server struct {
 	signIn *signIns
 	secure bool
 	pages  *template.Template
+	// rendered are the turns' renderings the watching pages share.
+	rendered *renders
 	// writeWait is how long a watching page may take to take an update
 	// before it is dropped (watchWrite).
 	writeWait time.Duration
@@ -118,6 +120,7 @@ func New(cfg Config) *Server {
 		"turn": render.TurnHTML, "markdown": render.Markdown, "ago": s.ago,
 		"askIn": func(path, csrf string, a askShot) questionForm { return questionForm{Path: path, CSRF: csrf, Ask: a} },
 	}).ParseFS(assets, "assets/*.html"))
+	s.rendered = newRenders(s.pages)
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	if cfg.State != nil {
 		threads, failures, err := cfg.State.WebState()
@@ -223,6 +226,9 @@ func (s *Server) Close(ctx context.Context) {
 // Stats are the Server's gauges.
 type Stats struct {
 	Links, Sessions, Watchers, Threads int
+	// Renders, RenderBytes: the turns' renderings the watching pages
+	// share, kept, and their bytes.
+	Renders, RenderBytes int
 }
 
 // Stats reads the gauges.
@@ -231,7 +237,9 @@ func (s *Server) Stats() Stats {
 	s.hub.mu.Lock()
 	threads := len(s.hub.threads)
 	s.hub.mu.Unlock()
-	return Stats{Links: links, Sessions: sessions, Watchers: s.hub.watching(), Threads: threads}
+	renders, renderBytes := s.rendered.size()
+	return Stats{Links: links, Sessions: sessions, Watchers: s.hub.watching(), Threads: threads,
+		Renders: renders, RenderBytes: renderBytes}
 }
 
 // ago says how long ago t was, for people.

@@ -1,6 +1,7 @@
 // The thread page's updates: each turn that changes replaces its
-// section; the controls are replaced as the turn goes on; forms are
-// posted in the background, and what happened is said under them.
+// section; the controls that change are replaced as the turn goes on,
+// but not what the person is editing; forms are posted in the
+// background, and what happened is said under them.
 "use strict";
 
 (function () {
@@ -21,6 +22,66 @@
     return t.content;
   }
 
+  // What the person is editing stays as they left it: a control is
+  // replaced only when the server's rendering of it changed, and never
+  // while it holds the focus or is a form they changed and have not
+  // sent (its parts around it are updated alone).
+  const shown = new WeakMap(); // element → the server's rendering it shows
+  const touched = new WeakSet(); // forms changed and not yet sent
+
+  function keyOf(el, seen) {
+    let k = el.id ? "#" + el.id
+      : el.dataset.ask ? "ask:" + el.dataset.ask
+      : el.dataset.command ? "choice:" + el.dataset.command + ":" + (el.dataset.option || "")
+      : el.dataset.key ? "key:" + el.dataset.key
+      : el.tagName + "." + el.className;
+    const n = (seen.get(k) || 0) + 1;
+    seen.set(k, n);
+    return n > 1 ? k + "/" + n : k;
+  }
+
+  function busy(el) {
+    const f = document.activeElement;
+    if (f && f !== document.body && el.contains(f)) return true;
+    if (el.tagName === "FORM") return touched.has(el);
+    for (const form of el.querySelectorAll("form")) if (touched.has(form)) return true;
+    return false;
+  }
+
+  function merge(parent, fresh) {
+    const old = new Map();
+    const seenOld = new Map();
+    for (const el of parent.children) old.set(keyOf(el, seenOld), el);
+    const out = [];
+    const seenNew = new Map();
+    for (const el of Array.from(fresh.children)) {
+      const html = el.outerHTML;
+      const was = old.get(keyOf(el, seenNew));
+      if (was && shown.get(was) === html) {
+        out.push(was);
+      } else if (was && busy(was)) {
+        if (was.tagName !== "FORM" && was.tagName === el.tagName) merge(was, el);
+        out.push(was);
+      } else {
+        shown.set(el, html);
+        out.push(el);
+      }
+    }
+    const keep = new Set(out);
+    for (const el of Array.from(parent.children)) if (!keep.has(el)) el.remove();
+    out.forEach(function (el, i) {
+      const at = parent.children[i];
+      if (at !== el) parent.insertBefore(el, at || null);
+    });
+  }
+
+  for (const ev of ["input", "change"]) {
+    document.addEventListener(ev, function (e) {
+      const form = e.target.form;
+      if (form && main.contains(form)) touched.add(form);
+    });
+  }
+
   function watch() {
     const es = new EventSource(main.dataset.events + "?have=" + encodeURIComponent(have()));
     es.addEventListener("turn", function (e) {
@@ -32,12 +93,7 @@
     });
     es.addEventListener("controls", function (e) {
       const d = JSON.parse(e.data);
-      const c = document.getElementById("controls");
-      const typed = document.getElementById("message");
-      const keep = typed ? typed.value : "";
-      c.replaceChildren(fragment(d.html));
-      const again = document.getElementById("message");
-      if (again) again.value = keep;
+      merge(document.getElementById("controls"), fragment(d.html));
     });
     es.addEventListener("gone", function () { es.close(); });
   }
@@ -46,6 +102,7 @@
     const form = e.target;
     if (!main.contains(form)) return;
     e.preventDefault();
+    touched.delete(form);
     const body = new URLSearchParams(new FormData(form, e.submitter));
     fetch(form.action, { method: "POST", body: body, headers: { "Accept": "application/json" }, credentials: "same-origin" })
       .then(function (r) { return r.json().catch(function () { return { message: r.statusText }; }); })

@@ -19,6 +19,9 @@ type Turn struct {
 	Done    bool
 	Outcome string // the end in words when Done (as the chat footer says it)
 	Usage   string // usage in words, "" if none (chat.UsageText)
+	// Dir is the turn's working directory ("" if unknown): the paths of
+	// its tool calls and diffs inside it are shown relative to it.
+	Dir string
 }
 
 // TurnHTML renders t: the answer from Markdown (raw HTML escaped, links
@@ -34,6 +37,7 @@ func TurnHTML(t *Turn) template.HTML {
 		return ""
 	}
 	v := fold(t.Updates)
+	v.dir = t.Dir
 	var b strings.Builder
 	v.write(&b, t)
 	return template.HTML(b.String())

@@ -54,6 +54,7 @@ type view struct {
 	files            []string // what the agent showed in its answer, in words
 	moreFiles        int
 	switches         []string
+	dir              string // the turn's working directory (Turn.Dir)
 }
 
 // toolCall is a tool call and its updates merged.
@@ -318,11 +319,12 @@ func (v *view) writeTools(b *strings.Builder) {
 		if title == "" {
 			title = c.id
 		}
+		title = inDirWords(v.dir, title)
 		b.WriteString(`<span class="tool-title">` + line(title) + "</span></summary>\n")
 		if left <= 0 {
 			omitted(b, "this tool call's input and output are left out: the turn shows "+chat.Bytes(toolBytes)+" of them in all")
 		} else {
-			left -= c.writeBody(b, left)
+			left -= c.writeBody(b, left, v.dir)
 		}
 		b.WriteString("</details>\n")
 	}
@@ -335,7 +337,7 @@ func (v *view) writeTools(b *strings.Builder) {
 // writeBody writes the tool call's input, content and locations, using at
 // most about left bytes of what the agent sent, and returns how many it
 // used.
-func (c *toolCall) writeBody(b *strings.Builder, left int) int {
+func (c *toolCall) writeBody(b *strings.Builder, left int, dir string) int {
 	used := 0
 	take := func(s string, most int, tail bool) (string, int) {
 		most = min(most, left-used)
@@ -381,7 +383,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int) int {
 				b.WriteString(`<p class="tool-file">` + s + "</p>\n")
 			}
 		case "diff":
-			used += writeDiff(b, it, min(maxDiff, max(left-used, 0)))
+			used += writeDiff(b, it, shownPath(dir, it.Path), min(maxDiff, max(left-used, 0)))
 		case "terminal":
 			if c.terminal == nil || (it.TerminalID != "" && c.terminal.ID != it.TerminalID) {
 				b.WriteString(`<p class="terminal-none">terminal ` + line(it.TerminalID) + ": no output yet</p>\n")
@@ -412,7 +414,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int) int {
 				b.WriteString(`<li class="omitted">… ` + strconv.Itoa(len(c.locations)-i) + " more …</li>")
 				break
 			}
-			s := l.Path
+			s := shownPath(dir, l.Path)
 			if l.Line != nil {
 				s += ":" + strconv.Itoa(*l.Line)
 			}
@@ -442,12 +444,53 @@ func prettyJSON(raw json.RawMessage) string {
 	return out.String()
 }
 
-// writeDiff writes a diff item as a unified diff, each line classed as
+// inDirWords is text with the paths in it that start with dir shown
+// relative to it: dir and its slash taken away where a path starts (at
+// the start of text, or after a character no path has inside it).
+func inDirWords(dir, text string) string {
+	prefix := strings.TrimSuffix(path.Clean(dir), "/") + "/"
+	if dir == "" || prefix == "/" {
+		return text
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(text, prefix)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		if i > 0 && (isWordByte(text[i-1]) || strings.IndexByte(pathChars, text[i-1]) >= 0) {
+			b.WriteString(text[:i+len(prefix)])
+		} else {
+			b.WriteString(text[:i])
+		}
+		text = text[i+len(prefix):]
+	}
+}
+
+// pathChars are the characters, besides letters and digits, that a path
+// has inside it.
+const pathChars = "/._-~+"
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// shownPath is p relative to dir when it is inside it (chat.InDir), as
+// the chat shows it; p itself otherwise.
+func shownPath(dir, p string) string {
+	if r := chat.InDir(dir, p); r != "" {
+		return r
+	}
+	return p
+}
+
+// writeDiff writes a diff item, of the file name, as a unified diff, each line classed as
 // added, removed, a hunk's head or a file's, in at most about most bytes
 // of HTML; it returns the bytes written.
-func writeDiff(b *strings.Builder, it acp.ToolCallContent, most int) int {
-	d := chat.UnifiedDiff(it.Path, it.OldText, it.NewText)
-	b.WriteString(`<div class="diff"><h4><span class="diff-path">` + line(it.Path) + `</span>`)
+func writeDiff(b *strings.Builder, it acp.ToolCallContent, name string, most int) int {
+	d := chat.UnifiedDiff(name, it.OldText, it.NewText)
+	b.WriteString(`<div class="diff"><h4><span class="diff-path">` + line(name) + `</span>`)
 	if d.Text == "" {
 		b.WriteString(" no change</h4></div>\n")
 		return 0

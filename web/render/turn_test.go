@@ -178,3 +178,40 @@ func hostileTurn(s string) *Turn {
 		},
 	}
 }
+
+// Paths inside the turn's working directory are shown relative to it,
+// as the chat shows them: in tool calls' titles and locations and in
+// diffs; a path outside it is shown whole.
+func TestTurnHTML_ShowsPathsInTheWorkingDirectoryRelativeToIt(t *testing.T) {
+	out := turn(t, &Turn{Dir: "/tmp/ws-123/work", Updates: []acp.Update{
+		{Kind: acp.UpdateToolCall, ToolCallID: "e", Title: ptr("Edit /tmp/ws-123/work/src/main.go"), ToolKind: "edit",
+			Locations:  []acp.ToolCallLocation{{Path: "/tmp/ws-123/work/src/main.go", Line: ptr(7)}, {Path: "/etc/hosts"}},
+			ToolOutput: []acp.ToolCallContent{{Type: "diff", Path: "/tmp/ws-123/work/src/main.go", OldText: ptr("a\n"), NewText: "b\n"}}},
+	}})
+	contains(t, out,
+		`<span class="tool-title">Edit src/main.go</span>`,
+		`<li><code>src/main.go:7</code></li>`,
+		`<li><code>/etc/hosts</code></li>`,
+		`<span class="diff-path">src/main.go</span>`,
+		`--- a/src/main.go`)
+	if strings.Contains(out, "/tmp/ws-123") {
+		t.Errorf("the working directory's path is shown:\n%s", out)
+	}
+	for dir, cases := range map[string]map[string]string{
+		"/tmp/ws": {
+			"Read /tmp/ws/a.go and `/tmp/ws/b.go`": "Read a.go and `b.go`",
+			"/tmp/ws/x":                            "x",
+			"Read /x/tmp/ws/a and /tmp/ws2/b":      "Read /x/tmp/ws/a and /tmp/ws2/b",
+			"Read /tmp/ws":                         "Read /tmp/ws",
+		},
+		"/":   {"Read /etc/hosts": "Read /etc/hosts"},
+		"":    {"Read /etc/hosts": "Read /etc/hosts"},
+		"/w/": {"Read /w/a": "Read a"},
+	} {
+		for in, want := range cases {
+			if got := inDirWords(dir, in); got != want {
+				t.Errorf("inDirWords(%q, %q) = %q, want %q", dir, in, got, want)
+			}
+		}
+	}
+}
