@@ -427,22 +427,23 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 	return s, true
 }
 
-// ask is the open permission request of k the page names id.
-func (h *hub) ask(k key, id string) *acp.PermissionRequest {
+// open is the open request of k (a permission request or a question)
+// the page names id; its req or q is nil when it is none of that kind.
+func (h *hub) open(k key, id string) openAsk {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l := h.threads[k]
 	if l == nil {
-		return nil
+		return openAsk{}
 	}
 	for _, t := range l.turns {
 		for _, a := range t.asks {
-			if a.id == id && a.req != nil {
-				return a.req
+			if a.id == id {
+				return a
 			}
 		}
 	}
-	return nil
+	return openAsk{}
 }
 
 // excerpt collapses s's whitespace and cuts it to n runes.
@@ -465,24 +466,6 @@ func excerpt(s string, n int) string {
 		out = append(out, c)
 	}
 	return string(out)
-}
-
-// question is the open question of k the page names id.
-func (h *hub) question(k key, id string) *acp.ElicitationRequest {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	l := h.threads[k]
-	if l == nil {
-		return nil
-	}
-	for _, t := range l.turns {
-		for _, a := range t.asks {
-			if a.id == id && a.q != nil {
-				return a.q
-			}
-		}
-	}
-	return nil
 }
 
 // failedLocked keeps the failure of k's turn t, for cause; the oldest

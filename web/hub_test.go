@@ -77,11 +77,11 @@ func TestHub_ARequestIsOpenUntilAnsweredOrTheTurnEnds(t *testing.T) {
 	turn.Ask(a)
 	turn.Ask(b)
 	s, _ := h.snapshot(k)
-	if len(s.Asks) != 2 || h.ask(k, s.Asks[0].ID) != a || h.ask(k, s.Asks[1].ID) != b {
+	if len(s.Asks) != 2 || h.open(k, s.Asks[0].ID).req != a || h.open(k, s.Asks[1].ID).req != b {
 		t.Fatalf("open requests: %+v", s.Asks)
 	}
 	turn.Asked(a)
-	if s, _ := h.snapshot(k); len(s.Asks) != 1 || h.ask(k, s.Asks[0].ID) != b {
+	if s, _ := h.snapshot(k); len(s.Asks) != 1 || h.open(k, s.Asks[0].ID).req != b {
 		t.Fatalf("after one is answered: %+v", s.Asks)
 	}
 	if list := h.list(); list[0].State != "waiting for permission" {

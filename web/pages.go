@@ -470,7 +470,7 @@ func (s *Server) permit(w http.ResponseWriter, r *http.Request, ss session) {
 		return
 	}
 	path := threadPath(k.platform, k.thread)
-	req := s.hub.ask(k, r.PostFormValue("ask"))
+	req := s.hub.open(k, r.PostFormValue("ask")).req
 	if req == nil {
 		acted(w, r, path, http.StatusConflict, "This permission request is no longer open.")
 		return
@@ -543,7 +543,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, ss session) {
 		return
 	}
 	path := threadPath(k.platform, k.thread)
-	q := s.hub.question(k, r.PostFormValue("ask"))
+	q := s.hub.open(k, r.PostFormValue("ask")).q
 	if q == nil {
 		acted(w, r, path, http.StatusConflict, "This question is no longer open.")
 		return
