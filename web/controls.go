@@ -117,17 +117,27 @@ func offered(o adapter.ThreadOptions, command, option, value string) bool {
 	return false
 }
 
+// controlled is the thread a control's request names, when the person
+// may see it and its chat has the web's Controls; otherwise it answers
+// the request (refused, or unknown as none: that chat's words) and ok
+// is false. path is the thread's page.
+func (s *Server) controlled(w http.ResponseWriter, r *http.Request, ss session, none string) (c Controls, k key, path string, ok bool) {
+	t, k, ok := s.seen(w, r, ss)
+	if !ok {
+		return nil, k, "", false
+	}
+	path = threadPath(k.platform, k.thread)
+	if c, ok = t.(Controls); !ok {
+		acted(w, r, path, http.StatusNotFound, none)
+	}
+	return c, k, path, ok
+}
+
 // choose changes one of the agent's options as /model, /mode or /config
 // would.
 func (s *Server) choose(w http.ResponseWriter, r *http.Request, ss session) {
-	t, k, ok := s.seen(w, r, ss)
+	c, k, path, ok := s.controlled(w, r, ss, "This chat offers no choices here.")
 	if !ok {
-		return
-	}
-	path := threadPath(k.platform, k.thread)
-	c, ok := t.(Controls)
-	if !ok {
-		acted(w, r, path, http.StatusNotFound, "This chat offers no choices here.")
 		return
 	}
 	command, value := r.PostFormValue("command"), r.PostFormValue("value")
@@ -150,14 +160,8 @@ func (s *Server) choose(w http.ResponseWriter, r *http.Request, ss session) {
 // session resumes one of the agent's earlier sessions, or forks the
 // thread, as /resume and /fork would.
 func (s *Server) sessionCommand(w http.ResponseWriter, r *http.Request, ss session) {
-	t, k, ok := s.seen(w, r, ss)
+	c, k, path, ok := s.controlled(w, r, ss, "This chat offers no sessions here.")
 	if !ok {
-		return
-	}
-	path := threadPath(k.platform, k.thread)
-	c, ok := t.(Controls)
-	if !ok {
-		acted(w, r, path, http.StatusNotFound, "This chat offers no sessions here.")
 		return
 	}
 	switch command := r.PostFormValue("command"); command {
@@ -194,14 +198,8 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, ss session, c C
 // queued sends a waiting message now, or removes it, as its note's
 // buttons would.
 func (s *Server) queued(w http.ResponseWriter, r *http.Request, ss session) {
-	t, k, ok := s.seen(w, r, ss)
+	c, k, path, ok := s.controlled(w, r, ss, "This chat shows no queue here.")
 	if !ok {
-		return
-	}
-	path := threadPath(k.platform, k.thread)
-	c, ok := t.(Controls)
-	if !ok {
-		acted(w, r, path, http.StatusNotFound, "This chat shows no queue here.")
 		return
 	}
 	key := r.PostFormValue("key")
