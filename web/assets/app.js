@@ -40,11 +40,28 @@
     return n > 1 ? k + "/" + n : k;
   }
 
+  // changed reports whether a form's fields differ from what the page
+  // gave them: an edit made before this script ran, or one no event told.
+  function changed(form) {
+    for (const f of form.elements) {
+      if (f.tagName === "SELECT") {
+        for (const o of f.options) if (o.selected !== o.defaultSelected) return true;
+      } else if (f.type === "checkbox" || f.type === "radio") {
+        if (f.checked !== f.defaultChecked) return true;
+      } else if ("defaultValue" in f && f.value !== f.defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function edited(form) { return touched.has(form) || changed(form); }
+
   function busy(el) {
     const f = document.activeElement;
     if (f && f !== document.body && el.contains(f)) return true;
-    if (el.tagName === "FORM") return touched.has(el);
-    for (const form of el.querySelectorAll("form")) if (touched.has(form)) return true;
+    if (el.tagName === "FORM") return edited(el);
+    for (const form of el.querySelectorAll("form")) if (edited(form)) return true;
     return false;
   }
 
