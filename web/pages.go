@@ -464,15 +464,25 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, ss session) {
 	}
 }
 
-func (s *Server) permit(w http.ResponseWriter, r *http.Request, ss session) {
+// asked is the thread an answer's request names, when the person may see
+// it, with the open request (permission or question) the page named;
+// otherwise it answers the request and ok is false. path is the thread's
+// page.
+func (s *Server) asked(w http.ResponseWriter, r *http.Request, ss session) (t Threads, path string, a openAsk, ok bool) {
 	t, k, ok := s.seen(w, r, ss)
 	if !ok {
-		return
+		return nil, "", a, false
 	}
-	path := threadPath(k.platform, k.thread)
-	req := s.hub.open(k, r.PostFormValue("ask")).req
-	if req == nil {
-		acted(w, r, path, http.StatusConflict, "This permission request is no longer open.")
+	return t, threadPath(k.platform, k.thread), s.hub.open(k, r.PostFormValue("ask")), true
+}
+
+func (s *Server) permit(w http.ResponseWriter, r *http.Request, ss session) {
+	t, path, a, ok := s.asked(w, r, ss)
+	req := a.req
+	if !ok || req == nil {
+		if ok {
+			acted(w, r, path, http.StatusConflict, "This permission request is no longer open.")
+		}
 		return
 	}
 	switch err := t.PermitFor(req, r.PostFormValue("option"), ss.person.User, via); {
@@ -538,14 +548,12 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, ss session) {
 // answer answers a question of the agent's: its form's fields, read as
 // each field reads typed text, or declined.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, ss session) {
-	t, k, ok := s.seen(w, r, ss)
-	if !ok {
-		return
-	}
-	path := threadPath(k.platform, k.thread)
-	q := s.hub.open(k, r.PostFormValue("ask")).q
-	if q == nil {
-		acted(w, r, path, http.StatusConflict, "This question is no longer open.")
+	t, path, a, ok := s.asked(w, r, ss)
+	q := a.q
+	if !ok || q == nil {
+		if ok {
+			acted(w, r, path, http.StatusConflict, "This question is no longer open.")
+		}
 		return
 	}
 	res := acp.ElicitationResult{Action: acp.ActionDecline}
