@@ -159,8 +159,9 @@ type Agent struct {
 	// a new session.
 	Lost string
 	Conn *acp.Conn
-	// Host serves the agent's files and terminals; the Conn closes it.
-	Host    *host.Host
+	// Host serves the agent's files and terminals, on this machine or on
+	// the agent host that runs it; the Conn closes it.
+	Host    AgentHost
 	Proc    Proc
 	Started time.Time
 	// Dir is its working directory.
@@ -172,6 +173,22 @@ type Agent struct {
 	reset    bool // Reset while busy: discard and forget on Release
 	lastUsed time.Time
 }
+
+// AgentHost serves one agent's files and terminals where its workspace
+// is: *host.Host on this machine, or its stand-in for an agent host.
+type AgentHost interface {
+	acp.Host
+	// KillTerminals ends the commands of a session's terminals; their
+	// output can still be read.
+	KillTerminals(session string)
+	// ReleaseTerminals ends and forgets a session's terminals.
+	ReleaseTerminals(session string)
+	// Output is the last tail bytes of what a terminal printed, and its
+	// exit once ended; ok is false for a terminal not known.
+	Output(session, terminal string, tail int) (out acp.TerminalOutput, ok bool)
+}
+
+var _ AgentHost = (*host.Host)(nil)
 
 // Pool owns every agent process. Close stops them all and returns when every
 // process and goroutine is gone.
