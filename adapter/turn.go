@@ -258,7 +258,7 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	}
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
-	agent, err := t.e.pool.Acquire(waitCtx, t.thread, profile, func() {
+	agent, err := t.e.pool.Acquire(waitCtx, t.thread, profile, func(pool.Wait) {
 		t.mu.Lock()
 		t.slotWait = true
 		t.mu.Unlock()

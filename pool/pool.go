@@ -106,7 +106,12 @@ type Config struct {
 	Forwarder string
 	// Registry, if set, records the agent processes alive.
 	Registry Registry
-	Logger   zerolog.Logger
+	// Remote, if set, starts each agent elsewhere: launch asks it for the
+	// process, what serves its files and terminals, and its working
+	// directory, instead of starting a process here; the Conn and the
+	// session are set up here as for a local one (see remote.go).
+	Remote func(ctx context.Context, thread string, prof *Profile, onWait func()) (Remote, error)
+	Logger zerolog.Logger
 }
 
 // Sentinel errors.
@@ -166,6 +171,9 @@ type Agent struct {
 	Started time.Time
 	// Dir is its working directory.
 	Dir string
+	// Where is the name of the agent host that runs it ("": this
+	// machine; see Config.Remote).
+	Where string
 
 	group    *cgroup.Group // nil without Config.Cgroups
 	net      *agentNet     // nil unless it goes through the proxy
@@ -292,14 +300,17 @@ func New(cfg Config) *Pool {
 // configured fails with ErrUnknownProfile.
 //
 // When no slot is free, for the pool or for the profile's own
-// MaxSessions, it waits in line, calling onWait once if the wait lasts
-// WaitNotice, until a slot frees or ctx ends (the error is then ctx's
+// MaxSessions, it waits in line, calling onWait(WaitSlot) once if the wait
+// lasts WaitNotice, until a slot frees or ctx ends (the error is then ctx's
 // cause). The line is first come, first served, except that a caller held
 // only by its own profile's bound does not hold up callers of other
 // profiles. To make room, the first caller held by its profile's bound
 // stops that profile's least recently used idle agent; the first held by
 // the pool's bound, the least recently used idle agent of any profile.
-func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func()) (*Agent, error) {
+//
+// With Config.Remote, onWait(WaitHost) is called when no agent host has
+// room for the agent; that wait too lasts until one has or ctx ends.
+func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func(Wait)) (*Agent, error) {
 	return p.acquire(ctx, thread, profile, onWait, nil)
 }
 
@@ -309,11 +320,11 @@ func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func(
 // session with session/fork from fork.Session. It fails with ErrLive if
 // the thread has an agent already, and with ErrNoFork if the agent does
 // not offer session/fork (a directory it copied is removed then).
-func (p *Pool) AcquireFork(ctx context.Context, thread, profile string, fork Fork, onWait func()) (*Agent, error) {
+func (p *Pool) AcquireFork(ctx context.Context, thread, profile string, fork Fork, onWait func(Wait)) (*Agent, error) {
 	return p.acquire(ctx, thread, profile, onWait, &fork)
 }
 
-func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(), fork *Fork) (*Agent, error) {
+func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(Wait), fork *Fork) (*Agent, error) {
 	var me *waiter
 	var notice <-chan time.Time // fires when the wait is long enough to tell
 	defer func() {
@@ -367,7 +378,7 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 				resume, _ = p.cfg.Sessions.Session(thread)
 			}
 			p.mu.Unlock()
-			return p.start(ctx, thread, prof, resume, fork)
+			return p.start(ctx, thread, prof, resume, fork, onWait)
 		}
 		// A slot already being freed is enough: the first in line takes
 		// it when the stop ends. Evicting on every wake-up would stop one
@@ -401,7 +412,7 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 		case <-changed:
 		case <-notice:
 			notice = nil
-			onWait()
+			onWait(WaitSlot)
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
@@ -517,8 +528,8 @@ func (p *Pool) closeSession(a *Agent, grace time.Duration) {
 }
 
 // start spawns and sets up an agent of prof in a slot reserved for it.
-func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork) (*Agent, error) {
-	a, err := p.spawn(ctx, thread, prof, resumeID, fork)
+func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork, onWait func(Wait)) (*Agent, error) {
+	a, err := p.spawn(ctx, thread, prof, resumeID, fork, onWait)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--
@@ -554,7 +565,10 @@ func resumable(caps acp.AgentCapabilities) bool {
 	return caps.LoadSession || caps.Sessions.CanResume()
 }
 
-func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork) (*Agent, error) {
+func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork, onWait func(Wait)) (*Agent, error) {
+	if p.cfg.Remote != nil {
+		return p.spawnRemote(ctx, thread, prof, resumeID, fork, onWait)
+	}
 	timeout := prof.StartTimeout
 	if timeout <= 0 {
 		timeout = p.cfg.StartTimeout
@@ -592,6 +606,23 @@ func (p *Pool) spawn(ctx context.Context, thread string, prof *Profile, resumeID
 // launch starts an agent of prof in dir and sets up its session: forked
 // from fork's, taken up again (resumeID), or new.
 func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, resumeID string, fork *Fork) (*Agent, error) {
+	a, err := p.startHere(thread, prof, dir)
+	if err != nil {
+		return nil, err
+	}
+	if r := p.cfg.Registry; r != nil {
+		if ticks, err := startTicks(a.Proc.PID()); err == nil {
+			r.AgentStarted(a.Proc.PID(), ticks)
+		}
+	}
+	return p.setUp(ctx, a, resumeID, fork)
+}
+
+// startHere starts thread's agent process of prof in dir on this
+// machine, in its control group, sandbox and network, with the
+// *host.Host that serves its files and terminals. It does not speak ACP
+// to it, nor call its Proc's Monitor.
+func (p *Pool) startHere(thread string, prof *Profile, dir string) (*Agent, error) {
 	var err error
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
 	var group *cgroup.Group
@@ -620,26 +651,31 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 		p.removeGroup(thread, group)
 		return nil, err
 	}
-	if r := p.cfg.Registry; r != nil {
-		if ticks, err := startTicks(proc.PID()); err == nil {
-			r.AgentStarted(proc.PID(), ticks)
-		}
+	hopts := p.cfg.Host
+	hopts.Logger = log.With().Int("pid", proc.PID()).Logger()
+	hopts.Terminal = p.terminalCommand(prof, dir, group, network, nw)
+	if hopts.TerminalGrace <= 0 {
+		hopts.TerminalGrace = p.cfg.ExitGrace
+	}
+	return &Agent{Thread: thread, Profile: prof, Host: host.New(hopts), Proc: proc, Dir: dir, group: group, net: nw}, nil
+}
+
+// setUp speaks ACP to a's process, started here or on an agent host: it
+// makes its Conn, on a.Host, and sets up its session in a.Dir.
+func (p *Pool) setUp(ctx context.Context, a *Agent, resumeID string, fork *Fork) (*Agent, error) {
+	prof, proc, dir := a.Profile, a.Proc, a.Dir
+	log := p.log.With().Str("thread", a.Thread).Str("profile", prof.Name).Logger()
+	if a.Where != "" {
+		log = log.With().Str("agent_host", a.Where).Logger()
 	}
 	opts := p.cfg.Conn
 	opts.AuthMethod = prof.AuthMethod
 	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
 	opts.Redact = p.cfg.Redact
-	hopts := p.cfg.Host
-	hopts.Logger = opts.Logger
-	hopts.Terminal = p.terminalCommand(prof, dir, group, network, nw)
-	if hopts.TerminalGrace <= 0 {
-		hopts.TerminalGrace = p.cfg.ExitGrace
-	}
-	h := host.New(hopts)
-	opts.Host = h
+	opts.Host = a.Host
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Host: h, Proc: proc, Started: time.Now(), Dir: dir, group: group, net: nw}
+	a.Conn, a.Started = conn, time.Now()
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -798,11 +834,13 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		a.Proc.Stop(grace)
 	}
 	_ = a.Conn.Close()
-	if r := p.cfg.Registry; r != nil {
-		r.AgentGone(a.Proc.PID())
-	}
-	if stop := p.cfg.Sandbox.stopCommand(p.threadName(a.Thread), a.Dir, a.Profile.Name); stop != nil {
-		p.runStop(a, stop)
+	if a.Where == "" { // an agent host looks after its own processes
+		if r := p.cfg.Registry; r != nil {
+			r.AgentGone(a.Proc.PID())
+		}
+		if stop := p.cfg.Sandbox.stopCommand(p.threadName(a.Thread), a.Dir, a.Profile.Name); stop != nil {
+			p.runStop(a, stop)
+		}
 	}
 	// Counted before its group goes, so that whoever sees the group gone
 	// sees the count.

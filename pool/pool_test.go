@@ -392,7 +392,7 @@ func TestPool_BusyPoolWaitsInLineBoundedByTheCallersDeadline(t *testing.T) {
 	waiting := make(chan struct{})
 	got := make(chan *pool.Agent, 1)
 	go func() {
-		b, err := p.Acquire(context.Background(), "b", "", func() { close(waiting) })
+		b, err := p.Acquire(context.Background(), "b", "", func(pool.Wait) { close(waiting) })
 		if err != nil {
 			t.Error(err)
 		}

@@ -108,7 +108,7 @@ func TestPool_OnlyALastingWaitIsAnnounced(t *testing.T) {
 			}()
 			start := time.Now()
 			var told time.Duration
-			b, err := p.Acquire(context.Background(), "b", "", func() { told = time.Since(start) })
+			b, err := p.Acquire(context.Background(), "b", "", func(pool.Wait) { told = time.Since(start) })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,165 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/acp/host"
+	"acpbroker/internal/agenttest"
+	"acpbroker/pool"
+)
+
+// countingHost is a *host.Host that counts the files it reads, to show
+// whose host serves an agent's requests.
+type countingHost struct {
+	*host.Host
+	reads atomic.Int32
+}
+
+func (h *countingHost) ReadTextFile(ctx context.Context, p *acp.ReadTextFileParams) (*acp.ReadTextFileResult, error) {
+	h.reads.Add(1)
+	return h.Host.ReadTextFile(ctx, p)
+}
+
+// fakeHost is an agent host in the test's process: it starts the fake
+// agent as a real subprocess in a directory of its own, as a host would in
+// the workspace on its disk.
+type fakeHost struct {
+	t      *testing.T
+	dir    string
+	starts atomic.Int32
+	host   *countingHost
+}
+
+func newFakeHost(t *testing.T) *fakeHost {
+	return &fakeHost{t: t, dir: t.TempDir()}
+}
+
+func (f *fakeHost) start(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+	f.starts.Add(1)
+	dir := filepath.Join(f.dir, thread)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return pool.Remote{}, err
+	}
+	proc, err := pool.Exec(pool.ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}, Logger: testLogger(f.t)})
+	if err != nil {
+		return pool.Remote{}, err
+	}
+	f.host = &countingHost{Host: host.New(host.Options{Logger: testLogger(f.t)})}
+	return pool.Remote{Proc: proc, Host: f.host, Dir: dir, Where: "host-1"}, nil
+}
+
+// With Config.Remote, the agent runs where Remote starts it: its turns
+// work, it works in Remote's directory, its files are served by Remote's
+// host, the pool makes no directory of its own, and the agent says where
+// it runs.
+func TestRemote_AgentStartedElsewhereServesATurnAndItsFiles(t *testing.T) {
+	fh := newFakeHost(t)
+	work := filepath.Join(t.TempDir(), "never-made")
+	p := newPool(t, pool.Config{WorkDir: work, Remote: fh.start})
+	a := acquire(t, p, "t1")
+	if a.Where != "host-1" || a.Dir != filepath.Join(fh.dir, "t1") {
+		t.Fatalf("agent runs at %q in %q, want host-1 in %q", a.Where, a.Dir, filepath.Join(fh.dir, "t1"))
+	}
+	if got := prompt(t, a, "stream 2"); got != "chunk 1\nchunk 2\n" {
+		t.Fatalf("turn answered %q", got)
+	}
+	file := filepath.Join(a.Dir, "notes.txt")
+	if err := os.WriteFile(file, []byte("on the host's disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := prompt(t, a, "fs-read "+file); !strings.Contains(got, "on the host's disk") {
+		t.Fatalf("fs-read answered %q", got)
+	}
+	if n := fh.host.reads.Load(); n != 1 {
+		t.Fatalf("Remote's host read %d files, want 1", n)
+	}
+	if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pool made its own working directory %s (%v)", work, err)
+	}
+	pid := a.Proc.PID()
+	p.Release(a, true)
+	if !agenttest.WaitGone(pid, 10*time.Second) {
+		t.Fatalf("agent %d still runs after its release", pid)
+	}
+	if s := p.Stats(); s.Spawned != 1 || s.Stopped[pool.StopUntrusted] != 1 {
+		t.Fatalf("stats %+v: want one spawned, one stopped", s)
+	}
+}
+
+// A Remote that fails gives its error in words, and the slot back.
+func TestRemote_FailureGivesTheErrorAndTheSlotBack(t *testing.T) {
+	p := newPool(t, pool.Config{MaxSessions: 1, Remote: func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+		return pool.Remote{}, errors.New("no agent host offers profile default")
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 { // the second would wait for the slot if the first kept it
+		_, err := p.Acquire(ctx, "t1", "", nil)
+		if err == nil || err.Error() != "agent failed to start: no agent host offers profile default" {
+			t.Fatalf("Acquire: %v", err)
+		}
+	}
+	if s := p.Stats(); s.SpawnFailed != 2 || s.Starting != 0 || s.Live != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A Remote that waits for a host says so through Acquire's onWait, as
+// WaitHost, and the wait ends with the caller's context.
+func TestRemote_WaitForAHostIsToldAndAbortable(t *testing.T) {
+	waiting := make(chan struct{})
+	p := newPool(t, pool.Config{Remote: func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+		onWait()
+		<-ctx.Done()
+		return pool.Remote{}, context.Cause(ctx)
+	}})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var told []pool.Wait
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Acquire(ctx, "t1", "", func(w pool.Wait) {
+			told = append(told, w)
+			close(waiting)
+		})
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("onWait was not called")
+	}
+	gone := errors.New("the message was withdrawn")
+	cancel(gone)
+	select {
+	case err := <-done:
+		if !errors.Is(err, gone) {
+			t.Fatalf("Acquire: %v, want the caller's cause", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire did not end with its context")
+	}
+	if len(told) != 1 || told[0] != pool.WaitHost {
+		t.Fatalf("onWait got %v, want [WaitHost]", told)
+	}
+}
+
+// A fork is refused with a clear error while agents run on agent hosts.
+func TestRemote_ForkIsRefused(t *testing.T) {
+	fh := newFakeHost(t)
+	p := newPool(t, pool.Config{Remote: fh.start})
+	_, err := p.AcquireFork(context.Background(), "child", "", pool.Fork{Thread: "parent", Session: "s1"}, nil)
+	if !errors.Is(err, pool.ErrRemoteFork) {
+		t.Fatalf("AcquireFork: %v, want ErrRemoteFork", err)
+	}
+	if n := fh.starts.Load(); n != 0 {
+		t.Fatalf("Remote was asked %d times for a fork", n)
+	}
+}
