@@ -208,6 +208,7 @@ type Pool struct {
 	closed   bool
 	profiles profileSet        // what agents are started from
 	agents   map[string]*Agent // live, by thread
+	bare     bareSet           // bare agents (see Bare), by thread
 	starting int               // slots reserved by agents being started
 	stopping int               // slots held by agents being stopped
 	uses     map[string]use    // slots held, by profile; none holding none
@@ -442,7 +443,7 @@ func (p *Pool) firstOfProfileLocked(pos int, profile string) bool {
 	return true
 }
 
-func (p *Pool) used() int { return len(p.agents) + p.starting + p.stopping }
+func (p *Pool) used() int { return len(p.agents) + p.bare.live + p.starting + p.stopping }
 
 func (p *Pool) leaveQueue(w *waiter) {
 	for i, q := range p.queue {
@@ -1054,7 +1055,7 @@ func (p *Pool) Config() Config { return p.cfg }
 // Stats returns the pool's size and the sum of its connections' counters.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
-	s := Stats{Live: len(p.agents), MaxSessions: p.cfg.MaxSessions, Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
+	s := Stats{Live: len(p.agents) + p.bare.live, MaxSessions: p.cfg.MaxSessions, Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
 		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, SessionsClosed: p.closedSessions, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
@@ -1138,6 +1139,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 			p.retiring[a] = true
 			p.wg.Go(func() { p.shutdown(a, grace) })
 		}
+		p.shutdownBareLocked()
 		p.signalLocked()
 	}
 	for p.starting > 0 {
