@@ -189,11 +189,12 @@ func checkToken(fail func(format string, args ...any), token, key string, values
 }
 
 // Secrets are the configuration's secret values besides the agents'
-// environments: the chat platforms' tokens and secrets and the API's
-// tokens, to be masked wherever text from outside is logged.
+// environments: the chat platforms' tokens and secrets, the cluster's
+// password and the API's tokens, to be masked wherever text from outside
+// is logged.
 func (c *Config) Secrets() []string {
 	var out []string
-	for _, s := range []string{c.Discord.Token, c.Slack.BotToken, c.Slack.AppToken, c.Slack.SigningSecret} {
+	for _, s := range []string{c.Discord.Token, c.Slack.BotToken, c.Slack.AppToken, c.Slack.SigningSecret, c.Cluster.Password} {
 		if s != "" {
 			out = append(out, s)
 		}

@@ -85,8 +85,14 @@ type Config struct {
 		MaxSessions int
 		IdleTimeout time.Duration
 		SlotWait    time.Duration
+		// Warm is the warm agents of profiles that set none.
+		Warm int
 	}
-	State struct {
+	// Cluster joins agent hosts ([cluster]); Host is what `broker host`
+	// offers ([host]).
+	Cluster ClusterConfig
+	Host    HostConfig
+	State   struct {
 		Dir       string
 		Retention time.Duration
 	}
@@ -158,6 +164,11 @@ type Profile struct {
 	// AllowHosts), "none" or "host".
 	Network    string
 	AllowHosts []string
+	// Hosts are "key=value" selectors an agent host's labels must all
+	// match to run its agents; Warm is how many of its agents are kept
+	// started for new threads (pool.warm when it sets none).
+	Hosts []string
+	Warm  int
 }
 
 // Limited reports whether some profile limits its agents (memory_max,
@@ -417,6 +428,7 @@ func Load(path string, environ []string) (*Config, error) {
 			r.fail("discord.allowed_channels", "is empty: list the channel ids the bot may answer in, or set discord.allow_all_channels = true")
 		}
 	}
+	r.clusterNeeds(c)
 	r.readSchedules(doc, c)
 	r.readTokens(doc, c)
 	if len(c.Chat.Platforms) == 0 && c.API.Listen == "" {

@@ -130,6 +130,23 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"slack.max_image_bytes":       {"4096", func(c *Config) any { return c.Slack.MaxImageBytes }, int64(4096)},
 		"slack.max_file_bytes":        {"40960", func(c *Config) any { return c.Slack.MaxFileBytes }, 40960},
 		"slack.max_text_bytes":        {"8192", func(c *Config) any { return c.Slack.MaxTextBytes }, int64(8192)},
+		"pool.warm":                   {"2", func(c *Config) any { return c.Pool.Warm }, 2},
+		"agent.warm":                  {"1", func(c *Config) any { return c.Profiles["default"].Warm }, 1},
+		"agent.hosts":                 {"gpu=a100,zone=eu", func(c *Config) any { return c.Profiles["default"].Hosts }, []string{"gpu=a100", "zone=eu"}},
+		"cluster.url":                 {"nats://10.0.0.5:4222", func(c *Config) any { return c.Cluster.URL }, "nats://10.0.0.5:4222"},
+		"cluster.name":                {"broker-1", func(c *Config) any { return c.Cluster.Name }, "broker-1"},
+		"cluster.user":                {"broker", func(c *Config) any { return c.Cluster.User }, "broker"},
+		"cluster.password":            {"from-file", func(c *Config) any { return c.Cluster.Password }, "from-file"},
+		"cluster.password_file":       {tokenFile, func(c *Config) any { return c.Cluster.Password }, "from-file"},
+		"cluster.nkey_seed_file":      {"/etc/broker/nkey", func(c *Config) any { return c.Cluster.NKeySeedFile }, "/etc/broker/nkey"},
+		"cluster.tls_ca":              {"/etc/broker/ca.pem", func(c *Config) any { return c.Cluster.TLSCA }, "/etc/broker/ca.pem"},
+		"cluster.tls_cert":            {"/etc/broker/cert.pem", func(c *Config) any { return c.Cluster.TLSCert }, "/etc/broker/cert.pem"},
+		"cluster.tls_key":             {"/etc/broker/key.pem", func(c *Config) any { return c.Cluster.TLSKey }, "/etc/broker/key.pem"},
+		"cluster.host_timeout":        {"30s", func(c *Config) any { return c.Cluster.HostTimeout }, 30 * time.Second},
+		"cluster.embedded":            {"true", func(c *Config) any { return c.Cluster.Embedded }, true},
+		"cluster.listen":              {"0.0.0.0:4223", func(c *Config) any { return c.Cluster.Listen }, "0.0.0.0:4223"},
+		"host.labels":                 {"gpu=a100", func(c *Config) any { return c.Host.Labels }, []string{"gpu=a100"}},
+		"host.capacity":               {"5", func(c *Config) any { return c.Host.Capacity }, 5},
 	}
 	var missing []string
 	for k := range defaults {

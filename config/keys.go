@@ -41,8 +41,9 @@ type profileKey struct {
 	read       func(r *reader, k string, p *Profile)
 }
 
-// keys are the broker's keys outside agent profiles, in README order.
-var keys = []key{
+// keys are the broker's keys outside agent profiles, in README order;
+// the cluster's come last.
+var keys = append([]key{
 	{name: "log.level", def: "info", live: true, doc: "trace, debug, info, warn, error",
 		read: func(r *reader, k string, c *Config) {
 			c.Log.Level = r.oneOf(k, "trace", "debug", "info", "warn", "error")
@@ -114,6 +115,8 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Pool.IdleTimeout = r.dur(k, 0, 30*24*time.Hour) }},
 	{name: "pool.slot_wait", def: "10m", live: true, doc: "how long a message waits for a free agent slot",
 		read: func(r *reader, k string, c *Config) { c.Pool.SlotWait = r.dur(k, time.Second, 24*time.Hour) }},
+	{name: "pool.warm", def: 0, doc: "agents of each profile kept started, initialized and waiting for a new thread, for profiles that set no `warm` of their own (counted in `pool.max_sessions`)",
+		read: func(r *reader, k string, c *Config) { c.Pool.Warm = r.integer(k, 0, 10000) }},
 
 	{name: "state.dir", def: "./state", doc: "the state database (see below)",
 		read: func(r *reader, k string, c *Config) { c.State.Dir = r.str(k) }},
@@ -222,7 +225,7 @@ var keys = []key{
 		read: func(r *reader, k string, c *Config) { c.Slack.MaxFileBytes = r.integer(k, 1<<10, 50<<20) }},
 	{name: "slack.max_text_bytes", def: 256 << 10, doc: "largest text file inlined into the prompt",
 		read: func(r *reader, k string, c *Config) { c.Slack.MaxTextBytes = int64(r.integer(k, 1, 4<<20)) }},
-}
+}, clusterKeys...)
 
 // fileKey is a key read where it is rather than through the table: an
 // array of tables, or a table per channel. It has no default to set and
@@ -295,6 +298,10 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.Busy = r.oneOf(k, "", "queue", "interrupt") }},
 	{name: "fork_max_size", def: "1GiB", doc: "with `per_thread_dir`: the most a thread's directory may hold for `/fork` to copy it for the new thread (`0`: no bound; see Sessions)",
 		read: func(r *reader, k string, p *Profile) { p.ForkMaxSize = r.size(k, 1<<10, 1<<50) }},
+	{name: "hosts", def: []string{}, doc: "with `cluster.url`: `key=value` selectors an agent host's `host.labels` must all match to run its agents (`[]`: any host; see Agent hosts)",
+		read: func(r *reader, k string, p *Profile) { p.Hosts = r.labels(k) }},
+	{name: "warm", def: 0, shown: "`pool.warm`", doc: "its agents kept started and initialized, waiting for a new thread, so that its first answer does not wait for the agent's start (counted in `max_sessions`); `agent.warm = 0` leaves it to `pool.warm`, `agents.NAME.warm = 0` means none",
+		read: func(r *reader, k string, p *Profile) { p.Warm = r.integer(k, 0, 10000) }},
 	{name: "restart_after_cancel", def: false, doc: "replace the agent process after every cancelled turn, even one it answered; the next prompt resumes the session (claude-agent-acp 0.23.1 needs it)",
 		read: func(r *reader, k string, p *Profile) { p.RestartAfterCancel = r.boolean(k) }},
 }
