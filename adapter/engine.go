@@ -350,6 +350,8 @@ const (
 	// TurnWaitingForSlot: in the pool's line for an agent, every slot
 	// taken (pool.max_sessions, or its profile's).
 	TurnWaitingForSlot TurnState = "waiting for a slot"
+	// TurnWaitingForHost: no agent host has room for its agent.
+	TurnWaitingForHost TurnState = "waiting for an agent host"
 	// TurnStarting: its agent is being started or readied, the prompt
 	// not yet sent.
 	TurnStarting TurnState = "starting"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"acpbroker/acp"
+	"acpbroker/acp/host"
 	"acpbroker/internal/agenttest"
 	"acpbroker/policy"
 	"acpbroker/pool"
@@ -667,5 +668,41 @@ func TestTurn_AnswerWinsOverAnExitThatCameWithIt(t *testing.T) {
 		if o.Err != nil || o.StopReason != "end_turn" || o.Text != "done" {
 			t.Fatalf("turn %d: outcome = %+v, want the answer", i, o)
 		}
+	}
+}
+
+// A prompt whose agent waits for an agent host with room says so, as it
+// says it waits for a slot, and is answered once a host takes it.
+func TestTurn_WaitForAnAgentHostHasAStatusOfItsOwn(t *testing.T) {
+	room := make(chan struct{})
+	dir := t.TempDir()
+	remote := func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+		onWait()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return pool.Remote{}, context.Cause(ctx)
+		}
+		proc, err := pool.Exec(pool.ProcessSpec{Command: prof.Command, Args: prof.Args, Dir: dir, Env: []string{}, Logger: zerolog.Nop()})
+		if err != nil {
+			return pool.Remote{}, err
+		}
+		return pool.Remote{Proc: proc, Host: host.New(host.Options{}), Dir: dir, Where: "host-1"}, nil
+	}
+	r := newRig(t, nil, pool.Config{Remote: remote}, Config{})
+	rec := r.prompt("t1", "stream 1")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rec.statusList()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no status while waiting for an agent host")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := rec.statusList(); st[0].Phase != PhaseWaitingForHost {
+		t.Fatalf("statuses = %+v, want waiting for a host first", st)
+	}
+	close(room)
+	if o := rec.wait(t, 20*time.Second); o.Err != nil || o.Text != "chunk 1\n" {
+		t.Fatalf("outcome: %+v", o)
 	}
 }

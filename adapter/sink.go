@@ -25,6 +25,9 @@ const (
 	// PhaseNext: the prompt goes next, and the thread's running turn is
 	// being interrupted for it (see Engine.SendNow).
 	PhaseNext
+	// PhaseWaitingForHost: no agent host has room for the thread's
+	// agent; waiting for one.
+	PhaseWaitingForHost
 )
 
 // Status is a change in a prompt's phase.

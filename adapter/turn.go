@@ -61,6 +61,7 @@ type turn struct {
 	asking      int    // permission requests and questions open
 	questions   int    // questions open, of those
 	slotWait    bool   // waiting in the pool's line for an agent
+	hostWait    bool   // waiting for an agent host with room
 	cancelling  bool   // ended, and cleaning up
 	profileName string // the agent's profile, once it has one
 	// rules are the permission rules of the Profile the agent started
@@ -132,6 +133,8 @@ func (t *turn) state() TurnState {
 		return TurnQuestion
 	case t.asking > 0:
 		return TurnPermission
+	case t.hostWait:
+		return TurnWaitingForHost
 	case t.slotWait:
 		return TurnWaitingForSlot
 	case t.sent.IsZero():
@@ -258,15 +261,20 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	}
 	waitCtx, cancel := context.WithTimeoutCause(ctx, cfg.SlotWait,
 		fmt.Errorf("%w within %s", ErrNoSlot, shortDuration(cfg.SlotWait)))
-	agent, err := t.e.pool.Acquire(waitCtx, t.thread, profile, func(pool.Wait) {
+	agent, err := t.e.pool.Acquire(waitCtx, t.thread, profile, func(w pool.Wait) {
+		phase := PhaseWaitingForSlot
 		t.mu.Lock()
-		t.slotWait = true
+		if w == pool.WaitHost {
+			t.hostWait, phase = true, PhaseWaitingForHost
+		} else {
+			t.slotWait = true
+		}
 		t.mu.Unlock()
-		t.p.Sink.Status(Status{Phase: PhaseWaitingForSlot})
+		t.p.Sink.Status(Status{Phase: phase})
 	})
 	cancel()
 	t.mu.Lock()
-	t.slotWait = false
+	t.slotWait, t.hostWait = false, false
 	t.mu.Unlock()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -141,7 +141,7 @@ var (
 	_ adapter.Withdrawer = (*promptSink)(nil)
 )
 
-var phaseNames = map[adapter.Phase]string{adapter.PhaseQueued: "queued", adapter.PhaseWaitingForSlot: "waiting_for_slot",
+var phaseNames = map[adapter.Phase]string{adapter.PhaseQueued: "queued", adapter.PhaseWaitingForSlot: "waiting_for_slot", adapter.PhaseWaitingForHost: "waiting_for_host",
 	adapter.PhaseWorking: "working", adapter.PhaseCancelling: stateCancelling}
 
 // Withdrawn is why the prompt was cancelled before its turn began, or

@@ -120,6 +120,8 @@ func StatusText(st adapter.Status) string {
 		return "sent next"
 	case adapter.PhaseWaitingForSlot:
 		return "waiting for a free agent slot"
+	case adapter.PhaseWaitingForHost:
+		return "waiting for an agent host with room for this thread's agent"
 	case adapter.PhaseWorking:
 		return "working"
 	case adapter.PhaseCancelling:

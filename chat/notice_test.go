@@ -160,6 +160,7 @@ func TestStatusText_SaysEachPhase(t *testing.T) {
 		{adapter.Status{Phase: adapter.PhaseNext, Position: 1}, "sent next"},
 		{adapter.Status{Phase: adapter.PhaseNext, Position: 1, Interrupting: true}, "sent next: the running turn is being interrupted"},
 		{adapter.Status{Phase: adapter.PhaseWaitingForSlot}, "waiting for a free agent slot"},
+		{adapter.Status{Phase: adapter.PhaseWaitingForHost}, "waiting for an agent host with room for this thread's agent"},
 		{adapter.Status{Phase: adapter.PhaseWorking}, "working"},
 		{adapter.Status{Phase: adapter.PhaseCancelling, Cause: errors.New("broker shutting down")}, "stopping: broker shutting down"},
 	} {

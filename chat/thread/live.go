@@ -304,7 +304,7 @@ func (v *turnView) onStatus(st adapter.Status) {
 		v.note.wanted = v.sink.noteKey != ""
 		v.mark.want = MarkQueued
 		v.phase = max(v.phase, phaseNext)
-	case adapter.PhaseWaitingForSlot:
+	case adapter.PhaseWaitingForSlot, adapter.PhaseWaitingForHost:
 		v.status = "-# ⏳ " + chat.StatusText(st)
 		v.phase = max(v.phase, phaseStarting)
 	case adapter.PhaseWorking:
