@@ -88,3 +88,19 @@ func TestMetrics_ProfilesCountedUnderTheirNames(t *testing.T) {
 		t.Error("a profile without a bound of its own exports one")
 	}
 }
+
+// An agent host's bare agents show in its metrics as live agents, their
+// starts and their stops.
+func TestMetrics_BareAgentsAreCounted(t *testing.T) {
+	p := newPool(t, pool.Config{})
+	b := bare(t, p, "a")
+	metricstest.Expect(t, metricstest.Scrape(t, p), dto.MetricType_GAUGE, map[string]float64{
+		"acp_broker_agents_live": 1, `acp_broker_profile_agents_live{profile="default"}`: 1,
+	})
+	p.ReleaseBare(b)
+	got := metricstest.Scrape(t, p)
+	metricstest.Expect(t, got, dto.MetricType_GAUGE, map[string]float64{"acp_broker_agents_live": 0})
+	metricstest.Expect(t, got, dto.MetricType_COUNTER, map[string]float64{
+		"acp_broker_agent_spawns_total": 1, `acp_broker_agent_stops_total{reason="released"}`: 1,
+	})
+}

@@ -109,7 +109,11 @@ type Config struct {
 	// Remote, if set, starts each agent elsewhere: launch asks it for the
 	// process, what serves its files and terminals, and its working
 	// directory, instead of starting a process here; the Conn and the
-	// session are set up here as for a local one (see remote.go).
+	// session are set up here as for a local one. It calls onWait when no
+	// host has room yet, and waits for one until ctx ends: with the
+	// caller's wait for a slot, or the pool's close; the host's start of
+	// the process is its own to bound. A thread cannot be forked then
+	// (ErrRemoteFork).
 	Remote func(ctx context.Context, thread string, prof *Profile, onWait func()) (Remote, error)
 	Logger zerolog.Logger
 }

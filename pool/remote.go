@@ -56,6 +56,10 @@ func (p *Pool) spawnRemote(ctx context.Context, thread string, prof *Profile, re
 		return nil, fmt.Errorf("agent failed to start: %w", err)
 	}
 	if r.Proc == nil || r.Host == nil {
+		if r.Proc != nil {
+			r.Proc.Monitor(noReader)
+			r.Proc.Kill()
+		}
 		return nil, errors.New("agent failed to start: the agent host gave no process or no host for its files")
 	}
 	timeout := prof.StartTimeout
