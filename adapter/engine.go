@@ -301,6 +301,8 @@ type ThreadStatus struct {
 	SessionID string
 	PID       int
 	AgentUp   time.Duration
+	// Where is the agent host its agent runs on ("": this machine).
+	Where string
 	// Dir is the agent's working directory.
 	Dir string
 	// Model and Mode are the agent's model and mode in words, as it last
@@ -333,7 +335,7 @@ func (e *Engine) Status(threadID string) ThreadStatus {
 	s.Usage = e.usageOf(threadID)
 	if a := e.pool.Lookup(threadID); a != nil {
 		s.SessionID, s.PID, s.AgentUp = a.SessionID, a.Proc.PID(), time.Since(a.Started)
-		s.Profile, s.Dir = a.Profile.Name, a.Dir
+		s.Profile, s.Dir, s.Where = a.Profile.Name, a.Dir, a.Where
 	} else if tp != nil {
 		s.Profile = tp.ThreadProfile(threadID)
 	}

@@ -705,4 +705,7 @@ func TestTurn_WaitForAnAgentHostHasAStatusOfItsOwn(t *testing.T) {
 	if o := rec.wait(t, 20*time.Second); o.Err != nil || o.Text != "chunk 1\n" {
 		t.Fatalf("outcome: %+v", o)
 	}
+	if st := r.engine.Status("t1"); st.Where != "host-1" {
+		t.Fatalf("status names host %q, want host-1", st.Where)
+	}
 }

@@ -246,7 +246,11 @@ func statusText(st adapter.ThreadStatus) string {
 		fmt.Fprintf(&b, "**Workspace**: `%s`\n", st.Dir)
 	}
 	if st.PID != 0 {
-		fmt.Fprintf(&b, "**Agent**: pid %d, up %s\n**Session**: `%s`", st.PID, st.AgentUp.Round(time.Second), st.SessionID)
+		where := ""
+		if st.Where != "" {
+			where = fmt.Sprintf(" on agent host `%s`", st.Where)
+		}
+		fmt.Fprintf(&b, "**Agent**: pid %d%s, up %s\n**Session**: `%s`", st.PID, where, st.AgentUp.Round(time.Second), st.SessionID)
 	} else {
 		b.WriteString("**Agent**: not running (it starts with the next message)")
 	}
