@@ -177,11 +177,6 @@ func (p *Pool) startBare(ctx context.Context, thread string, prof *Profile) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	if r := p.cfg.Registry; r != nil {
-		if ticks, err := startTicks(a.Proc.PID()); err == nil {
-			r.AgentStarted(a.Proc.PID(), ticks)
-		}
-	}
 	m := &monitorOnce{Proc: a.Proc}
 	return &BareAgent{Proc: m, Host: a.Host.(*host.Host), Dir: dir, monitor: m, thread: thread, prof: prof, group: a.group, net: a.net}, nil
 }

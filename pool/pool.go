@@ -615,18 +615,13 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 	if err != nil {
 		return nil, err
 	}
-	if r := p.cfg.Registry; r != nil {
-		if ticks, err := startTicks(a.Proc.PID()); err == nil {
-			r.AgentStarted(a.Proc.PID(), ticks)
-		}
-	}
 	return p.setUp(ctx, a, resumeID, fork)
 }
 
 // startHere starts thread's agent process of prof in dir on this
 // machine, in its control group, sandbox and network, with the
-// *host.Host that serves its files and terminals. It does not speak ACP
-// to it, nor call its Proc's Monitor.
+// *host.Host that serves its files and terminals, and records it in the
+// Registry. It does not speak ACP to it, nor call its Proc's Monitor.
 func (p *Pool) startHere(thread string, prof *Profile, dir string) (*Agent, error) {
 	var err error
 	log := p.log.With().Str("thread", thread).Str("profile", prof.Name).Logger()
@@ -655,6 +650,11 @@ func (p *Pool) startHere(thread string, prof *Profile, dir string) (*Agent, erro
 		nw.close()
 		p.removeGroup(thread, group)
 		return nil, err
+	}
+	if r := p.cfg.Registry; r != nil {
+		if ticks, err := startTicks(proc.PID()); err == nil {
+			r.AgentStarted(proc.PID(), ticks)
+		}
 	}
 	hopts := p.cfg.Host
 	hopts.Logger = log.With().Int("pid", proc.PID()).Logger()
