@@ -187,3 +187,24 @@ func TestBare_ShutdownStopsThem(t *testing.T) {
 	}
 	p.ReleaseBare(spoken) // after Close: nothing
 }
+
+// A bare agent works where its profile's Workspace hook says (a worktree
+// profile's worktree), as a thread's agent does.
+func TestBare_WorksInItsProfilesWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	var asked []string
+	p := newPool(t, pool.Config{Profiles: map[string]*pool.Profile{"wt": {Command: fakeAgent, Env: []string{"PATH=/usr/bin:/bin"},
+		Workspace: func(ctx context.Context, thread string) (string, error) {
+			asked = append(asked, thread)
+			return ws, nil
+		}}}})
+	b := bare(t, p, "t1")
+	defer p.ReleaseBare(b)
+	if b.Dir != ws || len(asked) != 1 || asked[0] != "t1" {
+		t.Fatalf("bare agent in %s after the hook was asked for %v, want %s for t1", b.Dir, asked, ws)
+	}
+	cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(b.Proc.PID()), "cwd"))
+	if err != nil || cwd != ws {
+		t.Fatalf("the agent process runs in %q (%v), want %s", cwd, err, ws)
+	}
+}
