@@ -207,7 +207,8 @@ func TestManifests_KustomizationNamesEveryManifest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
 	}
-	if n := bytes.Count(out, []byte("\nkind: ")) + bytes.Count(out[:min(len(out), 6)], []byte("kind: ")); n < 7 {
+	// Each object's kind is a line of its own, unindented.
+	if n := bytes.Count(append([]byte("\n"), out...), []byte("\nkind: ")); n < 7 {
 		t.Errorf("kubectl kustomize built %d objects:\n%s", n, out)
 	}
 }
@@ -370,11 +371,16 @@ func TestManifests_ImagesArePinned(t *testing.T) {
 		}
 	}
 	n := 0
-	for name, pod := range pods(objects(t)) {
+	objs := objects(t)
+	for name, pod := range pods(objs) {
 		for _, c := range containers(pod) {
 			pinned(name, fmt.Sprint(c["image"]))
 			n++
 		}
+	}
+	for _, im := range list(get(find(t, objs, "Kustomization", "acp-broker").m, "images")) {
+		pinned("kustomization.yaml", fmt.Sprintf("%v:%v", im["newName"], im["newTag"]))
+		n++
 	}
 	values, err := decodeAll(filepath.Join(kube, helmValues))
 	if err != nil {
