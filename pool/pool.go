@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +107,10 @@ type Config struct {
 	Forwarder string
 	// Registry, if set, records the agent processes alive.
 	Registry Registry
-	Logger   zerolog.Logger
+	// Warm is the Warm of the one profile of a Config without Profiles
+	// (see Profile.Warm).
+	Warm   int
+	Logger zerolog.Logger
 }
 
 // Sentinel errors.
@@ -167,6 +171,7 @@ type Agent struct {
 	// Dir is its working directory.
 	Dir string
 
+	launched string        // the name it was started under (see Config.ThreadName)
 	group    *cgroup.Group // nil without Config.Cgroups
 	net      *agentNet     // nil unless it goes through the proxy
 	busy     bool
@@ -223,6 +228,8 @@ type Pool struct {
 	// closed counts the sessions closed with session/close before their
 	// agents were stopped for idleness.
 	closedSessions uint64
+	// warm holds the agents started ahead of any thread (see warm.go).
+	warm warmSet
 
 	// fwd is the forwarder's program, found (or copied) once.
 	fwdOnce sync.Once
@@ -273,6 +280,7 @@ func New(cfg Config) *Pool {
 		stopped:  map[string]uint64{},
 		retiring: map[*Agent]bool{},
 		caps:     map[string]acp.AgentCapabilities{},
+		warm:     newWarmSet(),
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -282,6 +290,10 @@ func New(cfg Config) *Pool {
 	if cfg.IdleTimeout > 0 {
 		p.wg.Go(p.janitor)
 	}
+	p.mu.Lock()
+	p.tellUnwarmedLocked(nil)
+	p.mu.Unlock()
+	p.wg.Go(p.warmer)
 	return p
 }
 
@@ -348,6 +360,16 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 			p.mu.Unlock()
 			return nil, err
 		}
+		resume := ""
+		if fork == nil {
+			resume, _ = p.cfg.Sessions.Session(thread)
+			// A warm agent holds its slot already: taking it makes no
+			// one wait, so it is taken wherever this call stands in line.
+			if a := p.claimWarmLocked(thread, prof, resume); a != nil {
+				p.mu.Unlock()
+				return a, nil
+			}
+		}
 		pos := len(p.queue) // where this call stands in line
 		if me != nil {
 			me.profile = prof.Name
@@ -362,24 +384,23 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 				p.leaveQueue(me)
 				me = nil
 			}
-			resume := ""
-			if fork == nil {
-				resume, _ = p.cfg.Sessions.Session(thread)
-			}
 			p.mu.Unlock()
 			return p.start(ctx, thread, prof, resume, fork)
 		}
 		// A slot already being freed is enough: the first in line takes
 		// it when the stop ends. Evicting on every wake-up would stop one
-		// idle agent after another for the one waiter.
+		// idle agent after another for the one waiter. A warm agent goes
+		// before anyone's idle agent; one of this profile about to be
+		// ready, which this call can take, is waited for.
 		switch {
+		case fork == nil && p.warmComingLocked(prof, resume):
 		case capped:
-			if p.firstOfProfileLocked(pos, prof.Name) && p.uses[prof.Name].stopping == 0 {
+			if p.firstOfProfileLocked(pos, prof.Name) && p.uses[prof.Name].stopping == 0 && !p.makeRoomWarmLocked(prof.Name) {
 				if victim := p.lruIdle(prof.Name); victim != nil {
 					p.evictLocked(victim, StopLRU, "making room for another thread of profile "+prof.Name)
 				}
 			}
-		case ahead && p.stopping == 0:
+		case ahead && p.stopping == 0 && !p.makeRoomWarmLocked(""):
 			if victim := p.lruIdle(""); victim != nil {
 				p.evictLocked(victim, StopLRU, "making room for another thread")
 			}
@@ -431,7 +452,7 @@ func (p *Pool) firstOfProfileLocked(pos int, profile string) bool {
 	return true
 }
 
-func (p *Pool) used() int { return len(p.agents) + p.starting + p.stopping }
+func (p *Pool) used() int { return len(p.agents) + p.warm.ready + p.starting + p.stopping }
 
 func (p *Pool) leaveQueue(w *waiter) {
 	for i, q := range p.queue {
@@ -477,10 +498,18 @@ func (p *Pool) evictLocked(a *Agent, reason, why string) {
 // the pool owns; its slot stays taken until the process is gone. p.mu
 // must be held.
 func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
+	p.countLocked(a.Profile.Name, -1, 0, 0)
+	p.stopLocked(a, grace, reason)
+}
+
+// stopLocked stops an agent that holds no slot as live (or warm) any
+// more on a goroutine the pool owns; its slot stays taken, as stopping,
+// until the process is gone. p.mu must be held.
+func (p *Pool) stopLocked(a *Agent, grace time.Duration, reason string) {
 	grace = p.stopGraceLocked(grace)
 	p.retiring[a] = true // seen by Shutdown's deadline from now on
 	p.stopping++
-	p.countLocked(a.Profile.Name, -1, 0, 1)
+	p.countLocked(a.Profile.Name, 0, 0, 1)
 	p.countStopLocked(reason, grace)
 	idle := (reason == StopIdle || reason == StopLRU || reason == StopOneShot) && grace > 0
 	p.wg.Go(func() {
@@ -537,6 +566,7 @@ func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID
 		return nil, err
 	}
 	p.spawned++
+	p.warm.cold[prof.Name]++
 	a.busy = true
 	a.lastUsed = time.Now()
 	p.agents[thread] = a
@@ -639,7 +669,7 @@ func (p *Pool) launch(ctx context.Context, thread string, prof *Profile, dir, re
 	opts.Host = h
 	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
 	proc.Monitor(conn.Done())
-	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Host: h, Proc: proc, Started: time.Now(), Dir: dir, group: group, net: nw}
+	a := &Agent{Thread: thread, Profile: prof, Conn: conn, Host: h, Proc: proc, Started: time.Now(), Dir: dir, launched: p.threadName(thread), group: group, net: nw}
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -801,7 +831,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 	if r := p.cfg.Registry; r != nil {
 		r.AgentGone(a.Proc.PID())
 	}
-	if stop := p.cfg.Sandbox.stopCommand(p.threadName(a.Thread), a.Dir, a.Profile.Name); stop != nil {
+	if stop := p.cfg.Sandbox.stopCommand(a.launched, a.Dir, a.Profile.Name); stop != nil {
 		p.runStop(a, stop)
 	}
 	// Counted before its group goes, so that whoever sees the group gone
@@ -959,6 +989,7 @@ func (p *Pool) janitor() {
 				next = left
 			}
 		}
+		next = min(next, p.retireIdleWarmLocked(now))
 		p.mu.Unlock()
 		t.Reset(next)
 	}
@@ -975,6 +1006,7 @@ const (
 	StopForced      = "forced"       // its turn was ended from outside
 	StopStartFailed = "start_failed" // it could not be set up
 	StopShutdown    = "shutdown"     // the pool closed
+	StopWarm        = "warm"         // a warm agent made room for a thread, or its profile changed
 )
 
 func (p *Pool) countStopLocked(reason string, grace time.Duration) {
@@ -1006,7 +1038,13 @@ type Stats struct {
 	OutOfMemory uint64
 	Cgroups     int
 	Stopped     map[string]uint64
-	Conn        acp.Stats
+	// Warm counts the warm agents ready (see Profile.Warm); WarmClaims
+	// the threads that took one, and ColdStarts the agents started for
+	// a thread, by profile.
+	Warm       int
+	WarmClaims map[string]uint64
+	ColdStarts map[string]uint64
+	Conn       acp.Stats
 }
 
 // Config returns what the pool was made with. Its Profiles are the first
@@ -1021,6 +1059,7 @@ func (p *Pool) Stats() Stats {
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
+	s.Warm, s.WarmClaims, s.ColdStarts = p.warm.ready, maps.Clone(p.warm.claims), maps.Clone(p.warm.cold)
 	p.profileStatsLocked(&s)
 	if m := p.cfg.Cgroups; m != nil {
 		s.Cgroups = m.Live()
@@ -1100,6 +1139,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 			p.retiring[a] = true
 			p.wg.Go(func() { p.shutdown(a, grace) })
 		}
+		p.shutdownWarmLocked()
 		p.signalLocked()
 	}
 	for p.starting > 0 {
