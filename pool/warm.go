@@ -27,13 +27,17 @@ import (
 var ErrNotWarmable = errors.New("no warm agents for this profile")
 
 // WarmRefusal says why prof's agents cannot be warm, or nil if they can.
-// An agent is started in its working directory, which its sandbox binds:
-// a profile whose agents each work in a directory of their own, made for
-// the thread (per-thread directories, worktrees), cannot start one before
-// the thread is known. Giving a warm agent a fresh directory that the
-// thread would keep would be correct only if every later use of the
-// thread's directory (its next agents, a fork's copy, the worktree's
-// book-keeping) found it by the thread rather than by its name.
+// An agent is started in its working directory, which its sandbox binds,
+// so only a profile whose agents all share one directory can start one
+// before its thread is known. A directory per thread (PerThreadDir) or a
+// workspace made for it (Workspace: worktrees) is named for the thread
+// and found again by that name: by its next agents, by a fork's copy, by
+// the worktree's book-keeping, after any restart. A warm agent given a
+// fresh directory could not hand it over: renaming it to the thread's
+// loses the sessions agents keep by their working directory (and the
+// files the broker serves the running agent by path), and keeping it
+// would tie the thread's files to a record the book drops with the
+// thread's session (state.retention, the in-memory book's bound).
 func WarmRefusal(prof *Profile) error {
 	switch {
 	case prof.Workspace != nil:
