@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"acpbroker/acp"
+	"acpbroker/adapter"
+	"acpbroker/config"
+	"acpbroker/internal/eventually"
+	"acpbroker/pool"
+)
+
+// The console and the HTTP API start their threads' agents through the
+// pool as chat threads do: with a warm agent ready, each takes it, and no
+// agent is started for it.
+func TestWarm_ConsoleAndAPIThreadsTakeWarmAgents(t *testing.T) {
+	cfg, err := config.Load(writeConfigArgs(t, nil, fmt.Sprintf(`[agents.w]
+per_thread_dir = false
+[api]
+listen = "127.0.0.1:0"
+rate_limit = 10000
+[[api.tokens]]
+name = "ci"
+token = %q
+channels = ["*"]
+`, apiTestToken)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var started []int
+	b := openBroker(t, cfg, Options{Logger: testLog(t), Pool: func(c *pool.Config) {
+		for _, p := range c.Profiles {
+			p.Warm = 1
+		}
+		c.Launch = func(spec pool.ProcessSpec) (pool.Proc, error) {
+			proc, err := pool.Exec(spec)
+			if err == nil {
+				mu.Lock()
+				started = append(started, proc.PID())
+				mu.Unlock()
+			}
+			return proc, err
+		}
+	}})
+	ready := func() []int {
+		t.Helper()
+		eventually.True(t, "a warm agent", func() bool { return b.pool.Stats().Warm == 1 })
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(started)
+	}
+
+	before := ready()
+	s := newDoneSink()
+	if err := b.engine.Submit("console", &adapter.Prompt{Blocks: []acp.ContentBlock{acp.TextBlock("hello")}, Sink: s}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-s.done:
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the console's turn never ended")
+	}
+	if a := b.pool.Lookup("console"); a == nil || !slices.Contains(before, a.Proc.PID()) {
+		t.Fatalf("the console's agent was started for it; the warm one was among %v", before)
+	}
+
+	ready()
+	apiPrompt(t, b, "hello from the API")
+	st := b.pool.Stats()
+	if st.WarmClaims["w"] != 2 || st.ColdStarts["w"] != 0 {
+		t.Fatalf("warm claims %v, cold starts %v: want both threads to have taken a warm agent", st.WarmClaims, st.ColdStarts)
+	}
+}
