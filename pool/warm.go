@@ -207,8 +207,8 @@ func (p *Pool) warmStarted(prof *Profile, s *warmStart, a *Agent, err error) {
 		p.mu.Lock()
 		return
 	}
-	if !sameDefinition(prof, p.profiles.byName[prof.Name]) {
-		p.stopLocked(a, p.cfg.ExitGrace, StopWarm)
+	if now := p.profiles.byName[prof.Name]; !sameDefinition(prof, now) || len(p.warm.byProfile[prof.Name]) >= now.Warm {
+		p.stopLocked(a, p.cfg.ExitGrace, StopWarm) // started from a definition changed meanwhile
 		return
 	}
 	w := &warmAgent{a: a, since: time.Now(), done: make(chan struct{})}
@@ -418,6 +418,12 @@ func (p *Pool) retireChangedWarmLocked() {
 			case i >= keep:
 				p.retireWarmLocked(w, StopWarm, "its profile keeps fewer warm agents")
 			}
+		}
+	}
+	for name := range p.warm.after {
+		if p.profiles.byName[name] == nil {
+			delete(p.warm.after, name)
+			delete(p.warm.fails, name)
 		}
 	}
 	for name, list := range p.warm.starting {

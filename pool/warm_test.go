@@ -360,3 +360,45 @@ func TestWarm_PerThreadDirectoriesAreNotWarmed(t *testing.T) {
 		}
 	}
 }
+
+// A thread whose session its agent cannot take up would lose it with a
+// cold start too: it takes a warm agent, told which session it lost.
+func TestWarm_ASessionThatCannotBeTakenUpIsLostToAWarmAgent(t *testing.T) {
+	book := pool.NewMemoryBook(10)
+	book.RememberSession("t", "sess-gone", false)
+	p, l, _ := warmPool(t, pool.Config{Sessions: book, Profiles: map[string]*pool.Profile{"w": {Warm: 1}}})
+	awaitWarm(t, p, "w", 1)
+	before := l.started()
+	a := acquireProfile(t, p, "t", "w")
+	defer p.Release(a, false)
+	if !slices.Contains(before, a.Proc.PID()) || a.Lost != "sess-gone" || a.Resumed {
+		t.Fatalf("agent pid %d (warm were %v), lost %q, resumed %v", a.Proc.PID(), before, a.Lost, a.Resumed)
+	}
+	if sess, _ := book.Session("t"); sess != a.SessionID {
+		t.Fatalf("the book has %q for the thread, want its new session %q", sess, a.SessionID)
+	}
+}
+
+// A reload that lowers a profile's warm stops the warm agents past it;
+// their definition unchanged, the rest stay.
+func TestWarm_FewerWarmAgentsAfterAReload(t *testing.T) {
+	dir := t.TempDir()
+	def := func(warm int) map[string]*pool.Profile {
+		return map[string]*pool.Profile{"w": {Command: fakeAgent, WorkDir: dir, Warm: warm}}
+	}
+	p, l, _ := warmPool(t, pool.Config{Profiles: def(2)})
+	awaitWarm(t, p, "w", 2)
+	p.SetProfiles(def(1), "")
+	if s := p.Stats(); s.Warm != 1 || s.Stopped[pool.StopWarm] != 1 {
+		t.Fatalf("after warm 2 → 1: %+v", s)
+	}
+	p.SetProfiles(def(0), "")
+	for _, pid := range l.started() {
+		if !agenttest.WaitGone(pid, 10*time.Second) {
+			t.Fatalf("warm agent %d still runs with warm = 0", pid)
+		}
+	}
+	if n := len(l.started()); n != 2 {
+		t.Fatalf("%d agents started, want the first two only", n)
+	}
+}
