@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -400,5 +402,36 @@ func TestWarm_FewerWarmAgentsAfterAReload(t *testing.T) {
 	}
 	if n := len(l.started()); n != 2 {
 		t.Fatalf("%d agents started, want the first two only", n)
+	}
+}
+
+// Through a launcher, a warm agent is started under a name of its own,
+// and the stop command names that, not the thread that took it: the
+// runtime knows it by the name it started it with.
+func TestWarm_ALaunchersStopCommandNamesWhatItStarted(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "runtime.log")
+	runtime := filepath.Join(dir, "fake-runtime")
+	script := "#!/bin/sh\n" +
+		"echo \"$*\" >> " + record + "\n" +
+		"if [ \"$1\" = run ]; then shift 3; exec \"$@\"; fi\n"
+	if err := os.WriteFile(runtime, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := warmPool(t, pool.Config{Profiles: map[string]*pool.Profile{"w": {Warm: 1}}, Sandbox: pool.Sandbox{
+		Launcher:     []string{runtime, "run", "--name", "agent-{thread}"},
+		LauncherStop: []string{runtime, "stop", "agent-{thread}"},
+	}})
+	awaitWarm(t, p, "w", 1)
+	a := acquireProfile(t, p, "t1", "w")
+	prompt(t, a, "hello")
+	p.Release(a, true)
+	eventually.True(t, "the stop command", func() bool {
+		b, _ := os.ReadFile(record)
+		return strings.Contains(string(b), "stop ")
+	})
+	b, _ := os.ReadFile(record)
+	if !strings.Contains(string(b), "run --name agent-warm-w-1 ") || !strings.Contains(string(b), "stop agent-warm-w-1\n") {
+		t.Fatalf("the runtime was called with:\n%s\nwant the warm agent's name in both run and stop", b)
 	}
 }
