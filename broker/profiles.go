@@ -72,6 +72,7 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 			StartTimeout:       p.StartTimeout,
 			RestartAfterCancel: p.RestartAfterCancel,
 			MaxSessions:        p.MaxSessions,
+			Warm:               p.Warm,
 			MemoryMax:          p.MemoryMax,
 			PidsMax:            p.PidsMax,
 			SandboxRO:          slices.Clone(p.SandboxRO),

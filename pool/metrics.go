@@ -26,6 +26,16 @@ func byProfile(v func(ProfileStats) (int, bool)) func(Stats, func(int, ...string
 	}
 }
 
+// byProfileCount sends a counter's series for each profile v has a count
+// of.
+func byProfileCount(v func(Stats) map[string]uint64) func(Stats, func(uint64, ...string)) {
+	return func(s Stats, series func(uint64, ...string)) {
+		for name, n := range v(s) {
+			series(n, name)
+		}
+	}
+}
+
 // poolStats are the pool's metrics, its agents' and their connections'
 // summed: one row each.
 var poolStats = []metrics.Stat[Stats]{
@@ -39,6 +49,10 @@ var poolStats = []metrics.Stat[Stats]{
 		byProfile(func(ps ProfileStats) (int, bool) { return ps.Live, true })),
 	metrics.GaugeVec("profile_agents_busy", "Agent processes running a turn, by agent profile.", []string{"profile"},
 		byProfile(func(ps ProfileStats) (int, bool) { return ps.Busy, true })),
+	metrics.GaugeVec("profile_agents_warm", "Warm agents ready for a new thread to take, by agent profile.", []string{"profile"},
+		byProfile(func(ps ProfileStats) (int, bool) { return ps.Warm, true })),
+	metrics.CounterVec("agent_warm_claims_total", "Threads that took a warm agent, by agent profile.", []string{"profile"}, byProfileCount(func(s Stats) map[string]uint64 { return s.WarmClaims })),
+	metrics.CounterVec("agent_cold_starts_total", "Agents started for a thread that took no warm agent, by agent profile.", []string{"profile"}, byProfileCount(func(s Stats) map[string]uint64 { return s.ColdStarts })),
 	metrics.Counter("agent_spawns_total", "Agent processes started.", func(s Stats) uint64 { return s.Spawned }),
 	metrics.Counter("agent_spawn_failures_total", "Agent processes that could not be started.", func(s Stats) uint64 { return s.SpawnFailed }),
 	metrics.CounterVec("agent_stops_total", "Agent processes stopped, by reason.", []string{"reason"}, func(s Stats, series func(uint64, ...string)) {

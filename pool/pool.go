@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,9 @@ type Config struct {
 	// the process is its own to bound. A thread cannot be forked then
 	// (ErrRemoteFork).
 	Remote func(ctx context.Context, thread string, prof *Profile, onWait func()) (Remote, error)
+	// Warm is the Warm of the one profile of a Config without Profiles
+	// (see Profile.Warm).
+	Warm   int
 	Logger zerolog.Logger
 }
 
@@ -179,6 +183,7 @@ type Agent struct {
 	// machine; see Config.Remote).
 	Where string
 
+	launched string        // the name it was started under (see Config.ThreadName)
 	group    *cgroup.Group // nil without Config.Cgroups
 	net      *agentNet     // nil unless it goes through the proxy
 	busy     bool
@@ -236,6 +241,8 @@ type Pool struct {
 	// closed counts the sessions closed with session/close before their
 	// agents were stopped for idleness.
 	closedSessions uint64
+	// warm holds the agents started ahead of any thread (see warm.go).
+	warm warmSet
 
 	// fwd is the forwarder's program, found (or copied) once.
 	fwdOnce sync.Once
@@ -286,6 +293,7 @@ func New(cfg Config) *Pool {
 		stopped:  map[string]uint64{},
 		retiring: map[*Agent]bool{},
 		caps:     map[string]acp.AgentCapabilities{},
+		warm:     newWarmSet(),
 		changed:  make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -295,6 +303,10 @@ func New(cfg Config) *Pool {
 	if cfg.IdleTimeout > 0 {
 		p.wg.Go(p.janitor)
 	}
+	p.mu.Lock()
+	p.tellUnwarmedLocked(nil)
+	p.mu.Unlock()
+	p.wg.Go(p.warmer)
 	return p
 }
 
@@ -364,6 +376,16 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 			p.mu.Unlock()
 			return nil, err
 		}
+		resume := ""
+		if fork == nil {
+			resume, _ = p.cfg.Sessions.Session(thread)
+			// A warm agent holds its slot already: taking it makes no
+			// one wait, so it is taken wherever this call stands in line.
+			if a := p.claimWarmLocked(thread, prof, resume); a != nil {
+				p.mu.Unlock()
+				return a, nil
+			}
+		}
 		pos := len(p.queue) // where this call stands in line
 		if me != nil {
 			me.profile = prof.Name
@@ -378,24 +400,23 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 				p.leaveQueue(me)
 				me = nil
 			}
-			resume := ""
-			if fork == nil {
-				resume, _ = p.cfg.Sessions.Session(thread)
-			}
 			p.mu.Unlock()
 			return p.start(ctx, thread, prof, resume, fork, onWait)
 		}
 		// A slot already being freed is enough: the first in line takes
 		// it when the stop ends. Evicting on every wake-up would stop one
-		// idle agent after another for the one waiter.
+		// idle agent after another for the one waiter. A warm agent goes
+		// before anyone's idle agent; one of this profile about to be
+		// ready, which this call can take, is waited for.
 		switch {
+		case fork == nil && p.warmComingLocked(prof, resume):
 		case capped:
-			if p.firstOfProfileLocked(pos, prof.Name) && p.uses[prof.Name].stopping == 0 {
+			if p.firstOfProfileLocked(pos, prof.Name) && p.uses[prof.Name].stopping == 0 && !p.makeRoomWarmLocked(prof.Name) {
 				if victim := p.lruIdle(prof.Name); victim != nil {
 					p.evictLocked(victim, StopLRU, "making room for another thread of profile "+prof.Name)
 				}
 			}
-		case ahead && p.stopping == 0:
+		case ahead && p.stopping == 0 && !p.makeRoomWarmLocked(""):
 			if victim := p.lruIdle(""); victim != nil {
 				p.evictLocked(victim, StopLRU, "making room for another thread")
 			}
@@ -447,7 +468,9 @@ func (p *Pool) firstOfProfileLocked(pos int, profile string) bool {
 	return true
 }
 
-func (p *Pool) used() int { return len(p.agents) + p.bare.live + p.starting + p.stopping }
+func (p *Pool) used() int {
+	return len(p.agents) + p.bare.live + p.warm.ready + p.starting + p.stopping
+}
 
 func (p *Pool) leaveQueue(w *waiter) {
 	for i, q := range p.queue {
@@ -493,10 +516,18 @@ func (p *Pool) evictLocked(a *Agent, reason, why string) {
 // the pool owns; its slot stays taken until the process is gone. p.mu
 // must be held.
 func (p *Pool) retireLocked(a *Agent, grace time.Duration, reason string) {
+	p.countLocked(a.Profile.Name, -1, 0, 0)
+	p.stopLocked(a, grace, reason)
+}
+
+// stopLocked stops an agent that holds no slot as live (or warm) any
+// more on a goroutine the pool owns; its slot stays taken, as stopping,
+// until the process is gone. p.mu must be held.
+func (p *Pool) stopLocked(a *Agent, grace time.Duration, reason string) {
 	grace = p.stopGraceLocked(grace)
 	p.retiring[a] = true // seen by Shutdown's deadline from now on
 	p.stopping++
-	p.countLocked(a.Profile.Name, -1, 0, 1)
+	p.countLocked(a.Profile.Name, 0, 0, 1)
 	p.countStopLocked(reason, grace)
 	idle := (reason == StopIdle || reason == StopLRU || reason == StopOneShot) && grace > 0
 	p.wg.Go(func() {
@@ -553,6 +584,7 @@ func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID
 		return nil, err
 	}
 	p.spawned++
+	p.warm.cold[prof.Name]++
 	a.busy = true
 	a.lastUsed = time.Now()
 	p.agents[thread] = a
@@ -662,7 +694,7 @@ func (p *Pool) startHere(thread string, prof *Profile, dir string) (*Agent, erro
 	if hopts.TerminalGrace <= 0 {
 		hopts.TerminalGrace = p.cfg.ExitGrace
 	}
-	return &Agent{Thread: thread, Profile: prof, Host: host.New(hopts), Proc: proc, Dir: dir, group: group, net: nw}, nil
+	return &Agent{Thread: thread, Profile: prof, Host: host.New(hopts), Proc: proc, Dir: dir, launched: p.threadName(thread), group: group, net: nw}, nil
 }
 
 // setUp speaks ACP to a's process, started here or on an agent host: it
@@ -843,7 +875,7 @@ func (p *Pool) shutdown(a *Agent, grace time.Duration) {
 		if r := p.cfg.Registry; r != nil {
 			r.AgentGone(a.Proc.PID())
 		}
-		if stop := p.cfg.Sandbox.stopCommand(p.threadName(a.Thread), a.Dir, a.Profile.Name); stop != nil {
+		if stop := p.cfg.Sandbox.stopCommand(a.launched, a.Dir, a.Profile.Name); stop != nil {
 			p.runStop(a, stop)
 		}
 	}
@@ -1002,6 +1034,7 @@ func (p *Pool) janitor() {
 				next = left
 			}
 		}
+		next = min(next, p.retireIdleWarmLocked(now))
 		p.mu.Unlock()
 		t.Reset(next)
 	}
@@ -1018,6 +1051,7 @@ const (
 	StopForced      = "forced"       // its turn was ended from outside
 	StopStartFailed = "start_failed" // it could not be set up
 	StopShutdown    = "shutdown"     // the pool closed
+	StopWarm        = "warm"         // a warm agent made room for a thread, or its profile changed
 )
 
 func (p *Pool) countStopLocked(reason string, grace time.Duration) {
@@ -1049,7 +1083,13 @@ type Stats struct {
 	OutOfMemory uint64
 	Cgroups     int
 	Stopped     map[string]uint64
-	Conn        acp.Stats
+	// Warm counts the warm agents ready (see Profile.Warm); WarmClaims
+	// the threads that took one, and ColdStarts the agents started for
+	// a thread, by profile.
+	Warm       int
+	WarmClaims map[string]uint64
+	ColdStarts map[string]uint64
+	Conn       acp.Stats
 }
 
 // Config returns what the pool was made with. Its Profiles are the first
@@ -1064,6 +1104,7 @@ func (p *Pool) Stats() Stats {
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
+	s.Warm, s.WarmClaims, s.ColdStarts = p.warm.ready, maps.Clone(p.warm.claims), maps.Clone(p.warm.cold)
 	p.profileStatsLocked(&s)
 	if m := p.cfg.Cgroups; m != nil {
 		s.Cgroups = m.Live()
@@ -1144,6 +1185,7 @@ func (p *Pool) Shutdown(ctx context.Context) {
 			p.wg.Go(func() { p.shutdown(a, grace) })
 		}
 		p.shutdownBareLocked()
+		p.shutdownWarmLocked()
 		p.signalLocked()
 	}
 	for p.starting > 0 {

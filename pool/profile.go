@@ -83,6 +83,11 @@ type Profile struct {
 	// parent's directory of at most ForkMaxBytes.
 	ForkWorkspace func(ctx context.Context, parent, child string) (dir string, err error)
 	ForkMaxBytes  int64
+	// Warm is how many of its agents the pool keeps started, initialized
+	// and with a session made, for new threads to take (0: none). Only
+	// a profile whose agents all work in one directory can have them
+	// (see WarmRefusal). They count against MaxSessions and the pool's.
+	Warm int
 }
 
 // DefaultProfileName is the one profile of a Config without Profiles,
@@ -123,7 +128,7 @@ func legacyProfiles(cfg Config) map[string]*Profile {
 	return map[string]*Profile{DefaultProfileName: {
 		Command: cfg.Command, Args: cfg.Args, Env: cfg.Env, MCPServers: cfg.MCPServers,
 		WorkDir: cfg.WorkDir, PerThreadDir: cfg.PerThreadDir,
-		AuthMethod: cfg.Conn.AuthMethod, StartTimeout: cfg.StartTimeout,
+		AuthMethod: cfg.Conn.AuthMethod, StartTimeout: cfg.StartTimeout, Warm: cfg.Warm,
 	}}
 }
 
@@ -147,9 +152,9 @@ func (s profileSet) unknown(name string) error {
 }
 
 // use is one profile's share of the pool's slots.
-type use struct{ live, starting, stopping int }
+type use struct{ live, starting, stopping, warm int }
 
-func (u use) held() int { return u.live + u.starting + u.stopping }
+func (u use) held() int { return u.live + u.starting + u.stopping + u.warm }
 
 // countLocked adds to profile name's share of the slots, and forgets a
 // profile that holds none. p.mu must be held.
@@ -192,8 +197,11 @@ func (p *Pool) SetProfiles(profiles map[string]*Profile, def string) {
 	set := newProfileSet(profiles, def)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	old := p.profiles
 	p.profiles = set
+	p.retireChangedWarmLocked()
 	p.signalLocked()
+	p.tellUnwarmedLocked(old.byName)
 }
 
 // ProfileStats is one profile's share of the pool.
@@ -203,6 +211,8 @@ type ProfileStats struct {
 	Live, Busy, Starting, Stopping int
 	// Waiting counts Acquire calls waiting for a slot for it.
 	Waiting int
+	// Warm counts its warm agents ready for a thread to take.
+	Warm int
 	// MaxSessions is its own bound (0: only the pool's).
 	MaxSessions int
 	// Removed: it is no longer configured; its agents run until they stop.
@@ -226,7 +236,7 @@ func (p *Pool) profileStatsLocked(s *Stats) {
 	}
 	for name, u := range p.uses {
 		ps := entry(name)
-		ps.Live, ps.Starting, ps.Stopping = u.live, u.starting, u.stopping
+		ps.Live, ps.Starting, ps.Stopping, ps.Warm = u.live, u.starting, u.stopping, u.warm
 		s.Profiles[name] = ps
 	}
 	for _, a := range p.agents {

@@ -60,6 +60,10 @@ type Options struct {
 	// SessionsDir, if set, keeps the sessions there, for every cwd, as
 	// real agents keep theirs in their home, rather than in each cwd.
 	SessionsDir string
+	// InitDelay and NewSessionDelay hold the answers to initialize and
+	// session/new that long, as an agent that loads itself slowly
+	// (claude-agent-acp: about 220ms, then about 1s) does.
+	InitDelay, NewSessionDelay time.Duration
 }
 
 // Serve speaks ACP on in and out until in ends (or, with NoExitOnEOF,
@@ -182,6 +186,21 @@ func (a *agent) logf(format string, args ...any) {
 	fmt.Fprintf(a.errw, "fakeagent: "+format+"\n", args...)
 }
 
+// pause waits d, or until Serve ends; it reports whether it waited d.
+func (a *agent) pause(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-a.ctx.Done():
+		return false
+	}
+}
+
 // exit ends Serve with code, as os.Exit would end a process.
 func (a *agent) exit(code int) {
 	select {
@@ -273,6 +292,9 @@ func (a *agent) handle(line []byte) {
 	}
 	switch m.Method {
 	case "initialize":
+		if !a.pause(a.opts.InitDelay) {
+			return
+		}
 		var init struct {
 			ClientCapabilities json.RawMessage `json:"clientCapabilities"`
 		}
@@ -303,6 +325,9 @@ func (a *agent) handle(line []byte) {
 		a.mu.Unlock()
 		a.reply(m.ID, map[string]any{})
 	case "session/new":
+		if !a.pause(a.opts.NewSessionDelay) {
+			return
+		}
 		a.newSession(m)
 	case "session/load":
 		a.loadSession(m)

@@ -34,6 +34,8 @@ func main() {
 	flag.BoolVar(&opts.ForkSession, "fork-session", false, "advertise and serve session/fork")
 	flag.IntVar(&opts.ListPage, "list-page", 0, "sessions in one page of session/list (0: all)")
 	flag.StringVar(&opts.SessionsDir, "sessions-dir", "", "keep every cwd's sessions in this directory, not in <cwd>/.fakeagent")
+	flag.DurationVar(&opts.InitDelay, "init-delay", 0, "answer initialize after this long")
+	flag.DurationVar(&opts.NewSessionDelay, "new-delay", 0, "answer session/new after this long")
 	models := flag.String("models", "", "the models offered, comma-separated (default fake-small,fake-large,fake-huge)")
 	earlyFlood := flag.String("early-flood", "", "LINES:KIB:IDS: before answering session/new, send LINES updates of KIB KiB for each of IDS sessions that never exist")
 	ignoreTerm := flag.Bool("ignore-term", false, "ignore SIGTERM")
