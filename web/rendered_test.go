@@ -3,7 +3,10 @@ package web
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,7 +116,7 @@ func TestRenders_AreBoundedAndLetGo(t *testing.T) {
 	for i := range maxRenders + 10 {
 		ts := turnShot{Seq: uint64(i + 1), Version: 1, Turn: &render.Turn{Prompt: "p"}}
 		turns = append(turns, ts)
-		if _, _, err := r.event(ctx, k, ts); err != nil {
+		if _, err := r.rendering(ctx, k, ts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,14 +125,14 @@ func TestRenders_AreBoundedAndLetGo(t *testing.T) {
 	}
 	// The oldest went first: the newest is still kept, not made again.
 	made := r.made
-	if _, _, err := r.event(ctx, k, turns[len(turns)-1]); err != nil || r.made != made {
+	if _, err := r.rendering(ctx, k, turns[len(turns)-1]); err != nil || r.made != made {
 		t.Fatalf("the newest rendering was made again (%v)", err)
 	}
 	r.maxBytes = 1 << 20
 	big := turnShot{Seq: 1 << 20, Version: 1, Turn: &render.Turn{Prompt: strings.Repeat("x ", 32<<10)}}
 	for i := range 40 {
 		big.Seq++
-		if _, _, err := r.event(ctx, key{"chat", fmt.Sprint("B", i)}, big); err != nil {
+		if _, err := r.rendering(ctx, key{"chat", fmt.Sprint("B", i)}, big); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,4 +151,65 @@ func TestRenders_AreBoundedAndLetGo(t *testing.T) {
 	if st := x.s.Stats(); st.Renders != 0 || st.RenderBytes != 0 {
 		t.Fatalf("after letting every turn go: %d renderings, %d bytes", st.Renders, st.RenderBytes)
 	}
+}
+
+// A page watching a long streaming turn is sent what changed, not the
+// turn again each time: the blocks of the turn that changed, a growing
+// one from where it grew; applied in order, they make the turn as a
+// whole rendering shows it.
+func TestEvents_APageIsSentWhatChangedAndHoldsTheWholeTurn(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "write"})
+	turn.Status(adapter.Status{Phase: adapter.PhaseWorking})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := x.stream(ctx, x.cookie("alice"), "T1")
+	defer resp.Body.Close()
+	var sent atomic.Int64
+	events := turnEvents(countingBody(resp, &sent))
+	await(t, events, "write")
+	words := strings.Repeat("and so on, ", 100) // 1.1 KB a paragraph
+	for i := range 60 {
+		turn.Update(textChunk(fmt.Sprintf("Paragraph %d: %s\n\n", i, words)))
+		if i%10 == 0 {
+			turn.Update(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: fmt.Sprint("c", i), Title: new(fmt.Sprint("Run step ", i)), Status: "in_progress"})
+		}
+		if i%10 == 5 {
+			turn.Update(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: fmt.Sprint("c", i-5), Status: "completed"})
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	turn.Done(adapter.Outcome{StopReason: acp.StopEndTurn, Elapsed: 2 * time.Second})
+	shown := await(t, events, "turn-done")
+	snap, _ := x.s.hub.snapshot(key{"chat", "T1"})
+	whole := string(render.TurnHTML(snap.Turns[0].Turn))
+	if shown != whole {
+		t.Fatalf("the page holds the turn as:\n%s\nwhere a whole rendering is:\n%s", shown, whole)
+	}
+	// Sent whole each time, the turn would cost its length at each of its
+	// updates: more than 60 KB times the updates over two.
+	n := len(whole)
+	if got := sent.Load(); got > int64(3*n) {
+		t.Fatalf("the page was sent %d bytes for a turn of %d", got, n)
+	}
+	t.Logf("a turn of %d bytes of HTML, streamed: %d bytes sent to its page", n, sent.Load())
+}
+
+// countingBody counts in n the bytes read from resp's body.
+func countingBody(resp *http.Response, n *atomic.Int64) *http.Response {
+	r := *resp
+	r.Body = countingReader{resp.Body, n}
+	return &r
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

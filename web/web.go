@@ -120,7 +120,7 @@ func New(cfg Config) *Server {
 		"turn": render.TurnHTML, "markdown": render.Markdown, "ago": s.ago,
 		"askIn": func(path, csrf string, a askShot) questionForm { return questionForm{Path: path, CSRF: csrf, Ask: a} },
 	}).ParseFS(assets, "assets/*.html"))
-	s.rendered = newRenders(s.pages)
+	s.rendered = newRenders()
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	if cfg.State != nil {
 		threads, failures, err := cfg.State.WebState()
