@@ -88,6 +88,9 @@ type turnLog struct {
 	usage   string
 	dir     string    // the agent's working directory (adapter.Status.Dir)
 	asks    []openAsk // open, oldest first
+	// unanswered are the requests the turn had open when it ended, which
+	// no answer can reach now (at most maxUnanswered).
+	unanswered []render.Unanswered
 	// joined holds the text of the last update while it is a run of
 	// chunks of one kind.
 	joined *strings.Builder
@@ -184,6 +187,7 @@ func (o turnObserver) Elicited(q *acp.ElicitationRequest) {
 
 func (o turnObserver) Done(out adapter.Outcome) {
 	o.do(func() {
+		o.t.unanswered = appendUnanswered(o.t.unanswered, o.t.asks)
 		o.t.done, o.t.status, o.t.asks = true, "", nil
 		o.t.failed = out.Err != nil && !errors.Is(out.Err, adapter.ErrCancelled)
 		if o.t.failed {
@@ -196,6 +200,37 @@ func (o turnObserver) Done(out adapter.Outcome) {
 	case o.h.saveKick <- struct{}{}:
 	default:
 	}
+}
+
+// maxUnanswered bounds the unanswered requests a turn keeps, and
+// maxAskRunes what it keeps of each one's title.
+const (
+	maxUnanswered = 64
+	maxAskRunes   = 300
+)
+
+// appendUnanswered is to with the requests asks, which can no longer be
+// answered, within maxUnanswered.
+func appendUnanswered(to []render.Unanswered, asks []openAsk) []render.Unanswered {
+	for _, a := range asks {
+		if len(to) >= maxUnanswered {
+			break
+		}
+		to = append(to, a.unanswered())
+	}
+	return to
+}
+
+// unanswered is a as a turn shows it once it cannot be answered.
+func (a openAsk) unanswered() render.Unanswered {
+	if a.q != nil {
+		return render.Unanswered{Question: true, Title: excerpt(a.q.Message, maxAskRunes)}
+	}
+	title := a.req.ToolCall.Title
+	if title == "" {
+		title = a.req.ToolCall.ToolCallID
+	}
+	return render.Unanswered{Title: excerpt(title, maxAskRunes)}
 }
 
 // do runs f on the turn under the hub's lock, as a change of it.
@@ -404,7 +439,7 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 	for _, t := range l.turns {
 		rt := &render.Turn{Prompt: t.start.Prompt, Author: t.start.Author, Started: t.start.Started,
 			Updates: slices.Clone(t.updates), Notices: slices.Clone(t.notices), Status: t.status,
-			Done: t.done, Outcome: t.outcome, Usage: t.usage, Dir: t.dir}
+			Done: t.done, Outcome: t.outcome, Usage: t.usage, Dir: t.dir, Unanswered: slices.Clone(t.unanswered)}
 		if t.cut {
 			rt.Notices = append(rt.Notices, "The rest of this turn's updates are too many to keep here; the chat has them.")
 		}

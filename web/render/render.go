@@ -22,6 +22,16 @@ type Turn struct {
 	// Dir is the turn's working directory ("" if unknown): the paths of
 	// its tool calls and diffs inside it are shown relative to it.
 	Dir string
+	// Unanswered are the permission requests and questions the turn had
+	// open when it ended: shown as ended, Outcome their cause.
+	Unanswered []Unanswered
+}
+
+// Unanswered is a permission request or a question that ended without an
+// answer, with its turn.
+type Unanswered struct {
+	Question bool
+	Title    string // the tool call's title, or the question's message
 }
 
 // TurnHTML renders t: the answer from Markdown (raw HTML escaped, links

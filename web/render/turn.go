@@ -198,6 +198,8 @@ func (v *view) blocks(t *Turn) []Block {
 	done("answer")
 	writeList(&b, "files", "Files shown", v.files, v.moreFiles, "files")
 	done("files")
+	v.writeUnanswered(&b, t)
+	done("unanswered")
 	v.writeNotices(&b, t.Notices)
 	done("notices")
 	b.WriteString(`<footer class="turn-foot">`)
@@ -242,6 +244,28 @@ func writeList(b *strings.Builder, class, title string, items []string, more int
 		omitted(b, fmt.Sprintf("and %d more %s", more, what))
 	}
 	b.WriteString("</section>\n")
+}
+
+// writeUnanswered writes the requests the turn had open when it ended,
+// each as ended, and why: the turn's end.
+func (v *view) writeUnanswered(b *strings.Builder, t *Turn) {
+	if len(t.Unanswered) == 0 {
+		return
+	}
+	cause := t.Outcome
+	if cause == "" {
+		cause = "the turn ended"
+	}
+	b.WriteString(`<section class="unanswered"><h3>Not answered</h3><ul>`)
+	for _, u := range t.Unanswered {
+		what, title := "Permission needed", inDirWords(v.dir, u.Title)
+		if u.Question {
+			what, title = "The agent asked", u.Title
+		}
+		b.WriteString(`<li class="ask-ended"><strong>` + what + `</strong>: ` + line(title) +
+			`<br><span class="ask-cause">Ended without an answer, with the turn: ` + line(cause) + "</span></li>")
+	}
+	b.WriteString("</ul></section>\n")
 }
 
 // writeNotices writes the agent's own switches and the broker's notices:
