@@ -453,7 +453,8 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 			if title == "" {
 				title = a.req.ToolCall.ToolCallID
 			}
-			s.Asks = append(s.Asks, askShot{ID: a.id, Title: title, Input: string(a.req.ToolCall.RawInput), Options: a.req.Options})
+			s.Asks = append(s.Asks, askShot{ID: a.id, Title: render.InDirWords(t.dir, title),
+				Input: render.InDirWords(t.dir, string(a.req.ToolCall.RawInput)), Options: a.req.Options})
 		}
 		if !t.done {
 			s.Running = true

@@ -213,3 +213,26 @@ func (c countingReader) Read(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// A permission request's input shows the paths inside the turn's
+// directory relative to it, as the turn's tool calls do.
+func TestThreadPage_AsksShowPathsRelativeToTheTurnsDirectory(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	x.chat.act["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "edit"})
+	turn.Status(adapter.Status{Phase: adapter.PhaseWorking, Dir: "/tmp/ws-9/w"})
+	turn.Ask(&acp.PermissionRequest{ToolCall: acp.PermissionToolCall{ToolCallID: "c", Title: "Edit /tmp/ws-9/w/a.go",
+		RawInput: []byte(`{"file_path":"/tmp/ws-9/w/a.go"}`)}, Options: []acp.PermissionOption{{OptionID: "y", Name: "Allow", Kind: "allow_once"}}})
+	c := x.browser()
+	x.signIn(c, x.link("alice", "T1"))
+	_, body := x.get(c, "/t/chat/T1")
+	for _, want := range []string{`<strong>Edit a.go</strong>`, `{&#34;file_path&#34;:&#34;a.go&#34;}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page has no %s", want)
+		}
+	}
+	if strings.Contains(body, "/tmp/ws-9") {
+		t.Errorf("the page shows the working directory's path:\n%s", body)
+	}
+}

@@ -394,7 +394,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int, dir string) int {
 		kept := strings.TrimSuffix(clip.Cut(s, most), "…")
 		return kept, len(s) - len(kept)
 	}
-	if in := prettyJSON(c.input); in != "" {
+	if in := inDirWords(dir, prettyJSON(c.input)); in != "" {
 		s, more := take(in, maxInput, false)
 		b.WriteString(`<div class="tool-input"><h4>Input</h4><pre>` + esc(s) + "</pre>")
 		if more > 0 {
@@ -424,7 +424,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int, dir string) int {
 				b.WriteString(`<p class="terminal-none">terminal ` + line(it.TerminalID) + ": no output yet</p>\n")
 				continue
 			}
-			out := terminalText(c.terminal.Output)
+			out := inDirWords(dir, terminalText(c.terminal.Output))
 			s, more := take(out, maxOutput, true)
 			b.WriteString(`<div class="terminal">`)
 			if more > 0 || c.terminal.Truncated {
@@ -502,6 +502,10 @@ func inDirWords(dir, text string) string {
 		text = text[i+len(prefix):]
 	}
 }
+
+// InDirWords is text with the paths in it inside dir shown relative to
+// dir, as a turn shows its tool calls' titles, input and output.
+func InDirWords(dir, text string) string { return inDirWords(dir, text) }
 
 // pathChars are the characters, besides letters and digits, that a path
 // has inside it.
