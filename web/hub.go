@@ -242,10 +242,22 @@ func (o turnObserver) do(f func()) {
 }
 
 // add keeps u, a chunk of text joined to the one before it of its kind.
+// A terminal's output, which the broker sends again as it grows, replaces
+// the one before it.
 func (t *turnLog) add(u acp.Update) {
-	size := len(u.Raw)
-	if u.Content != nil {
-		size += len(u.Content.Text)
+	size := updateSize(&u)
+	if u.Terminal != nil && terminalOnly(&u) {
+		for i := len(t.updates) - 1; i >= 0; i-- {
+			o := &t.updates[i]
+			if o.Terminal != nil && o.ToolCallID == u.ToolCallID && o.Terminal.ID == u.Terminal.ID && terminalOnly(o) {
+				if was := updateSize(o); !t.cut && t.bytes-was+size <= maxTurnBytes {
+					t.bytes += size - was
+					*o = u
+					return
+				}
+				break
+			}
+		}
 	}
 	if t.cut || len(t.updates) >= maxTurnUpdates || t.bytes+size > maxTurnBytes {
 		t.cut = true
@@ -269,6 +281,46 @@ func (t *turnLog) add(u acp.Update) {
 	c := *last.Content // the hub's own: the agent's stays as it was
 	c.Text = t.joined.String()
 	last.Content = &c
+}
+
+// updateSize is what the hub counts of u against maxTurnBytes: the
+// text it holds, wherever it is (a chunk's, a tool call's title, input,
+// output, diffs, locations and terminal, a plan's entries, an unknown
+// update's JSON).
+func updateSize(u *acp.Update) int {
+	n := len(u.Raw) + len(u.RawInput)
+	if u.Content != nil {
+		n += len(u.Content.Text) + len(u.Content.Data) + len(u.Content.URI)
+	}
+	if u.Title != nil {
+		n += len(*u.Title)
+	}
+	for _, c := range u.ToolOutput {
+		n += len(c.Path) + len(c.NewText)
+		if c.OldText != nil {
+			n += len(*c.OldText)
+		}
+		if c.Content != nil {
+			n += len(c.Content.Text) + len(c.Content.Data)
+		}
+	}
+	for _, l := range u.Locations {
+		n += len(l.Path)
+	}
+	if u.Terminal != nil {
+		n += len(u.Terminal.Output)
+	}
+	for _, e := range u.Entries {
+		n += len(e.Content)
+	}
+	return n
+}
+
+// terminalOnly reports whether u is the broker's update of a terminal's
+// output alone.
+func terminalOnly(u *acp.Update) bool {
+	return u.Kind == acp.UpdateToolCallUpdate && u.Title == nil && u.Status == "" && u.ToolOutput == nil &&
+		u.RawInput == nil && u.Locations == nil
 }
 
 // chunk reports whether u is a chunk of the agent's text or thoughts.

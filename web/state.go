@@ -84,10 +84,7 @@ func (st savedTurn) turnLog() *turnLog {
 		u := su.U
 		u.RawInput, u.Terminal, u.Switched = su.RawInput, su.Terminal, su.Switched
 		t.updates = append(t.updates, u)
-		t.bytes += len(u.Raw)
-		if u.Content != nil {
-			t.bytes += len(u.Content.Text)
-		}
+		t.bytes += updateSize(&u)
 	}
 	return t
 }
