@@ -139,7 +139,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 // used by a POST, so that a preview of the link in the chat does not
 // spend it.
 func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
-	if !s.signIn.allow(clientAddr(r)) {
+	if !s.signIn.allow(s.clientAddr(r)) {
 		tooMany(w)
 		return
 	}
@@ -147,7 +147,7 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) signInPost(w http.ResponseWriter, r *http.Request) {
-	if !s.signIn.allow(clientAddr(r)) {
+	if !s.signIn.allow(s.clientAddr(r)) {
 		tooMany(w)
 		return
 	}
@@ -185,7 +185,7 @@ func (s *Server) adminSignInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adminSignInPost(w http.ResponseWriter, r *http.Request) {
-	if !s.signIn.allow(clientAddr(r)) {
+	if !s.signIn.allow(s.clientAddr(r)) {
 		tooMany(w)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -57,6 +58,10 @@ type Config struct {
 	// State, if set, keeps what the pages show across a restart: New
 	// loads it, and the Server gives it the changes.
 	State State
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed, for the address the sign-in's limit counts by (none: the
+	// connection's own address).
+	TrustedProxies []netip.Prefix
 	// MaxConnections bounds the connections held open (default 256).
 	MaxConnections int
 	// Now is the clock of the sign-in links and sessions (nil:

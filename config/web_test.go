@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,25 @@ func TestWebListen_IsNoOtherListenersAddress(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// web.trusted_proxies is a list of networks or addresses (an address
+// alone is its own network); anything else is refused, named.
+func TestWebTrustedProxies_AreNetworks(t *testing.T) {
+	c, err := loadText(t, discordBase()+"[web]\nlisten = \"127.0.0.1:9490\"\ntrusted_proxies = [\"10.0.0.0/8\", \"192.168.1.7\", \"fd00::1/64\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("fd00::/64")}
+	if !slices.Equal(c.Web.TrustedProxies, want) {
+		t.Fatalf("trusted proxies %v, want %v", c.Web.TrustedProxies, want)
+	}
+	if c, err := loadText(t, discordBase()); err != nil || len(c.Web.TrustedProxies) != 0 {
+		t.Fatalf("by default: %v, %v; want none", c.Web.TrustedProxies, err)
+	}
+	_, err = loadText(t, discordBase()+"[web]\ntrusted_proxies = [\"10.0.0.0/8\", \"the proxy\"]\n")
+	if err == nil || !strings.Contains(err.Error(), `web.trusted_proxies has "the proxy", which is neither a network`) {
+		t.Fatalf("a name in web.trusted_proxies: %v", err)
 	}
 }

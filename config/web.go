@@ -42,3 +42,21 @@ func readWebListen(r *reader, k string, c *Config) {
 		}
 	}
 }
+
+// readTrustedProxies reads web.trusted_proxies: the networks (CIDRs, or
+// addresses alone) whose X-Forwarded-For the web front end believes.
+func readTrustedProxies(r *reader, k string, c *Config) {
+	c.Web.TrustedProxies = nil
+	for _, s := range r.strs(k) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				r.fail(k, "has %q, which is neither a network (10.0.0.0/8, fd00::/8) nor an address", s)
+				continue
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.Web.TrustedProxies = append(c.Web.TrustedProxies, p.Masked())
+	}
+}
