@@ -318,8 +318,8 @@ const (
 
 // events streams a thread's changes to its page (Server-Sent Events):
 // each turn that changed, its blocks that changed (a "turn" event, see
-// turnEvent), and the
-// controls ("controls": html) when the person may act on it.
+// turnEvent), and the controls ("controls": html) when the person may
+// act on it.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 	t, k, ok := s.seen(w, r, ss)
 	if !ok {
@@ -381,8 +381,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 		snap, _ := s.hub.snapshot(k)
 		var out strings.Builder
 		for _, ts := range snap.Turns {
-			h := sent[ts.Seq]
-			if h.version >= ts.Version {
+			h, ok := sent[ts.Seq]
+			if ok && h.version >= ts.Version {
 				continue
 			}
 			x, err := s.rendered.rendering(r.Context(), k, ts)

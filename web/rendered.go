@@ -107,7 +107,7 @@ func (x *rendering) make(ts turnShot, prev *rendering) {
 	defer close(x.ready)
 	x.class, x.blocks = render.TurnBlocks(ts.Turn)
 	x.whole = x.event(0, nil)
-	if prev != nil {
+	if prev != nil && prev.version > 0 { // "from" 0 is an event of every block
 		x.from, x.delta = prev.version, x.event(prev.version, prev.blocks)
 	}
 }
@@ -219,7 +219,7 @@ func (x *rendering) eventFor(has uint64, had []render.Block) []byte {
 	switch {
 	case x.delta != nil && x.from == has && had != nil:
 		return x.delta
-	case had != nil && has != x.version:
+	case had != nil && has != 0 && has != x.version:
 		return x.event(has, had)
 	}
 	return x.whole

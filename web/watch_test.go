@@ -261,3 +261,23 @@ func TestEvents_ASlowPageIsDroppedAndNeverSlowsTheTurn(t *testing.T) {
 		t.Fatalf("an update waited %s for the slow page (in %s)", slowest, time.Since(start))
 	}
 }
+
+// A turn that has only begun (its prompt, no update yet) reaches a page
+// already watching its thread, and its first updates after it.
+func TestEvents_ANewTurnReachesAWatchingPageBeforeItsFirstUpdate(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "first"}).Done(adapter.Outcome{StopReason: acp.StopEndTurn})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := x.stream(ctx, x.cookie("alice"), "T1")
+	defer resp.Body.Close()
+	events := turnEvents(resp)
+	await(t, events, "first")
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "second"})
+	await(t, events, "second")
+	turn.Update(textChunk("an answer"))
+	if got := await(t, events, "an answer"); !strings.Contains(got, "second") {
+		t.Fatalf("the turn's update lost its prompt: %s", got)
+	}
+}
