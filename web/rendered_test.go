@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -235,4 +237,57 @@ func TestThreadPage_AsksShowPathsRelativeToTheTurnsDirectory(t *testing.T) {
 	if strings.Contains(body, "/tmp/ws-9") {
 		t.Errorf("the page shows the working directory's path:\n%s", body)
 	}
+}
+
+// A page that missed updates (it reconnects, naming the version of each
+// turn it holds) is sent the turns that changed whole: every block, from
+// no version, whatever it was sent on its last stream.
+func TestEvents_APageThatReconnectsGetsTheTurnWhole(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "count"})
+	turn.Update(textChunk(strings.Repeat("one two three ", 20)))
+	c := x.cookie("alice")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := x.stream(ctx, c, "T1")
+	await(t, turnEvents(first), "one two three")
+	first.Body.Close()
+	snap, _ := x.s.hub.snapshot(key{"chat", "T1"})
+	had := fmt.Sprintf("%d.%d", snap.Turns[0].Seq, snap.Turns[0].Version)
+	turn.Update(textChunk(" four"))
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", x.ts.URL+"/t/chat/T1/events?have="+had, nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || !strings.Contains(data, `"blocks"`) {
+			continue
+		}
+		var e struct {
+			From   uint64
+			Blocks []struct{ ID, HTML string }
+		}
+		json.Unmarshal([]byte(data), &e)
+		if e.From != 0 {
+			t.Fatalf("the reconnected page was sent the turn from version %d", e.From)
+		}
+		for _, b := range e.Blocks {
+			if b.HTML == "" {
+				t.Fatalf("the reconnected page was sent block %s as unchanged: %s", b.ID, data)
+			}
+		}
+		if !strings.Contains(data, "three  four") {
+			t.Fatalf("the turn sent is not its latest: %s", data)
+		}
+		return
+	}
+	t.Fatal("the stream ended before a turn")
 }
