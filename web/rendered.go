@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -39,8 +38,8 @@ type renderKey struct {
 	seq uint64
 }
 
-// rendering is one version of a turn; ready is closed once it is made
-// (or err is set), and it does not change after.
+// rendering is one version of a turn; ready is closed once it is made,
+// and it does not change after.
 type rendering struct {
 	seq, version uint64
 	ready        chan struct{}
@@ -50,7 +49,6 @@ type rendering struct {
 	// version it replaced, from (0 and nil when it replaced none).
 	whole, delta []byte
 	from         uint64
-	err          error
 	counted      bool // its bytes are in renders.bytes (guarded by renders.mu)
 }
 
@@ -71,9 +69,7 @@ func (r *renders) rendering(ctx context.Context, k key, ts turnShot) (*rendering
 			r.drop(rk, x)
 			select {
 			case <-x.ready:
-				if x.err == nil {
-					prev = x
-				}
+				prev = x
 			default:
 			}
 		}
@@ -90,12 +86,12 @@ func (r *renders) rendering(ctx context.Context, k key, ts turnShot) (*rendering
 			r.trim()
 		}
 		r.mu.Unlock()
-		return x, x.err
+		return x, nil
 	}
 	r.mu.Unlock()
 	select {
 	case <-x.ready:
-		return x, x.err
+		return x, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
@@ -181,10 +177,8 @@ func (x *rendering) event(from uint64, had []render.Block) []byte {
 	buf.WriteString("event: turn\ndata: ")
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // an event stream, never read as HTML
-	if err := enc.Encode(e); err != nil {
-		x.err = fmt.Errorf("a turn's event: %w", err)
-	}
-	buf.WriteString("\n") // Encode ended the data line; this ends the event
+	enc.Encode(e)            // of strings and numbers alone: it cannot fail
+	buf.WriteString("\n")    // Encode ended the data line; this ends the event
 	return buf.Bytes()
 }
 
