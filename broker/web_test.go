@@ -463,3 +463,32 @@ func TestWeb_TrustedProxiesLimitSignInsByTheForwardedClient(t *testing.T) {
 		t.Fatalf("another client behind the same proxy: %d, want its guess refused (403), not limited", code)
 	}
 }
+
+// An agent's tool calls of huge raw input (64 of 1 MiB) count against
+// what the web front end keeps of a turn: it keeps 8 MiB of them and
+// says the rest is left out, where the chat has it.
+func TestWeb_AHostileAgentsHugeRawInputIsBounded(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "flood-input 64 1024")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	u, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	resp, page := u.get(base + "/t/discord/" + thread)
+	if resp.StatusCode != 200 || !strings.Contains(page, "flood-input 64 1024") {
+		t.Fatalf("the thread's page: %d", resp.StatusCode)
+	}
+	if !strings.Contains(page, "The rest of this turn&#39;s updates are too many to keep here") &&
+		!strings.Contains(page, "The rest of this turn's updates are too many to keep here") {
+		t.Errorf("the page keeps 64 MiB of raw input without saying any is left out")
+	}
+	if n := strings.Count(page, `class="tool `); n >= 64 || n == 0 {
+		t.Errorf("the page shows %d of the 64 tool calls, want those within 8 MiB", n)
+	}
+}
