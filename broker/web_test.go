@@ -466,7 +466,8 @@ func TestWeb_TrustedProxiesLimitSignInsByTheForwardedClient(t *testing.T) {
 
 // An agent's tool calls of huge raw input (64 of 1 MiB) count against
 // what the web front end keeps of a turn: it keeps 8 MiB of them and
-// says the rest is left out, where the chat has it.
+// says the rest is left out, where the chat has it; the answer after
+// them is still shown.
 func TestWeb_AHostileAgentsHugeRawInputIsBounded(t *testing.T) {
 	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
 	open(t, w)
@@ -481,7 +482,7 @@ func TestWeb_AHostileAgentsHugeRawInputIsBounded(t *testing.T) {
 	}
 	u, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
 	resp, page := u.get(base + "/t/discord/" + thread)
-	if resp.StatusCode != 200 || !strings.Contains(page, "flood-input 64 1024") {
+	if resp.StatusCode != 200 || !strings.Contains(page, "sent 64 inputs") {
 		t.Fatalf("the thread's page: %d", resp.StatusCode)
 	}
 	if !strings.Contains(page, "The rest of this turn&#39;s updates are too many to keep here") &&

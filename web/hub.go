@@ -23,7 +23,7 @@ const (
 	maxThreads     = 1024
 	maxTurns       = 32
 	maxTurnUpdates = 4096
-	maxTurnBytes   = 8 << 20
+	maxTurnBytes   = 8 << 20 // of the answer and thoughts, and of the rest
 	// maxFailures bounds the failed turns the operator's view keeps, and
 	// maxCauseRunes what it keeps of each one's cause.
 	maxFailures   = 64
@@ -77,17 +77,24 @@ type threadLog struct {
 type turnLog struct {
 	start   thread.TurnStart
 	updates []acp.Update
-	bytes   int
-	cut     bool // updates were left out past the bounds
-	notices []string
-	phase   adapter.Phase
-	status  string
-	done    bool
-	failed  bool
-	outcome string
-	usage   string
-	dir     string    // the agent's working directory (adapter.Status.Dir)
-	asks    []openAsk // open, oldest first
+	// bytes and textBytes count what is kept of the agent's updates
+	// (updateSize): its answer's and thoughts' chunks in textBytes, the
+	// rest in bytes, each bounded by maxTurnBytes, so that a flood of
+	// one never leaves out the other (the answer's end after a flood of
+	// tool calls).
+	bytes, textBytes int
+	// cut: updates were left out past the bounds; cutText: chunks are,
+	// from now on, cutOther: every other update is.
+	cut, cutText, cutOther bool
+	notices                []string
+	phase                  adapter.Phase
+	status                 string
+	done                   bool
+	failed                 bool
+	outcome                string
+	usage                  string
+	dir                    string    // the agent's working directory (adapter.Status.Dir)
+	asks                   []openAsk // open, oldest first
 	// unanswered are the requests the turn had open when it ended, which
 	// no answer can reach now (at most maxUnanswered).
 	unanswered []render.Unanswered
@@ -246,11 +253,15 @@ func (o turnObserver) do(f func()) {
 // the one before it.
 func (t *turnLog) add(u acp.Update) {
 	size := updateSize(&u)
-	if u.Terminal != nil && terminalOnly(&u) {
+	if chunk(u) {
+		t.addChunk(u, size)
+		return
+	}
+	if u.Terminal != nil && terminalOnly(&u) && !t.cutOther {
 		for i := len(t.updates) - 1; i >= 0; i-- {
 			o := &t.updates[i]
 			if o.Terminal != nil && o.ToolCallID == u.ToolCallID && o.Terminal.ID == u.Terminal.ID && terminalOnly(o) {
-				if was := updateSize(o); !t.cut && t.bytes-was+size <= maxTurnBytes {
+				if was := updateSize(o); t.bytes-was+size <= maxTurnBytes {
 					t.bytes += size - was
 					*o = u
 					return
@@ -259,17 +270,26 @@ func (t *turnLog) add(u acp.Update) {
 			}
 		}
 	}
-	if t.cut || len(t.updates) >= maxTurnUpdates || t.bytes+size > maxTurnBytes {
-		t.cut = true
+	if t.cutOther || len(t.updates) >= maxTurnUpdates || t.bytes+size > maxTurnBytes {
+		t.cut, t.cutOther = true, true
 		return
 	}
 	t.bytes += size
-	if !chunk(u) {
-		t.joined = nil
-		t.updates = append(t.updates, u)
+	t.joined = nil
+	t.updates = append(t.updates, u)
+}
+
+// addChunk keeps u, a chunk of size bytes, joined to the run of chunks
+// of its kind it continues.
+func (t *turnLog) addChunk(u acp.Update, size int) {
+	n := len(t.updates)
+	run := t.joined != nil && t.updates[n-1].Kind == u.Kind
+	if t.cutText || !run && n >= maxTurnUpdates || t.textBytes+size > maxTurnBytes {
+		t.cut, t.cutText = true, true
 		return
 	}
-	if n := len(t.updates); t.joined == nil || t.updates[n-1].Kind != u.Kind {
+	t.textBytes += size
+	if !run {
 		t.joined = &strings.Builder{}
 		t.updates = append(t.updates, u)
 	}
@@ -283,7 +303,7 @@ func (t *turnLog) add(u acp.Update) {
 	last.Content = &c
 }
 
-// updateSize is what the hub counts of u against maxTurnBytes: the
+// updateSize is what the hub counts of u against its bounds: the
 // text it holds, wherever it is (a chunk's, a tool call's title, input,
 // output, diffs, locations and terminal, a plan's entries, an unknown
 // update's JSON).

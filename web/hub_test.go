@@ -96,8 +96,8 @@ func TestHub_ARequestIsOpenUntilAnsweredOrTheTurnEnds(t *testing.T) {
 }
 
 // A hostile agent's tool calls of huge raw input count against the
-// turn's bound like its text: the hub keeps at most maxTurnBytes of them
-// and says the rest is left out.
+// turn's bound: the hub keeps at most maxTurnBytes of them and says the
+// rest is left out, and still keeps the answer that follows them.
 func TestHub_ATurnsBoundCountsToolCallsRawInput(t *testing.T) {
 	h := newHub(newClock().now)
 	turn := observer{h: h, platform: "chat"}.Turn("T1", thread.TurnStart{})
@@ -105,6 +105,7 @@ func TestHub_ATurnsBoundCountsToolCallsRawInput(t *testing.T) {
 	for i := range 64 {
 		turn.Update(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: strconv.Itoa(i), RawInput: input})
 	}
+	turn.Update(textChunk("the answer after them"))
 	h.mu.Lock()
 	tl := h.threads[key{"chat", "T1"}].turns[0]
 	kept, n, cut := 0, len(tl.updates), tl.cut
@@ -114,6 +115,12 @@ func TestHub_ATurnsBoundCountsToolCallsRawInput(t *testing.T) {
 	h.mu.Unlock()
 	if kept > maxTurnBytes || !cut {
 		t.Fatalf("the hub keeps %d updates, %d bytes of raw input (cut %v), want at most %d bytes", n, kept, cut, maxTurnBytes)
+	}
+	// The answer has a bound of its own: a flood of tool calls does not
+	// leave out its end.
+	s, _ := h.snapshot(key{"chat", "T1"})
+	if html := string(render.TurnHTML(s.Turns[0].Turn)); !strings.Contains(html, "the answer after them") || !strings.Contains(html, "too many to keep") {
+		t.Fatalf("after a flood of tool calls, the turn does not show its answer and say the rest was left out")
 	}
 }
 

@@ -84,7 +84,11 @@ func (st savedTurn) turnLog() *turnLog {
 		u := su.U
 		u.RawInput, u.Terminal, u.Switched = su.RawInput, su.Terminal, su.Switched
 		t.updates = append(t.updates, u)
-		t.bytes += updateSize(&u)
+		if chunk(u) {
+			t.textBytes += updateSize(&u)
+		} else {
+			t.bytes += updateSize(&u)
+		}
 	}
 	return t
 }
