@@ -44,9 +44,10 @@ var startElsewhere = map[string]string{
 	"delete_branches": "TestProfiles_WorktreesPastRetentionAreRemoved", // faults: acts at the sweep
 	// The web front end's keys are read where the broker starts serving
 	// it; these show each consumed, through the fake Discord.
-	"web.listen":      "TestWeb_SlashWebSignsInAndTheThreadPageShowsTheWholeAnswer",
-	"web.public_url":  "TestWeb_PublicURLSessionTTLAndTheOperatorsView",
-	"web.session_ttl": "TestWeb_PublicURLSessionTTLAndTheOperatorsView",
+	"web.listen":          "TestWeb_SlashWebSignsInAndTheThreadPageShowsTheWholeAnswer",
+	"web.public_url":      "TestWeb_PublicURLSessionTTLAndTheOperatorsView",
+	"web.session_ttl":     "TestWeb_PublicURLSessionTTLAndTheOperatorsView",
+	"web.trusted_proxies": "TestWeb_TrustedProxiesLimitSignInsByTheForwardedClient",
 }
 
 // Every key the table marks as needing a restart is consumed at start:

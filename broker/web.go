@@ -20,11 +20,12 @@ func (b *Broker) openWeb() error {
 		return nil
 	}
 	wcfg := web.Config{
-		PublicURL:  cfg.PublicURL,
-		SessionTTL: cfg.SessionTTL,
-		Admin:      b.webAdmin,
-		Status:     func(context.Context) []web.Section { return statusSections(b.Status()) },
-		Logger:     b.log.With().Str("part", "web").Logger(),
+		PublicURL:      cfg.PublicURL,
+		SessionTTL:     cfg.SessionTTL,
+		TrustedProxies: cfg.TrustedProxies,
+		Admin:          b.webAdmin,
+		Status:         func(context.Context) []web.Section { return statusSections(b.Status()) },
+		Logger:         b.log.With().Str("part", "web").Logger(),
 	}
 	if b.store != nil {
 		wcfg.State = b.store // the pages' turns survive a restart

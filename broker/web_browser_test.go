@@ -204,6 +204,72 @@ func TestWebBrowser_TheThreadPageStreamsTheWholeAnswerAndShowsADiff(t *testing.T
 	}
 }
 
+// A page that followed its turns live, each update the blocks that
+// changed, holds them as a page loaded after they ended shows them: a
+// tool call's progress, a streamed answer, a fenced code block grown a
+// line at a time. A tool call the person opened stays open as it changes.
+func TestWebBrowser_ALivePageEndsAsAFreshOneShowsTheTurns(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	br, base := browse(ctx, t, w, thread, brokertest.Alice)
+	br.WaitText("#turns", "You said: hello")
+	w.Discord.Post(thread, brokertest.Alice, "tool-progress 150ms 8")
+	br.WaitText("#turns", "step 1")
+	br.Click("#turns > .turn:last-child details.tool > summary")
+	br.WaitText("#turns", "compiled")
+	var open bool
+	br.Eval(`document.querySelector("#turns > .turn:last-child details.tool").open`, &open)
+	if !open {
+		t.Errorf("the tool call the person opened closed as it changed")
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 2); err != nil {
+		t.Fatal(err)
+	}
+	w.Discord.Post(thread, brokertest.Alice, "stream 120 10ms")
+	br.WaitText("#turns", "chunk 120\n")
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 3); err != nil {
+		t.Fatal(err)
+	}
+	w.Discord.Post(thread, brokertest.Alice, "code 400")
+	br.WaitText("#turns", "That is all.")
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 4); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, br, "#turns article.turn-done", 4)
+	const articles = `JSON.stringify(Array.from(document.querySelectorAll("#turns article"), a => {
+		for (const d of a.querySelectorAll("details")) d.open = false;
+		return a.outerHTML; }))`
+	var live, fresh string
+	br.Eval(articles, &live)
+	br.Navigate(base + "/t/discord/" + thread)
+	br.WaitText("#turns", "That is all.")
+	br.Eval(articles, &fresh)
+	var a, b []string
+	json.Unmarshal([]byte(live), &a)
+	json.Unmarshal([]byte(fresh), &b)
+	if len(a) != 4 || len(b) != 4 {
+		t.Fatalf("%d turns live, %d loaded, want 4", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Errorf("turn %d, live:\n%s\nloaded:\n%s", i+1, a[i], b[i])
+		}
+	}
+	br.NoXSS()
+	if v := br.CSPViolations(); len(v) != 0 {
+		t.Errorf("our own pages broke their policy: %q", v)
+	}
+}
+
 // A permission request answered by a click on the thread's page reaches
 // the agent, and the chat's request loses its buttons and says it was
 // answered on the web; Cancel on the page stops a running turn.

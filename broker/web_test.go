@@ -431,3 +431,65 @@ func TestWeb_AQuestionAnsweredOnThePageReachesTheAgent(t *testing.T) {
 		t.Fatalf("the chat's question does not say it was answered on the web: %v", err)
 	}
 }
+
+// web.trusted_proxies reaches the web front end: behind a proxy it
+// trusts (here the test itself, on loopback), the sign-in's limit is the
+// client's that X-Forwarded-For names, not the proxy's.
+func TestWeb_TrustedProxiesLimitSignInsByTheForwardedClient(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0", "web.trusted_proxies": []string{"127.0.0.0/8"}})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := w.Discord.Slash(ctx, w.Channel, brokertest.Alice, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := strings.Cut(signInLink.FindString(r.Content), "/signin")
+	u := newWebUser(t)
+	try := func(client string) int {
+		req, _ := http.NewRequest("POST", base+"/signin", strings.NewReader(url.Values{"t": {"guessed"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", client)
+		resp, _ := u.do(req)
+		return resp.StatusCode
+	}
+	for range 10 {
+		try("203.0.113.5")
+	}
+	if code := try("203.0.113.5"); code != http.StatusTooManyRequests {
+		t.Fatalf("the 11th try of one client: %d, want 429", code)
+	}
+	if code := try("203.0.113.6"); code != http.StatusForbidden {
+		t.Fatalf("another client behind the same proxy: %d, want its guess refused (403), not limited", code)
+	}
+}
+
+// An agent's tool calls of huge raw input (64 of 1 MiB) count against
+// what the web front end keeps of a turn: it keeps 8 MiB of them and
+// says the rest is left out, where the chat has it; the answer after
+// them is still shown.
+func TestWeb_AHostileAgentsHugeRawInputIsBounded(t *testing.T) {
+	w := world(t, brokertest.Settings{"web.listen": "127.0.0.1:0"})
+	open(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	thread, err := w.Discord.Mention(ctx, brokertest.Alice, "flood-input 64 1024")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Discord.AwaitAnswers(ctx, thread, 1); err != nil {
+		t.Fatal(err)
+	}
+	u, base, _ := webSignIn(ctx, t, w, thread, brokertest.Alice)
+	resp, page := u.get(base + "/t/discord/" + thread)
+	if resp.StatusCode != 200 || !strings.Contains(page, "sent 64 inputs") {
+		t.Fatalf("the thread's page: %d", resp.StatusCode)
+	}
+	if !strings.Contains(page, "The rest of this turn&#39;s updates are too many to keep here") &&
+		!strings.Contains(page, "The rest of this turn's updates are too many to keep here") {
+		t.Errorf("the page keeps 64 MiB of raw input without saying any is left out")
+	}
+	if n := strings.Count(page, `class="tool `); n >= 64 || n == 0 {
+		t.Errorf("the page shows %d of the 64 tool calls, want those within 8 MiB", n)
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -49,6 +50,8 @@ type WebConfig struct {
 	PublicURL string
 	// SessionTTL is how long a sign-in lasts.
 	SessionTTL time.Duration
+	// TrustedProxies are the networks whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
 }
 
 // MayUse reports whether the token may start prompts in channel of

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -49,6 +50,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"web.listen":                  {"127.0.0.1:9490", func(c *Config) any { return c.Web.Listen }, "127.0.0.1:9490"},
 		"web.public_url":              {"https://b.example.com/", func(c *Config) any { return c.Web.PublicURL }, "https://b.example.com"},
 		"web.session_ttl":             {"2h", func(c *Config) any { return c.Web.SessionTTL }, 2 * time.Hour},
+		"web.trusted_proxies":         {"10.0.0.0/8,192.168.1.7", func(c *Config) any { return c.Web.TrustedProxies }, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32")}},
 		"turn.timeout":                {"5m", func(c *Config) any { return c.Turn.Timeout }, 5 * time.Minute},
 		"turn.liveness_interval":      {"10s", func(c *Config) any { return c.Turn.LivenessInterval }, 10 * time.Second},
 		"turn.cancel_grace":           {"4s", func(c *Config) any { return c.Turn.CancelGrace }, 4 * time.Second},

@@ -138,9 +138,10 @@ var keys = append([]key{
 		read: func(r *reader, k string, c *Config) { c.API.MaxConnections = r.integer(k, 8, 100000) }},
 	{name: "api.max_streams", def: 32, live: true, doc: "event streams (`GET /v1/prompts/{id}/events`) one API token may have open at once (past it: `429`)",
 		read: func(r *reader, k string, c *Config) { c.API.MaxStreams = r.integer(k, 1, 100000) }},
-	{name: "web.listen", def: "", doc: "the web front end's address (`\"\"`: off; see Web front end)",
-		read: func(r *reader, k string, c *Config) { c.Web.Listen = r.address(k) }},
+	{name: "web.listen", def: "", doc: "the web front end's address (`\"\"`: off; see Web front end), its own: another listener's (`http.listen`, `api.listen`, `slack.listen`) is refused",
+		read: readWebListen},
 	{name: "web.public_url", def: "", doc: "the address people reach the web front end at, for the sign-in links `/web` gives and the threads' *Open in browser* buttons (`\"\"`: `http://` and `web.listen`; an `https` one makes its cookies Secure)", read: readPublicURL},
+	{name: "web.trusted_proxies", def: []string{}, doc: "the reverse proxies (CIDRs or addresses) in front of the web front end whose `X-Forwarded-For` it believes, for the client's address its sign-in limit counts by: the rightmost address there that is not one of them (none: the connection's own address)", read: readTrustedProxies},
 	{name: "web.session_ttl", def: "12h", doc: "how long a sign-in to the web front end lasts",
 		read: func(r *reader, k string, c *Config) { c.Web.SessionTTL = r.dur(k, time.Minute, 30*24*time.Hour) }},
 

@@ -36,6 +36,7 @@ func TestBadConfig_RefusedWithTheKeyBeforeConnecting(t *testing.T) {
 		{"unknown log level", settings{"log.level": "verbose"}, nil, `log.level = "verbose" must be one of trace, debug, info, warn, error`},
 		{"api_url not a URL", settings{"discord.api_url": "discord.example/api/v9"}, nil, `discord.api_url = "discord.example/api/v9" is not an http(s) URL`},
 		{"http.listen not an address", settings{"http.listen": "metrics-port"}, nil, `http.listen = "metrics-port" is not a host:port address`},
+		{"web.listen on http.listen's address", settings{"http.listen": "127.0.0.1:9464", "web.listen": "127.0.0.1:9464"}, nil, `web.listen = "127.0.0.1:9464" is http.listen's address too`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,9 @@ import (
 
 var webLink = regexp.MustCompile(`http://[^\s>)]+/signin\?t=[A-Za-z0-9_-]+`)
 
+// eventSeq is the turn a "turn" event's data names, as it starts.
+var eventSeq = regexp.MustCompile(`^data: \{"seq":[0-9]+,`)
+
 // webPerson signs who in to the broker's web front end with the link /web
 // gives them, from the loopback address from (the sign-in's rate limit is
 // by address), and returns a client carrying their session.
@@ -119,9 +122,14 @@ func TestWebFigures_AHundredWatchersOfOneTurn(t *testing.T) {
 			sc := bufio.NewScanner(resp.Body)
 			sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 			seen := false
+			seq := "" // how the last turn's events start
 			for sc.Scan() {
 				bytes.Add(int64(len(sc.Bytes())))
-				if l := sc.Text(); !seen && strings.Contains(l, last) && strings.Contains(l, "chunk 400") {
+				l := sc.Text()
+				if seq == "" && strings.Contains(l, last) {
+					seq = eventSeq.FindString(l)
+				}
+				if !seen && seq != "" && strings.HasPrefix(l, seq) && strings.Contains(l, "chunk 400") {
 					seen = true
 					sawEnd.Add(1)
 				}

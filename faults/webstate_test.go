@@ -48,3 +48,32 @@ func TestRestart_AKilledTurnShowsInterruptedOnTheWeb(t *testing.T) {
 		t.Errorf("the thread's page after the broker was killed:\n%s", page)
 	}
 }
+
+// A broker killed while its agent waits on a permission request: after
+// the restart the turn's page shows the request ended, with the turn's
+// cause, and offers no answer to it, since the agent that asked is gone.
+func TestRestart_AnOpenRequestShowsEndedOnTheWeb(t *testing.T) {
+	w := newWorld(t, setup{conf: settings{"web.listen": "127.0.0.1:0"}})
+	b := w.start()
+	thread := w.mention(alice, "permission")
+	w.permissionRequest(thread)
+	time.Sleep(4 * time.Second) // past the web's save interval and the store's flush
+	brokertest.MustGet(t, patience, func(ctx context.Context) (*brokertest.Broker, error) { return w.Restart(ctx, b.Broker, true) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	c, base := webPerson(ctx, t, w, alice, "127.0.0.1")
+	resp, err := c.Get(base + "/t/discord/" + thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	page := string(body)
+	if !strings.Contains(page, "Not answered") || !strings.Contains(page, "Ended without an answer, with the turn: ⏹️ interrupted: the broker stopped before this turn ended") {
+		t.Errorf("the page does not show the request ended:\n%s", page)
+	}
+	if strings.Contains(page, "data-ask=") || strings.Contains(page, "/permit") {
+		t.Errorf("the page offers an answer to a request no one can answer:\n%s", page)
+	}
+}

@@ -23,7 +23,7 @@ const (
 	maxThreads     = 1024
 	maxTurns       = 32
 	maxTurnUpdates = 4096
-	maxTurnBytes   = 8 << 20
+	maxTurnBytes   = 8 << 20 // of the answer and thoughts, and of the rest
 	// maxFailures bounds the failed turns the operator's view keeps, and
 	// maxCauseRunes what it keeps of each one's cause.
 	maxFailures   = 64
@@ -77,17 +77,27 @@ type threadLog struct {
 type turnLog struct {
 	start   thread.TurnStart
 	updates []acp.Update
-	bytes   int
-	cut     bool // updates were left out past the bounds
-	notices []string
-	phase   adapter.Phase
-	status  string
-	done    bool
-	failed  bool
-	outcome string
-	usage   string
-	dir     string    // the agent's working directory (adapter.Status.Dir)
-	asks    []openAsk // open, oldest first
+	// bytes and textBytes count what is kept of the agent's updates
+	// (updateSize): its answer's and thoughts' chunks in textBytes, the
+	// rest in bytes, each bounded by maxTurnBytes, so that a flood of
+	// one never leaves out the other (the answer's end after a flood of
+	// tool calls).
+	bytes, textBytes int
+	// cut: updates were left out past the bounds; cutText: chunks are,
+	// from now on, cutOther: every other update is.
+	cut, cutText, cutOther bool
+	notices                []string
+	phase                  adapter.Phase
+	status                 string
+	done                   bool
+	failed                 bool
+	outcome                string
+	usage                  string
+	dir                    string    // the agent's working directory (adapter.Status.Dir)
+	asks                   []openAsk // open, oldest first
+	// unanswered are the requests the turn had open when it ended, which
+	// no answer can reach now (at most maxUnanswered).
+	unanswered []render.Unanswered
 	// joined holds the text of the last update while it is a run of
 	// chunks of one kind.
 	joined *strings.Builder
@@ -184,6 +194,7 @@ func (o turnObserver) Elicited(q *acp.ElicitationRequest) {
 
 func (o turnObserver) Done(out adapter.Outcome) {
 	o.do(func() {
+		o.t.unanswered = appendUnanswered(o.t.unanswered, o.t.asks)
 		o.t.done, o.t.status, o.t.asks = true, "", nil
 		o.t.failed = out.Err != nil && !errors.Is(out.Err, adapter.ErrCancelled)
 		if o.t.failed {
@@ -198,6 +209,37 @@ func (o turnObserver) Done(out adapter.Outcome) {
 	}
 }
 
+// maxUnanswered bounds the unanswered requests a turn keeps, and
+// maxAskRunes what it keeps of each one's title.
+const (
+	maxUnanswered = 64
+	maxAskRunes   = 300
+)
+
+// appendUnanswered is to with the requests asks, which can no longer be
+// answered, within maxUnanswered.
+func appendUnanswered(to []render.Unanswered, asks []openAsk) []render.Unanswered {
+	for _, a := range asks {
+		if len(to) >= maxUnanswered {
+			break
+		}
+		to = append(to, a.unanswered())
+	}
+	return to
+}
+
+// unanswered is a as a turn shows it once it cannot be answered.
+func (a openAsk) unanswered() render.Unanswered {
+	if a.q != nil {
+		return render.Unanswered{Question: true, Title: excerpt(a.q.Message, maxAskRunes)}
+	}
+	title := a.req.ToolCall.Title
+	if title == "" {
+		title = a.req.ToolCall.ToolCallID
+	}
+	return render.Unanswered{Title: excerpt(title, maxAskRunes)}
+}
+
 // do runs f on the turn under the hub's lock, as a change of it.
 func (o turnObserver) do(f func()) {
 	o.h.change(o.k, func(*threadLog) {
@@ -207,22 +249,47 @@ func (o turnObserver) do(f func()) {
 }
 
 // add keeps u, a chunk of text joined to the one before it of its kind.
+// A terminal's output, which the broker sends again as it grows, replaces
+// the one before it.
 func (t *turnLog) add(u acp.Update) {
-	size := len(u.Raw)
-	if u.Content != nil {
-		size += len(u.Content.Text)
+	size := updateSize(&u)
+	if chunk(u) {
+		t.addChunk(u, size)
+		return
 	}
-	if t.cut || len(t.updates) >= maxTurnUpdates || t.bytes+size > maxTurnBytes {
-		t.cut = true
+	if u.Terminal != nil && terminalOnly(&u) && !t.cutOther {
+		for i := len(t.updates) - 1; i >= 0; i-- {
+			o := &t.updates[i]
+			if o.Terminal != nil && o.ToolCallID == u.ToolCallID && o.Terminal.ID == u.Terminal.ID && terminalOnly(o) {
+				if was := updateSize(o); t.bytes-was+size <= maxTurnBytes {
+					t.bytes += size - was
+					*o = u
+					return
+				}
+				break
+			}
+		}
+	}
+	if t.cutOther || len(t.updates) >= maxTurnUpdates || t.bytes+size > maxTurnBytes {
+		t.cut, t.cutOther = true, true
 		return
 	}
 	t.bytes += size
-	if !chunk(u) {
-		t.joined = nil
-		t.updates = append(t.updates, u)
+	t.joined = nil
+	t.updates = append(t.updates, u)
+}
+
+// addChunk keeps u, a chunk of size bytes, joined to the run of chunks
+// of its kind it continues.
+func (t *turnLog) addChunk(u acp.Update, size int) {
+	n := len(t.updates)
+	run := t.joined != nil && t.updates[n-1].Kind == u.Kind
+	if t.cutText || !run && n >= maxTurnUpdates || t.textBytes+size > maxTurnBytes {
+		t.cut, t.cutText = true, true
 		return
 	}
-	if n := len(t.updates); t.joined == nil || t.updates[n-1].Kind != u.Kind {
+	t.textBytes += size
+	if !run {
 		t.joined = &strings.Builder{}
 		t.updates = append(t.updates, u)
 	}
@@ -234,6 +301,46 @@ func (t *turnLog) add(u acp.Update) {
 	c := *last.Content // the hub's own: the agent's stays as it was
 	c.Text = t.joined.String()
 	last.Content = &c
+}
+
+// updateSize is what the hub counts of u against its bounds: the
+// text it holds, wherever it is (a chunk's, a tool call's title, input,
+// output, diffs, locations and terminal, a plan's entries, an unknown
+// update's JSON).
+func updateSize(u *acp.Update) int {
+	n := len(u.Raw) + len(u.RawInput)
+	if u.Content != nil {
+		n += len(u.Content.Text) + len(u.Content.Data) + len(u.Content.URI)
+	}
+	if u.Title != nil {
+		n += len(*u.Title)
+	}
+	for _, c := range u.ToolOutput {
+		n += len(c.Path) + len(c.NewText)
+		if c.OldText != nil {
+			n += len(*c.OldText)
+		}
+		if c.Content != nil {
+			n += len(c.Content.Text) + len(c.Content.Data)
+		}
+	}
+	for _, l := range u.Locations {
+		n += len(l.Path)
+	}
+	if u.Terminal != nil {
+		n += len(u.Terminal.Output)
+	}
+	for _, e := range u.Entries {
+		n += len(e.Content)
+	}
+	return n
+}
+
+// terminalOnly reports whether u is the broker's update of a terminal's
+// output alone.
+func terminalOnly(u *acp.Update) bool {
+	return u.Kind == acp.UpdateToolCallUpdate && u.Title == nil && u.Status == "" && u.ToolOutput == nil &&
+		u.RawInput == nil && u.Locations == nil
 }
 
 // chunk reports whether u is a chunk of the agent's text or thoughts.
@@ -404,7 +511,7 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 	for _, t := range l.turns {
 		rt := &render.Turn{Prompt: t.start.Prompt, Author: t.start.Author, Started: t.start.Started,
 			Updates: slices.Clone(t.updates), Notices: slices.Clone(t.notices), Status: t.status,
-			Done: t.done, Outcome: t.outcome, Usage: t.usage, Dir: t.dir}
+			Done: t.done, Outcome: t.outcome, Usage: t.usage, Dir: t.dir, Unanswered: slices.Clone(t.unanswered)}
 		if t.cut {
 			rt.Notices = append(rt.Notices, "The rest of this turn's updates are too many to keep here; the chat has them.")
 		}
@@ -418,7 +525,8 @@ func (h *hub) snapshot(k key) (snapshot, bool) {
 			if title == "" {
 				title = a.req.ToolCall.ToolCallID
 			}
-			s.Asks = append(s.Asks, askShot{ID: a.id, Title: title, Input: string(a.req.ToolCall.RawInput), Options: a.req.Options})
+			s.Asks = append(s.Asks, askShot{ID: a.id, Title: render.InDirWords(t.dir, title),
+				Input: render.InDirWords(t.dir, string(a.req.ToolCall.RawInput)), Options: a.req.Options})
 		}
 		if !t.done {
 			s.Running = true

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"acpbroker/acp"
 	"acpbroker/adapter"
 	"acpbroker/chat/thread"
+	"acpbroker/web/render"
 )
 
 func TestHub_KeepsEachThreadsLastTurns(t *testing.T) {
@@ -90,5 +92,54 @@ func TestHub_ARequestIsOpenUntilAnsweredOrTheTurnEnds(t *testing.T) {
 	turn.Done(adapter.Outcome{})
 	if s, _ := h.snapshot(k); len(s.Asks) != 0 {
 		t.Fatalf("after the turn's end: %+v", s.Asks)
+	}
+}
+
+// A hostile agent's tool calls of huge raw input count against the
+// turn's bound: the hub keeps at most maxTurnBytes of them and says the
+// rest is left out, and still keeps the answer that follows them.
+func TestHub_ATurnsBoundCountsToolCallsRawInput(t *testing.T) {
+	h := newHub(newClock().now)
+	turn := observer{h: h, platform: "chat"}.Turn("T1", thread.TurnStart{})
+	input := json.RawMessage(`{"x":"` + strings.Repeat("x", 1<<20) + `"}`)
+	for i := range 64 {
+		turn.Update(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: strconv.Itoa(i), RawInput: input})
+	}
+	turn.Update(textChunk("the answer after them"))
+	h.mu.Lock()
+	tl := h.threads[key{"chat", "T1"}].turns[0]
+	kept, n, cut := 0, len(tl.updates), tl.cut
+	for _, u := range tl.updates {
+		kept += len(u.RawInput)
+	}
+	h.mu.Unlock()
+	if kept > maxTurnBytes || !cut {
+		t.Fatalf("the hub keeps %d updates, %d bytes of raw input (cut %v), want at most %d bytes", n, kept, cut, maxTurnBytes)
+	}
+	// The answer has a bound of its own: a flood of tool calls does not
+	// leave out its end.
+	s, _ := h.snapshot(key{"chat", "T1"})
+	if html := string(render.TurnHTML(s.Turns[0].Turn)); !strings.Contains(html, "the answer after them") || !strings.Contains(html, "too many to keep") {
+		t.Fatalf("after a flood of tool calls, the turn does not show its answer and say the rest was left out")
+	}
+}
+
+// The broker's updates of a terminal's output, each its whole output so
+// far, replace the one before: a long-running terminal neither fills
+// the turn's bound nor is cut, and the page shows its latest output.
+func TestHub_ATerminalsOutputReplacesTheOneBefore(t *testing.T) {
+	h := newHub(newClock().now)
+	turn := observer{h: h, platform: "chat"}.Turn("T1", thread.TurnStart{})
+	turn.Update(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: "c", Title: new("make"), ToolOutput: []acp.ToolCallContent{{Type: "terminal", TerminalID: "t1"}}})
+	out := strings.Repeat("building\n", 64<<10/9)
+	for i := range 160 { // 10 MiB in all
+		turn.Update(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: "c", Terminal: &acp.TerminalOutput{ID: "t1", Output: out + "step " + strconv.Itoa(i) + "\n"}})
+	}
+	s, _ := h.snapshot(key{"chat", "T1"})
+	if n := len(s.Turns[0].Turn.Updates); n != 2 {
+		t.Fatalf("the hub keeps %d updates of one terminal, want the call and its latest output", n)
+	}
+	if html := string(render.TurnHTML(s.Turns[0].Turn)); !strings.Contains(html, "step 159") || strings.Contains(html, "too many to keep") {
+		t.Fatalf("the turn does not show the terminal's latest output")
 	}
 }

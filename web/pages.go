@@ -139,7 +139,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 // used by a POST, so that a preview of the link in the chat does not
 // spend it.
 func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
-	if !s.signIn.allow(clientAddr(r)) {
+	if !s.signIn.allow(s.clientAddr(r)) {
 		tooMany(w)
 		return
 	}
@@ -147,7 +147,7 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) signInPost(w http.ResponseWriter, r *http.Request) {
-	if !s.signIn.allow(clientAddr(r)) {
+	if !s.signIn.allow(s.clientAddr(r)) {
 		tooMany(w)
 		return
 	}
@@ -185,7 +185,7 @@ func (s *Server) adminSignInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) adminSignInPost(w http.ResponseWriter, r *http.Request) {
-	if !s.signIn.allow(clientAddr(r)) {
+	if !s.signIn.allow(s.clientAddr(r)) {
 		tooMany(w)
 		return
 	}
@@ -317,8 +317,9 @@ const (
 )
 
 // events streams a thread's changes to its page (Server-Sent Events):
-// each turn that changed, rendered ("turn": {seq, html}), and the
-// controls ("controls": html) when the person may act on it.
+// each turn that changed, its blocks that changed (a "turn" event, see
+// turnEvent), and the controls ("controls": html) when the person may
+// act on it.
 func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 	t, k, ok := s.seen(w, r, ss)
 	if !ok {
@@ -334,11 +335,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sent := map[uint64]uint64{} // by turn: the version sent
+	// sent is by turn the version the page has, and its blocks when this
+	// stream sent them (a page's own are not known: a change to one of
+	// those is sent whole).
+	type has struct {
+		version uint64
+		blocks  []render.Block
+	}
+	sent := map[uint64]has{}
 	for _, v := range strings.Split(r.URL.Query().Get("have"), ",") {
 		var seq, ver uint64
 		if _, err := fmt.Sscanf(v, "%d.%d", &seq, &ver); err == nil && len(sent) < maxTurns {
-			sent[seq] = ver
+			sent[seq] = has{version: ver}
 		}
 	}
 	lastControls := ""
@@ -373,18 +381,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, ss session) {
 		snap, _ := s.hub.snapshot(k)
 		var out strings.Builder
 		for _, ts := range snap.Turns {
-			if v, ok := sent[ts.Seq]; ok && v >= ts.Version {
+			h, ok := sent[ts.Seq]
+			if ok && h.version >= ts.Version {
 				continue
 			}
-			event, version, err := s.rendered.event(r.Context(), k, ts)
+			x, err := s.rendered.rendering(r.Context(), k, ts)
 			if err != nil {
 				if r.Context().Err() == nil {
 					s.log.Error().Err(err).Msg("web: turn not rendered")
 				}
 				return
 			}
-			sent[ts.Seq] = version
-			out.Write(event)
+			out.Write(x.eventFor(h.version, h.blocks))
+			sent[ts.Seq] = has{x.version, x.blocks}
 		}
 		gone := false
 		for seq := range sent {

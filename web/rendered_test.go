@@ -1,9 +1,14 @@
 package web
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,7 +118,7 @@ func TestRenders_AreBoundedAndLetGo(t *testing.T) {
 	for i := range maxRenders + 10 {
 		ts := turnShot{Seq: uint64(i + 1), Version: 1, Turn: &render.Turn{Prompt: "p"}}
 		turns = append(turns, ts)
-		if _, _, err := r.event(ctx, k, ts); err != nil {
+		if _, err := r.rendering(ctx, k, ts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,14 +127,14 @@ func TestRenders_AreBoundedAndLetGo(t *testing.T) {
 	}
 	// The oldest went first: the newest is still kept, not made again.
 	made := r.made
-	if _, _, err := r.event(ctx, k, turns[len(turns)-1]); err != nil || r.made != made {
+	if _, err := r.rendering(ctx, k, turns[len(turns)-1]); err != nil || r.made != made {
 		t.Fatalf("the newest rendering was made again (%v)", err)
 	}
 	r.maxBytes = 1 << 20
 	big := turnShot{Seq: 1 << 20, Version: 1, Turn: &render.Turn{Prompt: strings.Repeat("x ", 32<<10)}}
 	for i := range 40 {
 		big.Seq++
-		if _, _, err := r.event(ctx, key{"chat", fmt.Sprint("B", i)}, big); err != nil {
+		if _, err := r.rendering(ctx, key{"chat", fmt.Sprint("B", i)}, big); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,4 +153,141 @@ func TestRenders_AreBoundedAndLetGo(t *testing.T) {
 	if st := x.s.Stats(); st.Renders != 0 || st.RenderBytes != 0 {
 		t.Fatalf("after letting every turn go: %d renderings, %d bytes", st.Renders, st.RenderBytes)
 	}
+}
+
+// A page watching a long streaming turn is sent what changed, not the
+// turn again each time: the blocks of the turn that changed, a growing
+// one from where it grew; applied in order, they make the turn as a
+// whole rendering shows it.
+func TestEvents_APageIsSentWhatChangedAndHoldsTheWholeTurn(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "write"})
+	turn.Status(adapter.Status{Phase: adapter.PhaseWorking})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := x.stream(ctx, x.cookie("alice"), "T1")
+	defer resp.Body.Close()
+	var sent atomic.Int64
+	events := turnEvents(countingBody(resp, &sent))
+	await(t, events, "write")
+	words := strings.Repeat("and so on, ", 100) // 1.1 KB a paragraph
+	for i := range 60 {
+		turn.Update(textChunk(fmt.Sprintf("Paragraph %d: %s\n\n", i, words)))
+		if i%10 == 0 {
+			turn.Update(acp.Update{Kind: acp.UpdateToolCall, ToolCallID: fmt.Sprint("c", i), Title: new(fmt.Sprint("Run step ", i)), Status: "in_progress"})
+		}
+		if i%10 == 5 {
+			turn.Update(acp.Update{Kind: acp.UpdateToolCallUpdate, ToolCallID: fmt.Sprint("c", i-5), Status: "completed"})
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	turn.Done(adapter.Outcome{StopReason: acp.StopEndTurn, Elapsed: 2 * time.Second})
+	shown := await(t, events, "turn-done")
+	snap, _ := x.s.hub.snapshot(key{"chat", "T1"})
+	whole := string(render.TurnHTML(snap.Turns[0].Turn))
+	if shown != whole {
+		t.Fatalf("the page holds the turn as:\n%s\nwhere a whole rendering is:\n%s", shown, whole)
+	}
+	// Sent whole each time, the turn would cost its length at each of its
+	// updates: more than 60 KB times the updates over two.
+	n := len(whole)
+	if got := sent.Load(); got > int64(3*n) {
+		t.Fatalf("the page was sent %d bytes for a turn of %d", got, n)
+	}
+	t.Logf("a turn of %d bytes of HTML, streamed: %d bytes sent to its page", n, sent.Load())
+}
+
+// countingBody counts in n the bytes read from resp's body.
+func countingBody(resp *http.Response, n *atomic.Int64) *http.Response {
+	r := *resp
+	r.Body = countingReader{resp.Body, n}
+	return &r
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// A permission request's input shows the paths inside the turn's
+// directory relative to it, as the turn's tool calls do.
+func TestThreadPage_AsksShowPathsRelativeToTheTurnsDirectory(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	x.chat.act["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "edit"})
+	turn.Status(adapter.Status{Phase: adapter.PhaseWorking, Dir: "/tmp/ws-9/w"})
+	turn.Ask(&acp.PermissionRequest{ToolCall: acp.PermissionToolCall{ToolCallID: "c", Title: "Edit /tmp/ws-9/w/a.go",
+		RawInput: []byte(`{"file_path":"/tmp/ws-9/w/a.go"}`)}, Options: []acp.PermissionOption{{OptionID: "y", Name: "Allow", Kind: "allow_once"}}})
+	c := x.browser()
+	x.signIn(c, x.link("alice", "T1"))
+	_, body := x.get(c, "/t/chat/T1")
+	for _, want := range []string{`<strong>Edit a.go</strong>`, `{&#34;file_path&#34;:&#34;a.go&#34;}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page has no %s", want)
+		}
+	}
+	if strings.Contains(body, "/tmp/ws-9") {
+		t.Errorf("the page shows the working directory's path:\n%s", body)
+	}
+}
+
+// A page that missed updates (it reconnects, naming the version of each
+// turn it holds) is sent the turns that changed whole: every block, from
+// no version, whatever it was sent on its last stream.
+func TestEvents_APageThatReconnectsGetsTheTurnWhole(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "count"})
+	turn.Update(textChunk(strings.Repeat("one two three ", 20)))
+	c := x.cookie("alice")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := x.stream(ctx, c, "T1")
+	await(t, turnEvents(first), "one two three")
+	first.Body.Close()
+	snap, _ := x.s.hub.snapshot(key{"chat", "T1"})
+	had := fmt.Sprintf("%d.%d", snap.Turns[0].Seq, snap.Turns[0].Version)
+	turn.Update(textChunk(" four"))
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", x.ts.URL+"/t/chat/T1/events?have="+had, nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || !strings.Contains(data, `"blocks"`) {
+			continue
+		}
+		var e struct {
+			From   uint64
+			Blocks []struct{ ID, HTML string }
+		}
+		json.Unmarshal([]byte(data), &e)
+		if e.From != 0 {
+			t.Fatalf("the reconnected page was sent the turn from version %d", e.From)
+		}
+		for _, b := range e.Blocks {
+			if b.HTML == "" {
+				t.Fatalf("the reconnected page was sent block %s as unchanged: %s", b.ID, data)
+			}
+		}
+		if !strings.Contains(data, "three  four") {
+			t.Fatalf("the turn sent is not its latest: %s", data)
+		}
+		return
+	}
+	t.Fatal("the stream ended before a turn")
 }

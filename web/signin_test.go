@@ -2,9 +2,11 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -386,5 +388,58 @@ func TestAdmin_AnOperatorTokenSignsInToTheOperatorsView(t *testing.T) {
 	x.signIn(person, x.link("alice", ""))
 	if resp, _ := x.get(person, "/admin"); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a chat user's view of /admin: %d", resp.StatusCode)
+	}
+}
+
+// signInFrom tries to sign in with tok, the proxy's X-Forwarded-For
+// being xff ("": none).
+func (x *site) signInFrom(xff, tok string) int {
+	x.t.Helper()
+	req, _ := http.NewRequest("POST", x.ts.URL+"/signin", strings.NewReader(url.Values{"t": {tok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", x.ts.URL)
+	if xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	resp, err := x.browser().Do(req)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Behind a trusted proxy, sign-ins are limited by the client's address,
+// the rightmost of X-Forwarded-For that is no trusted proxy's: one
+// client's tries do not lock out another behind the same proxy, and
+// what a client writes left of it does not free it of its limit.
+func TestSignIn_BehindATrustedProxyTheLimitIsTheClients(t *testing.T) {
+	x := newSite(t, Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}})
+	for i := range signInsPerMin {
+		if code := x.signInFrom(fmt.Sprintf("198.51.100.%d, 203.0.113.5, 10.1.2.3", i), "guessed"); code != http.StatusForbidden {
+			t.Fatalf("try %d from 203.0.113.5: %d", i+1, code)
+		}
+	}
+	if code := x.signInFrom("192.0.2.77, 203.0.113.5", "guessed"); code != http.StatusTooManyRequests {
+		t.Fatalf("203.0.113.5, past its limit, claiming another address left of it: %d, want 429", code)
+	}
+	if code := x.signInFrom("203.0.113.6", x.link("alice", "")); code != http.StatusSeeOther {
+		t.Fatalf("another client behind the same proxy: %d, want signed in", code)
+	}
+}
+
+// From a peer that is no trusted proxy, X-Forwarded-For is the client's
+// own word and ignored: the limit is the connection's address's.
+func TestSignIn_FromAnUntrustedPeerForwardedForIsIgnored(t *testing.T) {
+	for _, trusted := range [][]netip.Prefix{nil, {netip.MustParsePrefix("10.0.0.0/8")}} {
+		x := newSite(t, Config{TrustedProxies: trusted})
+		for i := range signInsPerMin {
+			if code := x.signInFrom(fmt.Sprintf("203.0.113.%d", i), "guessed"); code != http.StatusForbidden {
+				t.Fatalf("trusting %v, try %d: %d", trusted, i+1, code)
+			}
+		}
+		if code := x.signInFrom("203.0.113.200", x.link("alice", "")); code != http.StatusTooManyRequests {
+			t.Fatalf("trusting %v, a new X-Forwarded-For from the same peer: %d, want 429", trusted, code)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"acpbroker/adapter"
 	"acpbroker/chat/thread"
 	"acpbroker/store"
+	"acpbroker/web/render"
 )
 
 // State keeps what the pages show across a restart (store.Store): each
@@ -40,6 +41,9 @@ type savedTurn struct {
 	Notices                       []string      `json:",omitempty"`
 	Done, Failed                  bool
 	Outcome, Usage                string
+	// Open are the requests open as it was saved, which a restart ends;
+	// Unanswered those its end did.
+	Open, Unanswered []render.Unanswered `json:",omitempty"`
 }
 
 // savedUpdate is an update with what the page shows of it beyond the
@@ -55,7 +59,8 @@ type savedUpdate struct {
 func (t *turnLog) savedLocked() savedTurn {
 	st := savedTurn{Seq: t.seq, Prompt: t.start.Prompt, Author: t.start.Author, AuthorID: t.start.AuthorID,
 		Ref: t.start.Ref, Started: t.start.Started, Cut: t.cut, Notices: slices.Clone(t.notices),
-		Done: t.done, Failed: t.failed, Outcome: t.outcome, Usage: t.usage}
+		Done: t.done, Failed: t.failed, Outcome: t.outcome, Usage: t.usage,
+		Open: appendUnanswered(nil, t.asks), Unanswered: slices.Clone(t.unanswered)}
 	st.Updates = make([]savedUpdate, len(t.updates))
 	for i, u := range t.updates {
 		st.Updates[i] = savedUpdate{U: u, RawInput: u.RawInput, Terminal: u.Terminal, Switched: u.Switched}
@@ -69,16 +74,20 @@ func (st savedTurn) turnLog() *turnLog {
 	t := &turnLog{start: thread.TurnStart{Prompt: st.Prompt, Author: st.Author, AuthorID: st.AuthorID, Started: st.Started, Ref: st.Ref},
 		cut: st.Cut, notices: st.Notices, done: true, failed: st.Failed, outcome: st.Outcome, usage: st.Usage,
 		phase: adapter.PhaseWorking, seq: st.Seq, version: 1, savedAt: 2}
+	t.unanswered = st.Unanswered[:min(len(st.Unanswered), maxUnanswered)]
 	if !st.Done {
 		t.outcome, t.failed, t.savedAt = interruptedText, false, 0 // saved again, ended
+		// The requests it had open died with the broker that asked them.
+		t.unanswered = append(t.unanswered, st.Open[:min(len(st.Open), maxUnanswered-len(t.unanswered))]...)
 	}
 	for _, su := range st.Updates {
 		u := su.U
 		u.RawInput, u.Terminal, u.Switched = su.RawInput, su.Terminal, su.Switched
 		t.updates = append(t.updates, u)
-		t.bytes += len(u.Raw)
-		if u.Content != nil {
-			t.bytes += len(u.Content.Text)
+		if chunk(u) {
+			t.textBytes += updateSize(&u)
+		} else {
+			t.bytes += updateSize(&u)
 		}
 	}
 	return t

@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"html"
 	"strings"
 	"sync"
 	"testing"
@@ -153,4 +155,70 @@ func TestState_ARunningTurnIsSavedAtIntervalsAndItsEndAtOnce(t *testing.T) {
 			t.Fatalf("the second turn's save: %+v", got)
 		}
 	})
+}
+
+// A permission request and a question open while the broker runs keep
+// their controls as the page is loaded again; after a restart, their
+// turn gone, the page shows them ended with its cause and offers no
+// answer to them. One ended with its turn (a shutdown) shows as ended
+// with the turn's end, before and after a restart.
+func TestState_OpenRequestsShowEndedAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	x := newSite(t, Config{State: st})
+	for _, th := range []string{"T1", "T2"} {
+		x.chat.see[th] = []string{"alice"}
+		x.chat.act[th] = []string{"alice"}
+	}
+	asking := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "build it"})
+	asking.Status(adapter.Status{Phase: adapter.PhaseWorking})
+	asking.Ask(&acp.PermissionRequest{ToolCall: acp.PermissionToolCall{ToolCallID: "c1", Title: "Run make deploy"},
+		Options: []acp.PermissionOption{{OptionID: "yes", Name: "Allow", Kind: "allow_once"}}})
+	asking.Elicit(&acp.ElicitationRequest{Mode: acp.ElicitForm, Message: "Which branch?"})
+	shut := x.web.Observer.Turn("T2", thread.TurnStart{Prompt: "ship it"})
+	shut.Ask(&acp.PermissionRequest{ToolCall: acp.PermissionToolCall{ToolCallID: "c2", Title: "Push to main"},
+		Options: []acp.PermissionOption{{OptionID: "yes", Name: "Allow", Kind: "allow_once"}}})
+	shut.Done(adapter.Outcome{Err: fmt.Errorf("%w: the broker shut down", adapter.ErrCancelled)})
+	c := x.browser()
+	x.signIn(c, x.link("alice", ""))
+	for i := range 2 {
+		_, page := x.get(c, "/t/chat/T1")
+		if n := strings.Count(page, `data-ask=`); n != 2 || !strings.Contains(page, "Run make deploy") || !strings.Contains(page, "Which branch?") {
+			t.Fatalf("load %d of the page: %d open requests, want the permission request and the question:\n%s", i+1, n, page)
+		}
+		if strings.Contains(page, "Not answered") {
+			t.Fatalf("load %d of the page: an open request shows as ended", i+1)
+		}
+	}
+	_, page := x.get(c, "/t/chat/T2")
+	shutdown := `<strong>Permission needed</strong>: Push to main<br><span class="ask-cause">Ended without an answer, with the turn: `
+	if !strings.Contains(page, shutdown) || strings.Contains(page, `data-ask=`) {
+		t.Fatalf("a request its turn's end ended is not shown ended:\n%s", page)
+	}
+	x.s.Close(context.Background()) // as when the broker is killed
+	st.Close()
+
+	y := newSite(t, Config{State: openStore(t, dir)})
+	for _, th := range []string{"T1", "T2"} {
+		y.chat.see[th] = []string{"alice"}
+		y.chat.act[th] = []string{"alice"}
+	}
+	c = y.browser()
+	y.signIn(c, y.link("alice", ""))
+	_, page = y.get(c, "/t/chat/T1")
+	cause := `<br><span class="ask-cause">Ended without an answer, with the turn: ` + html.EscapeString(interruptedText) + `</span>`
+	for _, want := range []string{
+		`<strong>Permission needed</strong>: Run make deploy` + cause,
+		`<strong>The agent asked</strong>: Which branch?` + cause,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("after a restart the page has no %s:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `data-ask=`) || strings.Contains(page, `action="/t/chat/T1/permit"`) || strings.Contains(page, `action="/t/chat/T1/answer"`) {
+		t.Errorf("after a restart the page offers an answer to a request no one can answer:\n%s", page)
+	}
+	if _, page = y.get(c, "/t/chat/T2"); !strings.Contains(page, shutdown) {
+		t.Errorf("after a restart, the request its turn's end ended is not shown:\n%s", page)
+	}
 }

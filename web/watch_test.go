@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -47,12 +48,14 @@ func (x *site) stream(ctx context.Context, c *http.Cookie, th string) *http.Resp
 	return resp
 }
 
-// turnEvents reads the "turn" events of a stream, each event's html,
-// onto a channel.
+// turnEvents reads the "turn" events of a stream onto a channel: after
+// each, the turn it changed as the page holds it (its <article>), each
+// event applied as the page's script applies it.
 func turnEvents(resp *http.Response) <-chan string {
 	out := make(chan string, 1024)
 	go func() {
 		defer close(out)
+		p := newPage()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
 		event := ""
@@ -62,13 +65,81 @@ func turnEvents(resp *http.Response) <-chan string {
 			case strings.HasPrefix(line, "event: "):
 				event = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: ") && event == "turn":
-				var d struct{ HTML string }
-				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d)
-				out <- d.HTML
+				html, err := p.apply([]byte(strings.TrimPrefix(line, "data: ")))
+				if err != nil {
+					html = "cannot apply: " + err.Error()
+				}
+				out <- html
 			}
 		}
 	}()
 	return out
+}
+
+// page holds a thread's turns as app.js does: each turn's version,
+// class and blocks, the source of each block as the events gave it.
+type page struct {
+	turns map[uint64]*pageTurn
+}
+
+type pageTurn struct {
+	version uint64
+	class   string
+	ids     []string
+	src     map[string]string
+}
+
+func newPage() *page { return &page{turns: map[uint64]*pageTurn{}} }
+
+// apply applies a "turn" event's data and returns the turn's <article>
+// as the page now holds it.
+func (p *page) apply(data []byte) (string, error) {
+	var e struct {
+		Seq, Version, From uint64
+		Class              string
+		Blocks             []struct {
+			ID   string
+			Keep int
+			HTML *string
+		}
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		return "", err
+	}
+	old := p.turns[e.Seq]
+	if e.From != 0 && (old == nil || old.version != e.From) {
+		return "", fmt.Errorf("an event from version %d of turn %d, which the page does not have", e.From, e.Seq)
+	}
+	t := &pageTurn{version: e.Version, class: e.Class, src: map[string]string{}}
+	for _, b := range e.Blocks {
+		src, had := "", false
+		if old != nil {
+			src, had = old.src[b.ID]
+		}
+		switch {
+		case b.HTML == nil && (e.From == 0 || !had):
+			return "", fmt.Errorf("block %s kept, and the page has none", b.ID)
+		case b.HTML == nil:
+		case b.Keep > 0:
+			u := utf16.Encode([]rune(src))
+			if b.Keep > len(u) {
+				return "", fmt.Errorf("block %s: keep %d of %d", b.ID, b.Keep, len(u))
+			}
+			src = string(utf16.Decode(u[:b.Keep])) + *b.HTML
+		default:
+			src = *b.HTML
+		}
+		t.ids = append(t.ids, b.ID)
+		t.src[b.ID] = src
+	}
+	p.turns[e.Seq] = t
+	var b strings.Builder
+	b.WriteString(`<article class="` + t.class + `">`)
+	for _, id := range t.ids {
+		b.WriteString(t.src[id])
+	}
+	b.WriteString("</article>\n")
+	return b.String(), nil
 }
 
 // await is the first html from events that has want, within 5s.
@@ -169,12 +240,18 @@ func TestEvents_ASlowPageIsDroppedAndNeverSlowsTheTurn(t *testing.T) {
 	defer conn.Close()
 	fmt.Fprintf(conn, "GET /t/chat/T1/events HTTP/1.1\r\nHost: x\r\nCookie: %s=%s\r\n\r\n", cookieName, x.cookie("alice").Value)
 	eventually.Within(t, 5*time.Second, "the slow page watches", func() bool { return x.s.Stats().Watchers == 1 })
-	piece := strings.Repeat("x", 64<<10)
+	// Each turn is new to the page, so it is sent whole: a large prompt
+	// fills what the connection buffers in a few sends.
+	piece := strings.Repeat("x", 256<<10)
 	start := time.Now()
 	var slowest time.Duration
-	for i := 0; i < 120 && x.s.Stats().Watchers > 0; i++ {
+	for i := 0; i < 240 && x.s.Stats().Watchers > 0; i++ {
 		t0 := time.Now()
-		turn.Update(textChunk(piece))
+		if i%2 == 0 {
+			turn.Update(textChunk("more"))
+		} else {
+			turn = x.web.Observer.Turn("T1", thread.TurnStart{Prompt: piece})
+		}
 		slowest = max(slowest, time.Since(t0))
 		time.Sleep(10 * time.Millisecond) // the agent's pace, for the page to be sent each
 	}
@@ -182,5 +259,25 @@ func TestEvents_ASlowPageIsDroppedAndNeverSlowsTheTurn(t *testing.T) {
 	// Well under the page's bound (300ms): no update waited for the page.
 	if slowest > 200*time.Millisecond {
 		t.Fatalf("an update waited %s for the slow page (in %s)", slowest, time.Since(start))
+	}
+}
+
+// A turn that has only begun (its prompt, no update yet) reaches a page
+// already watching its thread, and its first updates after it.
+func TestEvents_ANewTurnReachesAWatchingPageBeforeItsFirstUpdate(t *testing.T) {
+	x := newSite(t, Config{})
+	x.chat.see["T1"] = []string{"alice"}
+	x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "first"}).Done(adapter.Outcome{StopReason: acp.StopEndTurn})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := x.stream(ctx, x.cookie("alice"), "T1")
+	defer resp.Body.Close()
+	events := turnEvents(resp)
+	await(t, events, "first")
+	turn := x.web.Observer.Turn("T1", thread.TurnStart{Prompt: "second"})
+	await(t, events, "second")
+	turn.Update(textChunk("an answer"))
+	if got := await(t, events, "an answer"); !strings.Contains(got, "second") {
+		t.Fatalf("the turn's update lost its prompt: %s", got)
 	}
 }

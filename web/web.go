@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -57,6 +58,10 @@ type Config struct {
 	// State, if set, keeps what the pages show across a restart: New
 	// loads it, and the Server gives it the changes.
 	State State
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed, for the address the sign-in's limit counts by (none: the
+	// connection's own address).
+	TrustedProxies []netip.Prefix
 	// MaxConnections bounds the connections held open (default 256).
 	MaxConnections int
 	// Now is the clock of the sign-in links and sessions (nil:
@@ -120,7 +125,7 @@ func New(cfg Config) *Server {
 		"turn": render.TurnHTML, "markdown": render.Markdown, "ago": s.ago,
 		"askIn": func(path, csrf string, a askShot) questionForm { return questionForm{Path: path, CSRF: csrf, Ask: a} },
 	}).ParseFS(assets, "assets/*.html"))
-	s.rendered = newRenders(s.pages)
+	s.rendered = newRenders()
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	if cfg.State != nil {
 		threads, failures, err := cfg.State.WebState()

@@ -132,6 +132,8 @@
 //	flood-tools N [K]  N tool calls, each with a title of K KiB (1) and a
 //	                   diff of as much, completed; answers "made N tool
 //	                   calls"
+//	flood-input N [K]  N completed tool calls (64), each with a raw input
+//	                   of K KiB (1024); answers "sent N inputs"
 //	flood-plan N [K]   a plan of N entries of K KiB (1), sent ten times;
 //	                   answers "planned N steps"
 //	flood-unknown L K I

@@ -55,6 +55,22 @@ func (a *agent) floods(t *turn, cmd string, args []string) bool {
 		}
 		a.chunk(sid, fmt.Sprintf("made %d tool calls", n))
 		t.stop("end_turn")
+	case "flood-input":
+		// Tool calls each with a raw input of SIZE KiB.
+		n, size := arg(0, 64), arg(1, 1024)<<10
+		input := map[string]string{"command": strings.Repeat("i", size)}
+		for i := range n {
+			select {
+			case <-t.cancel:
+				t.stop("cancelled")
+				return true
+			default:
+			}
+			a.update(sid, map[string]any{"sessionUpdate": "tool_call", "toolCallId": fmt.Sprintf("input-%d", i), "title": fmt.Sprint("input ", i),
+				"kind": "execute", "status": "completed", "rawInput": input})
+		}
+		a.chunk(sid, fmt.Sprintf("sent %d inputs", n))
+		t.stop("end_turn")
 	case "flood-plan":
 		n, size := arg(0, 1000), arg(1, 1)<<10
 		entries := make([]map[string]string, n)

@@ -1,5 +1,5 @@
-// The thread page's updates: each turn that changes replaces its
-// section; the controls that change are replaced as the turn goes on,
+// The thread page's updates: of each turn that changes, the blocks that
+// changed are replaced, or grown; the controls that change are replaced as the turn goes on,
 // but not what the person is editing; forms are posted in the
 // background, and what happened is said under them.
 "use strict";
@@ -99,14 +99,74 @@
     });
   }
 
+  // The source of each turn's blocks as the server sent them (by turn,
+  // by block), for the events that keep a block's start and send the
+  // rest: a turn the page was made with has none until it is sent whole.
+  const sources = new Map();
+
+  // A details element the person opened stays open when its block is
+  // replaced.
+  function carryOpen(was, el) {
+    const open = Array.from(was.querySelectorAll("details"), function (d) { return d.open; });
+    Array.from(el.querySelectorAll("details")).forEach(function (d, i) { if (open[i]) d.open = true; });
+  }
+
+  // applyTurn applies a "turn" event (see turnEvent in web/rendered.go);
+  // false if it is from a version of the turn the page does not hold.
+  function applyTurn(d) {
+    let section = document.getElementById("turn-" + d.seq);
+    const had = d.from && section && section.dataset.version === String(d.from) ? sources.get(d.seq) : null;
+    if (d.from && !had) return false;
+    const article = section && section.querySelector(":scope > article");
+    const shownNow = new Map();
+    if (article) for (const el of article.children) if (el.dataset.block) shownNow.set(el.dataset.block, el);
+    const src = new Map();
+    const els = [];
+    for (const b of d.blocks) {
+      const was = shownNow.get(b.id);
+      let s;
+      if (b.html === undefined) {
+        s = had && had.get(b.id);
+        if (s === undefined || !was) return false;
+        els.push(was);
+      } else {
+        if (b.keep) {
+          const o = had && had.get(b.id);
+          if (o === undefined || o.length < b.keep) return false;
+          s = o.slice(0, b.keep) + b.html;
+        } else {
+          s = b.html;
+        }
+        const el = fragment(s).firstElementChild;
+        if (was) carryOpen(was, el);
+        els.push(el);
+      }
+      src.set(b.id, s);
+    }
+    if (!section) {
+      section = document.createElement("section");
+      section.className = "turn";
+      section.id = "turn-" + d.seq;
+      section.dataset.turn = d.seq;
+      document.getElementById("turns").appendChild(section);
+    }
+    const art = document.createElement("article");
+    art.className = d.class;
+    art.append(...els);
+    if (article) article.replaceWith(art);
+    else section.replaceChildren(art);
+    section.dataset.version = d.version;
+    sources.set(d.seq, src);
+    return true;
+  }
+
   function watch() {
     const es = new EventSource(main.dataset.events + "?have=" + encodeURIComponent(have()));
     es.addEventListener("turn", function (e) {
-      const d = JSON.parse(e.data);
-      const node = fragment(d.html).firstElementChild;
-      const old = document.getElementById("turn-" + d.seq);
-      if (old) old.replaceWith(node);
-      else document.getElementById("turns").appendChild(node);
+      if (applyTurn(JSON.parse(e.data))) return;
+      // An update the page missed: watch again, to be sent the turn whole.
+      es.close();
+      watch();
     });
     es.addEventListener("controls", function (e) {
       const d = JSON.parse(e.data);

@@ -22,6 +22,16 @@ type Turn struct {
 	// Dir is the turn's working directory ("" if unknown): the paths of
 	// its tool calls and diffs inside it are shown relative to it.
 	Dir string
+	// Unanswered are the permission requests and questions the turn had
+	// open when it ended: shown as ended, Outcome their cause.
+	Unanswered []Unanswered
+}
+
+// Unanswered is a permission request or a question that ended without an
+// answer, with its turn.
+type Unanswered struct {
+	Question bool
+	Title    string // the tool call's title, or the question's message
 }
 
 // TurnHTML renders t: the answer from Markdown (raw HTML escaped, links
@@ -36,9 +46,36 @@ func TurnHTML(t *Turn) template.HTML {
 	if t == nil {
 		return ""
 	}
+	class, blocks := TurnBlocks(t)
+	var b strings.Builder
+	b.WriteString(`<article class="` + class + `">`)
+	for _, bl := range blocks {
+		b.WriteString(bl.HTML)
+	}
+	b.WriteString("</article>\n")
+	return template.HTML(b.String())
+}
+
+// Block is one part of a turn's rendering, which changes on its own as
+// the turn goes on: its header, prompt, thoughts, each tool call, the
+// plan, the answer, the files shown, the notices, its footer. Its HTML is
+// one element, <div data-block="ID">; TurnHTML is the turn's blocks in
+// order, nothing between them, in an <article> of the turn's class. A block's ID is the
+// broker's own word (never the agent's) and names the same part in every
+// rendering of the turn.
+type Block struct {
+	ID   string
+	HTML string
+}
+
+// TurnBlocks renders t as TurnHTML does, as the class of its <article>
+// and its blocks in order.
+func TurnBlocks(t *Turn) (class string, blocks []Block) {
 	v := fold(t.Updates)
 	v.dir = t.Dir
-	var b strings.Builder
-	v.write(&b, t)
-	return template.HTML(b.String())
+	class = "turn turn-running"
+	if t.Done {
+		class = "turn turn-done"
+	}
+	return class, v.blocks(t)
 }

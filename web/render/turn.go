@@ -154,14 +154,18 @@ func esc(s string) string { return html.EscapeString(s) }
 // line is s as one line of text, cut to maxLine bytes.
 func line(s string) string { return esc(strings.Join(strings.Fields(clip.Cut(s, maxLine)), " ")) }
 
-// write renders the turn into b.
-func (v *view) write(b *strings.Builder, t *Turn) {
+// blocks renders the turn as its blocks, in order.
+func (v *view) blocks(t *Turn) []Block {
 	md := &budget{highlight: maxHighlight}
-	state := "running"
-	if t.Done {
-		state = "done"
+	var out []Block
+	var b strings.Builder
+	// done ends the block id with what b holds, if anything.
+	done := func(id string) {
+		if b.Len() > 0 {
+			out = append(out, Block{ID: id, HTML: `<div data-block="` + id + `">` + b.String() + "</div>"})
+		}
+		b.Reset()
 	}
-	b.WriteString(`<article class="turn turn-` + state + `">` + "\n")
 	b.WriteString(`<header class="turn-head">`)
 	if t.Author != "" {
 		b.WriteString(`<span class="author">` + line(t.Author) + `</span> `)
@@ -170,25 +174,34 @@ func (v *view) write(b *strings.Builder, t *Turn) {
 		b.WriteString(`<time datetime="` + t.Started.UTC().Format(time.RFC3339) + `">` + t.Started.UTC().Format("2 Jan 2006 15:04:05 UTC") + `</time>`)
 	}
 	b.WriteString("</header>\n")
+	done("head")
 	if t.Prompt != "" {
 		b.WriteString(`<div class="prompt md">`)
-		writeMarkdown(b, md, clip.Cut(t.Prompt, maxPrompt))
+		writeMarkdown(&b, md, clip.Cut(t.Prompt, maxPrompt))
 		b.WriteString("</div>\n")
 	}
+	done("prompt")
 	if v.thoughts.Len() > 0 {
 		b.WriteString(`<details class="thoughts"><summary>Thoughts</summary><div class="md">`)
-		v.writeKept(b, md, &v.thoughts, "of the thoughts")
+		v.writeKept(&b, md, &v.thoughts, "of the thoughts")
 		b.WriteString("</div></details>\n")
 	}
-	v.writeTools(b)
-	v.writePlan(b)
+	done("thoughts")
+	v.writeTools(&b, done)
+	v.writePlan(&b)
+	done("plan")
 	if v.answer.Len() > 0 {
 		b.WriteString(`<div class="answer md">`)
-		v.writeKept(b, md, &v.answer, "of the answer")
+		v.writeKept(&b, md, &v.answer, "of the answer")
 		b.WriteString("</div>\n")
 	}
-	writeList(b, "files", "Files shown", v.files, v.moreFiles, "files")
-	v.writeNotices(b, t.Notices)
+	done("answer")
+	writeList(&b, "files", "Files shown", v.files, v.moreFiles, "files")
+	done("files")
+	v.writeUnanswered(&b, t)
+	done("unanswered")
+	v.writeNotices(&b, t.Notices)
+	done("notices")
 	b.WriteString(`<footer class="turn-foot">`)
 	if t.Done {
 		b.WriteString(`<span class="outcome">` + line(t.Outcome) + `</span>`)
@@ -198,7 +211,9 @@ func (v *view) write(b *strings.Builder, t *Turn) {
 	if t.Usage != "" {
 		b.WriteString(` <span class="usage">` + line(t.Usage) + `</span>`)
 	}
-	b.WriteString("</footer>\n</article>\n")
+	b.WriteString("</footer>\n")
+	done("foot")
+	return out
 }
 
 // writeKept renders what c keeps from Markdown: its start, and past the
@@ -229,6 +244,28 @@ func writeList(b *strings.Builder, class, title string, items []string, more int
 		omitted(b, fmt.Sprintf("and %d more %s", more, what))
 	}
 	b.WriteString("</section>\n")
+}
+
+// writeUnanswered writes the requests the turn had open when it ended,
+// each as ended, and why: the turn's end.
+func (v *view) writeUnanswered(b *strings.Builder, t *Turn) {
+	if len(t.Unanswered) == 0 {
+		return
+	}
+	cause := t.Outcome
+	if cause == "" {
+		cause = "the turn ended"
+	}
+	b.WriteString(`<section class="unanswered"><h3>Not answered</h3><ul>`)
+	for _, u := range t.Unanswered {
+		what, title := "Permission needed", inDirWords(v.dir, u.Title)
+		if u.Question {
+			what, title = "The agent asked", u.Title
+		}
+		b.WriteString(`<li class="ask-ended"><strong>` + what + `</strong>: ` + line(title) +
+			`<br><span class="ask-cause">Ended without an answer, with the turn: ` + line(cause) + "</span></li>")
+	}
+	b.WriteString("</ul></section>\n")
 }
 
 // writeNotices writes the agent's own switches and the broker's notices:
@@ -298,14 +335,11 @@ var toolKinds = map[string]bool{"read": true, "edit": true, "delete": true, "mov
 
 // writeTools writes each tool call, folded, its summary its status, kind
 // and title, its body its input, output, diffs and locations, within
-// toolBytes for all the bodies.
-func (v *view) writeTools(b *strings.Builder) {
-	if len(v.tools) == 0 && v.moreTools == 0 {
-		return
-	}
+// toolBytes for all the bodies; each call is a block of its own
+// ("tool-" and its place in the turn), ended by done.
+func (v *view) writeTools(b *strings.Builder, done func(id string)) {
 	left := toolBytes
-	b.WriteString(`<section class="tools">` + "\n")
-	for _, c := range v.tools {
+	for i, c := range v.tools {
 		word := chat.ToolStatusWord(c.status)
 		class := "tool tool-" + word
 		if toolKinds[c.kind] {
@@ -327,11 +361,12 @@ func (v *view) writeTools(b *strings.Builder) {
 			left -= c.writeBody(b, left, v.dir)
 		}
 		b.WriteString("</details>\n")
+		done("tool-" + strconv.Itoa(i))
 	}
 	if v.moreTools > 0 {
 		omitted(b, fmt.Sprintf("and %d more tool calls, not shown", v.moreTools))
 	}
-	b.WriteString("</section>\n")
+	done("tools-more")
 }
 
 // writeBody writes the tool call's input, content and locations, using at
@@ -359,7 +394,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int, dir string) int {
 		kept := strings.TrimSuffix(clip.Cut(s, most), "…")
 		return kept, len(s) - len(kept)
 	}
-	if in := prettyJSON(c.input); in != "" {
+	if in := inDirWords(dir, prettyJSON(c.input)); in != "" {
 		s, more := take(in, maxInput, false)
 		b.WriteString(`<div class="tool-input"><h4>Input</h4><pre>` + esc(s) + "</pre>")
 		if more > 0 {
@@ -389,7 +424,7 @@ func (c *toolCall) writeBody(b *strings.Builder, left int, dir string) int {
 				b.WriteString(`<p class="terminal-none">terminal ` + line(it.TerminalID) + ": no output yet</p>\n")
 				continue
 			}
-			out := terminalText(c.terminal.Output)
+			out := inDirWords(dir, terminalText(c.terminal.Output))
 			s, more := take(out, maxOutput, true)
 			b.WriteString(`<div class="terminal">`)
 			if more > 0 || c.terminal.Truncated {
@@ -467,6 +502,10 @@ func inDirWords(dir, text string) string {
 		text = text[i+len(prefix):]
 	}
 }
+
+// InDirWords is text with the paths in it inside dir shown relative to
+// dir, as a turn shows its tool calls' titles, input and output.
+func InDirWords(dir, text string) string { return inDirWords(dir, text) }
 
 // pathChars are the characters, besides letters and digits, that a path
 // has inside it.

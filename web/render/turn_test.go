@@ -215,3 +215,23 @@ func TestTurnHTML_ShowsPathsInTheWorkingDirectoryRelativeToIt(t *testing.T) {
 		}
 	}
 }
+
+// A tool call's raw input and its terminal's output show the paths inside
+// the turn's directory relative to it, as its title does; a path outside
+// it, or one that merely starts with the same letters, stays whole.
+func TestTurnHTML_ShowsInputAndTerminalPathsInTheTurnsDirectory(t *testing.T) {
+	out := turn(t, &Turn{Dir: "/tmp/ws-7/w", Updates: []acp.Update{
+		{Kind: acp.UpdateToolCall, ToolCallID: "t", Title: ptr("build"),
+			RawInput:   json.RawMessage(`{"path":"/tmp/ws-7/w/cmd/main.go","command":"cat /tmp/ws-7/w/go.mod /etc/hosts /tmp/ws-7/wx/y"}`),
+			ToolOutput: []acp.ToolCallContent{{Type: "terminal", TerminalID: "term-1"}}},
+		{Kind: acp.UpdateToolCallUpdate, ToolCallID: "t", Terminal: &acp.TerminalOutput{ID: "term-1", Output: "compiling /tmp/ws-7/w/cmd/main.go\nok\t/tmp/ws-7/w/pkg 0.1s\n"}},
+	}})
+	contains(t, out,
+		`&#34;path&#34;: &#34;cmd/main.go&#34;`,
+		`&#34;command&#34;: &#34;cat go.mod /etc/hosts /tmp/ws-7/wx/y&#34;`,
+		"<pre class=\"terminal-output\">compiling cmd/main.go\nok\tpkg 0.1s\n</pre>",
+	)
+	if strings.Contains(out, "/tmp/ws-7/w/") {
+		t.Errorf("a path inside the turn's directory is shown whole: %s", out)
+	}
+}
