@@ -69,7 +69,7 @@ var clusterKeys = []key{
 		read: func(r *reader, k string, c *Config) { c.Cluster.TLSCert = r.str(k) }},
 	{name: "cluster.tls_key", def: "", doc: "the key of `cluster.tls_cert`",
 		read: func(r *reader, k string, c *Config) { c.Cluster.TLSKey = r.str(k) }},
-	{name: "cluster.host_timeout", def: "10s", doc: "an agent host silent this long is lost: its threads are told, their next message starts on another host",
+	{name: "cluster.host_timeout", def: "8s", doc: "an agent host silent this long is lost (it says it is alive every 2s): its threads are told, their next message starts on another host",
 		read: func(r *reader, k string, c *Config) { c.Cluster.HostTimeout = r.dur(k, time.Second, 10*time.Minute) }},
 	{name: "cluster.embedded", def: false, doc: "start a NATS server inside the broker, on `cluster.listen`, for the agent hosts to connect to",
 		read: func(r *reader, k string, c *Config) { c.Cluster.Embedded = r.boolean(k) }},

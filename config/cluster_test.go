@@ -17,7 +17,7 @@ func TestCluster_KeysReadAsWrittenWithTheirDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.Cluster
-	if cl.Enabled() || cl.URL != "" || cl.HostTimeout != 10*time.Second || cl.Listen != "127.0.0.1:4222" || cl.Embedded {
+	if cl.Enabled() || cl.URL != "" || cl.HostTimeout != 8*time.Second || cl.Listen != "127.0.0.1:4222" || cl.Embedded {
 		t.Fatalf("defaults: %+v", cl)
 	}
 	if c.Host.Capacity != c.Pool.MaxSessions || len(c.Host.Labels) != 0 {
