@@ -193,6 +193,11 @@ func (a *remoteProc) stopWith(method string, grace time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), a.c.o.CallTimeout)
 		_ = a.call(ctx, method, graceParams{GraceMs: grace.Milliseconds()}, nil)
 		cancel()
+		if method == ctlKill {
+			// What a killed agent still had to say is not waited for: the
+			// host, finding its output consumed, sends the end at once.
+			_ = a.stdout.Close()
+		}
 		t := time.NewTimer(2*grace + a.c.o.CallTimeout)
 		select {
 		case <-a.exited:

@@ -40,6 +40,9 @@ const (
 	defaultWindow   = 4 << 20
 	defaultResend   = 500 * time.Millisecond
 	payloadHeadroom = 4 << 10 // kept free of a message's max payload for headers and JSON
+	// maxFrames bounds the chunks in flight, however small: what a
+	// receiver holds and a resend sends again.
+	maxFrames = 1024
 )
 
 // relayStats are counted by every stream of a Client or a Server.
@@ -111,7 +114,7 @@ func (s *sender) queueFrame(kind string, data []byte) error {
 			s.mu.Unlock()
 			return errStreamClosed
 		}
-		if s.held == 0 || s.held+len(data) <= s.window {
+		if s.held == 0 || (s.held+len(data) <= s.window && len(s.queue) < maxFrames) {
 			break
 		}
 		ch := s.changed
@@ -172,7 +175,7 @@ func (s *sender) ack(recv, done uint64) {
 func (s *sender) tick(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil || len(s.queue) == 0 || now.Sub(s.progress) < s.resend {
+	if s.err != nil || len(s.queue) == 0 || now.Sub(s.progress) < s.resend || !s.nc.IsConnected() {
 		return
 	}
 	s.progress = now
@@ -269,6 +272,9 @@ func (r *receiver) onMsg(m *nats.Msg) {
 		r.done = seq
 		r.ackLocked()
 		r.mu.Unlock()
+		if kind == kindEnd && r.onEnd != nil {
+			r.onEnd(m.Data)
+		}
 		return
 	}
 	if err != nil || seq != r.next || r.err != nil {
