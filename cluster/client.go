@@ -91,13 +91,14 @@ type Client struct {
 }
 
 type hostState struct {
-	beat     hostBeat
-	last     time.Time
-	lost     bool
-	lostAt   time.Time
-	seq      uint64 // beats heard from this instance
-	reserved int    // starts under way from this broker
-	started  int    // started by this broker since the last beat
+	beat   hostBeat
+	last   time.Time
+	lost   bool
+	lostAt time.Time
+	seq    uint64 // beats heard from this instance
+	// pending are this broker's agents on the host that its beats do not
+	// count yet: starts under way, and agents started since the last beat.
+	pending map[string]bool
 }
 
 // NewClient joins the hosts on nc: it listens to their beats, asks them
@@ -255,14 +256,18 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 		h = nil
 	}
 	if h == nil {
-		h = &hostState{}
+		h = &hostState{pending: make(map[string]bool)}
 		c.hosts[b.Name] = h
 	}
-	h.beat, h.last, h.lost, h.started = b, time.Now(), false, 0
+	h.beat, h.last, h.lost = b, time.Now(), false
 	h.seq++
 	var orphans []string
 	for _, a := range b.Agents {
-		if a.Broker == c.instance && c.agents[a.ID] == nil {
+		if a.Broker != c.instance {
+			continue
+		}
+		delete(h.pending, a.ID) // counted in Running now
+		if c.agents[a.ID] == nil {
 			orphans = append(orphans, a.ID)
 		}
 	}
@@ -345,16 +350,16 @@ func (c *Client) Start(ctx context.Context, thread, profile string, selector []s
 				return pool.Remote{}, context.Cause(ctx)
 			}
 		}
-		h.reserved++
+		id := nuid.Next()
+		h.pending[id] = true
 		name, instance, seq := h.beat.Name, h.beat.Instance, h.seq
 		c.mu.Unlock()
-		r, full, err := c.startOn(ctx, name, instance, thread, profile)
-		c.mu.Lock()
-		h.reserved--
-		if err == nil {
-			h.started++
+		r, full, err := c.startOn(ctx, id, name, instance, thread, profile)
+		if err != nil || full {
+			c.mu.Lock()
+			delete(h.pending, id)
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 		switch {
 		case err == nil:
 			return r, nil
@@ -388,7 +393,7 @@ func (c *Client) pickLocked(profile string, sel map[string]string, refused map[s
 		if !match {
 			continue
 		}
-		free := h.beat.Capacity - h.beat.Running - h.reserved - h.started
+		free := h.beat.Capacity - h.beat.Running - len(h.pending)
 		if free > bestFree || (free == bestFree && free > 0 && best != nil && name < best.beat.Name) {
 			best, bestFree = h, free
 		}
@@ -398,8 +403,7 @@ func (c *Client) pickLocked(profile string, sel map[string]string, refused map[s
 
 // startOn asks one host to start the agent. full reports a refusal for
 // lack of room (or a host that no longer answers its start subject).
-func (c *Client) startOn(ctx context.Context, host, instance, thread, profile string) (r pool.Remote, full bool, err error) {
-	id := nuid.Next()
+func (c *Client) startOn(ctx context.Context, id, host, instance, thread, profile string) (r pool.Remote, full bool, err error) {
 	a, err := c.newRemote(id, host, instance, thread)
 	if err != nil {
 		return pool.Remote{}, false, err

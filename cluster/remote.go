@@ -71,12 +71,16 @@ func (c *Client) newRemote(id, host, instance, thread string) (*remoteProc, erro
 // discard forgets the agent on this side: its subscriptions and its entry.
 func (a *remoteProc) discard() {
 	a.forgetOnce.Do(func() {
+		_ = a.stdout.Close() // what is left unread counts as taken
 		for _, sub := range a.subs {
 			_ = sub.Unsubscribe()
 		}
 		a.stdin.fail(errStreamClosed)
 		a.c.mu.Lock()
 		delete(a.c.agents, a.id)
+		if h := a.c.hosts[a.host]; h != nil && h.beat.Instance == a.hostInstance {
+			delete(h.pending, a.id)
+		}
 		a.c.mu.Unlock()
 	})
 }

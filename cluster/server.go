@@ -111,6 +111,7 @@ type hostAgent struct {
 	abandonOnce          sync.Once
 	callsMu              sync.Mutex
 	calls                map[string]context.CancelCauseFunc // requests being served, by call id
+	endedAt              time.Time                          // under Server.mu: its end is sent, its slot free
 }
 
 // ParseLabels reads host.labels ("key=value" each) into a map.
@@ -242,6 +243,9 @@ func (s *Server) sweep(now time.Time) {
 		a.out.tick(now)
 		b, ok := s.brokers[a.owner]
 		switch {
+		case !a.endedAt.IsZero() && now.Sub(a.endedAt) > s.o.OwnerTimeout:
+			gone = append(gone, a)
+			why = append(why, "its end was not taken by the broker")
 		case !ok:
 		case b.instance != a.ownerInstance:
 			gone = append(gone, a)
@@ -260,6 +264,17 @@ func (s *Server) sweep(now time.Time) {
 	for i, a := range gone {
 		s.abandon(a, why[i])
 	}
+}
+
+// runningLocked counts the agents that hold a slot: those not yet ended.
+func (s *Server) runningLocked() int {
+	n := 0
+	for _, a := range s.agents {
+		if a.endedAt.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Server) ownsLocked(broker string) bool {
@@ -285,9 +300,11 @@ func (s *Server) onBrokerBeat(m *nats.Msg) {
 func (s *Server) beat() {
 	s.mu.Lock()
 	b := hostBeat{Name: s.o.Name, Instance: s.instance, Labels: s.labels, Profiles: s.o.Profiles,
-		Capacity: s.o.Capacity, Running: len(s.agents) + s.reserved}
+		Capacity: s.o.Capacity, Running: s.runningLocked()}
 	for _, a := range s.agents {
-		b.Agents = append(b.Agents, beatAgent{ID: a.id, Broker: a.ownerInstance})
+		if a.endedAt.IsZero() {
+			b.Agents = append(b.Agents, beatAgent{ID: a.id, Broker: a.ownerInstance})
+		}
 	}
 	closed := s.closed
 	s.mu.Unlock()
@@ -305,7 +322,7 @@ func (s *Server) onStart(m *nats.Msg) {
 		return
 	}
 	s.mu.Lock()
-	if s.closed || len(s.agents)+s.reserved >= s.o.Capacity || s.agents[req.ID] != nil {
+	if s.closed || s.runningLocked()+s.reserved >= s.o.Capacity || s.agents[req.ID] != nil {
 		s.mu.Unlock()
 		_ = m.Respond(mustJSON(startReply{Full: true}))
 		return
@@ -443,7 +460,7 @@ func (s *Server) pumpOut(a *hostAgent) {
 	}
 	_ = a.out.queueFrame(kindEnd, mustJSON(end))
 	s.mu.Lock()
-	delete(s.agents, a.id) // no longer counted: its slot is free
+	a.endedAt = time.Now() // no longer counted: its slot is free
 	s.mu.Unlock()
 	s.beat()
 	for !a.out.drained() {
@@ -459,6 +476,9 @@ func (s *Server) pumpOut(a *hostAgent) {
 			a.out.fail(errors.New("abandoned"))
 		}
 	}
+	s.mu.Lock()
+	delete(s.agents, a.id)
+	s.mu.Unlock()
 	for _, sub := range a.subs {
 		_ = sub.Unsubscribe()
 	}

@@ -26,14 +26,16 @@ func agentSubject(id, what string) string { return subjPrefix + ".agent." + id +
 
 // hostBeat is what a host says of itself every beat.
 type hostBeat struct {
-	Name         string            `json:"name"`
-	Instance     string            `json:"instance"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	Profiles     []string          `json:"profiles"`
-	Capacity     int               `json:"capacity"`
-	Running      int               `json:"running"`
-	MemTotal     uint64            `json:"memTotal,omitempty"`
-	MemAvailable uint64            `json:"memAvailable,omitempty"`
+	Name     string            `json:"name"`
+	Instance string            `json:"instance"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Profiles []string          `json:"profiles"`
+	Capacity int               `json:"capacity"`
+	// Running counts the agents started, not those being started: a
+	// broker counts its own starts under way.
+	Running      int    `json:"running"`
+	MemTotal     uint64 `json:"memTotal,omitempty"`
+	MemAvailable uint64 `json:"memAvailable,omitempty"`
 	// Agents are the agents it runs, with the broker instance each is for.
 	Agents []beatAgent `json:"agents,omitempty"`
 }

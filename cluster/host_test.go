@@ -1,0 +1,269 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A host that stops answering (its connection closed without a word) is
+// lost after HostTimeout: its agents end, in words.
+func TestHostLost_AgentsEndWithinHostTimeout(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	hostConn := dial(t, ns.ClientURL())
+	serve(t, hostConn, &fakeStarter{}, ServerOptions{Name: "h1"})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{HostTimeout: time.Second})
+	waitHosts(t, c, 1)
+	r, err := c.Start(t.Context(), "thread", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readerDone := make(chan struct{})
+	close(readerDone)
+	r.Proc.Monitor(readerDone)
+
+	hostConn.Close()
+	start := time.Now()
+	select {
+	case <-r.Proc.Exited():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent of a silent host has not ended")
+	}
+	took := time.Since(start)
+	// Heard last up to a beat (100 ms) before the close; swept every
+	// 50 ms: lost between HostTimeout - a beat and HostTimeout + a sweep.
+	if took < 800*time.Millisecond || took > 1500*time.Millisecond {
+		t.Errorf("the host was found lost %s after it fell silent, want about HostTimeout (1s)", took)
+	}
+	<-r.Proc.Reaped()
+	err = r.Proc.ExitErr()
+	if err == nil || !strings.HasPrefix(err.Error(), "agent host h1 stopped answering (last heard ") {
+		t.Fatalf("ExitErr = %v, want the words of a lost host", err)
+	}
+	if _, rerr := r.Proc.Stdout().Read(make([]byte, 1)); rerr == nil {
+		t.Error("stdout of an agent on a lost host still reads")
+	}
+	hosts := c.Hosts()
+	if len(hosts) != 1 || !hosts[0].Lost {
+		t.Fatalf("Hosts() = %+v, want h1 lost", hosts)
+	}
+}
+
+// A host seen with a new instance id has restarted: the agents of the old
+// one end at once, long before HostTimeout.
+func TestHostRestarted_OldAgentsEnd(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	oldConn := dial(t, ns.ClientURL())
+	serve(t, oldConn, &fakeStarter{}, ServerOptions{Name: "h1"})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{HostTimeout: 20 * time.Second})
+	waitHosts(t, c, 1)
+	r, err := c.Start(t.Context(), "thread", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readerDone := make(chan struct{})
+	close(readerDone)
+	r.Proc.Monitor(readerDone)
+
+	oldConn.Close()
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "h1"})
+	select {
+	case <-r.Proc.Reaped():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the agent of a restarted host has not ended")
+	}
+	if err := r.Proc.ExitErr(); err == nil || !strings.Contains(err.Error(), "agent host h1 restarted") {
+		t.Fatalf("ExitErr = %v, want the words of a restarted host", err)
+	}
+}
+
+// A broker instance not heard for OwnerTimeout has its agents stopped by
+// the host.
+func TestBrokerGone_HostStopsItsAgents(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &fakeStarter{}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Second})
+	brokerConn := dial(t, ns.ClientURL())
+	c := newClient(t, brokerConn, ClientOptions{})
+	waitHosts(t, c, 1)
+	if _, err := c.Start(t.Context(), "thread", "p", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	brokerConn.Close() // the broker crashed: no word, no release
+	start := time.Now()
+	for {
+		if running, _, released := st.stats(); running == 0 && released == 1 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the host still runs the agent of a broker gone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if took := time.Since(start); took < 700*time.Millisecond {
+		t.Errorf("the agent was stopped %s after its broker fell silent, before OwnerTimeout (1s)", took)
+	}
+}
+
+// A new instance of a broker of the same name supersedes the old one: the
+// host stops the old one's agents without waiting for OwnerTimeout.
+func TestBrokerRestarted_HostStopsOldAgents(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &fakeStarter{}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
+	oldConn := dial(t, ns.ClientURL())
+	c := newClient(t, oldConn, ClientOptions{Broker: "b"})
+	waitHosts(t, c, 1)
+	if _, err := c.Start(t.Context(), "thread", "p", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	oldConn.Close()
+	newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if running, _, released := st.stats(); running == 0 && released == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the host still runs the agent of a superseded broker instance")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPlacement_LabelsAndProfiles(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "big", Labels: []string{"gpu=no"}, Capacity: 8})
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "gpu", Labels: []string{"gpu=yes", "zone=a"}, Capacity: 1})
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "other", Labels: []string{"gpu=yes", "zone=a"}, Capacity: 8, Profiles: []string{"q"}})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 3)
+	r, err := c.Start(t.Context(), "t1", "p", []string{"gpu=yes", "zone=a"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Where != "gpu" {
+		t.Fatalf("placed on %s, want gpu: the only host of profile p with gpu=yes,zone=a", r.Where)
+	}
+	r, err = c.Start(t.Context(), "t2", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Where != "big" {
+		t.Fatalf("placed on %s, want big: the host of p with the most room", r.Where)
+	}
+	if _, err := c.Start(t.Context(), "t3", "p", []string{"gpu"}, nil); err == nil || !strings.Contains(err.Error(), "hosts") {
+		t.Fatalf("a selector without = gave %v, want an error naming hosts", err)
+	}
+}
+
+// Concurrent starts never put more agents on a host than its capacity,
+// the most free host is chosen first, a thread with no room waits (onWait
+// once) and starts when a slot frees.
+func TestPlacement_CapacityUnderConcurrentStarts(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	a, b := &fakeStarter{}, &fakeStarter{}
+	serve(t, dial(t, ns.ClientURL()), a, ServerOptions{Name: "a", Capacity: 3})
+	serve(t, dial(t, ns.ClientURL()), b, ServerOptions{Name: "b", Capacity: 2})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 2)
+	first, err := c.Start(t.Context(), "first", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Where != "a" {
+		t.Fatalf("the first agent went to %s, want a (3 free against 2)", first.Where)
+	}
+	readerDone := make(chan struct{})
+	close(readerDone)
+	first.Proc.Monitor(readerDone)
+
+	const n = 6
+	done := errors.New("the test is over")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var placed []string
+	waits := 0
+	for i := range n {
+		wg.Go(func() {
+			r, err := c.Start(ctx, "t", "p", nil, func() {
+				mu.Lock()
+				waits++
+				mu.Unlock()
+			})
+			if errors.Is(err, done) {
+				return
+			}
+			if err != nil {
+				t.Errorf("start %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			placed = append(placed, r.Where)
+			mu.Unlock()
+		})
+	}
+	// Four fit beside the first; the other two wait until one is freed.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		mu.Lock()
+		got, w := len(placed), waits
+		mu.Unlock()
+		if got == 4 && w == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d placed and %d waiting, want 4 and 2", got, w)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first.Proc.Stop(time.Second)
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	got := len(placed)
+	mu.Unlock()
+	if got != 5 {
+		t.Fatalf("%d placed after a slot was freed, want 5", got)
+	}
+	// The last one waits on, until its ctx ends.
+	cancel(done)
+	for _, s := range []*fakeStarter{a, b} {
+		if _, most, _ := s.stats(); most > 3 {
+			t.Fatalf("a host ran %d agents at once, more than its capacity", most)
+		}
+	}
+	if _, most, _ := b.stats(); most > 2 {
+		t.Fatalf("b ran %d agents at once, capacity 2", most)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if waits != 2 {
+		t.Fatalf("onWait called %d times, want once for each of the 2 that waited", waits)
+	}
+}
+
+func TestPlacement_WaitEndsWithCtxCause(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "a", Capacity: 1})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	if _, err := c.Start(t.Context(), "t1", "p", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("the thread was reset")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	waited := make(chan struct{})
+	go func() {
+		<-waited
+		cancel(cause)
+	}()
+	_, err := c.Start(ctx, "t2", "p", nil, func() { close(waited) })
+	if !errors.Is(err, cause) {
+		t.Fatalf("Start = %v, want the ctx's cause", err)
+	}
+}
