@@ -135,7 +135,10 @@ func (s *procStarter) Start(ctx context.Context, thread, profile string) (Starte
 	if err != nil {
 		return Started{}, err
 	}
-	h := host.New(host.Options{Terminal: func(c host.Command) (host.Command, error) { return c, nil }})
+	h := host.New(host.Options{Terminal: func(c host.Command) (host.Command, error) {
+		c.Env = append(os.Environ(), c.Env...)
+		return c, nil
+	}})
 	s.mu.Lock()
 	s.started++
 	s.mu.Unlock()
