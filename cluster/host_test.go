@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"acpbroker/acp"
 )
 
 // A host that stops answering (its connection closed without a word) is
@@ -14,7 +16,8 @@ import (
 func TestHostLost_AgentsEndWithinHostTimeout(t *testing.T) {
 	ns := runNATS(t, 0, 0)
 	hostConn := dial(t, ns.ClientURL())
-	serve(t, hostConn, &fakeStarter{}, ServerOptions{Name: "h1"})
+	dir := t.TempDir()
+	serve(t, hostConn, &procStarter{argv: []string{"cat"}, dir: dir}, ServerOptions{Name: "h1"})
 	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{HostTimeout: time.Second})
 	waitHosts(t, c, 1)
 	r, err := c.Start(t.Context(), "thread", "p", nil, nil)
@@ -24,7 +27,20 @@ func TestHostLost_AgentsEndWithinHostTimeout(t *testing.T) {
 	readerDone := make(chan struct{})
 	close(readerDone)
 	r.Proc.Monitor(readerDone)
+	// A request open on the host when it falls silent is answered.
+	r.Host.OpenSession("s1", dir)
+	term, err := r.Host.CreateTerminal(t.Context(), &acp.CreateTerminalParams{SessionID: "s1", Command: "sleep", Args: []string{"30"}, Cwd: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := r.Host.WaitForTerminalExit(context.Background(), &acp.TerminalParams{SessionID: "s1", TerminalID: term.TerminalID})
+		waitErr <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
 
+	// Silent as a partition would leave it: no word, and no replies.
 	hostConn.Close()
 	start := time.Now()
 	select {
@@ -42,6 +58,14 @@ func TestHostLost_AgentsEndWithinHostTimeout(t *testing.T) {
 	err = r.Proc.ExitErr()
 	if err == nil || !strings.HasPrefix(err.Error(), "agent host h1 stopped answering (last heard ") {
 		t.Fatalf("ExitErr = %v, want the words of a lost host", err)
+	}
+	select {
+	case err := <-waitErr:
+		if err == nil || !strings.Contains(err.Error(), "agent host h1 stopped answering") {
+			t.Errorf("the open request was answered %v, want the words of a lost host", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("the request open on a lost host is still waiting")
 	}
 	if _, rerr := r.Proc.Stdout().Read(make([]byte, 1)); rerr == nil {
 		t.Error("stdout of an agent on a lost host still reads")

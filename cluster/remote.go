@@ -17,6 +17,9 @@ import (
 	"acpbroker/pool"
 )
 
+// errNotRunning: nothing on the host answers for the agent any more.
+var errNotRunning = errors.New("the host no longer runs the agent")
+
 // remoteProc is an agent running on a host, as the broker's pool sees it.
 type remoteProc struct {
 	c                        *Client
@@ -28,6 +31,7 @@ type remoteProc struct {
 	stdout                   *receiver
 	subs                     []*nats.Subscription
 	exited, reaped, released chan struct{}
+	lost                     chan struct{} // closed when the end is the host's loss
 
 	mu          sync.Mutex
 	ended       bool
@@ -44,7 +48,8 @@ var _ pool.Proc = (*remoteProc)(nil)
 // it, so that nothing the host sends is missed.
 func (c *Client) newRemote(id, host, instance, thread string) (*remoteProc, error) {
 	a := &remoteProc{c: c, id: id, host: host, hostInstance: instance, thread: thread,
-		exited: make(chan struct{}), reaped: make(chan struct{}), released: make(chan struct{})}
+		exited: make(chan struct{}), reaped: make(chan struct{}), released: make(chan struct{}),
+		lost: make(chan struct{})}
 	a.stdin = newSender(c.nc, agentSubject(id, "in"), c.o.Window, c.chunk, c.o.Resend, &c.stats)
 	a.stdout = newReceiver(c.nc, agentSubject(id, "outack"), &c.stats, a.onEnd)
 	for subj, h := range map[string]nats.MsgHandler{
@@ -109,6 +114,7 @@ func (a *remoteProc) end(err error, stderr string, lost bool) {
 	a.stdin.fail(errors.New("the agent has ended"))
 	if lost {
 		a.stdout.fail(err)
+		close(a.lost)
 	}
 	close(a.exited)
 }
@@ -236,6 +242,21 @@ func (a *remoteProc) release() {
 // into out (unless nil). A ctx that ends first withdraws the request on
 // the host too, and its cause is returned.
 func (a *remoteProc) call(ctx context.Context, method string, params, out any) error {
+	// A host lost answers nothing: the calls open on it end with the loss.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	callDone := make(chan struct{})
+	defer close(callDone)
+	go func() {
+		select {
+		case <-a.lost:
+			a.mu.Lock()
+			err := a.exitErr
+			a.mu.Unlock()
+			cancel(err)
+		case <-callDone:
+		}
+	}()
 	msg := nats.NewMsg(agentSubject(a.id, "ctl"))
 	msg.Header.Set(hMethod, method)
 	id := nuid.Next()
@@ -259,7 +280,7 @@ func (a *remoteProc) call(ctx context.Context, method string, params, out any) e
 			return context.Cause(ctx)
 		}
 		if errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("agent host %s no longer runs the agent", a.host)
+			return fmt.Errorf("agent host %s: %w", a.host, errNotRunning)
 		}
 		return fmt.Errorf("agent host %s: %s: %w", a.host, method, err)
 	}
@@ -404,7 +425,10 @@ func (h *remoteHost) Close() error {
 	ctx, cancel := h.bounded()
 	defer cancel()
 	err := h.a.call(ctx, ctlClose, nil, nil)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, errNotRunning):
+		return nil // the host has forgotten the agent, and its terminals with it
+	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("agent host %s did not close the agent's terminals in time", h.a.host)
 	}
 	return err
