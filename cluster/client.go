@@ -255,6 +255,11 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 		restarted = h.beat.Instance
 		h = nil
 	}
+	if h == nil && restarted == "" && len(c.hosts) >= maxMembers {
+		c.mu.Unlock()
+		c.log.Warn().Str("host", b.Name).Int("hosts", len(c.hosts)).Msg("cluster: too many agent hosts; this one is not heard")
+		return
+	}
 	if h == nil {
 		h = &hostState{pending: make(map[string]bool)}
 		c.hosts[b.Name] = h

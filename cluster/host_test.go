@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -289,5 +290,49 @@ func TestPlacement_WaitEndsWithCtxCause(t *testing.T) {
 	_, err := c.Start(ctx, "t2", "p", nil, func() { close(waited) })
 	if !errors.Is(err, cause) {
 		t.Fatalf("Start = %v, want the ctx's cause", err)
+	}
+}
+
+// stuckStarter's agents do not stop when released: only a Kill ends them.
+type stuckStarter struct{ fakeStarter }
+
+func (s *stuckStarter) Start(ctx context.Context, thread, profile string) (Started, error) {
+	st, err := s.fakeStarter.Start(ctx, thread, profile)
+	if err != nil {
+		return st, err
+	}
+	p := st.Proc.(*fakeProc)
+	release := st.Release
+	st.Release = func() {
+		<-p.exited // waits for a Kill that Release itself never gives
+		release()
+	}
+	return st, nil
+}
+
+// Server.Close gives each agent until its ctx ends, then kills it.
+func TestServerClose_KillsAgentsPastTheDeadline(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &stuckStarter{}
+	srv, err := Serve(dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", Profiles: []string{"p"}, Capacity: 4, BeatInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	for i := range 3 {
+		if _, err := c.Start(t.Context(), fmt.Sprint("t", i), "p", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	srv.Close(ctx)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %s with a 500ms deadline", d)
+	}
+	if running, _, released := st.stats(); running != 0 || released != 3 {
+		t.Fatalf("after Close: %d running, %d released; want 0 and 3", running, released)
 	}
 }

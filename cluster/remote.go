@@ -51,7 +51,7 @@ func (c *Client) newRemote(id, host, instance, thread string) (*remoteProc, erro
 		exited: make(chan struct{}), reaped: make(chan struct{}), released: make(chan struct{}),
 		lost: make(chan struct{})}
 	a.stdin = newSender(c.nc, agentSubject(id, "in"), c.o.Window, c.chunk, c.o.Resend, &c.stats)
-	a.stdout = newReceiver(c.nc, agentSubject(id, "outack"), &c.stats, a.onEnd)
+	a.stdout = newReceiver(c.nc, agentSubject(id, "outack"), c.o.Window, &c.stats, a.onEnd)
 	for subj, h := range map[string]nats.MsgHandler{
 		agentSubject(id, "out"):   a.stdout.onMsg,
 		agentSubject(id, "inack"): a.stdin.onAck,

@@ -292,7 +292,9 @@ func (s *Server) onBrokerBeat(m *nats.Msg) {
 		return
 	}
 	s.mu.Lock()
-	s.brokers[b.Name] = brokerSeen{instance: b.Instance, last: time.Now()}
+	if _, ok := s.brokers[b.Name]; ok || len(s.brokers) < maxMembers {
+		s.brokers[b.Name] = brokerSeen{instance: b.Instance, last: time.Now()}
+	}
 	s.mu.Unlock()
 }
 
@@ -373,7 +375,7 @@ func (s *Server) start(m *nats.Msg, req startRequest) {
 		released: make(chan struct{}), abandoned: make(chan struct{}),
 		calls: make(map[string]context.CancelCauseFunc)}
 	a.out = newSender(s.nc, agentSubject(a.id, "out"), s.o.Window, s.chunk, s.o.Resend, &s.stats)
-	a.in = newReceiver(s.nc, agentSubject(a.id, "inack"), &s.stats, nil)
+	a.in = newReceiver(s.nc, agentSubject(a.id, "inack"), s.o.Window, &s.stats, nil)
 	for subj, h := range map[string]nats.MsgHandler{
 		agentSubject(a.id, "in"):     a.in.onMsg,
 		agentSubject(a.id, "outack"): a.out.onAck,

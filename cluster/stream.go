@@ -239,6 +239,7 @@ func parseAck(b []byte) (recv, done uint64, ok bool) {
 type receiver struct {
 	nc      *nats.Conn
 	ackSubj string
+	limit   int // bytes held at most: a sender past its window is not believed
 	stats   *relayStats
 	onEnd   func(body []byte) // called once, without mu, when the End frame arrives in order
 
@@ -246,6 +247,7 @@ type receiver struct {
 	next    uint64  // the number expected next
 	done    uint64  // every chunk up to this one is consumed
 	pending []frame // received in order, not yet consumed
+	held    int     // bytes in pending
 	off     int     // bytes of pending[0] consumed
 	ready   chan struct{}
 	eof     bool
@@ -253,8 +255,8 @@ type receiver struct {
 	err     error // set by fail: reads return it once pending is empty
 }
 
-func newReceiver(nc *nats.Conn, ackSubj string, st *relayStats, onEnd func([]byte)) *receiver {
-	return &receiver{nc: nc, ackSubj: ackSubj, stats: st, onEnd: onEnd, next: 1, ready: make(chan struct{})}
+func newReceiver(nc *nats.Conn, ackSubj string, limit int, st *relayStats, onEnd func([]byte)) *receiver {
+	return &receiver{nc: nc, ackSubj: ackSubj, limit: limit, stats: st, onEnd: onEnd, next: 1, ready: make(chan struct{})}
 }
 
 // onMsg is the handler of the stream's subject.
@@ -277,8 +279,8 @@ func (r *receiver) onMsg(m *nats.Msg) {
 		}
 		return
 	}
-	if err != nil || seq != r.next || r.err != nil {
-		if err == nil && seq != r.next {
+	if err != nil || seq != r.next || r.err != nil || (r.held > 0 && r.held+len(m.Data) > r.limit) || len(r.pending) >= maxFrames {
+		if err == nil {
 			r.stats.dropped.Add(1)
 		}
 		r.ackLocked()
@@ -289,6 +291,7 @@ func (r *receiver) onMsg(m *nats.Msg) {
 	r.stats.bytesRecv.Add(int64(len(m.Data)))
 	r.next++
 	r.pending = append(r.pending, frame{seq: seq, kind: kind, data: m.Data})
+	r.held += len(m.Data)
 	r.ackLocked()
 	close(r.ready)
 	r.ready = make(chan struct{})
@@ -343,6 +346,7 @@ func (r *receiver) Read(p []byte) (int, error) {
 
 func (r *receiver) consumeLocked() {
 	r.done = r.pending[0].seq
+	r.held -= len(r.pending[0].data)
 	r.pending[0] = frame{}
 	r.pending = r.pending[1:]
 	r.off = 0
@@ -369,7 +373,7 @@ func (r *receiver) Close() error {
 	if len(r.pending) > 0 {
 		r.done = r.pending[len(r.pending)-1].seq
 	}
-	r.pending = nil
+	r.pending, r.held = nil, 0
 	r.eof = true
 	r.discard = true
 	r.ackLocked()

@@ -24,6 +24,10 @@ func hostStartSubject(instance string) string { return subjPrefix + ".host." + i
 // "in" and "inack" (stdin), "ctl" (requests to the host about it).
 func agentSubject(id, what string) string { return subjPrefix + ".agent." + id + "." + what }
 
+// maxMembers bounds the hosts a broker knows, and the brokers a host
+// knows.
+const maxMembers = 1024
+
 // hostBeat is what a host says of itself every beat.
 type hostBeat struct {
 	Name     string            `json:"name"`
