@@ -327,6 +327,8 @@ func (c *Client) Start(ctx context.Context, thread, profile string, selector []s
 	}
 	select {
 	case <-c.ready:
+	case <-c.stop:
+		return pool.Remote{}, ErrClosed
 	case <-ctx.Done():
 		return pool.Remote{}, context.Cause(ctx)
 	}

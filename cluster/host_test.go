@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"acpbroker/acp"
 )
@@ -335,4 +338,61 @@ func TestServerClose_KillsAgentsPastTheDeadline(t *testing.T) {
 	if running, _, released := st.stats(); running != 0 || released != 3 {
 		t.Fatalf("after Close: %d running, %d released; want 0 and 3", running, released)
 	}
+}
+
+func TestMetrics_HostsAgentsAndRelay(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &procStarter{argv: []string{"cat"}, dir: t.TempDir()}, ServerOptions{Name: "h1"})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	r, readerDone := startCat(t, c)
+	defer close(readerDone)
+	if _, err := io.WriteString(r.Proc.Stdin(), "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r.Proc.Stdout(), make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	for _, m := range []struct {
+		name, label string
+		want        float64
+	}{
+		{"acp_broker_cluster_hosts", "", 1},
+		{"acp_broker_cluster_hosts_lost_total", "", 0},
+		{"acp_broker_cluster_agents", "h1", 1},
+		{"acp_broker_cluster_relayed_bytes_total", "sent", 5},
+		{"acp_broker_cluster_relayed_bytes_total", "received", 5},
+		{"acp_broker_cluster_relayed_messages_total", "sent", 1},
+	} {
+		if got := gathered(t, reg, m.name, m.label); got != m.want {
+			t.Errorf("%s{%s} = %v, want %v", m.name, m.label, got, m.want)
+		}
+	}
+}
+
+// gathered is the value of the metric name whose one label (if any) is
+// label; -1 when there is none.
+func gathered(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label != "" && (len(m.GetLabel()) != 1 || m.GetLabel()[0].GetValue() != label) {
+				continue
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
 }
