@@ -201,7 +201,7 @@ func (a *remoteProc) stopWith(method string, grace time.Duration) {
 	case <-a.exited:
 	default:
 		ctx, cancel := context.WithTimeout(context.Background(), a.c.o.CallTimeout)
-		_ = a.call(ctx, method, graceParams{GraceMs: grace.Milliseconds()}, nil)
+		_ = a.call(ctx, method, graceParams{GraceMs: grace.Milliseconds(), Stdin: a.stdin.sent()}, nil)
 		cancel()
 		if method == ctlKill {
 			// What a killed agent still had to say is not waited for: the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -426,7 +425,19 @@ func (s *Server) start(m *nats.Msg, req startRequest) {
 // it at the stream's end.
 func (s *Server) pumpIn(a *hostAgent) {
 	stdin := a.st.Proc.Stdin()
-	_, _ = io.Copy(stdin, a.in)
+	buf := make([]byte, s.chunk)
+	for {
+		n, err := a.in.Read(buf)
+		if n > 0 {
+			if _, werr := stdin.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		a.in.wrote()
+		if err != nil {
+			break
+		}
+	}
 	_ = stdin.Close()
 	a.in.Close() // what still comes is acknowledged and dropped
 }

@@ -24,6 +24,9 @@ const ctlCancel = "cancel"
 
 type graceParams struct {
 	GraceMs int64 `json:"graceMs"`
+	// Stdin is the last chunk of stdin the broker sent before it asked:
+	// the agent is given it before its stdin is closed.
+	Stdin uint64 `json:"stdin,omitempty"`
 }
 
 type aliveResult struct {
@@ -128,10 +131,25 @@ func (s *Server) serveCtl(ctx context.Context, a *hostAgent, method string, data
 	case ctlStop:
 		var g graceParams
 		_ = json.Unmarshal(data, &g)
+		grace := time.Duration(g.GraceMs) * time.Millisecond
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			p.Stop(time.Duration(g.GraceMs) * time.Millisecond)
+			// What the broker wrote before it asked reaches the agent
+			// first, as it would through a pipe, for a grace at most.
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			giveUp := make(chan struct{})
+			go func() {
+				select {
+				case <-t.C:
+				case <-a.abandoned:
+				case <-p.Exited():
+				}
+				close(giveUp)
+			}()
+			a.in.waitUsed(g.Stdin, giveUp)
+			p.Stop(grace)
 		}()
 		return nil, nil
 	case ctlKill:

@@ -194,6 +194,13 @@ func (s *sender) tick(now time.Time) {
 	}
 }
 
+// sent is the number of the last chunk queued.
+func (s *sender) sent() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next - 1
+}
+
 // drained reports whether every frame queued has been consumed.
 func (s *sender) drained() bool {
 	s.mu.Lock()
@@ -250,13 +257,15 @@ type receiver struct {
 	held    int     // bytes in pending
 	off     int     // bytes of pending[0] consumed
 	ready   chan struct{}
+	written uint64        // chunks up to this one were passed on (wrote)
+	used    chan struct{} // closed and replaced when written grows
 	eof     bool
 	discard bool  // Close was called: what arrives counts as consumed
 	err     error // set by fail: reads return it once pending is empty
 }
 
 func newReceiver(nc *nats.Conn, ackSubj string, limit int, st *relayStats, onEnd func([]byte)) *receiver {
-	return &receiver{nc: nc, ackSubj: ackSubj, limit: limit, stats: st, onEnd: onEnd, next: 1, ready: make(chan struct{})}
+	return &receiver{nc: nc, ackSubj: ackSubj, limit: limit, stats: st, onEnd: onEnd, next: 1, ready: make(chan struct{}), used: make(chan struct{})}
 }
 
 // onMsg is the handler of the stream's subject.
@@ -351,6 +360,36 @@ func (r *receiver) consumeLocked() {
 	r.pending = r.pending[1:]
 	r.off = 0
 	r.ackLocked()
+}
+
+// wrote says that what Read returned so far has been passed on.
+func (r *receiver) wrote() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done > r.written {
+		r.written = r.done
+		close(r.used)
+		r.used = make(chan struct{})
+	}
+}
+
+// waitUsed waits until every chunk up to seq has been passed on (wrote),
+// the stream has failed, or stop is closed.
+func (r *receiver) waitUsed(seq uint64, stop <-chan struct{}) {
+	for {
+		r.mu.Lock()
+		if r.written >= seq || r.err != nil {
+			r.mu.Unlock()
+			return
+		}
+		ch := r.used
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-stop:
+			return
+		}
+	}
 }
 
 // fail ends the stream: a blocked Read returns err once what was

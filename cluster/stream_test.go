@@ -202,3 +202,38 @@ func TestStream_SurvivesNATSRestart(t *testing.T) {
 	}
 	t.Logf("retransmits: broker %d; dropped: broker %d", c.stats.retransmits.Load(), c.stats.dropped.Load())
 }
+
+// Stop goes to the host: the agent's stdin is closed there, and cat, at
+// its end, exits; every byte it wrote before is read first.
+func TestStop_ThroughTheHost(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &procStarter{argv: []string{"cat"}, dir: t.TempDir()}, ServerOptions{Name: "h1"})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	r, readerDone := startCat(t, c)
+	if _, err := io.WriteString(r.Proc.Stdin(), "last words\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r.Proc.Stdout())
+		close(readerDone)
+		got <- b
+	}()
+	start := time.Now()
+	r.Proc.Stop(5 * time.Second)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Stop took %s for an agent that ends when its stdin closes", d)
+	}
+	select {
+	case <-r.Proc.Reaped():
+	default:
+		t.Fatal("Stop returned before the agent was reaped")
+	}
+	if b := <-got; string(b) != "last words\n" {
+		t.Fatalf("read %q before the end, want the agent's last words", b)
+	}
+	if r.Proc.Alive() {
+		t.Fatal("Alive after Stop")
+	}
+}
