@@ -2,6 +2,27 @@
 // run them, over NATS: hosts advertise themselves with a beat, the broker
 // places each new agent on one, and the agent's stdin, stdout, files and
 // terminals travel as NATS messages that survive a server restart.
+//
+// A broker joins with Connect (or StartEmbedded, then Connect to its URL),
+// makes a Client, and gives the pool Client.Start as its Config.Remote:
+//
+//	c := cluster.NewClient(nc, cluster.ClientOptions{Broker: name, HostTimeout: timeout})
+//	cfg.Remote = func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+//		return c.Start(ctx, thread, prof.Name, hosts[prof.Name], onWait) // the profile's hosts selector
+//	}
+//
+// An agent host joins the same way and calls Serve with a Starter that
+// starts the agents of its own profiles (pool.Pool.Bare, whose
+// ReleaseBare is the Started's Release).
+//
+// On the wire, all under "acpbroker.": hosts beat on beat.host (name,
+// instance, labels, profiles, capacity, agents, memory) and answer
+// hosts.ask with a beat at once; brokers beat on beat.broker. A start is a
+// request to host.INSTANCE.start naming the agent's id, chosen by the
+// broker. An agent's stdout is agent.ID.out (acknowledged on
+// agent.ID.outack), its stdin agent.ID.in (agent.ID.inack), and every other
+// request about it (stop, kill, alive, fs/*, terminal/*, release) goes to
+// agent.ID.ctl.
 package cluster
 
 import (

@@ -342,7 +342,7 @@ func TestServerClose_KillsAgentsPastTheDeadline(t *testing.T) {
 
 func TestMetrics_HostsAgentsAndRelay(t *testing.T) {
 	ns := runNATS(t, 0, 0)
-	serve(t, dial(t, ns.ClientURL()), &procStarter{argv: []string{"cat"}, dir: t.TempDir()}, ServerOptions{Name: "h1"})
+	srv := serve(t, dial(t, ns.ClientURL()), &procStarter{argv: []string{"cat"}, dir: t.TempDir()}, ServerOptions{Name: "h1", Capacity: 3})
 	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
 	waitHosts(t, c, 1)
 	r, readerDone := startCat(t, c)
@@ -367,6 +367,21 @@ func TestMetrics_HostsAgentsAndRelay(t *testing.T) {
 		{"acp_broker_cluster_relayed_messages_total", "sent", 1},
 	} {
 		if got := gathered(t, reg, m.name, m.label); got != m.want {
+			t.Errorf("%s{%s} = %v, want %v", m.name, m.label, got, m.want)
+		}
+	}
+	hreg := prometheus.NewPedanticRegistry()
+	hreg.MustRegister(srv)
+	for _, m := range []struct {
+		name, label string
+		want        float64
+	}{
+		{"acp_broker_host_agents", "", 1},
+		{"acp_broker_host_capacity", "", 3},
+		{"acp_broker_host_relayed_bytes_total", "sent", 5},
+		{"acp_broker_host_relayed_bytes_total", "received", 5},
+	} {
+		if got := gathered(t, hreg, m.name, m.label); got != m.want {
 			t.Errorf("%s{%s} = %v, want %v", m.name, m.label, got, m.want)
 		}
 	}
