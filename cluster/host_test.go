@@ -411,3 +411,41 @@ func gathered(t *testing.T, reg *prometheus.Registry, name, label string) float6
 	}
 	return -1
 }
+
+// slowStarter takes its time to start an agent.
+type slowStarter struct {
+	fakeStarter
+	delay time.Duration
+}
+
+func (s *slowStarter) Start(ctx context.Context, thread, profile string) (Started, error) {
+	time.Sleep(s.delay)
+	return s.fakeStarter.Start(ctx, thread, profile)
+}
+
+// An agent the broker gave up on while the host was starting it is
+// stopped: the host's beat lists it, the broker knows it not, and tells
+// the host to release it.
+func TestOrphan_AgentStartedAfterTheBrokerGaveUpIsReleased(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &slowStarter{delay: 500 * time.Millisecond}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1"})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Start(ctx, "t", "p", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start = %v, want the ctx's deadline", err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		running, most, released := st.stats()
+		if most == 1 && running == 0 && released == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host runs %d agents (%d released): the one given up on is still running", running, released)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
