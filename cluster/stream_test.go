@@ -237,3 +237,53 @@ func TestStop_ThroughTheHost(t *testing.T) {
 		t.Fatal("Alive after Stop")
 	}
 }
+
+// A NATS outage longer than HostTimeout is not taken for the loss of the
+// hosts: a broker that hears no one while it is cut off loses no one.
+func TestOutage_LongerThanHostTimeoutLosesNoHost(t *testing.T) {
+	first := runNATS(t, 0, 0)
+	port := natsPort(first)
+	serve(t, dial(t, first.ClientURL()), &procStarter{argv: []string{"cat"}, dir: t.TempDir()}, ServerOptions{Name: "h1", OwnerTimeout: time.Second})
+	c := newClient(t, dial(t, first.ClientURL()), ClientOptions{HostTimeout: time.Second})
+	waitHosts(t, c, 1)
+	r, readerDone := startCat(t, c)
+	defer close(readerDone)
+
+	first.Shutdown()
+	first.WaitForShutdown()
+	time.Sleep(2 * time.Second)
+	second, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go second.Start()
+	t.Cleanup(func() { second.Shutdown(); second.WaitForShutdown() })
+	if !second.ReadyForConnections(5 * time.Second) {
+		t.Fatal("the second NATS server was not ready")
+	}
+	if _, err := io.WriteString(r.Proc.Stdin(), "still there?\n"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("still there?\n"))
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(r.Proc.Stdout(), buf)
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("after the outage: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer after the outage")
+	}
+	select {
+	case <-r.Proc.Exited():
+		t.Fatalf("the agent was taken for gone: %v", r.Proc.ExitErr())
+	default:
+	}
+	if hosts := c.Hosts(); len(hosts) != 1 || hosts[0].Lost {
+		t.Fatalf("Hosts() = %+v, want h1 alive", hosts)
+	}
+}
