@@ -2,9 +2,13 @@ package cluster
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nkeys"
 )
 
 func TestConnect_RefusesNoCredentialsBeyondLoopback(t *testing.T) {
@@ -72,5 +76,43 @@ func TestEmbedded_RefusesAnOpenServerBeyondLoopback(t *testing.T) {
 	}
 	if _, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1"}); err == nil || !strings.Contains(err.Error(), "cluster.listen") {
 		t.Fatalf("a listen address without a port = %v, want an error naming cluster.listen", err)
+	}
+}
+
+func TestEmbedded_AdmitsAnNKey(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "host.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := nkeys.CreateUser()
+	otherSeed, _ := other.Seed()
+	otherFile := filepath.Join(t.TempDir(), "other.nk")
+	if err := os.WriteFile(otherFile, otherSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := StartEmbedded(EmbeddedOptions{Listen: "127.0.0.1:0", NKeys: []string{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if nc, err := Connect(ctx, Options{URL: e.URL(), NKeySeedFile: otherFile, ConnectTimeout: time.Second}); err == nil {
+		nc.Close()
+		t.Fatal("the embedded server admitted an NKey it was not given")
+	}
+	nc, err := Connect(ctx, Options{URL: e.URL(), NKeySeedFile: seedFile})
+	if err != nil {
+		t.Fatalf("with the NKey: %v", err)
+	}
+	nc.Close()
+	if _, err := Connect(ctx, Options{URL: e.URL(), NKeySeedFile: filepath.Join(t.TempDir(), "missing")}); err == nil || !strings.Contains(err.Error(), "cluster.nkey_seed_file") {
+		t.Fatalf("a missing seed file = %v, want an error naming cluster.nkey_seed_file", err)
 	}
 }
