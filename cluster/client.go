@@ -368,12 +368,12 @@ func (c *Client) Start(ctx context.Context, thread, profile string, selector []s
 			c.mu.Unlock()
 		}
 		switch {
-		case err == nil:
-			return r, nil
 		case full:
 			refused[name] = seq
-		default:
+		case err != nil:
 			return pool.Remote{}, err
+		default:
+			return r, nil
 		}
 	}
 }

@@ -230,6 +230,10 @@ func TestPlacement_CapacityUnderConcurrentStarts(t *testing.T) {
 				t.Errorf("start %d: %v", i, err)
 				return
 			}
+			if r.Proc == nil {
+				t.Errorf("start %d gave no agent", i)
+				return
+			}
 			mu.Lock()
 			placed = append(placed, r.Where)
 			mu.Unlock()
@@ -447,5 +451,28 @@ func TestOrphan_AgentStartedAfterTheBrokerGaveUpIsReleased(t *testing.T) {
 			t.Fatalf("the host runs %d agents (%d released): the one given up on is still running", running, released)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fullStarter has no room, whatever its host announces.
+type fullStarter struct{}
+
+func (fullStarter) Start(context.Context, string, string) (Started, error) {
+	return Started{}, fmt.Errorf("the pool's slots are taken: %w", ErrFull)
+}
+
+// A host that refuses for lack of room sends the start to the next.
+func TestPlacement_RefusalTriesTheNextHost(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), fullStarter{}, ServerOptions{Name: "a", Capacity: 4})
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "b", Capacity: 1})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 2)
+	r, err := c.Start(t.Context(), "t", "p", nil, func() { t.Error("waited while b had room") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Where != "b" || r.Proc == nil || r.Host == nil {
+		t.Fatalf("Start = %+v, want an agent on b", r)
 	}
 }
