@@ -169,6 +169,11 @@ func TestPlacement_LabelsAndProfiles(t *testing.T) {
 	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "other", Labels: []string{"gpu=yes", "zone=a"}, Capacity: 8, Profiles: []string{"q"}})
 	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
 	waitHosts(t, c, 3)
+	for _, h := range c.Hosts() {
+		if h.Name == "gpu" && (h.Labels["zone"] != "a" || h.Capacity != 1 || h.MemTotal == 0 || h.MemAvailable == 0 || h.MemAvailable > h.MemTotal || h.Instance == "") {
+			t.Errorf("Hosts() shows gpu as %+v", h)
+		}
+	}
 	r, err := c.Start(t.Context(), "t1", "p", []string{"gpu=yes", "zone=a"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -287,3 +287,51 @@ func TestOutage_LongerThanHostTimeoutLosesNoHost(t *testing.T) {
 		t.Fatalf("Hosts() = %+v, want h1 alive", hosts)
 	}
 }
+
+// BenchmarkStream_Cat measures bytes through an agent's stdin and back
+// from its stdout, over a NATS server on loopback.
+func BenchmarkStream_Cat(b *testing.B) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		b.Fatal("not ready")
+	}
+	hc, err := Connect(b.Context(), Options{URL: ns.ClientURL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer hc.Close()
+	bc, err := Connect(b.Context(), Options{URL: ns.ClientURL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bc.Close()
+	srv, err := Serve(hc, &procStarter{argv: []string{"cat"}, dir: b.TempDir()}, ServerOptions{Name: "h1", Capacity: 1, Profiles: []string{"p"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	c := NewClient(bc, ClientOptions{Broker: "bench"})
+	defer c.Close()
+	r, err := c.Start(b.Context(), "t", "p", nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	readerDone := make(chan struct{})
+	r.Proc.Monitor(readerDone)
+	defer func() { close(readerDone); r.Proc.Kill() }()
+	chunk := make([]byte, 1<<20)
+	back := make([]byte, len(chunk))
+	b.SetBytes(int64(len(chunk)))
+	b.ResetTimer()
+	for b.Loop() {
+		go func() { _, _ = r.Proc.Stdin().Write(chunk) }()
+		if _, err := io.ReadFull(r.Proc.Stdout(), back); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
