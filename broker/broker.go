@@ -32,8 +32,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"acpbroker/acp"
-	"acpbroker/acp/host"
 	"acpbroker/adapter"
 	"acpbroker/api"
 	"acpbroker/cgroup"
@@ -131,63 +129,12 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			b = nil
 		}
 	}()
-	b.store, err = store.Open(store.Options{Dir: cfg.State.Dir, Retention: cfg.State.Retention, Logger: log, RenameThread: legacyThread})
+	m, err := openMachine(cfg, opts)
+	b.store, b.redact, b.cgroups, b.proxy, b.sandbox, b.gitConfine = m.store, m.redact, m.cgroups, m.proxy, m.sandbox, m.gitConfine
 	if err != nil {
 		return b, err
 	}
-	if left, err := b.store.Leftovers(); err != nil {
-		log.Warn().Err(err).Msg("could not read the agents an earlier broker left")
-	} else if len(left) > 0 {
-		list := make([]pool.Leftover, len(left))
-		for i, a := range left {
-			list[i] = pool.Leftover{PID: a.PID, StartTicks: a.StartTicks}
-		}
-		pool.KillLeftovers(list, log)
-	}
-	if err := complete(cfg, opts.Environ); err != nil {
-		return b, fmt.Errorf("config: %w", err)
-	}
-	b.gitConfine = gitConfiner(cfg)
-	agents, err := buildProfiles(cfg, opts.Environ, b.store.WorktreeMade, b.gitConfine, log)
-	if err != nil {
-		return b, fmt.Errorf("config: %w", err)
-	}
-	b.redact = redact.New(append(agents.secrets, cfg.Secrets()...)...)
-	b.cgroups = openCgroups(cfg, log)
-	if b.proxy, err = openProxy(cfg, log); err != nil {
-		return b, err
-	}
-	b.sandbox = sandboxFor(cfg)
-	pc := pool.Config{
-		Sandbox:        b.sandbox,
-		Proxy:          b.proxy,
-		NetDir:         netDir(cfg),
-		RunAs:          cfg.Agent.RunAs,
-		Cgroups:        b.cgroups,
-		Redact:         b.redact,
-		Profiles:       agents.profiles,
-		DefaultProfile: cfg.DefaultProfile,
-		MaxSessions:    cfg.Pool.MaxSessions,
-		IdleTimeout:    cfg.Pool.IdleTimeout,
-		OneShot:        apiOwnThread,
-		ExitGrace:      cfg.Agent.ExitGrace,
-		ThreadName:     threadName,
-		Sessions:       b.store,
-		Registry:       b.store,
-		Conn: acp.Options{
-			MaxLineBytes:     cfg.Agent.MaxLineBytes,
-			MaxAgentRequests: cfg.Agent.MaxRequests,
-			UpdateQueue:      cfg.Turn.UpdateQueue,
-			ClientInfo:       acp.Implementation{Name: "acp-broker", Version: opts.Version},
-		},
-		Host: host.Options{
-			MaxReadBytes:     cfg.Agent.MaxReadBytes,
-			MaxWriteBytes:    cfg.Agent.MaxWriteBytes,
-			MaxTerminals:     cfg.Agent.MaxTerminals,
-			MaxTerminalBytes: cfg.Agent.MaxTerminalBytes,
-		},
-		Logger: log,
-	}
+	pc := m.poolConfig(cfg, opts)
 	if opts.Pool != nil {
 		opts.Pool(&pc)
 	}

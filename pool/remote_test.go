@@ -163,3 +163,35 @@ func TestRemote_ForkIsRefused(t *testing.T) {
 		t.Fatalf("Remote was asked %d times for a fork", n)
 	}
 }
+
+// reportingProc is an agent on a host that says what it uses.
+type reportingProc struct {
+	pool.Proc
+	usage pool.Usage
+}
+
+func (r reportingProc) Usage() (pool.Usage, error) { return r.usage, nil }
+
+// What an agent on a host uses is what its host says, never what this
+// machine's /proc says of a process with the same pid; a host that says
+// nothing gives an error in words, not a stranger's figures.
+func TestRemote_UsageIsWhatTheHostSays(t *testing.T) {
+	fh := newFakeHost(t)
+	said := pool.Usage{Memory: 123 << 20, MemoryMax: 1 << 30, CPU: 3 * time.Second, CPUCounted: true, Source: pool.UsageCgroup}
+	reporting := func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+		r, err := fh.start(ctx, thread, prof, onWait)
+		if err == nil && thread == "t1" {
+			r.Proc = reportingProc{Proc: r.Proc, usage: said}
+		}
+		return r, err
+	}
+	p := newPool(t, pool.Config{Remote: reporting})
+	a, b := acquire(t, p, "t1"), acquire(t, p, "t2")
+	us, errs := pool.Usages([]*pool.Agent{a, b})
+	if errs[0] != nil || us[0] != said {
+		t.Errorf("the host said %+v; the pool says %+v, %v", said, us[0], errs[0])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "host-1") {
+		t.Errorf("a host that says nothing: %+v, %v", us[1], errs[1])
+	}
+}

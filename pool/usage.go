@@ -49,7 +49,19 @@ func Usages(agents []*Agent) ([]Usage, []error) {
 	return us, errs
 }
 
+// UsageReporter is a Proc that says itself what it uses: an agent on an
+// agent host, whose process and control group are not this machine's.
+type UsageReporter interface {
+	Usage() (Usage, error)
+}
+
 func (a *Agent) usage(procs *procTable) (Usage, error) {
+	if a.Where != "" {
+		if r, ok := a.Proc.(UsageReporter); ok {
+			return r.Usage()
+		}
+		return Usage{}, fmt.Errorf("the agent runs on agent host %s, which does not say what it uses", a.Where)
+	}
 	if a.group != nil {
 		u, err := a.group.Usage()
 		if err != nil {
