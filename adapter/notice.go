@@ -23,6 +23,12 @@ type Notice interface {
 // session, so the turn runs in a new one that remembers nothing of it.
 type SessionLost struct{ Session string }
 
+// HostLost: the thread's agent ran on agent host From, which is lost to
+// it (it stopped answering, or no longer runs its profile); its new agent
+// runs on To, in a workspace of its own there, without the files of the
+// one left on From.
+type HostLost struct{ From, To string }
+
 // ImagesLeftOut: the agent does not accept images, and the prompt's Count
 // images were not sent to it.
 type ImagesLeftOut struct{ Count int }
@@ -112,6 +118,7 @@ type ModeNotApplied struct {
 }
 
 func (SessionLost) Kind() string          { return "session_lost" }
+func (HostLost) Kind() string             { return "host_lost" }
 func (ImagesLeftOut) Kind() string        { return "images_left_out" }
 func (NetworkRefused) Kind() string       { return "network_refused" }
 func (PermissionDecided) Kind() string    { return "permission_decided" }
@@ -125,6 +132,7 @@ func (ChoiceNotApplied) Kind() string     { return "choice_not_applied" }
 func (ModeNotApplied) Kind() string       { return "mode_not_applied" }
 
 func (SessionLost) notice()          {}
+func (HostLost) notice()             {}
 func (ImagesLeftOut) notice()        {}
 func (NetworkRefused) notice()       {}
 func (PermissionDecided) notice()    {}

@@ -296,6 +296,11 @@ func (t *turn) attempt(ctx context.Context) Outcome {
 	t.profileName, t.rules = agent.Profile.Name, agent.Profile.Permissions
 	t.mu.Unlock()
 	t.setLog(t.log.With().Str("profile", agent.Profile.Name).Str("session", agent.SessionID).Int("pid", agent.Proc.PID()).Logger())
+	if agent.LostHost != "" {
+		// Said once, as Lost is: the workspace stayed on the host lost.
+		t.p.Sink.Notice(HostLost{From: agent.LostHost, To: agent.Where})
+		agent.LostHost = ""
+	}
 	if agent.Lost != "" {
 		// Said once: the agent is this turn's while it is busy.
 		t.p.Sink.Notice(SessionLost{Session: agent.Lost})

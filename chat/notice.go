@@ -18,6 +18,8 @@ func NoticeText(n adapter.Notice) string {
 	switch n := n.(type) {
 	case adapter.SessionLost:
 		return "The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before."
+	case adapter.HostLost:
+		return fmt.Sprintf("This thread's agent now runs on agent host %s, in a fresh workspace: the files of its earlier one stayed on %s, which is lost to it.", n.To, n.From)
 	case adapter.ImagesLeftOut:
 		return fmt.Sprintf("This agent does not accept images; %d image(s) were left out.", n.Count)
 	case adapter.NetworkRefused:

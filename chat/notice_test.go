@@ -36,6 +36,8 @@ func TestNoticeText_SaysEachNoticeWithItsFacts(t *testing.T) {
 	}{
 		{adapter.SessionLost{Session: "s1"},
 			"The agent could not resume this thread's earlier conversation, so this is a new session: it does not remember what was said before."},
+		{adapter.HostLost{From: "gpu-1", To: "gpu-2"},
+			"This thread's agent now runs on agent host gpu-2, in a fresh workspace: the files of its earlier one stayed on gpu-1, which is lost to it."},
 		{adapter.ImagesLeftOut{Count: 2}, "This agent does not accept images; 2 image(s) were left out."},
 		{adapter.NetworkRefused{Refusal: netproxy.Refusal{Host: "pypi.org", Port: 443, Reason: "not in agents.py.allow_hosts"}},
 			"The agent tried to reach pypi.org:443, which its profile does not allow (not in agents.py.allow_hosts); it was refused."},

@@ -182,6 +182,10 @@ type Agent struct {
 	// Where is the name of the agent host that runs it ("": this
 	// machine; see Config.Remote).
 	Where string
+	// LostHost is the agent host the thread's agent ran on before, lost
+	// with its workspace (Remote.LostHost); the turn that takes the
+	// agent says so once and clears it.
+	LostHost string
 
 	launched string        // the name it was started under (see Config.ThreadName)
 	group    *cgroup.Group // nil without Config.Cgroups

@@ -16,6 +16,9 @@ type Remote struct {
 	Host  AgentHost
 	Dir   string
 	Where string
+	// LostHost, if set, is the agent host the thread's agent ran on
+	// before, which was lost with the thread's workspace there.
+	LostHost string
 }
 
 // Wait is what a thread's Acquire waits for when it calls its onWait.
@@ -69,6 +72,6 @@ func (p *Pool) spawnRemote(ctx context.Context, thread string, prof *Profile, re
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout,
 		fmt.Errorf("agent did not start within %s", timeout))
 	defer cancel()
-	a := &Agent{Thread: thread, Profile: prof, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, Started: time.Now()}
+	a := &Agent{Thread: thread, Profile: prof, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, LostHost: r.LostHost, Started: time.Now()}
 	return p.setUp(ctx, a, resumeID, fork)
 }

@@ -21,6 +21,9 @@ type Thread struct {
 	// mode: applied again whenever its agent starts.
 	Options map[string]string `json:"options,omitempty"`
 	Mode    string            `json:"mode,omitempty"`
+	// Host is the agent host the thread's last agent was started on,
+	// where its workspace is ("": this machine).
+	Host string `json:"host,omitempty"`
 	// Chat is the chat layer's own record of the conversation.
 	Chat json.RawMessage `json:"chat,omitempty"`
 	// Sessions are the agent sessions the thread has had, the most
@@ -190,6 +193,18 @@ func (s *Store) ForgetSession(thread string) {
 func (s *Store) ThreadProfile(thread string) string {
 	t, _ := s.Thread(thread)
 	return t.Profile
+}
+
+// ThreadHost is the agent host thread's last agent was started on ("":
+// none, or this machine).
+func (s *Store) ThreadHost(thread string) string {
+	t, _ := s.Thread(thread)
+	return t.Host
+}
+
+// SetThreadHost records the agent host thread's agent was started on.
+func (s *Store) SetThreadHost(thread, host string) {
+	s.updateThread(thread, func(t *Thread) { t.Host = host })
 }
 
 // SetThreadProfile records the agent profile of a thread
