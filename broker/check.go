@@ -32,6 +32,7 @@ func Check(ctx context.Context, cfg *config.Config, environ []string) error {
 	}
 	problems = append(problems, checkProfiles(ctx, cfg, gitConfiner(cfg))...)
 	problems = append(problems, checkSandbox(cfg)...)
+	problems = append(problems, checkCluster(cfg)...)
 	cfg.Warnings = append(cfg.Warnings, machineWarnings(cfg)...)
 	if err := sandboxFor(cfg).Check(sandboxCheckTimeout, cfg.Agent.RunAs); err != nil {
 		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
