@@ -2,6 +2,7 @@ package broker
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"acpbroker/pool"
@@ -18,6 +19,9 @@ type Status struct {
 	// Platforms are the chat platforms served, in chat.platform's order.
 	Platforms []PlatformStatus `json:"platforms"`
 	Pool      PoolStatus       `json:"pool"`
+	// Hosts are the agent hosts of the cluster the broker knows, by name
+	// (none without [cluster]).
+	Hosts []HostStatus `json:"hosts,omitempty"`
 	// Threads are those with a live agent or a turn running or queued,
 	// by id.
 	Threads []ThreadStatus `json:"threads"`
@@ -45,6 +49,27 @@ type PoolStatus struct {
 	Waiting  int             `json:"waiting"`
 	Queued   int             `json:"queued"`
 	Profiles []ProfileStatus `json:"profiles"`
+}
+
+// HostStatus is one agent host: its labels and profiles, its agents
+// against its capacity, its memory, and when it was last heard.
+type HostStatus struct {
+	Name     string            `json:"name"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Profiles []string          `json:"profiles"`
+	// Capacity is the agents it may run; Running those it runs, for any
+	// broker; Agents those it runs for this one.
+	Capacity int `json:"capacity"`
+	Running  int `json:"running"`
+	Agents   int `json:"agents"`
+	// MemoryBytes and MemoryAvailableBytes are its machine's (0:
+	// unknown).
+	MemoryBytes          uint64 `json:"memory_bytes,omitempty"`
+	MemoryAvailableBytes uint64 `json:"memory_available_bytes,omitempty"`
+	// SilentSeconds is how long since it was last heard; Lost is set
+	// once that passed cluster.host_timeout.
+	SilentSeconds float64 `json:"silent_seconds"`
+	Lost          bool    `json:"lost,omitempty"`
 }
 
 // ProfileStatus is one agent profile's agents against its limit (Max, 0:
@@ -84,7 +109,10 @@ type ThreadStatus struct {
 // AgentStatus is a thread's agent process and what it uses, as the
 // kernel counts it (see pool.Usage).
 type AgentStatus struct {
-	PID           int       `json:"pid"`
+	PID int `json:"pid"`
+	// Host is the agent host it runs on ("": this machine); PID is then
+	// the host's.
+	Host          string    `json:"host,omitempty"`
 	Session       string    `json:"session"`
 	Started       time.Time `json:"started"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
@@ -137,6 +165,15 @@ func (b *Broker) Status() Status {
 			Live: ps.Live, Busy: ps.Busy, Starting: ps.Starting, Waiting: ps.Waiting, Max: ps.MaxSessions})
 	}
 
+	if b.cluster != nil {
+		for _, h := range b.cluster.Hosts() {
+			s.Hosts = append(s.Hosts, HostStatus{Name: h.Name, Labels: h.Labels, Profiles: h.Profiles, Capacity: h.Capacity,
+				Running: h.Running, Agents: h.Agents, MemoryBytes: h.MemTotal, MemoryAvailableBytes: h.MemAvailable,
+				SilentSeconds: now.Sub(h.LastHeard).Seconds(), Lost: h.Lost})
+		}
+		slices.SortFunc(s.Hosts, func(a, b HostStatus) int { return strings.Compare(a.Name, b.Name) })
+	}
+
 	live := b.pool.Agents()
 	usages, errs := pool.Usages(live)
 	agents := map[string]agentUsage{}
@@ -179,7 +216,7 @@ func (b *Broker) threadStatus(id string, a agentUsage, now time.Time) ThreadStat
 	if a.Agent == nil {
 		return ts
 	}
-	as := &AgentStatus{PID: a.Proc.PID(), Session: a.SessionID, Started: a.Started, UptimeSeconds: now.Sub(a.Started).Seconds()}
+	as := &AgentStatus{PID: a.Proc.PID(), Host: a.Where, Session: a.SessionID, Started: a.Started, UptimeSeconds: now.Sub(a.Started).Seconds()}
 	if u, err := a.usage, a.err; err != nil {
 		as.UsageError = err.Error()
 	} else {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"strings"
 	"time"
 
 	"acpbroker/internal/bytesize"
@@ -95,6 +96,21 @@ func statusSections(s Status) []web.Section {
 		pool = append(pool, fmt.Sprintf("profile %s: %d live, %d busy, %d starting, %d waiting (%s)", p.Name, p.Live, p.Busy, p.Starting, p.Waiting, limit))
 	}
 	out = append(out, web.Section{Title: "Pool", Lines: pool})
+	if len(s.Hosts) > 0 {
+		var hosts []string
+		for _, h := range s.Hosts {
+			line := fmt.Sprintf("%s: %d agents of this broker, %d running of %d, heard %s ago", h.Name, h.Agents, h.Running, h.Capacity,
+				time.Duration(h.SilentSeconds*float64(time.Second)).Round(time.Second))
+			if h.Lost {
+				line = h.Name + ": LOST, " + strings.TrimPrefix(line, h.Name+": ")
+			}
+			if h.MemoryBytes > 0 {
+				line += fmt.Sprintf(", %s of %s memory free", bytesize.Format(int64(h.MemoryAvailableBytes)), bytesize.Format(int64(h.MemoryBytes)))
+			}
+			hosts = append(hosts, line)
+		}
+		out = append(out, web.Section{Title: "Agent hosts", Lines: hosts})
+	}
 	var agents []string
 	for _, t := range s.Threads {
 		line := t.ID
@@ -112,6 +128,9 @@ func statusSections(s Status) []web.Section {
 			}
 			if a.UsageError != "" {
 				mem, cpu = "usage unknown ("+a.UsageError+")", ""
+			}
+			if a.Host != "" {
+				line += " on " + a.Host
 			}
 			line += fmt.Sprintf(": pid %d, up %s, %s, %s", a.PID, time.Duration(a.UptimeSeconds*float64(time.Second)).Round(time.Second), mem, cpu)
 		} else {

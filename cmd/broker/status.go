@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -92,6 +93,29 @@ func printStatus(w io.Writer, st broker.Status) {
 		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%s\n", cell(name), pr.Live, pr.Busy, pr.Starting, pr.Waiting, max)
 	}
 	tw.Flush()
+	if len(st.Hosts) > 0 {
+		fmt.Fprintf(w, "Agent hosts: %d\n", len(st.Hosts))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  HOST\tAGENTS\tRUNNING\tCAPACITY\tMEMORY FREE\tHEARD\tLABELS\tPROFILES")
+		for _, h := range st.Hosts {
+			heard := seconds(h.SilentSeconds) + " ago"
+			if h.Lost {
+				heard = "LOST, " + heard
+			}
+			mem := "-"
+			if h.MemoryBytes > 0 {
+				mem = bytesize.Format(int64(h.MemoryAvailableBytes)) + " of " + bytesize.Format(int64(h.MemoryBytes))
+			}
+			labels := make([]string, 0, len(h.Labels))
+			for k, v := range h.Labels {
+				labels = append(labels, k+"="+v)
+			}
+			slices.Sort(labels)
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", cell(h.Name), h.Agents, h.Running, h.Capacity, mem, heard,
+				cell(strings.Join(labels, ",")), cell(strings.Join(h.Profiles, ",")))
+		}
+		tw.Flush()
+	}
 	if len(st.Threads) == 0 {
 		fmt.Fprintln(w, "No thread has an agent or a turn.")
 		return
@@ -103,6 +127,9 @@ func printStatus(w io.Writer, st broker.Status) {
 		pid, mem, cpu, up := "-", "-", "-", "-"
 		if a := t.Agent; a != nil {
 			pid, up = strconv.Itoa(a.PID), seconds(a.UptimeSeconds)
+			if a.Host != "" {
+				pid = cell(a.Host) + ":" + pid
+			}
 			switch {
 			case a.UsageError != "":
 				mem = "unknown"
