@@ -36,6 +36,7 @@ import (
 	"acpbroker/api"
 	"acpbroker/cgroup"
 	"acpbroker/chat"
+	"acpbroker/cluster"
 	"acpbroker/config"
 	"acpbroker/internal/brokersock"
 	"acpbroker/internal/redact"
@@ -47,6 +48,7 @@ import (
 	"acpbroker/web"
 	"acpbroker/workspace"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 )
 
@@ -100,6 +102,11 @@ type Broker struct {
 	api      *api.Server
 	headless *api.Headless
 	web      *web.Server // the web front end (nil without web.listen)
+	// cluster places agents on agent hosts, over nc; embedded is the NATS
+	// server the broker serves them (each nil without [cluster]).
+	cluster  *cluster.Client
+	nc       *nats.Conn
+	embedded *cluster.Embedded
 	sched    *schedule.Scheduler
 
 	// gitConfine confines the git commands on worktree profiles'
@@ -135,6 +142,14 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		return b, err
 	}
 	pc := m.poolConfig(cfg, opts)
+	if clustered(cfg) {
+		jctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+		err := b.joinCluster(jctx, &pc)
+		cancel()
+		if err != nil {
+			return b, err
+		}
+	}
 	if opts.Pool != nil {
 		opts.Pool(&pc)
 	}
@@ -151,6 +166,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	})
 	b.metrics.Register(b.store)
 	b.metrics.Register(b.pool)
+	if b.cluster != nil {
+		b.metrics.Register(b.cluster)
+	}
 	if b.proxy != nil {
 		b.metrics.Register(b.proxy)
 	}
@@ -403,6 +421,7 @@ func (b *Broker) Stop(ctx context.Context) {
 	if b.sched != nil {
 		b.sched.Wait() // its loop ended with Serve; runs being started give up with it
 	}
+	b.leaveCluster() // after the agents: their stops went through it
 	if b.proxy != nil {
 		b.proxy.Close() // the agents are gone: what they left open goes
 		os.RemoveAll(netDir(b.cfg))

@@ -40,8 +40,9 @@ func directives(t *testing.T, path string) map[string]string {
 // The agent host's unit runs broker host, parses (systemd-analyze verify
 // where it is installed), and keeps every hardening setting of the
 // broker's unit: it runs agents in the same sandbox and control groups.
-// It is not Type=notify: the host does not notify, and systemd would
-// kill a notify service that never says it is ready.
+// It is Type=notify: the host says READY=1 once it has joined its
+// cluster (cmd/broker TestHost_TellsSystemdItIsReadyOnceJoined), and no
+// watchdog, which it does not ping.
 func TestPackaging_HostUnit(t *testing.T) {
 	const path = "../packaging/broker-host.service"
 	host := directives(t, path)
@@ -49,8 +50,8 @@ func TestPackaging_HostUnit(t *testing.T) {
 	if !strings.Contains(host["ExecStart"], "acp-broker host --config /etc/acp-broker/host.toml") {
 		t.Errorf("ExecStart=%s does not run broker host", host["ExecStart"])
 	}
-	if host["Type"] == "notify" || host["WatchdogSec"] != "" {
-		t.Errorf("Type=%s, WatchdogSec=%s: the host does not notify systemd", host["Type"], host["WatchdogSec"])
+	if host["Type"] != "notify" || host["NotifyAccess"] != "main" || host["WatchdogSec"] != "" {
+		t.Errorf("Type=%s, NotifyAccess=%s, WatchdogSec=%s: the host says it is ready and pings no watchdog", host["Type"], host["NotifyAccess"], host["WatchdogSec"])
 	}
 	for _, k := range []string{"NoNewPrivileges", "ProtectSystem", "PrivateTmp", "PrivateDevices", "ProtectHome",
 		"ProtectKernelModules", "ProtectKernelLogs", "Delegate", "ProtectClock", "ProtectHostname", "RestrictSUIDSGID",

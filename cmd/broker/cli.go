@@ -33,6 +33,13 @@ func init() {
 			synopsis: "broker check-config --config FILE [--platform NAMES]",
 			about:    "Checks the configuration as a start would, without starting anything. Exit status: 0 if it is\nvalid, 2 otherwise (each problem named by its key).",
 			run:      func(ctx context.Context, in invocation) int { return serveCmd(ctx, in, true) }},
+		{name: "host", line: "run agents for the brokers of a cluster (an agent host)",
+			synopsis: "broker host --config FILE",
+			about: "Joins the NATS cluster of the configuration's [cluster] and runs the agents its brokers place\n" +
+				"here, with this machine's profiles, sandbox, network and workspaces, until SIGTERM or SIGINT\n" +
+				"(a second one kills every agent at once). Exit status: 0 after a clean stop, 1 when it failed,\n" +
+				"2 for a bad configuration.",
+			run: hostCmd},
 		{name: "status", line: "what a running broker is doing: platforms, pool, threads and their turns",
 			synopsis: "broker status [--json] --config FILE",
 			about: "Asks the broker running with the configuration's state.dir, on its socket there, for its chat\n" +

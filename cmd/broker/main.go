@@ -6,6 +6,8 @@
 //
 //	broker [run] --config FILE     serve (the default command)
 //	broker check-config --config FILE
+//	broker host --config FILE      an agent host: runs the agents the
+//	                               brokers of its cluster place on it
 //	broker status [--json] --config FILE
 //	                               what a running broker is doing (asked
 //	                               on its socket in state.dir)

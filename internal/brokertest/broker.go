@@ -29,16 +29,18 @@ type Broker struct {
 	// slackConns are the Socket Mode connections the fake Slack had
 	// accepted before the broker started.
 	slackConns int
+	// host is set for `broker host`, whose readiness is its own.
+	host bool
 }
 
-func start(w *World, config, logPath string) (*Broker, error) {
+func start(w *World, config, logPath string, command ...string) (*Broker, error) {
 	log, err := newLog(logPath, 256<<10)
 	if err != nil {
 		return nil, err
 	}
 	b := &Broker{w: w, Log: log, done: make(chan struct{}), slackConns: w.slackConnections(),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	b.cmd = exec.Command(w.Bins.Broker, "--config", config)
+	b.cmd = exec.Command(w.Bins.Broker, append(command, "--config", config)...)
 	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}, w.Env...)
 	b.cmd.Stdout = log
 	b.cmd.Stderr = log

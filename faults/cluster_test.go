@@ -1,0 +1,299 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"acpbroker/internal/brokertest"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// The cluster's credentials in these tests.
+const (
+	clusterUser     = "acp"
+	clusterPassword = "cluster-test-password"
+)
+
+// freeLoopback is a free TCP address on 127.0.0.1.
+func freeLoopback(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// clusterWorld is a world whose broker serves the cluster's NATS itself
+// (cluster.embedded) on a free loopback port, with a password.
+func clusterWorld(t *testing.T, conf settings) (*world, string) {
+	t.Helper()
+	needBwrap(t)
+	addr := freeLoopback(t)
+	w := newWorld(t, setup{conf: settings{
+		"cluster.embedded": true,
+		"cluster.listen":   addr,
+		"cluster.user":     clusterUser,
+		"cluster.password": clusterPassword,
+		"pool.max_sessions":    64,
+	}.With(conf)})
+	return w, "nats://" + addr
+}
+
+// host starts agent host name on the cluster at url, with the cluster's
+// credentials and conf over them.
+func (w *world) host(name, url string, conf settings) *brokertest.Broker {
+	w.t.Helper()
+	return brokertest.MustGet(w.t, patience, func(ctx context.Context) (*brokertest.Broker, error) {
+		return w.StartHost(ctx, name, settings{
+			"cluster.url":      url,
+			"cluster.user":     clusterUser,
+			"cluster.password": clusterPassword,
+		}.With(conf))
+	})
+}
+
+// whereFrom is the host whose work directory an answer to "run pwd"
+// names ("" if none).
+func whereFrom(answer string) string {
+	i := strings.Index(answer, "/host-")
+	if i < 0 {
+		return ""
+	}
+	name, _, _ := strings.Cut(answer[i+len("/host-"):], "/")
+	return name
+}
+
+// A broker and three hosts: fifty threads are spread over the hosts, and
+// each is answered by an agent that runs there, in the host's own work
+// directory.
+func TestCluster_ThreadsSpreadOverTheHostsAndEachIsAnswered(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	b := w.start()
+	for _, name := range []string{"a", "b", "c"} {
+		w.host(name, url, settings{"host.capacity": 20})
+	}
+	const n = 50
+	threads := make([]string, n)
+	for i := range threads {
+		threads[i] = w.mention(alice, "run pwd")
+	}
+	per := map[string]int{}
+	for _, th := range threads {
+		got := w.awaitAnswers(th, 1)[0].Text
+		where := whereFrom(got)
+		if where == "" {
+			t.Errorf("thread %s was answered %q, not from a host's directory", th, got)
+		}
+		per[where]++
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if per[name] == 0 {
+			t.Errorf("host %s ran none of the %d threads: %v", name, n, per)
+		}
+	}
+	if live := b.awaitMetric("acp_broker_agents_live", func(v float64) bool { return v == n }); live != n {
+		t.Errorf("the broker counts %v agents, want %d", live, n)
+	}
+	st := status(t, w)
+	if len(st.Hosts) != 3 {
+		t.Fatalf("broker status shows %d hosts: %+v", len(st.Hosts), st.Hosts)
+	}
+	for _, h := range st.Hosts {
+		if h.Agents != per[h.Name] || h.Capacity != 20 || h.Lost || len(h.Profiles) == 0 {
+			t.Errorf("broker status shows host %+v; it ran %d of the threads", h, per[h.Name])
+		}
+	}
+	for _, th := range st.Threads {
+		if th.Agent == nil || th.Agent.Host == "" || th.Agent.UsageError != "" && !strings.Contains(th.Agent.UsageError, th.Agent.Host) {
+			t.Errorf("broker status shows thread %s's agent as %+v", th.ID, th.Agent)
+		}
+	}
+	t.Logf("threads per host: %v", per)
+}
+
+// A host killed with SIGKILL in the middle of a turn: the thread is told
+// in words within host_timeout (10s) and a beat, nothing is left
+// waiting, and the thread's next message is answered on the other host,
+// which says it starts in a fresh directory.
+func TestCluster_AHostKilledMidTurnIsToldAndTheNextMessageRunsElsewhere(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	w.start()
+	hosts := map[string]*brokertest.Broker{"a": w.host("a", url, nil), "b": w.host("b", url, nil)}
+	thread := w.mention(alice, "run pwd")
+	first := whereFrom(w.awaitAnswers(thread, 1)[0].Text)
+	if hosts[first] == nil {
+		t.Fatalf("the first answer names no host: %q", w.awaitAnswers(thread, 1)[0].Text)
+	}
+	before := len(w.Discord.BotMessages(thread))
+	w.Discord.Post(thread, alice, "hang")
+	w.awaitNewBotText(thread, "working…", before)
+	killed := time.Now()
+	hosts[first].Kill()
+	msg := w.awaitNewBotText(thread, "stopped answering", before)
+	told := time.Since(killed)
+	if told > 10*time.Second {
+		t.Errorf("the thread was told %s after its host was killed, want within 10s", told)
+	}
+	if !strings.Contains(msg.Content, first) {
+		t.Errorf("the words do not name the host %q: %q", first, msg.Content)
+	}
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 3)
+	next := whereFrom(answers[len(answers)-1].Text)
+	if next == "" || next == first {
+		t.Errorf("the next message ran on %q, want the other host (the first was %q)", next, first)
+	}
+	moved := "This thread's agent now runs on agent host " + next + ", in a fresh workspace: the files of its earlier one stayed on " + first
+	if !strings.Contains(answers[len(answers)-1].Text, moved) {
+		t.Errorf("the thread is not told it starts afresh on %s: %q", next, answers[len(answers)-1].Text)
+	}
+	t.Logf("told %s after the kill", told.Round(time.Millisecond))
+}
+
+// natsServer runs a NATS server in the test on addr (no credentials:
+// it listens on loopback), and returns its stop.
+func natsServer(t *testing.T, addr string) func() {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	s, err := server.NewServer(&server.Options{Host: host, Port: p, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { s.Shutdown(); s.WaitForShutdown() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// The NATS server restarted in the middle of a turn: the turn completes
+// with every chunk once, in order.
+func TestCluster_ANATSRestartMidTurnLosesNothing(t *testing.T) {
+	needBwrap(t)
+	addr := freeLoopback(t)
+	stop := natsServer(t, addr)
+	url := "nats://" + addr
+	w := newWorld(t, setup{conf: settings{"cluster.url": url}})
+	w.start()
+	brokertest.MustGet(t, patience, func(ctx context.Context) (*brokertest.Broker, error) {
+		return w.StartHost(ctx, "a", settings{"cluster.url": url})
+	})
+	thread := w.mention(alice, "stream 30 100ms")
+	w.awaitNewBotText(thread, "chunk 3", 0)
+	stop()
+	time.Sleep(time.Second) // NATS is down this long, mid-turn
+	natsServer(t, addr)
+	got := w.awaitAnswers(thread, 1)[0].Text
+	for i := 1; i <= 30; i++ {
+		if c := strings.Count(got, fmt.Sprintf("chunk %d\n", i)); c != 1 {
+			t.Errorf("chunk %d is in the answer %d times", i, c)
+		}
+	}
+	if i, j := strings.Index(got, "chunk 29\n"), strings.Index(got, "chunk 30\n"); i < 0 || j < i {
+		t.Errorf("the answer's end is out of order: %q", got)
+	}
+}
+
+// A host that does not have the cluster's password is refused: it exits
+// non-zero, saying so, and never runs an agent.
+func TestCluster_AHostWithoutTheCredentialsIsRefused(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	w.start()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	h, err := w.StartHost(ctx, "intruder", settings{"cluster.url": url, "cluster.user": clusterUser, "cluster.password": "wrong"})
+	if err == nil {
+		h.Kill()
+		t.Fatal("a host with the wrong password joined the cluster")
+	}
+	if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("the host's refusal does not say why: %v", err)
+	}
+}
+
+// An agent on a host, in its sandbox, cannot reach the cluster's NATS,
+// neither straight nor through its proxy.
+func TestCluster_ASandboxedAgentCannotReachNATS(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	w.start()
+	w.host("a", url, nil)
+	natsAddr := strings.TrimPrefix(url, "nats://")
+	probes := []string{"tcp:" + natsAddr, "connect:" + natsAddr, "proxy:http://" + natsAddr + "/"}
+	thread := w.mention(alice, "probe "+strings.Join(probes, " "))
+	got := w.awaitAnswers(thread, 1)[0].Text
+	for _, p := range probes {
+		if r := probeLine(t, got, p); !strings.HasPrefix(r, "denied") {
+			t.Errorf("the agent reached NATS, %s: %s", p, r)
+		}
+	}
+}
+
+// The broker killed with SIGKILL in the middle of a turn on a host and
+// started again: the turn is reported interrupted once, the host stops
+// the agent the old broker left, and the thread's next message is
+// answered.
+func TestCluster_ABrokerRestartReportsItsTurnOnceAndTheHostLetsTheOldAgentGo(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	b := w.start()
+	h := w.host("a", url, nil)
+	thread := w.mention(alice, "hang")
+	w.awaitBotText(thread, "working…")
+	b.Kill()
+	if b.Signalled() != syscall.SIGKILL {
+		<-b.Done()
+	}
+	b2 := &broker{Broker: brokertest.MustGet(t, patience, w.Start), t: t}
+	t.Cleanup(func() { b2.stop() })
+	const report = "The broker restarted while working on your message “hang”"
+	msg := w.awaitNewBotText(thread, report, 0)
+	hm := brokertest.MustGet(t, patience, func(ctx context.Context) (brokertest.Metrics, error) {
+		return h.AwaitMetrics(ctx, 100*time.Millisecond, func(m brokertest.Metrics) bool { return m["acp_broker_agents_live"] == 0 })
+	})
+	if v := hm["acp_broker_agents_live"]; v != 0 {
+		t.Errorf("the host still runs %v agents of the broker that was killed", v)
+	}
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 1)
+	if whereFrom(answers[len(answers)-1].Text) != "a" {
+		t.Errorf("the next message was answered %q", answers[len(answers)-1].Text)
+	}
+	n := 0
+	for _, m := range w.Discord.BotMessages(thread) {
+		if strings.Contains(m.Content, report) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the interrupted turn was reported %d times (first: %q)", n, msg.Content)
+	}
+}
+
+// cluster.host_timeout is consumed: at 2s a host killed mid-turn is told
+// to its thread within 2s and a beat, far sooner than the default.
+func TestCluster_HostTimeoutIsConsumed(t *testing.T) {
+	w, url := clusterWorld(t, settings{"cluster.host_timeout": "2s"})
+	w.start()
+	h := w.host("a", url, nil)
+	thread := w.mention(alice, "hang")
+	w.awaitBotText(thread, "working…")
+	killed := time.Now()
+	h.Kill()
+	w.awaitBotText(thread, "stopped answering")
+	if told := time.Since(killed); told > 4500*time.Millisecond {
+		t.Errorf("with host_timeout 2s the thread was told %s after its host was killed", told)
+	}
+}
