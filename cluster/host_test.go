@@ -481,3 +481,34 @@ func TestPlacement_RefusalTriesTheNextHost(t *testing.T) {
 		t.Fatalf("Start = %+v, want an agent on b", r)
 	}
 }
+
+// A host that shuts down stops its agents and tells their brokers why.
+func TestServerClose_BrokersAreTold(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	srv, err := Serve(dial(t, ns.ClientURL()), &procStarter{argv: []string{"cat"}, dir: t.TempDir()}, ServerOptions{Name: "h1", Profiles: []string{"p"}, Capacity: 2, BeatInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{HostTimeout: 20 * time.Second})
+	waitHosts(t, c, 1)
+	r, readerDone := startCat(t, c)
+	go func() { // the reader a Conn would be
+		_, _ = io.Copy(io.Discard, r.Proc.Stdout())
+		close(readerDone)
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	srv.Close(ctx)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %s for an agent that ends at its stdin's close", d)
+	}
+	select {
+	case <-r.Proc.Reaped():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the broker was not told of its agent's end")
+	}
+	if err := r.Proc.ExitErr(); err == nil || !strings.HasPrefix(err.Error(), "agent host h1 is shutting down (") {
+		t.Fatalf("ExitErr = %v, want the host's words", err)
+	}
+}

@@ -380,8 +380,12 @@ func (h *remoteHost) ReleaseTerminal(ctx context.Context, p *acp.TerminalParams)
 	return h.a.call(ctx, "terminal/release", p, nil)
 }
 
+// bounded is the ctx of a call that has none: the call timeout, whose
+// end says which host did not answer.
 func (h *remoteHost) bounded() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), h.a.c.o.CallTimeout)
+	d := h.a.c.o.CallTimeout
+	return context.WithTimeoutCause(context.Background(), d,
+		fmt.Errorf("agent host %s did not answer within %s: %w", h.a.host, d, context.DeadlineExceeded))
 }
 
 func (h *remoteHost) KillTerminals(session string) {
@@ -428,8 +432,6 @@ func (h *remoteHost) Close() error {
 	switch {
 	case errors.Is(err, errNotRunning):
 		return nil // the host has forgotten the agent, and its terminals with it
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("agent host %s did not close the agent's terminals in time", h.a.host)
 	}
 	return err
 }

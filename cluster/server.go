@@ -111,6 +111,8 @@ type hostAgent struct {
 	callsMu              sync.Mutex
 	calls                map[string]context.CancelCauseFunc // requests being served, by call id
 	endedAt              time.Time                          // under Server.mu: its end is sent, its slot free
+	why                  string                             // under Server.mu: why the host stopped it, if it did
+	gone                 chan struct{}                      // closed once the Server has forgotten it
 }
 
 // ParseLabels reads host.labels ("key=value" each) into a map.
@@ -371,7 +373,7 @@ func (s *Server) start(m *nats.Msg, req startRequest) {
 	}
 	a := &hostAgent{id: req.ID, thread: req.Thread, profile: req.Profile, owner: req.Broker,
 		ownerInstance: req.BrokerInstance, st: st,
-		released: make(chan struct{}), abandoned: make(chan struct{}),
+		released: make(chan struct{}), abandoned: make(chan struct{}), gone: make(chan struct{}),
 		calls: make(map[string]context.CancelCauseFunc)}
 	a.out = newSender(s.nc, agentSubject(a.id, "out"), s.o.Window, s.chunk, s.o.Resend, &s.stats)
 	a.in = newReceiver(s.nc, agentSubject(a.id, "inack"), s.o.Window, &s.stats, nil)
@@ -445,6 +447,7 @@ func (s *Server) pumpIn(a *hostAgent) {
 // pumpOut sends the agent's stdout, then its end, then releases it and,
 // once the broker has every byte (or is gone), forgets it.
 func (s *Server) pumpOut(a *hostAgent) {
+	defer close(a.gone)
 	readerDone := make(chan struct{})
 	a.st.Proc.Monitor(readerDone)
 	stdout := a.st.Proc.Stdout()
@@ -471,6 +474,11 @@ func (s *Server) pumpOut(a *hostAgent) {
 	if err := a.st.Proc.ExitErr(); err != nil {
 		end.Err = err.Error()
 	}
+	s.mu.Lock()
+	if a.why != "" {
+		end.Err = a.why + " (" + end.Err + ")"
+	}
+	s.mu.Unlock()
 	_ = a.out.queueFrame(kindEnd, mustJSON(end))
 	s.mu.Lock()
 	a.endedAt = time.Now() // no longer counted: its slot is free
@@ -553,15 +561,30 @@ func (s *Server) Close(ctx context.Context) {
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
+	why := fmt.Sprintf("agent host %s is shutting down", s.o.Name)
+	s.mu.Lock()
+	for _, a := range agents {
+		a.why = why
+	}
+	s.mu.Unlock()
 	var stops sync.WaitGroup
 	for _, a := range agents {
 		stops.Go(func() {
 			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			s.abandon(a, "the agent host is shutting down")
+			if s.nc.IsClosed() { // no end can reach a broker
+				s.abandon(a, why)
+			}
+			// Stopped, its end still reaches its broker, in these words.
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.release(a)
+			}()
 			select {
-			case <-a.released:
+			case <-a.gone:
 			case <-actx.Done():
+				s.abandon(a, why)
 				a.st.Proc.Kill()
 			}
 		})

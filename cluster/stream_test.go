@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"acpbroker/pool"
 )
@@ -333,5 +334,58 @@ func BenchmarkStream_Cat(b *testing.B) {
 		if _, err := io.ReadFull(r.Proc.Stdout(), back); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The receiver takes each chunk once and in order: a duplicate, or a chunk
+// after a gap, is dropped and counted, and acknowledged with what it has.
+func TestReceiver_DropsDuplicatesAndGaps(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	nc := dial(t, ns.ClientURL())
+	var st relayStats
+	r := newReceiver(nc, "test.ack", 1<<20, &st, nil)
+	acks, err := nc.SubscribeSync("test.ack")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.Subscribe("test.data", r.onMsg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	send := func(seq int, kind, data string) {
+		m := &nats.Msg{Subject: "test.data", Header: nats.Header{}, Data: []byte(data)}
+		m.Header.Set(hSeq, fmt.Sprint(seq))
+		m.Header.Set(hKind, kind)
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, kindData, "one ")
+	send(1, kindData, "one ")   // duplicate
+	send(3, kindData, "three ") // after a gap
+	send(2, kindData, "two ")
+	send(3, kindData, "three ")
+	send(4, kindEOF, "")
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "one two three " {
+		t.Fatalf("read %q, want each chunk once, in order", got)
+	}
+	if n := st.dropped.Load(); n != 2 {
+		t.Fatalf("dropped %d, want 2 (a duplicate and a chunk after a gap)", n)
+	}
+	var last string
+	for {
+		m, err := acks.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		last = string(m.Data)
+	}
+	if last != "4 4" {
+		t.Fatalf("the last acknowledgement was %q, want every chunk received and consumed (4 4)", last)
 	}
 }
