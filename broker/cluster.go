@@ -22,7 +22,10 @@ func (b *Broker) joinCluster(ctx context.Context, pc *pool.Config) error {
 	cfg := b.cfg
 	opts := clusterOptions(cfg, b.log)
 	if cfg.Cluster.Embedded {
+		// With a certificate, the server speaks TLS with it (and checks the
+		// members' against tls_ca): the broker is a member too.
 		e, err := cluster.StartEmbedded(cluster.EmbeddedOptions{Listen: cfg.Cluster.Listen, User: cfg.Cluster.User, Password: cfg.Cluster.Password,
+			TLSCert: cfg.Cluster.TLSCert, TLSKey: cfg.Cluster.TLSKey, TLSCA: cfg.Cluster.TLSCA,
 			Logger: b.log.With().Str("part", "nats").Logger()})
 		if err != nil {
 			return fmt.Errorf("cluster.embedded: %w", err)

@@ -75,6 +75,7 @@ func OpenHost(ctx context.Context, cfg *config.Config, opts Options) (h *Host, e
 	}
 	h.metrics = metrics.New(metrics.Sources{Version: opts.Version})
 	h.metrics.Register(h.pool)
+	h.metrics.Register(h.server)
 	if h.m.proxy != nil {
 		h.metrics.Register(h.m.proxy)
 	}

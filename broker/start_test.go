@@ -40,8 +40,27 @@ type startCheck struct {
 // startElsewhere are the keys consumed outside the broker's start, or
 // whose effect shows only later, each with the test that shows it.
 var startElsewhere = map[string]string{
-	"log.format":      "TestRun_TheLogFormatIsAsConfigured",            // the logger is made before open
-	"delete_branches": "TestProfiles_WorktreesPastRetentionAreRemoved", // faults: acts at the sweep
+	// Warm agents and agent hosts: each key shown consumed where its
+	// effect is seen (faults: through the real binaries).
+	"pool.warm":              "TestWarm_TheKeysKeepThatManyReady",
+	"warm":                   "TestWarm_TheKeysKeepThatManyReady",
+	"cluster.url":            "TestCluster_ANATSRestartMidTurnLosesNothing",
+	"cluster.user":           "TestCluster_AHostWithoutTheCredentialsIsRefused",
+	"cluster.password":       "TestCluster_AHostWithoutTheCredentialsIsRefused",
+	"cluster.embedded":       "TestCluster_ThreadsSpreadOverTheHostsAndEachIsAnswered",
+	"cluster.listen":         "TestCluster_ThreadsSpreadOverTheHostsAndEachIsAnswered",
+	"cluster.host_timeout":   "TestCluster_HostTimeoutIsConsumed",
+	"cluster.name":           "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
+	"host.labels":            "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
+	"host.capacity":          "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
+	"hosts":                  "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
+	"cluster.password_file":  "TestCluster_CredentialKeysAreConsumed",
+	"cluster.nkey_seed_file": "TestCluster_CredentialKeysAreConsumed",
+	"cluster.tls_ca":         "TestCluster_CredentialKeysAreConsumed",
+	"cluster.tls_cert":       "TestCluster_CredentialKeysAreConsumed",
+	"cluster.tls_key":        "TestCluster_CredentialKeysAreConsumed",
+	"log.format":             "TestRun_TheLogFormatIsAsConfigured",            // the logger is made before open
+	"delete_branches":        "TestProfiles_WorktreesPastRetentionAreRemoved", // faults: acts at the sweep
 	// The web front end's keys are read where the broker starts serving
 	// it; these show each consumed, through the fake Discord.
 	"web.listen":          "TestWeb_SlashWebSignsInAndTheThreadPageShowsTheWholeAnswer",

@@ -48,12 +48,13 @@ func TestHelp_ExitsZeroAndListsEveryCommand(t *testing.T) {
 		}
 		checkList(t, how, out)
 	}
-	if len(commands) != 6 {
-		t.Errorf("%d commands; the test knows 6", len(commands))
+	if len(commands) != 7 {
+		t.Errorf("%d commands; the test knows 7", len(commands))
 	}
 	flags := map[string][]string{
 		"run":          {"-config file", "-platform"},
 		"check-config": {"-config file", "-platform"},
+		"host":         {"-config file"},
 		"status":       {"-config file", "-json"},
 		"audit":        {"-config file", "-json", "-since duration", "-thread id"},
 		"version":      nil,
