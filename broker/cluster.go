@@ -55,7 +55,7 @@ func (b *Broker) remoteAgent(ctx context.Context, thread string, prof *pool.Prof
 		selector = p.Hosts
 	}
 	was := b.store.ThreadHost(thread)
-	r, err := b.cluster.Start(ctx, thread, prof.Name, selector, onWait)
+	r, err := b.cluster.StartPreferring(ctx, thread, prof.Name, selector, was, onWait)
 	if err != nil {
 		return r, err
 	}

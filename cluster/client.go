@@ -321,6 +321,15 @@ var ErrClosed = errors.New("cluster client closed")
 // carries the agent's stdin and stdout, its Host serves its files and
 // terminals from the host, Where is the host's name.
 func (c *Client) Start(ctx context.Context, thread, profile string, selector []string, onWait func()) (pool.Remote, error) {
+	return c.StartPreferring(ctx, thread, profile, selector, "", onWait)
+}
+
+// StartPreferring is Start for a thread whose workspace is on host prefer
+// (its earlier agent ran there): while that host is alive, runs profile
+// and matches selector, the agent goes there, waiting for room there if
+// it has none, since on another host the thread would lose its files;
+// only a host lost, gone or no longer fit lets it go elsewhere.
+func (c *Client) StartPreferring(ctx context.Context, thread, profile string, selector []string, prefer string, onWait func()) (pool.Remote, error) {
 	sel, err := ParseLabels(selector)
 	if err != nil {
 		return pool.Remote{}, fmt.Errorf("hosts: %w", err)
@@ -340,7 +349,7 @@ func (c *Client) Start(ctx context.Context, thread, profile string, selector []s
 			c.mu.Unlock()
 			return pool.Remote{}, ErrClosed
 		}
-		h := c.pickLocked(profile, sel, refused)
+		h := c.pickLocked(profile, sel, refused, prefer)
 		if h == nil {
 			ch := c.changed
 			c.mu.Unlock()
@@ -379,25 +388,33 @@ func (c *Client) Start(ctx context.Context, thread, profile string, selector []s
 }
 
 // pickLocked is the host with the most room for profile matching sel, not
-// refused since its last beat; nil when none has room.
-func (c *Client) pickLocked(profile string, sel map[string]string, refused map[string]uint64) *hostState {
+// refused since its last beat; nil when none has room. A host prefer that
+// fits is the only one considered.
+func (c *Client) pickLocked(profile string, sel map[string]string, refused map[string]uint64, prefer string) *hostState {
+	fits := func(h *hostState) bool {
+		if h.lost || !slices.Contains(h.beat.Profiles, profile) {
+			return false
+		}
+		for k, v := range sel {
+			if h.beat.Labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	if h := c.hosts[prefer]; h != nil && fits(h) {
+		if seq, ok := refused[prefer]; (ok && seq == h.seq) || h.beat.Capacity-h.beat.Running-len(h.pending) <= 0 {
+			return nil
+		}
+		return h
+	}
 	var best *hostState
 	bestFree := 0
 	for name, h := range c.hosts {
-		if h.lost || !slices.Contains(h.beat.Profiles, profile) {
+		if !fits(h) {
 			continue
 		}
 		if seq, ok := refused[name]; ok && seq == h.seq {
-			continue
-		}
-		match := true
-		for k, v := range sel {
-			if h.beat.Labels[k] != v {
-				match = false
-				break
-			}
-		}
-		if !match {
 			continue
 		}
 		free := h.beat.Capacity - h.beat.Running - len(h.pending)

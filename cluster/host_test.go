@@ -512,3 +512,32 @@ func TestServerClose_BrokersAreTold(t *testing.T) {
 		t.Fatalf("ExitErr = %v, want the host's words", err)
 	}
 }
+
+// A thread whose workspace is on a host stays there while the host lives:
+// it goes there though another host has more room, waits there when it is
+// full, and goes elsewhere only once the host is lost.
+func TestPlacement_AThreadStaysOnItsHostWhileItLives(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	ncA := dial(t, ns.ClientURL())
+	serve(t, ncA, &fakeStarter{}, ServerOptions{Name: "a", Capacity: 1})
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "b", Capacity: 8})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{HostTimeout: time.Second})
+	waitHosts(t, c, 2)
+	r, err := c.StartPreferring(t.Context(), "t1", "p", nil, "a", nil)
+	if err != nil || r.Where != "a" {
+		t.Fatalf("a thread of host a was placed on %q (%v), want a", r.Where, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+	defer cancel()
+	waited := false
+	if r, err := c.StartPreferring(ctx, "t2", "p", nil, "a", func() { waited = true }); err == nil || !waited {
+		t.Fatalf("a thread of host a, full, was placed on %q (%v; waited %v), want a wait for a", r.Where, err, waited)
+	}
+	ncA.Close()
+	start := time.Now()
+	r, err = c.StartPreferring(t.Context(), "t3", "p", nil, "a", nil)
+	if err != nil || r.Where != "b" {
+		t.Fatalf("with host a lost the thread was placed on %q (%v), want b", r.Where, err)
+	}
+	t.Logf("moved to b %s after a went silent", time.Since(start).Round(10*time.Millisecond))
+}
