@@ -267,18 +267,28 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 	h.beat, h.last, h.lost = b, time.Now(), false
 	h.seq++
 	var orphans []string
+	type usageTold struct {
+		a *remoteProc
+		b beatAgent
+	}
+	var told []usageTold // given once c.mu is let go: a remoteProc's lock comes first
 	for _, a := range b.Agents {
 		if a.Broker != c.instance {
 			continue
 		}
 		delete(h.pending, a.ID) // counted in Running now
-		if c.agents[a.ID] == nil {
+		if ra := c.agents[a.ID]; ra == nil {
 			orphans = append(orphans, a.ID)
+		} else {
+			told = append(told, usageTold{ra, a})
 		}
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+	for _, t := range told {
+		t.a.told(t.b)
+	}
 	if restarted != "" {
 		c.log.Warn().Str("host", b.Name).Msg("cluster: agent host restarted")
 		c.endAgents(b.Name, restarted, fmt.Errorf("agent host %s restarted: the agents it ran are gone", b.Name))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"acpbroker/pool"
 	"context"
 	"errors"
 	"fmt"
@@ -540,4 +541,49 @@ func TestPlacement_AThreadStaysOnItsHostWhileItLives(t *testing.T) {
 		t.Fatalf("with host a lost the thread was placed on %q (%v), want b", r.Where, err)
 	}
 	t.Logf("moved to b %s after a went silent", time.Since(start).Round(10*time.Millisecond))
+}
+
+// usageStarter's agents say they use 64 MiB and 2s of CPU.
+type usageStarter struct{ fakeStarter }
+
+func (s *usageStarter) Start(ctx context.Context, thread, profile string) (Started, error) {
+	st, err := s.fakeStarter.Start(ctx, thread, profile)
+	st.Usage = func() (pool.Usage, error) {
+		return pool.Usage{Memory: 64 << 20, CPU: 2 * time.Second, CPUCounted: true, Source: pool.UsageCgroup}, nil
+	}
+	return st, err
+}
+
+// What an agent on a host uses travels with the host's beat: the broker's
+// stand-in says it, and says in words that the host has not yet.
+func TestUsage_TheHostsBeatSaysWhatEachAgentUses(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &usageStarter{}, ServerOptions{Name: "a", Capacity: 2, BeatInterval: 100 * time.Millisecond})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	r, err := c.Start(t.Context(), "t", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, ok := r.Proc.(pool.UsageReporter)
+	if !ok {
+		t.Fatal("an agent on a host does not say what it uses")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		u, err := rep.Usage()
+		if err == nil {
+			if u.Memory != 64<<20 || u.CPU != 2*time.Second || u.Source != pool.UsageCgroup {
+				t.Errorf("usage %+v", u)
+			}
+			return
+		}
+		if !strings.Contains(err.Error(), "agent host a") {
+			t.Fatalf("before a beat: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no beat told the usage: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

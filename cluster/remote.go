@@ -34,6 +34,8 @@ type remoteProc struct {
 	lost                     chan struct{} // closed when the end is the host's loss
 
 	mu          sync.Mutex
+	usage       *pool.Usage // as its host's last beat said
+	usageErr    string
 	ended       bool
 	exitErr     error
 	stderr      string
@@ -42,7 +44,30 @@ type remoteProc struct {
 	forgetOnce  sync.Once
 }
 
-var _ pool.Proc = (*remoteProc)(nil)
+var (
+	_ pool.Proc          = (*remoteProc)(nil)
+	_ pool.UsageReporter = (*remoteProc)(nil)
+)
+
+// Usage is what the agent uses as its host's last beat said.
+func (a *remoteProc) Usage() (pool.Usage, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.usage != nil:
+		return *a.usage, nil
+	case a.usageErr != "":
+		return pool.Usage{}, fmt.Errorf("agent host %s: %s", a.host, a.usageErr)
+	}
+	return pool.Usage{}, fmt.Errorf("agent host %s has not said yet what the agent uses", a.host)
+}
+
+// told takes what the host's beat said the agent uses.
+func (a *remoteProc) told(b beatAgent) {
+	a.mu.Lock()
+	a.usage, a.usageErr = b.Usage, b.UsageError
+	a.mu.Unlock()
+}
 
 // newRemote prepares an agent's streams before the host is asked to start
 // it, so that nothing the host sends is missed.

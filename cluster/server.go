@@ -36,6 +36,9 @@ type Started struct {
 	// Release stops the agent (with a grace) if it still runs and frees
 	// what it holds. The Server calls it exactly once.
 	Release func()
+	// Usage, if set, says what the agent uses (its control group's
+	// memory and CPU); it is told to its broker at every beat.
+	Usage func() (pool.Usage, error)
 }
 
 // ErrFull is a Starter's refusal for lack of room.
@@ -304,15 +307,27 @@ func (s *Server) beat() {
 	s.mu.Lock()
 	b := hostBeat{Name: s.o.Name, Instance: s.instance, Labels: s.labels, Profiles: s.o.Profiles,
 		Capacity: s.o.Capacity, Running: s.runningLocked()}
+	var usages []func() (pool.Usage, error)
 	for _, a := range s.agents {
 		if a.endedAt.IsZero() {
 			b.Agents = append(b.Agents, beatAgent{ID: a.id, Broker: a.ownerInstance})
+			usages = append(usages, a.st.Usage)
 		}
 	}
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return
+	}
+	for i, usage := range usages { // read off the lock: a control group's files
+		if usage == nil {
+			continue
+		}
+		if u, err := usage(); err != nil {
+			b.Agents[i].UsageError = err.Error()
+		} else {
+			b.Agents[i].Usage = &u
+		}
 	}
 	b.MemTotal, b.MemAvailable = memInfo()
 	_ = s.nc.Publish(subjHostBeat, mustJSON(b))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"acpbroker/pool"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ type hostBeat struct {
 type beatAgent struct {
 	ID     string `json:"id"`
 	Broker string `json:"broker"`
+	// Usage is what the agent uses as the host counts it (nil when the
+	// host cannot say), UsageError why not.
+	Usage      *pool.Usage `json:"usage,omitempty"`
+	UsageError string      `json:"usageError,omitempty"`
 }
 
 // brokerBeat is what a broker says of itself every beat.

@@ -250,3 +250,10 @@ func (p *Pool) stopBare(b *BareAgent, grace time.Duration) {
 	p.removeGroup(b.thread, b.group)
 	b.net.close()
 }
+
+// Usage is what the bare agent uses: its control group's memory and CPU,
+// or its process tree's without one (see Usages).
+func (b *BareAgent) Usage() (Usage, error) {
+	a := &Agent{Proc: b.Proc, group: b.group}
+	return a.usage(&procTable{root: "/proc"})
+}
