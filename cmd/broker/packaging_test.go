@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +91,10 @@ func exported(described map[string][]string, name string) (string, bool) {
 // until the chat platform is connected and 1 once it is, the pool's
 // bound, the version.
 func TestPackaging_DashboardAndAlertsNameOnlyWhatTheBrokerExports(t *testing.T) {
-	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: fakeAgent}, brokertest.Options{Conf: brokertest.Settings{"pool.max_sessions": 3}})
+	// It joins a cluster of its own, so that the cluster's metrics are
+	// exported too.
+	w := brokertest.NewWorld(t, brokertest.Binaries{Agent: fakeAgent}, brokertest.Options{Conf: brokertest.Settings{"pool.max_sessions": 3,
+		"cluster.embedded": true, "cluster.listen": fmt.Sprintf("127.0.0.1:%d", freePort(t))}})
 	cfg, err := w.Load(nil)
 	if err != nil {
 		t.Fatal(err)
