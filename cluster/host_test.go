@@ -587,3 +587,70 @@ func TestUsage_TheHostsBeatSaysWhatEachAgentUses(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// turnStarter's agents count the turns their host was told had ended,
+// each AfterTurn taking a while.
+type turnStarter struct {
+	fakeStarter
+	mu    sync.Mutex
+	turns int
+	most  int // AfterTurns running at once, at most
+	now   int
+}
+
+func (s *turnStarter) Start(ctx context.Context, thread, profile string) (Started, error) {
+	st, err := s.fakeStarter.Start(ctx, thread, profile)
+	st.AfterTurn = func(ctx context.Context) error {
+		s.mu.Lock()
+		s.turns++
+		s.now++
+		s.most = max(s.most, s.now)
+		s.mu.Unlock()
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+		return nil
+	}
+	return st, err
+}
+
+// The host runs a thread's AfterTurn when its broker says a turn ended:
+// one at a time, and once more for turns that ended while one ran.
+func TestAfterTurn_RunsOnTheHostOneAtATime(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	s := &turnStarter{}
+	serve(t, dial(t, ns.ClientURL()), s, ServerOptions{Name: "a", Capacity: 2})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{})
+	waitHosts(t, c, 1)
+	r, err := c.Start(t.Context(), "t", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	te, ok := r.Proc.(pool.TurnEnder)
+	if !ok {
+		t.Fatal("an agent on a host is not told its turns' ends")
+	}
+	for range 5 {
+		te.TurnEnded()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		turns, most, now := s.turns, s.most, s.now
+		s.mu.Unlock()
+		if turns >= 2 && now == 0 {
+			if most != 1 || turns > 2 {
+				t.Errorf("%d AfterTurns ran, %d at once; want the first and one more for the four ended while it ran", turns, most)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d AfterTurns ran", turns)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -47,7 +47,12 @@ type remoteProc struct {
 var (
 	_ pool.Proc          = (*remoteProc)(nil)
 	_ pool.UsageReporter = (*remoteProc)(nil)
+	_ pool.TurnEnder     = (*remoteProc)(nil)
 )
+
+// TurnEnded tells the host a turn of the agent's thread ended (see
+// Started.AfterTurn). It does not wait.
+func (a *remoteProc) TurnEnded() { a.notify(ctlTurned, struct{}{}) }
 
 // Usage is what the agent uses as its host's last beat said.
 func (a *remoteProc) Usage() (pool.Usage, error) {

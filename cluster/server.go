@@ -39,7 +39,15 @@ type Started struct {
 	// Usage, if set, says what the agent uses (its control group's
 	// memory and CPU); it is told to its broker at every beat.
 	Usage func() (pool.Usage, error)
+	// AfterTurn, if set, runs on the host after each of the thread's
+	// turns (a worktree's branch pushed to the shared repository), one at
+	// a time, within AfterTurnTimeout; a turn ending while one runs has it
+	// run once more after.
+	AfterTurn func(ctx context.Context) error
 }
+
+// AfterTurnTimeout bounds one Started.AfterTurn.
+const AfterTurnTimeout = 2 * time.Minute
 
 // ErrFull is a Starter's refusal for lack of room.
 var ErrFull = errors.New("agent host has no room")
@@ -116,6 +124,48 @@ type hostAgent struct {
 	endedAt              time.Time                          // under Server.mu: its end is sent, its slot free
 	why                  string                             // under Server.mu: why the host stopped it, if it did
 	gone                 chan struct{}                      // closed once the Server has forgotten it
+	afterMu              sync.Mutex
+	afterRunning         bool // an AfterTurn runs
+	afterAgain           bool // a turn ended while it ran
+}
+
+// turned runs the agent's AfterTurn, or has the one running run again.
+func (s *Server) turned(a *hostAgent) {
+	if a.st.AfterTurn == nil {
+		return
+	}
+	a.afterMu.Lock()
+	if a.afterRunning {
+		a.afterAgain = true
+		a.afterMu.Unlock()
+		return
+	}
+	a.afterRunning = true
+	a.afterMu.Unlock()
+	s.wg.Go(func() {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), AfterTurnTimeout)
+			go func() { // the Server's close ends it too
+				select {
+				case <-s.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			if err := a.st.AfterTurn(ctx); err != nil {
+				s.log.Warn().Err(err).Str("thread", a.thread).Str("agent", a.id).Msg("cluster: after the thread's turn")
+			}
+			cancel()
+			a.afterMu.Lock()
+			if !a.afterAgain {
+				a.afterRunning = false
+				a.afterMu.Unlock()
+				return
+			}
+			a.afterAgain = false
+			a.afterMu.Unlock()
+		}
+	})
 }
 
 // ParseLabels reads host.labels ("key=value" each) into a map.

@@ -69,6 +69,9 @@ func (s *Server) onCtl(a *hostAgent, m *nats.Msg) {
 			_ = m.Respond(mustJSON(ctlReply{}))
 		}
 		return
+	case ctlTurned:
+		s.turned(a)
+		return
 	case ctlCancel:
 		a.callsMu.Lock()
 		if c := a.calls[m.Header.Get(hCall)]; c != nil {

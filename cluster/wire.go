@@ -96,6 +96,8 @@ const (
 	ctlReleaseTerminals = "releaseTerminals"
 	ctlOutput           = "output"
 	ctlClose            = "close"
+	// ctlTurned: a turn of the agent's thread ended (no answer).
+	ctlTurned = "turned"
 )
 
 type ctlReply struct {

@@ -963,6 +963,9 @@ func (p *Pool) Release(a *Agent, discard bool) {
 	}
 	a.busy = false
 	a.lastUsed = time.Now()
+	if te, ok := a.Proc.(TurnEnder); ok {
+		te.TurnEnded()
+	}
 	reason, grace := StopUntrusted, p.cfg.ExitGrace
 	select {
 	case <-a.Proc.Exited():

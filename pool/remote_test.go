@@ -195,3 +195,31 @@ func TestRemote_UsageIsWhatTheHostSays(t *testing.T) {
 		t.Errorf("a host that says nothing: %+v, %v", us[1], errs[1])
 	}
 }
+
+// turnCountingProc counts the turns it was told had ended.
+type turnCountingProc struct {
+	pool.Proc
+	ended *atomic.Int32
+}
+
+func (p turnCountingProc) TurnEnded() { p.ended.Add(1) }
+
+// An agent on a host is told each time its thread's turn ends (Release),
+// for what its host does then.
+func TestRemote_TheHostIsToldEachTurnsEnd(t *testing.T) {
+	fh := newFakeHost(t)
+	var ended atomic.Int32
+	p := newPool(t, pool.Config{Remote: func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+		r, err := fh.start(ctx, thread, prof, onWait)
+		r.Proc = turnCountingProc{Proc: r.Proc, ended: &ended}
+		return r, err
+	}})
+	for i := range 3 {
+		a := acquire(t, p, "t1")
+		prompt(t, a, "stream 1")
+		p.Release(a, false)
+		if got := ended.Load(); got != int32(i+1) {
+			t.Fatalf("after %d turns the host was told of %d ends", i+1, got)
+		}
+	}
+}

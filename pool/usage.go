@@ -49,6 +49,12 @@ func Usages(agents []*Agent) ([]Usage, []error) {
 	return us, errs
 }
 
+// TurnEnder is a Proc on an agent host that is told when a turn of its
+// thread ends, for what the host does then (a worktree's branch pushed).
+type TurnEnder interface {
+	TurnEnded()
+}
+
 // UsageReporter is a Proc that says itself what it uses: an agent on an
 // agent host, whose process and control group are not this machine's.
 type UsageReporter interface {
