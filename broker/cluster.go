@@ -44,6 +44,7 @@ func (b *Broker) joinCluster(ctx context.Context, pc *pool.Config) error {
 	b.cluster = cluster.NewClient(nc, cluster.ClientOptions{HostTimeout: cfg.Cluster.HostTimeout, Broker: opts.Name,
 		Logger: b.log.With().Str("part", "cluster").Logger()})
 	pc.Remote = b.remoteAgent
+	pc.Placed, pc.PlacedOn = b.store.SetThreadHost, b.store.ThreadHost
 	return nil
 }
 
@@ -62,7 +63,6 @@ func (b *Broker) remoteAgent(ctx context.Context, thread string, prof *pool.Prof
 	if was != "" && was != r.Where {
 		r.LostHost = was
 	}
-	b.store.SetThreadHost(thread, r.Where)
 	return r, nil
 }
 

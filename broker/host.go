@@ -55,6 +55,12 @@ func OpenHost(ctx context.Context, cfg *config.Config, opts Options) (h *Host, e
 	pc := h.m.poolConfig(cfg, opts)
 	pc.MaxSessions = hostCapacity(cfg)
 	pc.OneShot = nil // a host's agents are stopped when their broker lets them go
+	for _, p := range pc.Profiles {
+		// A host's agents are started for a broker, which keeps the warm
+		// ones (placed on its hosts): the host's own would speak ACP to
+		// no one and hold its slots.
+		p.Warm = 0
+	}
 	if opts.Pool != nil {
 		opts.Pool(&pc)
 	}

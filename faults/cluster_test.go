@@ -310,3 +310,28 @@ func TestCluster_HostTimeoutIsConsumed(t *testing.T) {
 		t.Errorf("with host_timeout 2s the thread was told %s after its host was killed", told)
 	}
 }
+
+// Warm agents with hosts: the broker keeps a profile's warm agent on a
+// host, a new thread takes it, and the host keeps no warm agents of its
+// own besides.
+func TestCluster_ANewThreadTakesAWarmAgentOnAHost(t *testing.T) {
+	w, url := clusterWorld(t, settings{"agent.per_thread_dir": false, "pool.warm": 1})
+	b := w.start()
+	h := w.host("a", url, nil)
+	b.awaitMetric(`acp_broker_profile_agents_warm{profile="default"}`, func(v float64) bool { return v == 1 })
+	thread := w.mention(alice, "run pwd")
+	if where := whereFrom(w.awaitAnswers(thread, 1)[0].Text); where != "a" {
+		t.Errorf("the thread ran on %q", where)
+	}
+	if v, _ := b.metric(`acp_broker_agent_warm_claims_total{profile="default"}`); v != 1 {
+		t.Errorf("warm claims: %v, want 1", v)
+	}
+	b.awaitMetric(`acp_broker_profile_agents_warm{profile="default"}`, func(v float64) bool { return v == 1 })
+	hm := brokertest.MustGet(t, patience, h.Metrics)
+	if v := hm[`acp_broker_profile_agents_warm{profile="default"}`]; v != 0 {
+		t.Errorf("the host keeps %v warm agents of its own", v)
+	}
+	if v := hm["acp_broker_agents_live"]; v != 2 {
+		t.Errorf("the host runs %v agents, want 2: the thread's and the broker's warm one", v)
+	}
+}

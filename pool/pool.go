@@ -116,10 +116,24 @@ type Config struct {
 	// the process is its own to bound. A thread cannot be forked then
 	// (ErrRemoteFork).
 	Remote func(ctx context.Context, thread string, prof *Profile, onWait func()) (Remote, error)
+	// Placed, if set, is told the agent host a thread's agent runs on,
+	// once it is the thread's (started for it, or a warm agent taken):
+	// where its workspace is, for its later agents.
+	Placed func(thread, where string)
+	// PlacedOn, if set, is the host Placed was last told for thread ("":
+	// none): a warm agent on another host is not for it.
+	PlacedOn func(thread string) string
 	// Warm is the Warm of the one profile of a Config without Profiles
 	// (see Profile.Warm).
 	Warm   int
 	Logger zerolog.Logger
+}
+
+// placed tells Config.Placed where a thread's agent on a host runs.
+func (p *Pool) placed(a *Agent) {
+	if a.Where != "" && p.cfg.Placed != nil {
+		p.cfg.Placed(a.Thread, a.Where)
+	}
 }
 
 // Sentinel errors.
@@ -387,6 +401,7 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 			// one wait, so it is taken wherever this call stands in line.
 			if a := p.claimWarmLocked(thread, prof, resume); a != nil {
 				p.mu.Unlock()
+				p.placed(a)
 				return a, nil
 			}
 		}
@@ -570,6 +585,9 @@ func (p *Pool) closeSession(a *Agent, grace time.Duration) {
 // start spawns and sets up an agent of prof in a slot reserved for it.
 func (p *Pool) start(ctx context.Context, thread string, prof *Profile, resumeID string, fork *Fork, onWait func(Wait)) (*Agent, error) {
 	a, err := p.spawn(ctx, thread, prof, resumeID, fork, onWait)
+	if err == nil {
+		p.placed(a)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting--

@@ -1,11 +1,13 @@
 package pool_test
 
 import (
+	"acpbroker/internal/eventually"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,5 +223,46 @@ func TestRemote_TheHostIsToldEachTurnsEnd(t *testing.T) {
 		if got := ended.Load(); got != int32(i+1) {
 			t.Fatalf("after %d turns the host was told of %d ends", i+1, got)
 		}
+	}
+}
+
+// With agents on hosts, warm agents are kept there too: a new thread
+// takes one (no start of its own) and is placed where it runs; a thread
+// whose workspace is on another host goes back there instead.
+func TestRemote_WarmAgentsOnHostsAreForNewThreads(t *testing.T) {
+	fh := newFakeHost(t)
+	var mu sync.Mutex
+	placed := map[string]string{}
+	// Warm agents need a directory shared by the profile's agents.
+	shared := &pool.Profile{Name: "shared", Command: fakeAgent, WorkDir: t.TempDir(), Warm: 1}
+	p := newPool(t, pool.Config{Remote: fh.start, Profiles: map[string]*pool.Profile{"shared": shared}, DefaultProfile: "shared",
+		Placed: func(thread, where string) {
+			mu.Lock()
+			placed[thread] = where
+			mu.Unlock()
+		},
+		PlacedOn: func(thread string) string {
+			if thread == "t2" {
+				return "host-2" // its workspace is on another host
+			}
+			return ""
+		}})
+	eventually.True(t, "a warm agent on the host", func() bool { return p.Stats().Warm == 1 })
+	a := acquire(t, p, "t1")
+	if fh.starts.Load() != 1 || a.Where != "host-1" {
+		t.Errorf("the new thread's agent: %d starts, on %q; want the warm one, on host-1", fh.starts.Load(), a.Where)
+	}
+	p.Release(a, false)
+	eventually.True(t, "a warm agent again", func() bool { return p.Stats().Warm == 1 })
+	before := fh.starts.Load()
+	b := acquire(t, p, "t2")
+	if fh.starts.Load() != before+1 || p.Stats().Warm != 1 {
+		t.Errorf("a thread whose workspace is on another host took a warm agent (starts %d → %d, warm %d)", before, fh.starts.Load(), p.Stats().Warm)
+	}
+	p.Release(b, false)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(placed) != 2 || placed["t1"] != "host-1" || placed["t2"] != "host-1" {
+		t.Errorf("placed: %v, want t1 and t2 on host-1, and no warm agent's name", placed)
 	}
 }

@@ -48,13 +48,10 @@ func WarmRefusal(prof *Profile) error {
 	return nil
 }
 
-// warmRefusal is WarmRefusal for this pool: agents started on agent
-// hosts (Config.Remote) are not kept warm here, since a warm agent's
-// start would name no thread to its host.
+// warmRefusal is WarmRefusal for this pool. Agents on agent hosts
+// (Config.Remote) are kept warm on the hosts the placement picks, for new
+// threads only (see claimWarmLocked).
 func (p *Pool) warmRefusal(prof *Profile) error {
-	if p.cfg.Remote != nil {
-		return fmt.Errorf("%w: its agents run on agent hosts, and warm agents are kept only by a broker that runs its own", ErrNotWarmable)
-	}
 	return WarmRefusal(prof)
 }
 
@@ -318,6 +315,13 @@ func (p *Pool) claimWarmLocked(thread string, prof *Profile, resume string) *Age
 		a := w.a
 		if resume != "" && resumable(a.Conn.Capabilities()) {
 			return nil
+		}
+		if a.Where != "" && p.cfg.PlacedOn != nil {
+			if on := p.cfg.PlacedOn(thread); on != "" && on != a.Where {
+				// The thread's workspace is on the host that ran its
+				// agent: it goes back there, not to a warm agent elsewhere.
+				continue
+			}
 		}
 		select {
 		case <-a.Proc.Exited():
