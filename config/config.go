@@ -134,9 +134,13 @@ type Profile struct {
 	Cwd         string
 	// Workspace is "dir" (PerThreadDir: cwd/<thread>, else cwd) or
 	// "worktree" (a git worktree of Repo per thread, from Base).
-	PerThreadDir       bool
-	Workspace          string
-	Repo, Base         string
+	PerThreadDir bool
+	Workspace    string
+	Repo, Base   string
+	// SharedRepo is the URL or path of the repository every agent
+	// host's clone of Repo shares: a worktree thread's branch is pushed
+	// there after each turn and fetched from there on another host.
+	SharedRepo         string
 	DeleteBranches     bool
 	AuthMethod         string
 	StartTimeout       time.Duration
@@ -535,6 +539,9 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	}
 	if p.Workspace == "worktree" && p.Repo == "" {
 		r.fail(section+".repo", "is required with workspace = \"worktree\": the git repository threads get worktrees of")
+	}
+	if p.SharedRepo != "" && p.Workspace != "worktree" {
+		r.fail(section+".shared_repo", "is only for workspace = \"worktree\": the repository a worktree thread's branch is shared through")
 	}
 	return p
 }

@@ -87,6 +87,8 @@ func TestProfiles_ErrorsNameTheProfileAndKey(t *testing.T) {
 			"unknown key(s): agents.a.comand"},
 		{"a worktree without a repository", "[agents.a]\ncommand = \"" + agent + "\"\nworkspace = \"worktree\"\n",
 			`agents.a.repo is required with workspace = "worktree"`},
+		{"a shared repository without a worktree", "[agents.a]\ncommand = \"" + agent + "\"\nshared_repo = \"/srv/shared.git\"\n",
+			`agents.a.shared_repo is only for workspace = "worktree"`},
 		{"a bad value", "[agents.a]\ncommand = \"" + agent + "\"\nstart_timeout = \"soon\"\n",
 			`agents.a.start_timeout = "soon" is not a duration`},
 		{"a bad workspace", "[agents.a]\ncommand = \"" + agent + "\"\nworkspace = \"tmp\"\n",
