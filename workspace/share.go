@@ -1,0 +1,425 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+)
+
+// A thread's branch follows it from one agent host to another through
+// SharedRepo: Publish pushes it there after each turn, and Prepare on
+// another host (or on this one again) continues from there.
+//
+// The agents' repository is theirs (its configuration, hooks and remotes
+// included), and a push is the one git command of the broker's that
+// carries something out of the machine, with the host's credentials. So
+// no git command that reaches SharedRepo ever runs in the agents'
+// repository: it runs in a git directory the broker makes for it (a
+// stage, removed afterwards), whose configuration is git's defaults and
+// the settings below. None of the agents' remotes, url.*.insteadOf
+// rewrites, core.sshCommand, http.* settings or hooks applies to it;
+// SharedRepo, from the broker's configuration, is named on its command
+// line. The branch goes between the agents' repository and the stage as
+// a bundle file, made or unpacked there by git bundle, with no transport
+// (so no URL their configuration could rewrite) and confined when
+// Confine is set, like every other command on that repository. The git
+// that reaches SharedRepo runs as the broker, unconfined, since it needs
+// the network and the host's ssh keys, which a confined git has not; it
+// reads nothing of the agents' but the bundle, which is data.
+
+// reach are the settings of a git command that reaches SharedRepo, on top
+// of the hardened ones. Its transports are file (a path, file://), ssh
+// and https: not ext:: (which runs a command), not git:// or http://
+// (neither authenticates the server), whatever else allows them. Over
+// ssh it runs the system's ssh, never prompting: the host's keys (from
+// the broker's user's ~/.ssh, or the ssh agent SSH_AUTH_SOCK names) are
+// its credentials. Over https no credential helper is asked.
+var reach = [][2]string{
+	{"protocol.allow", "never"},
+	{"protocol.file.allow", "always"},
+	{"protocol.ssh.allow", "always"},
+	{"protocol.https.allow", "always"},
+	{"protocol.ext.allow", "never"},
+	{"core.sshCommand", "ssh -o BatchMode=yes"},
+	{"ssh.variant", "ssh"},
+	{"push.recurseSubmodules", "no"},
+	{"push.gpgSign", "false"},
+	{"fetch.recurseSubmodules", "false"},
+}
+
+// reachProtocols are reach's transports, as GIT_ALLOW_PROTOCOL names
+// them: it wins over every setting.
+const reachProtocols = "file:ssh:https"
+
+// Publish pushes thread's branch (acp/ and the thread id, escaped) to
+// SharedRepo, so that the thread can continue from its last commit on
+// another agent host. It pushes only what is committed, and only as a
+// fast-forward: when SharedRepo's branch has commits this host's has not
+// (the thread moved on elsewhere), nothing is pushed and the error,
+// which wraps ErrPushRejected, says that the thread's work since is only
+// on this host; nothing is lost or overwritten on either side. A thread
+// with no branch yet has nothing to publish: that is not an error.
+// Publish returns when ctx ends, having killed the git command it was
+// running. It is meant to be called after each turn of a worktree thread
+// on an agent host, its agent idle.
+func (w *Worktrees) Publish(ctx context.Context, thread string) error {
+	name, err := escapeThread(thread)
+	if err != nil {
+		return err
+	}
+	repo, _, err := w.paths()
+	if err != nil {
+		return err
+	}
+	if err := w.checkShared(); err != nil {
+		return err
+	}
+	branch := branchPrefix + name
+	log := w.Logger.With().Str("thread", thread).Str("branch", branch).Str("shared_repo", w.sharedName()).Logger()
+	s, err := w.newStage(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.remove(log)
+	commit, err := w.copyOut(ctx, repo, branch, s)
+	if err != nil || commit == "" {
+		if err == nil {
+			log.Debug().Msg("no branch to publish")
+		}
+		return err
+	}
+	ref := "refs/heads/" + branch
+	// No + before the refspec: a fast-forward or nothing.
+	out, err := w.run(ctx, s.reaching("push", "--porcelain", "--no-verify", "--", w.SharedRepo, commit+":"+ref))
+	if err != nil {
+		if why, ok := pushRejected(out, ref); ok {
+			return &wordedError{msg: fmt.Sprintf("%s was not published to %s (%s): the branch there has commits this host's has not, so the thread's work since is only on this host",
+				branch, w.sharedName(), why), kind: ErrPushRejected, err: err}
+		}
+		return w.unreachable("publishing "+branch, err)
+	}
+	log.Info().Str("commit", commit).Msg("branch published")
+	return nil
+}
+
+// pushRejected says why git push --porcelain's output out shows ref
+// rejected, if it does.
+func pushRejected(out, ref string) (why string, rejected bool) {
+	for line := range strings.Lines(out) {
+		f := strings.SplitN(strings.TrimSuffix(line, "\n"), "\t", 3)
+		if len(f) == 3 && f[0] == "!" && strings.HasSuffix(f[1], ":"+ref) {
+			return clip(f[2], 200), true
+		}
+	}
+	return "", false
+}
+
+// copyOut copies branch, with its history, from the agents' repository
+// into s, and returns the commit it is at there; "" if there is no such
+// branch.
+func (w *Worktrees) copyOut(ctx context.Context, repo, branch string, s *stage) (string, error) {
+	ref := "refs/heads/" + branch
+	bundle := filepath.Join(s.box, "out.bundle")
+	made, err := func() (bool, error) {
+		unlock, err := lockRepo(ctx, repo)
+		if err != nil {
+			return false, err
+		}
+		defer unlock()
+		common, err := w.repository(ctx, repo)
+		if err != nil {
+			return false, err
+		}
+		exists, err := w.branchExists(ctx, common, branch)
+		if err != nil || !exists {
+			return false, err
+		}
+		_, err = w.run(ctx, gitCmd{args: []string{"bundle", "create", "--quiet", bundle, ref}, gitDir: common, common: common,
+			readOnly: []string{common}, writable: []string{s.box}, own: []string{s.box}})
+		return err == nil, err
+	}()
+	if err != nil || !made {
+		return "", err
+	}
+	commit, err := s.unbundle(ctx, w, bundle, ref)
+	if err != nil {
+		return "", fmt.Errorf("%s, copied out of %s: %w", branch, repo, err)
+	}
+	return commit, nil
+}
+
+// unbundle unpacks bundle into s's xport and returns the commit it has
+// at ref.
+func (s *stage) unbundle(ctx context.Context, w *Worktrees, bundle, ref string) (string, error) {
+	out, err := w.run(ctx, gitCmd{args: []string{"bundle", "list-heads", bundle, ref}, gitDir: s.xport, unconfined: true})
+	if err != nil {
+		return "", err
+	}
+	commit, name, _ := strings.Cut(strings.TrimSpace(out), " ")
+	if name != ref || !isObjectID(commit) {
+		return "", fmt.Errorf("the bundle made of it has no %s", ref)
+	}
+	if _, err := w.run(ctx, gitCmd{args: []string{"bundle", "unbundle", bundle, ref}, gitDir: s.xport, unconfined: true}); err != nil {
+		return "", err
+	}
+	return w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, commit)
+}
+
+// isObjectID reports whether s is a full object id (SHA-1 or SHA-256).
+func isObjectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// fetchShared fetches branch from SharedRepo into s, and returns the
+// commit it is at there; "" if SharedRepo has no such branch.
+func (w *Worktrees) fetchShared(ctx context.Context, s *stage, branch string) (string, error) {
+	if err := w.checkShared(); err != nil {
+		return "", err
+	}
+	ref := "refs/heads/" + branch
+	out, err := w.run(ctx, s.reaching("ls-remote", "--refs", "--", w.SharedRepo, ref))
+	if err != nil {
+		return "", w.unreachable("looking for "+branch, err)
+	}
+	if strings.TrimSpace(out) == "" {
+		return "", nil
+	}
+	if _, err := w.run(ctx, s.reaching("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", w.SharedRepo, "+"+ref+":"+ref)); err != nil {
+		return "", w.unreachable("fetching "+branch, err)
+	}
+	return w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, ref)
+}
+
+// copyIn copies commit, which s has at ref, with its history, into the
+// agents' repository common.
+func (w *Worktrees) copyIn(ctx context.Context, common string, s *stage, ref, commit string) error {
+	bundle := filepath.Join(s.box, "in.bundle")
+	if _, err := w.run(ctx, gitCmd{args: []string{"bundle", "create", "--quiet", bundle, ref}, gitDir: s.xport, unconfined: true}); err != nil {
+		return err
+	}
+	if _, err := w.run(ctx, gitCmd{args: []string{"bundle", "unbundle", bundle, ref}, gitDir: common, common: common,
+		readOnly: []string{s.box}, writable: []string{common}}); err != nil {
+		return err
+	}
+	got, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, commit)
+	if err != nil || got != commit {
+		return fmt.Errorf("commit %s of the shared repository's %s is not in %s after unbundling it (%v)", commit, ref, common, err)
+	}
+	return nil
+}
+
+// commitAt returns the commit rev names in c's git directory.
+func (w *Worktrees) commitAt(ctx context.Context, c gitCmd, rev string) (string, error) {
+	c.args = []string{"rev-parse", "--verify", "--quiet", "--end-of-options", rev + "^{commit}"}
+	out, err := w.run(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// isAncestor reports whether commit a is an ancestor of commit b (or b).
+func (w *Worktrees) isAncestor(ctx context.Context, common, a, b string) (bool, error) {
+	_, err := w.run(ctx, gitCmd{args: []string{"merge-base", "--is-ancestor", a, b}, gitDir: common, common: common, readOnly: []string{common}})
+	if exitCode(err) == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// checkShared refuses a SharedRepo git must not reach: one that is not a
+// path or a file, ssh or https URL.
+func (w *Worktrees) checkShared() error {
+	r := w.SharedRepo
+	bad := func(why string) error {
+		return &wordedError{msg: fmt.Sprintf("shared repository %q %s", w.sharedName(), why), kind: ErrSharedRepo}
+	}
+	switch {
+	case r == "":
+		return bad("is not set")
+	case strings.HasPrefix(r, "-"):
+		return bad("begins with -")
+	case strings.ContainsAny(r, "\n\x00"):
+		return bad("has a line break")
+	case filepath.IsAbs(r):
+		return nil
+	}
+	if scheme, _, ok := strings.Cut(r, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "file", "ssh", "https":
+			return nil
+		}
+		return bad("is not a path or a file://, ssh:// or https:// URL")
+	}
+	// host:path, git's short form of ssh, with no :: (a transport
+	// helper such as ext::) and no / before the colon (a path).
+	if i := strings.IndexByte(r, ':'); i > 0 && !strings.Contains(r, "::") && !strings.Contains(r[:i], "/") {
+		return nil
+	}
+	return bad("is not a path or a file://, ssh:// or https:// URL")
+}
+
+// sharedName is SharedRepo as it may be shown: without a password.
+func (w *Worktrees) sharedName() string {
+	if u, err := url.Parse(w.SharedRepo); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return w.SharedRepo
+}
+
+// unreachable words a failure to reach SharedRepo.
+func (w *Worktrees) unreachable(doing string, err error) error {
+	var ge *gitError
+	if !errors.As(err, &ge) {
+		return err
+	}
+	return &wordedError{msg: fmt.Sprintf("%s in the shared repository %s: %v", doing, w.sharedName(), err), kind: ErrSharedRepo, err: err}
+}
+
+// stage is a temporary directory of the broker's in which its git
+// reaches SharedRepo.
+type stage struct {
+	tmp string
+	// xport is the git directory that reaches SharedRepo: the broker
+	// makes it and writes its configuration (none), and runs git in it
+	// as itself, unconfined.
+	xport string
+	// box is where bundles going to and from the agents' repository are
+	// written: given to the user a confined git runs as, for one that
+	// writes there.
+	box string
+}
+
+// newStage makes a stage; remove it when done.
+func (w *Worktrees) newStage(ctx context.Context) (*stage, error) {
+	tmp, err := os.MkdirTemp("", "acp-share-")
+	if err != nil {
+		return nil, fmt.Errorf("a directory to reach the shared repository from: %w", err)
+	}
+	s := &stage{tmp: tmp, xport: filepath.Join(tmp, "shared.git"), box: filepath.Join(tmp, "box")}
+	fail := func(err error) (*stage, error) {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	// Others may pass through to box, not list what is here.
+	if err := os.Chmod(tmp, 0o711); err != nil {
+		return fail(err)
+	}
+	if err := os.Mkdir(s.box, 0o755); err != nil {
+		return fail(err)
+	}
+	// No template: nothing but what git init makes itself (no hooks).
+	if _, err := w.run(ctx, gitCmd{args: []string{"init", "--quiet", "--bare", "--template=", "--", s.xport}, unconfined: true}); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// reaching is git command args run in s's xport, reaching SharedRepo.
+func (s *stage) reaching(args ...string) gitCmd {
+	return gitCmd{args: args, gitDir: s.xport, protocols: reachProtocols, settings: reach, unconfined: true}
+}
+
+// remove removes the stage.
+func (s *stage) remove(log zerolog.Logger) {
+	if err := os.RemoveAll(s.tmp); err != nil {
+		log.Warn().Err(err).Str("dir", s.tmp).Msg("a directory used to reach the shared repository was not removed")
+	}
+}
+
+// followShared brings thread's branch here up to the shared one (at
+// commit shared, fetched into s; "" if SharedRepo has none; sharedErr
+// why it could not be fetched), and returns the commit a branch made
+// anew starts at: the shared one, when this clone has no such branch.
+// st is the thread's worktree here.
+func (w *Worktrees) followShared(ctx context.Context, common string, st *worktreeState, branch string, s *stage, shared string, sharedErr error, log zerolog.Logger) (string, error) {
+	kept, err := w.branchExists(ctx, common, branch)
+	if err != nil {
+		return "", err
+	}
+	if sharedErr != nil {
+		if !kept {
+			return "", sharedErr
+		}
+		log.Warn().Err(sharedErr).Msg("the shared repository could not be reached: the thread continues from this host's branch")
+		return "", nil
+	}
+	if shared == "" {
+		return "", nil
+	}
+	ref := "refs/heads/" + branch
+	if err := w.copyIn(ctx, common, s, ref, shared); err != nil {
+		return "", err
+	}
+	if !kept {
+		log.Info().Str("commit", shared).Msg("branch continues from the shared repository's")
+		return shared, nil
+	}
+	local, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, ref)
+	if err != nil || local == shared {
+		return "", err
+	}
+	if ahead, err := w.isAncestor(ctx, common, shared, local); err != nil || ahead {
+		return "", err // this host's has more: Publish takes it there
+	}
+	behind, err := w.isAncestor(ctx, common, local, shared)
+	if err != nil {
+		return "", err
+	}
+	if !behind {
+		log.Warn().Str("local", local).Str("shared", shared).
+			Msg("the thread's branch here and in the shared repository have diverged: this host's is kept as it is, without the shared one's commits, and will not be published")
+		return "", nil
+	}
+	if err := w.fastForward(ctx, common, st, ref, local, shared); err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return "", err
+		}
+		log.Warn().Err(err).Str("local", local).Str("shared", shared).
+			Msg("the thread's branch here could not be fast-forwarded to the shared one's: this host's is kept as it is")
+		return "", nil
+	}
+	log.Info().Str("from", local).Str("to", shared).Msg("branch fast-forwarded to the shared repository's")
+	return "", nil
+}
+
+// fastForward moves ref from commit from to commit to, a descendant of
+// it. Where the thread's worktree st has it checked out, its files and
+// index move too, keeping what was left uncommitted there: git refuses,
+// and nothing changes, when that is in the way.
+func (w *Worktrees) fastForward(ctx context.Context, common string, st *worktreeState, ref, from, to string) error {
+	if st.present && st.problem == "" {
+		c := gitCmd{gitDir: st.admin(common), common: common, workTree: st.dir, writable: []string{common, st.dir}}
+		var err error
+		if c.filters, err = w.filterDrivers(ctx, c); err != nil {
+			return err
+		}
+		refresh := c
+		refresh.args = []string{"update-index", "-q", "--refresh"}
+		if _, err := w.run(ctx, refresh); err != nil && exitCode(err) != 1 {
+			return err
+		}
+		move := c
+		move.args = []string{"read-tree", "-m", "-u", from, to}
+		if _, err := w.run(ctx, move); err != nil {
+			return err
+		}
+	}
+	_, err := w.run(ctx, gitCmd{args: []string{"update-ref", "-m", "fast-forward to the shared repository's", ref, to, from},
+		gitDir: common, common: common, writable: []string{common}})
+	return err
+}
