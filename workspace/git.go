@@ -100,10 +100,6 @@ var hardened = [][2]string{
 	{"gc.autoDetach", "false"},
 	{"maintenance.auto", "false"},
 	{"worktree.useRelativePaths", "false"},
-	// A fetch lists the refs of the repositories whose objects it may
-	// borrow (an alternate an agent can name) with this command, which
-	// a repository's configuration could otherwise choose.
-	{"core.alternateRefsCommand", "true"},
 }
 
 // gitEnv is the whole environment of git command c, chosen here: nothing
