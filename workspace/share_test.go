@@ -370,3 +370,80 @@ func TestShare_EndsWithItsContext(t *testing.T) {
 		t.Logf("%s ended %s after it began, cancelled at 500ms: %v", name, took.Round(time.Millisecond), err)
 	}
 }
+
+// Confined (in bubblewrap, as the agents' user when the tests run as
+// root), the branch still goes from one host to the other and back: the
+// bundles cross between the broker's stage and the agents' repository.
+func TestShare_Confined(t *testing.T) {
+	shared, h := hosts(t, 2)
+	a, b := h[0], h[1]
+	owner := confineT(t, a)
+	confineT(t, b)
+	ctx := t.Context()
+	dirA, branch, err := a.Prepare(ctx, "77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := commitIn(t, dirA, "f", "1\n")
+	giveTo(t, owner, a.Repo, dirA) // committed as the agents' user would
+	must(t, a.Publish(ctx, "77"))
+	if got := branchAt(t, shared, branch); got != first {
+		t.Fatalf("the shared branch is at %q, want %s", got, first)
+	}
+	dirB, _, err := b.Prepare(ctx, "77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(gitT(t, dirB, "rev-parse", "HEAD")); got != first {
+		t.Fatalf("host B's worktree is at %s, want %s", got, first)
+	}
+	second := commitIn(t, dirB, "f", "2\n")
+	giveTo(t, owner, b.Repo, dirB)
+	must(t, b.Publish(ctx, "77"))
+	if _, _, err := a.Prepare(ctx, "77"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(gitT(t, dirA, "rev-parse", "HEAD")); got != second {
+		t.Fatalf("back on host A the worktree is at %s, want %s", got, second)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dirA, "f")); string(got) != "2\n" {
+		t.Fatalf("back on host A the file is %q", got)
+	}
+}
+
+// What an agent left uncommitted on a host, in the way of the commits
+// made since on another, is kept as it was, with the branch: the
+// fast-forward is not made, and the log says so.
+func TestShare_UncommittedWorkInTheWayIsKept(t *testing.T) {
+	_, h := hosts(t, 2)
+	a, b := h[0], h[1]
+	var logs logBuffer
+	a.Logger = zerolog.New(&logs)
+	ctx := t.Context()
+	dirA, branch, err := a.Prepare(ctx, "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onA := commitIn(t, dirA, "plan", "1\n")
+	must(t, a.Publish(ctx, "8"))
+	dirB, _, err := b.Prepare(ctx, "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitIn(t, dirB, "plan", "2 from B\n")
+	must(t, b.Publish(ctx, "8"))
+	must(t, os.WriteFile(filepath.Join(dirA, "plan"), []byte("uncommitted on A\n"), 0o644))
+
+	if _, _, err := a.Prepare(ctx, "8"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dirA, "plan")); string(got) != "uncommitted on A\n" {
+		t.Errorf("host A's uncommitted file is %q after Prepare", got)
+	}
+	if got := branchAt(t, filepath.Join(a.Repo, ".git"), branch); got != onA {
+		t.Errorf("host A's branch moved to %s with its worktree left behind, want it at %s", got, onA)
+	}
+	if !strings.Contains(logs.String(), "could not be fast-forwarded") {
+		t.Errorf("the log does not say the branch was kept:\n%s", logs.String())
+	}
+}
