@@ -87,14 +87,22 @@ func (w *Worktrees) Publish(ctx context.Context, thread string) error {
 		return err
 	}
 	defer s.remove(log)
-	commit, err := w.copyOut(ctx, repo, branch, s)
-	if err != nil || commit == "" {
-		if err == nil {
-			log.Debug().Msg("no branch to publish")
-		}
-		return err
-	}
 	ref := "refs/heads/" + branch
+	published, err := w.sharedCommit(ctx, s, ref)
+	if err != nil {
+		return w.unreachable("looking for "+branch, err)
+	}
+	commit, err := w.copyOut(ctx, repo, branch, s, published)
+	switch {
+	case err != nil:
+		return err
+	case commit == "":
+		log.Debug().Msg("no branch to publish")
+		return nil
+	case commit == published:
+		log.Debug().Str("commit", commit).Msg("branch already published")
+		return nil
+	}
 	// No + before the refspec: a fast-forward or nothing.
 	out, err := w.run(ctx, s.reaching("push", "--porcelain", "--no-verify", "--", w.SharedRepo, commit+":"+ref))
 	if err != nil {
@@ -122,30 +130,35 @@ func pushRejected(out, ref string) (why string, rejected bool) {
 
 // copyOut copies branch, with its history, from the agents' repository
 // into s, and returns the commit it is at there; "" if there is no such
-// branch.
-func (w *Worktrees) copyOut(ctx context.Context, repo, branch string, s *stage) (string, error) {
+// branch. A branch at published, the commit SharedRepo has, is not
+// copied.
+func (w *Worktrees) copyOut(ctx context.Context, repo, branch string, s *stage, published string) (string, error) {
 	ref := "refs/heads/" + branch
 	bundle := filepath.Join(s.box, "out.bundle")
-	made, err := func() (bool, error) {
+	local, err := func() (string, error) {
 		unlock, err := lockRepo(ctx, repo)
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		defer unlock()
 		common, err := w.repository(ctx, repo)
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		exists, err := w.branchExists(ctx, common, branch)
 		if err != nil || !exists {
-			return false, err
+			return "", err
+		}
+		local, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, ref)
+		if err != nil || local == published {
+			return local, err
 		}
 		_, err = w.run(ctx, gitCmd{args: []string{"bundle", "create", "--quiet", bundle, ref}, gitDir: common, common: common,
 			readOnly: []string{common}, writable: []string{s.box}, own: []string{s.box}})
-		return err == nil, err
+		return local, err
 	}()
-	if err != nil || !made {
-		return "", err
+	if err != nil || local == "" || local == published {
+		return local, err
 	}
 	commit, err := s.unbundle(ctx, w, bundle, ref)
 	if err != nil {
@@ -184,24 +197,45 @@ func isObjectID(s string) bool {
 	return true
 }
 
-// fetchShared fetches branch from SharedRepo into s, and returns the
-// commit it is at there; "" if SharedRepo has no such branch.
-func (w *Worktrees) fetchShared(ctx context.Context, s *stage, branch string) (string, error) {
+// fetchShared fetches branch from SharedRepo into s, unless the agents'
+// repository repo has its commit already, and returns the commit it is
+// at there; "" if SharedRepo has no such branch.
+func (w *Worktrees) fetchShared(ctx context.Context, s *stage, repo, branch string) (string, error) {
 	if err := w.checkShared(); err != nil {
 		return "", err
 	}
 	ref := "refs/heads/" + branch
-	out, err := w.run(ctx, s.reaching("ls-remote", "--refs", "--", w.SharedRepo, ref))
+	published, err := w.sharedCommit(ctx, s, ref)
 	if err != nil {
 		return "", w.unreachable("looking for "+branch, err)
 	}
-	if strings.TrimSpace(out) == "" {
+	if published == "" {
 		return "", nil
+	}
+	if common, err := GitDir(repo); err == nil {
+		if _, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, published); err == nil {
+			return published, nil // the thread's last turn was here
+		}
 	}
 	if _, err := w.run(ctx, s.reaching("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", w.SharedRepo, "+"+ref+":"+ref)); err != nil {
 		return "", w.unreachable("fetching "+branch, err)
 	}
 	return w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, ref)
+}
+
+// sharedCommit asks SharedRepo which commit its ref is at: "" if it has
+// no such ref.
+func (w *Worktrees) sharedCommit(ctx context.Context, s *stage, ref string) (string, error) {
+	out, err := w.run(ctx, s.reaching("ls-remote", "--refs", "--", w.SharedRepo, ref))
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(out) {
+		if commit, name, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok && name == ref && isObjectID(commit) {
+			return commit, nil
+		}
+	}
+	return "", nil
 }
 
 // copyIn copies commit, which s has at ref, with its history, into the
@@ -362,16 +396,22 @@ func (w *Worktrees) followShared(ctx context.Context, common string, st *worktre
 		return "", nil
 	}
 	ref := "refs/heads/" + branch
-	if err := w.copyIn(ctx, common, s, ref, shared); err != nil {
+	var local string
+	if kept {
+		if local, err = w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, ref); err != nil || local == shared {
+			return "", err
+		}
+	}
+	if _, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, shared); exitCode(err) == 1 {
+		if err := w.copyIn(ctx, common, s, ref, shared); err != nil {
+			return "", err
+		}
+	} else if err != nil {
 		return "", err
 	}
 	if !kept {
 		log.Info().Str("commit", shared).Msg("branch continues from the shared repository's")
 		return shared, nil
-	}
-	local, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, ref)
-	if err != nil || local == shared {
-		return "", err
 	}
 	if ahead, err := w.isAncestor(ctx, common, shared, local); err != nil || ahead {
 		return "", err // this host's has more: Publish takes it there

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -445,5 +446,42 @@ func TestShare_UncommittedWorkInTheWayIsKept(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "could not be fast-forwarded") {
 		t.Errorf("the log does not say the branch was kept:\n%s", logs.String())
+	}
+}
+
+// A turn that committed nothing pushes nothing, and a thread prepared
+// again on the host of its last turn fetches nothing: the commit the
+// shared repository has is asked for, found here, and nothing more is
+// run.
+func TestShare_NothingNewCrossesNothing(t *testing.T) {
+	_, h := hosts(t, 1)
+	a := h[0]
+	ctx := t.Context()
+	dir, _, err := a.Prepare(ctx, "11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitIn(t, dir, "f", "1\n")
+	must(t, a.Publish(ctx, "11"))
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls")
+	a.Git = fakeGit(t, `for a in "$@"; do case "$a" in push|fetch|bundle) echo "$a" >> `+calls+`;; esac; done
+exec `+real+` "$@"
+`)
+	must(t, a.Publish(ctx, "11"))
+	if _, _, err := a.Prepare(ctx, "11"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Errorf("with nothing new, git ran:\n%s", b)
+	}
+	// The wrapper counts what it should: a new commit is bundled and pushed.
+	commitIn(t, dir, "f", "2\n")
+	must(t, a.Publish(ctx, "11"))
+	if b, _ := os.ReadFile(calls); !strings.Contains(string(b), "push") || !strings.Contains(string(b), "bundle") {
+		t.Errorf("publishing a new commit ran %q, want a bundle and a push", b)
 	}
 }

@@ -143,7 +143,7 @@ func (w *Worktrees) prepare(ctx context.Context, thread, fromBranch string) (dir
 			return "", "", err
 		}
 		defer s.remove(log)
-		shared, sharedErr = w.fetchShared(ctx, s, branch)
+		shared, sharedErr = w.fetchShared(ctx, s, repo, branch)
 		if err := context.Cause(ctx); err != nil {
 			return "", "", err
 		}
