@@ -21,6 +21,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/policy"
+	"acpbroker/workspace"
 
 	"github.com/spf13/viper"
 )
@@ -542,6 +543,11 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	}
 	if p.SharedRepo != "" && p.Workspace != "worktree" {
 		r.fail(section+".shared_repo", "is only for workspace = \"worktree\": the repository a worktree thread's branch is shared through")
+	}
+	if p.SharedRepo != "" {
+		if err := workspace.CheckSharedRepo(p.SharedRepo); err != nil {
+			r.fail(section+".shared_repo", "%v", err) // not the value, which may hold a password
+		}
 	}
 	return p
 }

@@ -275,36 +275,46 @@ func (w *Worktrees) isAncestor(ctx context.Context, common, a, b string) (bool, 
 	return err == nil, err
 }
 
-// checkShared refuses a SharedRepo git must not reach: one that is not a
-// path or a file, ssh or https URL.
+// checkShared refuses a SharedRepo git must not reach (see
+// CheckSharedRepo).
 func (w *Worktrees) checkShared() error {
-	r := w.SharedRepo
-	bad := func(why string) error {
-		return &wordedError{msg: fmt.Sprintf("shared repository %q %s", w.sharedName(), why), kind: ErrSharedRepo}
+	if w.SharedRepo == "" {
+		return &wordedError{msg: "no shared repository given", kind: ErrSharedRepo}
 	}
+	if err := CheckSharedRepo(w.SharedRepo); err != nil {
+		return &wordedError{msg: fmt.Sprintf("shared repository %q: %v", w.sharedName(), err), kind: ErrSharedRepo}
+	}
+	return nil
+}
+
+// CheckSharedRepo says why repo cannot be a SharedRepo, if it cannot: it
+// must be an absolute path, a file://, ssh:// or https:// URL, or git's
+// short form of ssh (host:path); not http:// or git:// (neither
+// authenticates the server), not a transport helper such as ext:: (which
+// runs a command).
+func CheckSharedRepo(repo string) error {
 	switch {
-	case r == "":
-		return bad("is not set")
-	case strings.HasPrefix(r, "-"):
-		return bad("begins with -")
-	case strings.ContainsAny(r, "\n\x00"):
-		return bad("has a line break")
-	case filepath.IsAbs(r):
+	case strings.HasPrefix(repo, "-"):
+		return errors.New("begins with -")
+	case strings.ContainsAny(repo, "\n\x00"):
+		return errors.New("has a line break")
+	case filepath.IsAbs(repo):
 		return nil
 	}
-	if scheme, _, ok := strings.Cut(r, "://"); ok {
+	const want = "is not an absolute path, a file://, ssh:// or https:// URL, or host:path"
+	if scheme, _, ok := strings.Cut(repo, "://"); ok {
 		switch strings.ToLower(scheme) {
 		case "file", "ssh", "https":
 			return nil
 		}
-		return bad("is not a path or a file://, ssh:// or https:// URL")
+		return errors.New(want)
 	}
-	// host:path, git's short form of ssh, with no :: (a transport
-	// helper such as ext::) and no / before the colon (a path).
-	if i := strings.IndexByte(r, ':'); i > 0 && !strings.Contains(r, "::") && !strings.Contains(r[:i], "/") {
+	// host:path, with no :: (a transport helper) and no / before the
+	// colon (which makes it a relative path to git).
+	if i := strings.IndexByte(repo, ':'); i > 0 && !strings.Contains(repo, "::") && !strings.Contains(repo[:i], "/") {
 		return nil
 	}
-	return bad("is not a path or a file://, ssh:// or https:// URL")
+	return errors.New(want)
 }
 
 // sharedName is SharedRepo as it may be shown: without a password.
