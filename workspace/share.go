@@ -331,7 +331,14 @@ func (w *Worktrees) unreachable(doing string, err error) error {
 	if !errors.As(err, &ge) {
 		return err
 	}
-	return &wordedError{msg: fmt.Sprintf("%s in the shared repository %s: %v", doing, w.sharedName(), err), kind: ErrSharedRepo, err: err}
+	msg := fmt.Sprintf("%s in the shared repository %s: %v", doing, w.sharedName(), err)
+	if u, perr := url.Parse(w.SharedRepo); perr == nil && u.User != nil {
+		// What git said may quote the URL whole.
+		if password, ok := u.User.Password(); ok && password != "" {
+			msg = strings.ReplaceAll(msg, password, "xxxxx")
+		}
+	}
+	return &wordedError{msg: msg, kind: ErrSharedRepo, err: ge}
 }
 
 // stage is a temporary directory of the broker's in which its git

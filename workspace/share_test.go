@@ -485,3 +485,33 @@ exec `+real+` "$@"
 		t.Errorf("publishing a new commit ran %q, want a bundle and a push", b)
 	}
 }
+
+// A password in SharedRepo's URL is not in what Publish and Prepare say.
+func TestShare_ErrorsDoNotShowThePassword(t *testing.T) {
+	_, h := hosts(t, 1)
+	a := h[0]
+	dir, _, err := a.Prepare(t.Context(), "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitIn(t, dir, "a", "a\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: refused at once
+	a.SharedRepo = "https://user:s3cret-token@" + addr + "/repo.git"
+	errPublish := a.Publish(t.Context(), "4")
+	_, _, errPrepare := a.Prepare(t.Context(), "5")
+	for name, err := range map[string]error{"Publish": errPublish, "Prepare": errPrepare} {
+		if !errors.Is(err, ErrSharedRepo) {
+			t.Errorf("%s to a closed port = %v, want ErrSharedRepo", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret-token") {
+			t.Errorf("%s says the password: %v", name, err)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+}
