@@ -100,13 +100,19 @@ func (w *Worktrees) Publish(ctx context.Context, thread string) error {
 		log.Debug().Msg("no branch to publish")
 		return nil
 	case commit == published:
-		log.Debug().Str("commit", commit).Msg("branch already published")
+		log.Debug().Str("commit", commit).Msg("nothing to publish that the shared branch has not")
 		return nil
 	}
 	// No + before the refspec: a fast-forward or nothing.
 	out, err := w.run(ctx, s.reaching("push", "--porcelain", "--no-verify", "--", w.SharedRepo, commit+":"+ref))
 	if err != nil {
 		if why, ok := pushRejected(out, ref); ok {
+			// This clone lacked the shared branch's commits: whether it
+			// is behind them, with nothing new, is asked of them.
+			if behind, ferr := w.behindShared(ctx, s, ref, commit); ferr == nil && behind {
+				log.Debug().Str("commit", commit).Msg("nothing to publish that the shared branch has not")
+				return nil
+			}
 			return &wordedError{msg: fmt.Sprintf("%s was not published to %s (%s): the branch there has commits this host's has not, so the thread's work since is only on this host",
 				branch, w.sharedName(), why), kind: ErrPushRejected, err: err}
 		}
@@ -114,6 +120,19 @@ func (w *Worktrees) Publish(ctx context.Context, thread string) error {
 	}
 	log.Info().Str("commit", commit).Msg("branch published")
 	return nil
+}
+
+// behindShared fetches SharedRepo's ref into s, which has commit, and
+// reports whether commit is in its history.
+func (w *Worktrees) behindShared(ctx context.Context, s *stage, ref, commit string) (bool, error) {
+	if _, err := w.run(ctx, s.reaching("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", w.SharedRepo, "+"+ref+":"+ref)); err != nil {
+		return false, err
+	}
+	_, err := w.run(ctx, gitCmd{args: []string{"merge-base", "--is-ancestor", commit, ref}, gitDir: s.xport, unconfined: true})
+	if exitCode(err) == 1 {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // pushRejected says why git push --porcelain's output out shows ref
@@ -130,8 +149,8 @@ func pushRejected(out, ref string) (why string, rejected bool) {
 
 // copyOut copies branch, with its history, from the agents' repository
 // into s, and returns the commit it is at there; "" if there is no such
-// branch. A branch at published, the commit SharedRepo has, is not
-// copied.
+// branch. A branch at published, the commit SharedRepo has, or behind
+// it, is not copied, and published is returned.
 func (w *Worktrees) copyOut(ctx context.Context, repo, branch string, s *stage, published string) (string, error) {
 	ref := "refs/heads/" + branch
 	bundle := filepath.Join(s.box, "out.bundle")
@@ -152,6 +171,19 @@ func (w *Worktrees) copyOut(ctx context.Context, repo, branch string, s *stage, 
 		local, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, ref)
 		if err != nil || local == published {
 			return local, err
+		}
+		if published != "" {
+			// Behind it: the thread went on elsewhere, and nothing new
+			// was committed here.
+			_, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, published)
+			switch {
+			case err == nil:
+				if behind, err := w.isAncestor(ctx, common, local, published); err != nil || behind {
+					return published, err
+				}
+			case exitCode(err) != 1:
+				return "", err
+			}
 		}
 		_, err = w.run(ctx, gitCmd{args: []string{"bundle", "create", "--quiet", bundle, ref}, gitDir: common, common: common,
 			readOnly: []string{common}, writable: []string{s.box}, own: []string{s.box}})

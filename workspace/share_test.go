@@ -172,6 +172,10 @@ func TestPublish_RejectedPushIsReportedAndLosesNothing(t *testing.T) {
 	}
 	onB := commitIn(t, dirB, "g", "b1\n")
 	must(t, b.Publish(ctx, "9"))
+	// Behind, with nothing new: nothing to publish, not a rejection.
+	if err := a.Publish(ctx, "9"); err != nil {
+		t.Fatalf("Publish of a branch behind the shared one, with nothing new: %v", err)
+	}
 	onA := commitIn(t, dirA, "f", "a2\n")
 
 	err = a.Publish(ctx, "9")
