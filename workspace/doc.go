@@ -46,8 +46,8 @@
 //     and a worktree's .git is read by the broker, never followed by git.
 //   - A push to or fetch from SharedRepo never runs in the agents'
 //     repository, whose remotes, URL rewrites, ssh command and hooks
-//     are theirs: it runs in a git directory the broker makes for it,
-//     with SharedRepo on its command line and no transport but file, ssh
+//     are theirs: it runs in the broker's own copy of SharedRepo
+//     (.shared.git in Dir), with SharedRepo on its command line and no transport but file, ssh
 //     and https, as the broker and unconfined (it needs the network and
 //     the host's keys). The branch goes between the two as a bundle,
 //     unpacked or made in the agents' repository by a git that reaches

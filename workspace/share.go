@@ -20,18 +20,19 @@ import (
 // included), and a push is the one git command of the broker's that
 // carries something out of the machine, with the host's credentials. So
 // no git command that reaches SharedRepo ever runs in the agents'
-// repository: it runs in a git directory the broker makes for it (a
-// stage, removed afterwards), whose configuration is git's defaults and
-// the settings below. None of the agents' remotes, url.*.insteadOf
+// repository: it runs in the broker's own copy of SharedRepo (a bare
+// git directory in Dir, see sharedCopy), whose configuration is git's
+// defaults and the settings below. None of the agents' remotes, url.*.insteadOf
 // rewrites, core.sshCommand, http.* settings or hooks applies to it;
 // SharedRepo, from the broker's configuration, is named on its command
-// line. The branch goes between the agents' repository and the stage as
-// a bundle file, made or unpacked there by git bundle, with no transport
+// line. The branch goes between the agents' repository and that copy as
+// a bundle file (leaving out the history both have), made or unpacked there by git bundle, with no transport
 // (so no URL their configuration could rewrite) and confined when
 // Confine is set, like every other command on that repository. The git
 // that reaches SharedRepo runs as the broker, unconfined, since it needs
 // the network and the host's ssh keys, which a confined git has not; it
-// reads nothing of the agents' but the bundle, which is data.
+// reads nothing of the agents' but the bundle, which is data, checked as
+// git checks what it fetches.
 
 // reach are the settings of a git command that reaches SharedRepo, on top
 // of the hardened ones. Its transports are file (a path, file://), ssh
@@ -119,6 +120,9 @@ func (w *Worktrees) Publish(ctx context.Context, thread string) error {
 		return w.unreachable("publishing "+branch, err)
 	}
 	log.Info().Str("commit", commit).Msg("branch published")
+	if err := s.repack(ctx, w); err != nil {
+		log.Warn().Err(err).Str("dir", s.xport).Msg("the copy of the shared repository was not repacked")
+	}
 	return nil
 }
 
@@ -185,7 +189,11 @@ func (w *Worktrees) copyOut(ctx context.Context, repo, branch string, s *stage, 
 				return "", err
 			}
 		}
-		_, err = w.run(ctx, gitCmd{args: []string{"bundle", "create", "--quiet", bundle, ref}, gitDir: common, common: common,
+		had, _ := w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, ref)
+		base, _ := w.resolveBase(ctx, repo, common)
+		args := append([]string{"bundle", "create", "--quiet", bundle, ref},
+			w.thin(ctx, s, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, local, published, had, base)...)
+		_, err = w.run(ctx, gitCmd{args: args, gitDir: common, common: common,
 			readOnly: []string{common}, writable: []string{s.box}, own: []string{s.box}})
 		return local, err
 	}()
@@ -213,7 +221,12 @@ func (s *stage) unbundle(ctx context.Context, w *Worktrees, bundle, ref string) 
 	if _, err := w.run(ctx, gitCmd{args: []string{"bundle", "unbundle", bundle, ref}, gitDir: s.xport, unconfined: true}); err != nil {
 		return "", err
 	}
-	return w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, commit)
+	if commit, err = w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, commit); err != nil {
+		return "", err
+	}
+	// Kept, for the next turn's bundle to leave out.
+	_, err = w.run(ctx, gitCmd{args: []string{"update-ref", ref, commit}, gitDir: s.xport, unconfined: true})
+	return commit, err
 }
 
 // isObjectID reports whether s is a full object id (SHA-1 or SHA-256).
@@ -272,9 +285,13 @@ func (w *Worktrees) sharedCommit(ctx context.Context, s *stage, ref string) (str
 
 // copyIn copies commit, which s has at ref, with its history, into the
 // agents' repository common.
-func (w *Worktrees) copyIn(ctx context.Context, common string, s *stage, ref, commit string) error {
+// Its history up to have (commits the agents' repository has) is left
+// out when the shared copy has it too.
+func (w *Worktrees) copyIn(ctx context.Context, common string, s *stage, ref, commit string, have ...string) error {
 	bundle := filepath.Join(s.box, "in.bundle")
-	if _, err := w.run(ctx, gitCmd{args: []string{"bundle", "create", "--quiet", bundle, ref}, gitDir: s.xport, unconfined: true}); err != nil {
+	args := append([]string{"bundle", "create", "--quiet", bundle, ref},
+		w.thin(ctx, s, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, commit, have...)...)
+	if _, err := w.run(ctx, gitCmd{args: args, gitDir: s.xport, unconfined: true}); err != nil {
 		return err
 	}
 	if _, err := w.run(ctx, gitCmd{args: []string{"bundle", "unbundle", bundle, ref}, gitDir: common, common: common,
@@ -373,29 +390,55 @@ func (w *Worktrees) unreachable(doing string, err error) error {
 	return &wordedError{msg: msg, kind: ErrSharedRepo, err: ge}
 }
 
-// stage is a temporary directory of the broker's in which its git
-// reaches SharedRepo.
+// sharedCopy is the name, in Dir, of the broker's copy of SharedRepo:
+// its git directory that reaches SharedRepo and keeps what it fetched and
+// pushed, so that each turn copies only what is new. A thread's escaped
+// id never begins with a dot.
+const sharedCopy = ".shared.git"
+
+// maxPacks bounds the packs the shared copy gathers (one a fetch or a
+// published turn) before they are packed into one.
+const maxPacks = 32
+
+// stage is where the broker's git reaches SharedRepo from: its shared
+// copy, held for one Publish or Prepare at a time, and a temporary
+// directory for the bundles going to and from the agents' repository.
 type stage struct {
-	tmp string
-	// xport is the git directory that reaches SharedRepo: the broker
-	// makes it and writes its configuration (none), and runs git in it
-	// as itself, unconfined.
+	// xport is the shared copy, the git directory that reaches
+	// SharedRepo: the broker makes it and writes its configuration
+	// (none), and runs git in it as itself, unconfined. Nothing of the
+	// agents' is in it but objects, which git checks as it takes them.
 	xport string
-	// box is where bundles going to and from the agents' repository are
-	// written: given to the user a confined git runs as, for one that
-	// writes there.
-	box string
+	// tmp holds box, where bundles going to and from the agents'
+	// repository are written: given to the user a confined git runs
+	// as, for one that writes there.
+	tmp, box string
+	unlock   func()
 }
 
-// newStage makes a stage; remove it when done.
+// newStage holds the shared copy, making it first if need be, and makes
+// a directory for bundles; remove the stage when done.
 func (w *Worktrees) newStage(ctx context.Context) (*stage, error) {
+	_, root, err := w.paths()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("worktree directory: %w", err)
+	}
+	xport := filepath.Join(realPath(root), sharedCopy)
+	unlock, err := lockRepo(ctx, xport)
+	if err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp("", "acp-share-")
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("a directory to reach the shared repository from: %w", err)
 	}
-	s := &stage{tmp: tmp, xport: filepath.Join(tmp, "shared.git"), box: filepath.Join(tmp, "box")}
+	s := &stage{xport: xport, tmp: tmp, box: filepath.Join(tmp, "box"), unlock: unlock}
 	fail := func(err error) (*stage, error) {
-		os.RemoveAll(tmp)
+		s.remove(w.Logger)
 		return nil, err
 	}
 	// Others may pass through to box, not list what is here.
@@ -405,11 +448,47 @@ func (w *Worktrees) newStage(ctx context.Context) (*stage, error) {
 	if err := os.Mkdir(s.box, 0o755); err != nil {
 		return fail(err)
 	}
-	// No template: nothing but what git init makes itself (no hooks).
-	if _, err := w.run(ctx, gitCmd{args: []string{"init", "--quiet", "--bare", "--template=", "--", s.xport}, unconfined: true}); err != nil {
-		return fail(err)
+	if fi, err := os.Lstat(filepath.Join(xport, "HEAD")); err != nil || !fi.Mode().IsRegular() {
+		// No template: nothing but what git init makes itself (no
+		// hooks). One whose making was cut short is made again.
+		if _, err := w.run(ctx, gitCmd{args: []string{"init", "--quiet", "--bare", "--template=", "--", xport}, unconfined: true}); err != nil {
+			return fail(err)
+		}
 	}
 	return s, nil
+}
+
+// has reports whether the shared copy has commit.
+func (s *stage) has(ctx context.Context, w *Worktrees, commit string) bool {
+	_, err := w.commitAt(ctx, gitCmd{gitDir: s.xport, unconfined: true}, commit)
+	return err == nil
+}
+
+// thin returns the arguments that leave out of a bundle of tip the
+// history of those of commits both the shared copy and the other side
+// (which c reads) have.
+func (w *Worktrees) thin(ctx context.Context, s *stage, c gitCmd, tip string, commits ...string) []string {
+	var not []string
+	for _, commit := range commits {
+		if commit == "" || commit == tip || !s.has(ctx, w, commit) {
+			continue
+		}
+		if _, err := w.commitAt(ctx, c, commit); err == nil {
+			not = append(not, "^"+commit)
+		}
+	}
+	return not
+}
+
+// repack packs the shared copy's packs into one when there are more
+// than maxPacks.
+func (s *stage) repack(ctx context.Context, w *Worktrees) error {
+	packs, err := filepath.Glob(filepath.Join(s.xport, "objects", "pack", "*.pack"))
+	if err != nil || len(packs) <= maxPacks {
+		return err
+	}
+	_, err = w.run(ctx, gitCmd{args: []string{"repack", "-a", "-d", "-q"}, gitDir: s.xport, unconfined: true})
+	return err
 }
 
 // reaching is git command args run in s's xport, reaching SharedRepo.
@@ -417,11 +496,12 @@ func (s *stage) reaching(args ...string) gitCmd {
 	return gitCmd{args: args, gitDir: s.xport, protocols: reachProtocols, settings: reach, unconfined: true}
 }
 
-// remove removes the stage.
+// remove removes the stage's bundles and lets the shared copy go.
 func (s *stage) remove(log zerolog.Logger) {
 	if err := os.RemoveAll(s.tmp); err != nil {
 		log.Warn().Err(err).Str("dir", s.tmp).Msg("a directory used to reach the shared repository was not removed")
 	}
+	s.unlock()
 }
 
 // followShared brings thread's branch here up to the shared one (at
@@ -452,7 +532,8 @@ func (w *Worktrees) followShared(ctx context.Context, common string, st *worktre
 		}
 	}
 	if _, err := w.commitAt(ctx, gitCmd{gitDir: common, common: common, readOnly: []string{common}}, shared); exitCode(err) == 1 {
-		if err := w.copyIn(ctx, common, s, ref, shared); err != nil {
+		base, _ := w.resolveBase(ctx, w.Repo, common)
+		if err := w.copyIn(ctx, common, s, ref, shared, local, base); err != nil {
 			return "", err
 		}
 	} else if err != nil {

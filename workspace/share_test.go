@@ -519,3 +519,50 @@ func TestShare_ErrorsDoNotShowThePassword(t *testing.T) {
 		t.Logf("%s: %v", name, err)
 	}
 }
+
+// Once a host's copy of the shared repository has the history, a turn's
+// bundle, and a thread's on its way to another host, leave out what both
+// sides have: each carries what is new, not the whole history.
+func TestShare_BundlesCarryOnlyWhatIsNew(t *testing.T) {
+	_, h := hosts(t, 2)
+	a, b := h[0], h[1]
+	ctx := t.Context()
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(t.TempDir(), "calls")
+	wrapper := fakeGit(t, `case " $* " in *" bundle create "*) echo "$*" >> `+calls+`;; esac
+exec `+real+` "$@"
+`)
+	a.Git, b.Git = wrapper, wrapper
+	bundles := func() []string {
+		out, _ := os.ReadFile(calls)
+		os.Remove(calls)
+		return strings.Split(strings.TrimSpace(string(out)), "\n")
+	}
+	for i, thread := range []string{"first", "second"} {
+		dirA, _, err := a.Prepare(ctx, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitIn(t, dirA, "f", thread)
+		must(t, a.Publish(ctx, thread))
+		out := bundles()
+		if _, _, err := b.Prepare(ctx, thread); err != nil {
+			t.Fatal(err)
+		}
+		in := bundles()
+		if len(out) != 1 || len(in) != 1 {
+			t.Fatalf("thread %s: bundles made %q and %q, want one each way", thread, out, in)
+		}
+		if i == 0 {
+			continue // each host's copy was empty
+		}
+		for what, call := range map[string]string{"host A's turn": out[0], "the thread's way to host B": in[0]} {
+			if !strings.Contains(call, " ^") {
+				t.Errorf("the bundle of %s leaves nothing out: %s", what, call)
+			}
+		}
+	}
+}
