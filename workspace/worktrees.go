@@ -26,7 +26,8 @@ type Worktrees struct {
 	// commit id (default HEAD). It is read when the branch is made.
 	Base string
 	// Dir is the directory holding the worktrees, one subdirectory per
-	// thread; it is made when needed.
+	// thread, and with SharedRepo the broker's copy of it (.shared.git);
+	// it is made when needed.
 	Dir string
 	// DeleteBranches makes Remove delete the thread's branch too. By
 	// default the branch, with whatever the agent committed, is kept.
@@ -46,7 +47,9 @@ type Worktrees struct {
 	// SharedRepo, if set, is the repository every agent host's clone of
 	// Repo shares (a path, or a file://, ssh:// or https:// URL), from
 	// the broker's configuration: Publish pushes a thread's branch there,
-	// and Prepare continues a thread from there (see Publish, Prepare).
+	// and Prepare continues a thread from there (see Publish, Prepare),
+	// each through the broker's copy of it in Dir, which keeps what they
+	// carried so that the next carries only what is new.
 	SharedRepo string
 }
 
