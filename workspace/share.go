@@ -65,10 +65,13 @@ const reachProtocols = "file:ssh:https"
 // (the thread moved on elsewhere), nothing is pushed and the error,
 // which wraps ErrPushRejected, says that the thread's work since is only
 // on this host; nothing is lost or overwritten on either side. A thread
-// with no branch yet has nothing to publish: that is not an error.
-// Publish returns when ctx ends, having killed the git command it was
-// running. It is meant to be called after each turn of a worktree thread
-// on an agent host, its agent idle.
+// with no branch yet, or whose branch has nothing the shared one has not
+// (it is at it or behind it), has nothing to publish: that is not an
+// error. A SharedRepo that cannot be reached is ErrSharedRepo. Publish
+// returns when ctx ends, having killed the git command it was running.
+// It is meant to be called after each turn of a worktree thread on an
+// agent host, its agent idle. The Publish and Prepare calls of one Dir
+// reach SharedRepo one at a time, through the host's copy of it.
 func (w *Worktrees) Publish(ctx context.Context, thread string) error {
 	name, err := escapeThread(thread)
 	if err != nil {
