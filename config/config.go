@@ -21,6 +21,7 @@ import (
 
 	"acpbroker/acp"
 	"acpbroker/policy"
+	"acpbroker/workspace"
 
 	"github.com/spf13/viper"
 )
@@ -134,9 +135,13 @@ type Profile struct {
 	Cwd         string
 	// Workspace is "dir" (PerThreadDir: cwd/<thread>, else cwd) or
 	// "worktree" (a git worktree of Repo per thread, from Base).
-	PerThreadDir       bool
-	Workspace          string
-	Repo, Base         string
+	PerThreadDir bool
+	Workspace    string
+	Repo, Base   string
+	// SharedRepo is the URL or path of the repository every agent
+	// host's clone of Repo shares: a worktree thread's branch is pushed
+	// there after each turn and fetched from there on another host.
+	SharedRepo         string
 	DeleteBranches     bool
 	AuthMethod         string
 	StartTimeout       time.Duration
@@ -535,6 +540,14 @@ func (r *reader) profile(section string, base *Profile, table map[string]any, en
 	}
 	if p.Workspace == "worktree" && p.Repo == "" {
 		r.fail(section+".repo", "is required with workspace = \"worktree\": the git repository threads get worktrees of")
+	}
+	if p.SharedRepo != "" && p.Workspace != "worktree" {
+		r.fail(section+".shared_repo", "is only for workspace = \"worktree\": the repository a worktree thread's branch is shared through")
+	}
+	if p.SharedRepo != "" {
+		if err := workspace.CheckSharedRepo(p.SharedRepo); err != nil {
+			r.fail(section+".shared_repo", "%v", err) // not the value, which may hold a password
+		}
 	}
 	return p
 }

@@ -105,6 +105,7 @@ func TestLoadConfig_EveryKeyCanBeSetFromTheEnvironment(t *testing.T) {
 		"agent.workspace":             {"worktree", func(c *Config) any { return c.Profiles["default"].Workspace }, "worktree"},
 		"agent.repo":                  {"/srv/repo", func(c *Config) any { return c.Profiles["default"].Repo }, "/srv/repo"},
 		"agent.base":                  {"main", func(c *Config) any { return c.Profiles["default"].Base }, "main"},
+		"agent.shared_repo":           {"ssh://git@code.example.com/team/repo.git", func(c *Config) any { return c.Profiles["default"].SharedRepo }, "ssh://git@code.example.com/team/repo.git"},
 		"agent.delete_branches":       {"true", func(c *Config) any { return c.Profiles["default"].DeleteBranches }, true},
 		"agent.max_sessions":          {"2", func(c *Config) any { return c.Profiles["default"].MaxSessions }, 2},
 		"agent.memory_max":            {"512MiB", func(c *Config) any { return c.Profiles["default"].MemoryMax }, int64(512 << 20)},

@@ -270,6 +270,8 @@ var profileKeys = []profileKey{
 		read: func(r *reader, k string, p *Profile) { p.Repo = r.str(k) }},
 	{name: "base", def: "HEAD", doc: "with `workspace = \"worktree\"`: what new branches start from",
 		read: func(r *reader, k string, p *Profile) { p.Base = r.str(k) }},
+	{name: "shared_repo", def: "", doc: "with `workspace = \"worktree\"`: the repository (a path, `file://`, `ssh://` or `https://` URL) every agent host's clone of `repo` shares: a thread's branch is pushed there, fast-forward only, after each turn, and continues from there on another host (see Agents on several machines)",
+		read: func(r *reader, k string, p *Profile) { p.SharedRepo = r.str(k) }},
 	{name: "delete_branches", def: false, doc: "remove a thread's branch with its worktree past `state.retention` (kept by default)",
 		read: func(r *reader, k string, p *Profile) { p.DeleteBranches = r.boolean(k) }},
 	{name: "auth_method", def: "", doc: "method id for `authenticate`, when the agent requires it",

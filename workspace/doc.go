@@ -14,6 +14,11 @@
 //     (acp/<thread>) from the base on the thread's first turn and reusing
 //     them afterwards, across broker restarts too.
 //   - /status shows the directory and branch Prepare returned.
+//   - On agent hosts that share a repository ([Worktrees.SharedRepo]),
+//     [Worktrees.Publish] pushes a thread's branch there after each turn,
+//     fast-forward only ([ErrPushRejected] otherwise), and Prepare on any
+//     host continues the thread from there: from the shared branch when
+//     the clone has none, fast-forwarding one that fell behind.
 //   - A retention sweep lists the threads that have a worktree
 //     ([Worktrees.List]) and calls [Worktrees.Remove] for those idle longer
 //     than state.retention, after their agent has stopped. Remove logs what
@@ -39,6 +44,14 @@
 //   - git never finds a repository or a worktree itself: the git
 //     directory, the common directory and the worktree are named to it,
 //     and a worktree's .git is read by the broker, never followed by git.
+//   - A push to or fetch from SharedRepo never runs in the agents'
+//     repository, whose remotes, URL rewrites, ssh command and hooks
+//     are theirs: it runs in the broker's own copy of SharedRepo
+//     (.shared.git in Dir), with SharedRepo on its command line and no transport but file, ssh
+//     and https, as the broker and unconfined (it needs the network and
+//     the host's keys). The branch goes between the two as a bundle,
+//     unpacked or made in the agents' repository by a git that reaches
+//     nothing, confined like the others.
 //   - With [Worktrees.Confine] set, each command also runs confined (in
 //     bubblewrap, as the agents' user), seeing only what it works on.
 //   - A worktree an agent broke (its .git replaced, deleted or pointing

@@ -21,6 +21,14 @@ var (
 	ErrLeftBehind = errors.New("worktree left behind")
 	// ErrTimeout: a git command ran longer than Worktrees.Timeout.
 	ErrTimeout = errors.New("git took too long")
+	// ErrPushRejected: SharedRepo would not take a thread's branch, which
+	// there has commits this host's has not (or the shared repository
+	// refused it); the thread's work since is only on this host.
+	ErrPushRejected = errors.New("push rejected")
+	// ErrSharedRepo: SharedRepo could not be reached, or is not a
+	// repository git may reach (a transport other than file, ssh or
+	// https).
+	ErrSharedRepo = errors.New("shared repository unusable")
 )
 
 // wordedError is a sentence for people that unwraps to a sentinel for code.

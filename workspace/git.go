@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,9 +52,20 @@ type gitCmd struct {
 	filters []string
 	// readOnly and writable are what a confined git may read, and write.
 	readOnly, writable []string
-	// own are directories made for it to write in, given to the user a
-	// confined git runs as.
+	// own are directories made for it to write in, given (with all
+	// they hold) to the user a confined git runs as.
 	own []string
+	// protocols are the transports it may use (GIT_ALLOW_PROTOCOL,
+	// colon-separated); "" for none.
+	protocols string
+	// settings are more settings for its command line, after the
+	// hardened ones.
+	settings [][2]string
+	// unconfined runs it as the broker even when Confine is set: only
+	// for a command on a git directory of the broker's own, with no
+	// repository configuration of an agent's, that must reach the
+	// network (see share.go).
+	unconfined bool
 }
 
 // dir is where the command runs: its worktree, else its git directory.
@@ -104,18 +117,23 @@ func gitEnv(c gitCmd) []string {
 		"GIT_CONFIG_NOSYSTEM=1",
 		"GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_ATTR_NOSYSTEM=1",
-		"GIT_ALLOW_PROTOCOL=", // a list of none: no transport, whatever the configuration allows
+		// c's transports (none for most), whatever the configuration allows.
+		"GIT_ALLOW_PROTOCOL=" + c.protocols,
 		"GIT_OPTIONAL_LOCKS=0",
 		"GIT_NO_REPLACE_OBJECTS=1",
 	}
 	if path, ok := os.LookupEnv("PATH"); ok {
 		env = append(env, "PATH="+path)
 	}
+	if sock, ok := os.LookupEnv("SSH_AUTH_SOCK"); ok && slices.Contains(strings.Split(c.protocols, ":"), "ssh") {
+		// The host's ssh agent, for a push over ssh with its keys.
+		env = append(env, "SSH_AUTH_SOCK="+sock)
+	}
 	if c.common != "" {
 		// Not what a commondir file in the git directory says.
 		env = append(env, "GIT_COMMON_DIR="+c.common)
 	}
-	settings := hardened
+	settings := append(hardened[:len(hardened):len(hardened)], c.settings...)
 	for _, d := range c.filters {
 		settings = append(settings[:len(settings):len(settings)],
 			[2]string{"filter." + d + ".clean", ""}, [2]string{"filter." + d + ".smudge", ""},
@@ -199,12 +217,12 @@ func (w *Worktrees) run(ctx context.Context, c gitCmd) (string, error) {
 	argv = append(argv, c.args...)
 	env, dir := gitEnv(c), c.dir()
 	var cred *syscall.Credential
-	if w.Confine != nil {
+	if w.Confine != nil && !c.unconfined {
 		argv, cred = w.Confine(argv, env, dir, c.readOnly, c.writable)
 	}
 	if cred != nil {
 		for _, p := range c.own {
-			if err := os.Lchown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+			if err := chownTree(p, cred); err != nil {
 				return "", fmt.Errorf("%s not run: %w", name, err)
 			}
 		}
@@ -243,7 +261,9 @@ func (w *Worktrees) run(ctx context.Context, c gitCmd) (string, error) {
 		if !errors.As(err, &ee) {
 			return "", fmt.Errorf("%s: %w", name, err)
 		}
-		return "", &gitError{cmd: name, code: ee.ExitCode(), stderr: gitSaid(stderr.String())}
+		// What it wrote is returned too: git push --porcelain says on
+		// stdout which refs it could not update.
+		return stdout.String(), &gitError{cmd: name, code: ee.ExitCode(), stderr: gitSaid(stderr.String())}
 	}
 	return stdout.String(), nil
 }
@@ -319,6 +339,17 @@ func unwrapPath(err error) error {
 		return ee.Err
 	}
 	return err
+}
+
+// chownTree gives dir and everything in it to cred's user, following
+// no symbolic link.
+func chownTree(dir string, cred *syscall.Credential) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
+	})
 }
 
 // killGroup kills the process group led by pid; a group already gone is

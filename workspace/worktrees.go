@@ -26,7 +26,8 @@ type Worktrees struct {
 	// commit id (default HEAD). It is read when the branch is made.
 	Base string
 	// Dir is the directory holding the worktrees, one subdirectory per
-	// thread; it is made when needed.
+	// thread, and with SharedRepo the broker's copy of it (.shared.git);
+	// it is made when needed.
 	Dir string
 	// DeleteBranches makes Remove delete the thread's branch too. By
 	// default the branch, with whatever the agent committed, is kept.
@@ -43,6 +44,13 @@ type Worktrees struct {
 	// doc) must not run as the broker. Directories Worktrees makes for a
 	// git command to write in are given to the user it returns.
 	Confine Confiner
+	// SharedRepo, if set, is the repository every agent host's clone of
+	// Repo shares (a path, or a file://, ssh:// or https:// URL), from
+	// the broker's configuration: Publish pushes a thread's branch there,
+	// and Prepare continues a thread from there (see Publish, Prepare),
+	// each through the broker's copy of it in Dir, which keeps what they
+	// carried so that the next carries only what is new.
+	SharedRepo string
 }
 
 // Confiner confines one git command of the broker's (see
@@ -85,6 +93,18 @@ func (w *Worktrees) Check(ctx context.Context) error {
 // repository gone), is removed without running git in it and made anew.
 // A directory in the way that was never a worktree is left alone and
 // reported (ErrInTheWay).
+//
+// With SharedRepo set, Prepare first fetches the thread's branch from
+// there. A branch this clone has not is made from it, so the thread
+// continues from the last commit published on any host (from Base when
+// SharedRepo has no such branch either). A branch this clone has that is
+// behind the shared one (the thread ran here, then elsewhere) is
+// fast-forwarded to it, its worktree too, keeping what the agent left
+// uncommitted; when it cannot be (the two have diverged, or what was left
+// uncommitted here is in the way) this clone's branch and worktree are
+// kept as they are, untouched, and the log says so. A SharedRepo that
+// cannot be reached fails Prepare (ErrSharedRepo) only for a thread with
+// no branch here, which would otherwise start afresh.
 func (w *Worktrees) Prepare(ctx context.Context, thread string) (dir, branch string, err error) {
 	return w.prepare(ctx, thread, "")
 }
@@ -101,7 +121,8 @@ func (w *Worktrees) PrepareFrom(ctx context.Context, thread, from string) (dir, 
 	return w.prepare(ctx, thread, branchPrefix+fromName)
 }
 
-// prepare is Prepare, a new branch starting at fromBranch ("": at Base).
+// prepare is Prepare, a new branch starting at fromBranch ("": at Base)
+// unless the shared repository has it.
 func (w *Worktrees) prepare(ctx context.Context, thread, fromBranch string) (dir, branch string, err error) {
 	name, err := escapeThread(thread)
 	if err != nil {
@@ -113,6 +134,23 @@ func (w *Worktrees) prepare(ctx context.Context, thread, fromBranch string) (dir
 	}
 	dir, branch = filepath.Join(root, name), branchPrefix+name
 	log := w.Logger.With().Str("thread", thread).Str("dir", dir).Str("branch", branch).Logger()
+
+	// The shared repository is reached before this one is locked: its
+	// branch is fetched into a stage of the broker's.
+	var s *stage
+	var shared string // the commit the shared branch is at; "": none
+	var sharedErr error
+	var startAt string // the commit a new branch starts at, if not Base or fromBranch
+	if w.SharedRepo != "" {
+		if s, err = w.newStage(ctx); err != nil {
+			return "", "", err
+		}
+		defer s.remove(log)
+		shared, sharedErr = w.fetchShared(ctx, s, repo, branch)
+		if err := context.Cause(ctx); err != nil {
+			return "", "", err
+		}
+	}
 
 	unlock, err := lockRepo(ctx, repo)
 	if err != nil {
@@ -126,6 +164,11 @@ func (w *Worktrees) prepare(ctx context.Context, thread, fromBranch string) (dir
 	st, err := inspect(ctx, common, root, name)
 	if err != nil {
 		return "", "", err
+	}
+	if w.SharedRepo != "" {
+		if startAt, err = w.followShared(ctx, common, st, branch, s, shared, sharedErr, log); err != nil {
+			return "", "", err
+		}
 	}
 	if !st.none() {
 		if st.problem == "" {
@@ -161,9 +204,14 @@ func (w *Worktrees) prepare(ctx context.Context, thread, fromBranch string) (dir
 	if kept {
 		add = append(add, "--", dir, branch)
 	} else {
-		base, err := w.resolveBase(ctx, repo, common)
-		if fromBranch != "" {
+		var base string
+		switch {
+		case startAt != "":
+			base = startAt
+		case fromBranch != "":
 			base, err = w.resolveBranch(ctx, common, fromBranch)
+		default:
+			base, err = w.resolveBase(ctx, repo, common)
 		}
 		if err != nil {
 			return "", "", err
