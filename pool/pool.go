@@ -129,6 +129,16 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
+// exited reports whether a's process has ended.
+func exited(a *Agent) bool {
+	select {
+	case <-a.Proc.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
 // placed tells Config.Placed where a thread's agent on a host runs.
 func (p *Pool) placed(a *Agent) {
 	if a.Where != "" && p.cfg.Placed != nil {
@@ -374,6 +384,14 @@ func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(
 		if p.closed {
 			p.mu.Unlock()
 			return nil, ErrClosed
+		}
+		if a := p.agents[thread]; a != nil && !a.busy && a.Where != "" && exited(a) {
+			// Its host was lost (or let it go) while it was idle: the
+			// thread's message goes to a new agent, not to a dead one.
+			delete(p.agents, thread)
+			p.retireLocked(a, 0, StopCrashed)
+			p.mu.Unlock()
+			continue
 		}
 		if a := p.agents[thread]; a != nil {
 			if fork != nil {
