@@ -106,6 +106,13 @@ func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktre
 				}
 				return dir, err
 			}
+			if wt.SharedRepo != "" {
+				// On an agent host, after each turn: the thread's branch
+				// goes to the shared repository, for the host it may move to.
+				pp.AfterTurn = func(ctx context.Context, thread string) error {
+					return wt.Publish(ctx, worktreeThread(thread))
+				}
+			}
 			pp.ForkWorkspace = func(ctx context.Context, parent, child string) (string, error) {
 				dir, _, err := wt.PrepareFrom(ctx, worktreeThread(child), worktreeThread(parent))
 				if err == nil && made != nil {

@@ -25,7 +25,7 @@ func worktreesFor(p *config.Profile, confine workspace.Confiner, log zerolog.Log
 		return nil
 	}
 	return &workspace.Worktrees{
-		Repo: p.Repo, Base: p.Base, DeleteBranches: p.DeleteBranches,
+		Repo: p.Repo, Base: p.Base, DeleteBranches: p.DeleteBranches, SharedRepo: p.SharedRepo,
 		Dir:     filepath.Join(p.Cwd, "worktrees", p.Name),
 		Confine: confine,
 		Logger:  log.With().Str("profile", p.Name).Logger(),

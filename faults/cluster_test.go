@@ -3,7 +3,10 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,11 +43,11 @@ func clusterWorld(t *testing.T, conf settings) (*world, string) {
 	needBwrap(t)
 	addr := freeLoopback(t)
 	w := newWorld(t, setup{conf: settings{
-		"cluster.embedded": true,
-		"cluster.listen":   addr,
-		"cluster.user":     clusterUser,
-		"cluster.password": clusterPassword,
-		"pool.max_sessions":    64,
+		"cluster.embedded":  true,
+		"cluster.listen":    addr,
+		"cluster.user":      clusterUser,
+		"cluster.password":  clusterPassword,
+		"pool.max_sessions": 64,
 	}.With(conf)})
 	return w, "nats://" + addr
 }
@@ -333,5 +336,79 @@ func TestCluster_ANewThreadTakesAWarmAgentOnAHost(t *testing.T) {
 	}
 	if v := hm["acp_broker_agents_live"]; v != 2 {
 		t.Errorf("the host runs %v agents, want 2: the thread's and the broker's warm one", v)
+	}
+}
+
+// sharedBranches are the acp/ branches of a repository, each with its
+// last commit's subject.
+func sharedBranches(t *testing.T, repo string) map[string]string {
+	t.Helper()
+	out, err := git("-C", repo, "for-each-ref", "--format=%(refname:short) %(subject)", "refs/heads/acp/").Output()
+	if err != nil {
+		t.Fatalf("the shared repository's branches: %v", err)
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if name, subject, ok := strings.Cut(l, " "); ok {
+			m[name] = subject
+		}
+	}
+	return m
+}
+
+// A worktree thread's committed work follows it: its host pushes the
+// thread's branch to the shared repository after each turn, and when that
+// host is killed the thread's next message continues on the other host
+// from that commit.
+func TestCluster_AWorktreeThreadContinuesFromItsLastCommitOnAnotherHost(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	shared := filepath.Join(w.Dir, "shared.git")
+	seed := newRepo(t, filepath.Join(w.Dir, "seed"))
+	for _, args := range [][]string{{"init", "-q", "--bare", "-b", "main", shared}, {"-C", seed, "push", "-q", shared, "main"}} {
+		if out, err := git(args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	w.forAgents(seed)
+	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": seed, "agent.base": "main"})
+	b := w.start()
+	hosts := map[string]*brokertest.Broker{}
+	for _, name := range []string{"a", "b"} {
+		clone := filepath.Join(w.Dir, "clone-"+name)
+		if out, err := git("clone", "-q", shared, clone).CombinedOutput(); err != nil {
+			t.Fatalf("git clone: %v\n%s", err, out)
+		}
+		w.forAgents(clone)
+		hosts[name] = w.host(name, url, settings{"agent.repo": clone, "agent.shared_repo": shared})
+	}
+	thread := w.mention(alice, "sh pwd")
+	first := whereFrom(w.awaitAnswers(thread, 1)[0].Text)
+	if hosts[first] == nil {
+		t.Fatalf("the first answer names no host: %q", w.awaitAnswers(thread, 1)[0].Text)
+	}
+	w.Discord.Post(thread, alice, "run git -c user.name=agent -c user.email=agent@example.com commit -q --allow-empty -m from-"+first)
+	if a := w.awaitAnswers(thread, 2)[1]; !strings.Contains(a.Text, "exit: <nil>") {
+		t.Fatalf("git commit in the agent's worktree: %q", a.Text)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.Contains(slices.Collect(maps.Values(sharedBranches(t, shared))), "from-"+first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the thread's commit never reached the shared repository: %v", sharedBranches(t, shared))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	hosts[first].Kill()
+	// A message sent before the broker has noticed goes to the agent on
+	// the killed host, and fails in words at the loss (as a turn running
+	// then does): this one is sent once the host is known lost.
+	b.awaitMetric("acp_broker_cluster_hosts_lost_total", func(v float64) bool { return v == 1 })
+	w.Discord.Post(thread, alice, "sh pwd; git log --format=%s -1")
+	answers := w.awaitAnswers(thread, 3)
+	got := answers[len(answers)-1].Text
+	if next := whereFrom(got); next == "" || next == first {
+		t.Errorf("the next message ran on %q, want the other host: %q", next, got)
+	}
+	if !strings.Contains(got, "from-"+first) {
+		t.Errorf("on the other host the thread's worktree does not start from its last commit: %q", got)
 	}
 }

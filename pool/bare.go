@@ -257,3 +257,12 @@ func (b *BareAgent) Usage() (Usage, error) {
 	a := &Agent{Proc: b.Proc, group: b.group}
 	return a.usage(&procTable{root: "/proc"})
 }
+
+// AfterTurn does what the agent's profile does after each turn of its
+// thread (Profile.AfterTurn), if anything.
+func (b *BareAgent) AfterTurn(ctx context.Context) error {
+	if b.prof.AfterTurn == nil {
+		return nil
+	}
+	return b.prof.AfterTurn(ctx, b.thread)
+}

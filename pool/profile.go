@@ -35,6 +35,10 @@ type Profile struct {
 	// and must return promptly once it ends. The pool neither creates the
 	// directory it returns nor gives it to Config.RunAs.
 	Workspace func(ctx context.Context, thread string) (dir string, err error)
+	// AfterTurn, if set, is what an agent host does after each turn of a
+	// thread of the profile (a worktree's branch pushed to the shared
+	// repository); see BareAgent.AfterTurn.
+	AfterTurn func(ctx context.Context, thread string) error
 	// AuthMethod is the method id sent with authenticate when the agent
 	// asks for it ("" : never authenticate).
 	AuthMethod string

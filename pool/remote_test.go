@@ -266,3 +266,20 @@ func TestRemote_WarmAgentsOnHostsAreForNewThreads(t *testing.T) {
 		t.Errorf("placed: %v, want t1 and t2 on host-1, and no warm agent's name", placed)
 	}
 }
+
+// An idle agent whose host was lost (its Proc ended) is not handed to the
+// thread's next message: a new one is started, on another host.
+func TestRemote_AnIdleAgentOfALostHostIsReplaced(t *testing.T) {
+	fh := newFakeHost(t)
+	p := newPool(t, pool.Config{Remote: fh.start})
+	a := acquire(t, p, "t1")
+	p.Release(a, false)
+	a.Proc.Kill() // its host is lost: the stand-in's Proc ends
+	b := acquire(t, p, "t1")
+	if b == a || fh.starts.Load() != 2 {
+		t.Fatalf("the thread got the dead agent again (%d starts)", fh.starts.Load())
+	}
+	if got := prompt(t, b, "stream 1"); got != "chunk 1\n" {
+		t.Fatalf("the new agent answered %q", got)
+	}
+}
