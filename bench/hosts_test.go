@@ -84,8 +84,10 @@ func (r *rig) turnTimes(tb testing.TB) (first, whole time.Duration) {
 // brokers and the host real processes, side by side). For each it
 // reports the agent's first chunk to the first message call showing it
 // on Discord, and the mention to the edit that shows the finished
-// answer (the agent's start included), p50 and p99. One op is one turn
-// on each.
+// answer (the agent's start included), p50 and p99, and how many turns
+// took over a second. Each broker has 4 agent slots, so from the fifth
+// turn on each new thread's agent takes the slot of an idle one, stopped
+// for it. One op is one turn on each.
 func BenchmarkHostTurnOverhead(b *testing.B) {
 	local := start(b, 4, nil)
 	remote, url := clustered(b, 4, nil)
@@ -107,6 +109,19 @@ func BenchmarkHostTurnOverhead(b *testing.B) {
 	b.ReportMetric(ms(percentile(wholeL, 99)), "local-turn-p99-ms")
 	b.ReportMetric(ms(percentile(wholeR, 50)), "host-turn-p50-ms")
 	b.ReportMetric(ms(percentile(wholeR, 99)), "host-turn-p99-ms")
+	b.ReportMetric(float64(over(wholeL, time.Second)), "local-turns-over-1s")
+	b.ReportMetric(float64(over(wholeR, time.Second)), "host-turns-over-1s")
+}
+
+// over counts the durations longer than limit.
+func over(ds []time.Duration, limit time.Duration) int {
+	n := 0
+	for _, d := range ds {
+		if d > limit {
+			n++
+		}
+	}
+	return n
 }
 
 // BenchmarkHostScale starts 500 conversations at once against a broker
