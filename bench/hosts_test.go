@@ -85,13 +85,18 @@ func (r *rig) turnTimes(tb testing.TB) (first, whole time.Duration) {
 // reports the agent's first chunk to the first message call showing it
 // on Discord, and the mention to the edit that shows the finished
 // answer (the agent's start included), p50 and p99, and how many turns
-// took over a second. Each broker has 4 agent slots, so from the fifth
-// turn on each new thread's agent takes the slot of an idle one, stopped
-// for it. One op is one turn on each.
+// took over a second. With 4 agent slots each, from the fifth turn on
+// each new thread's agent takes the slot of an idle one, stopped for it;
+// with room, every thread's agent stays. One op is one turn on each.
 func BenchmarkHostTurnOverhead(b *testing.B) {
-	local := start(b, 4, nil)
-	remote, url := clustered(b, 4, nil)
-	remote.host(b, "a", url, nil)
+	b.Run("slots=4", func(b *testing.B) { hostTurnOverhead(b, 4) })
+	b.Run("slots=room", func(b *testing.B) { hostTurnOverhead(b, b.N+4) })
+}
+
+func hostTurnOverhead(b *testing.B, slots int) {
+	local := start(b, slots, nil)
+	remote, url := clustered(b, slots, nil)
+	remote.host(b, "a", url, brokertest.Settings{"host.capacity": slots})
 	var firstL, firstR, wholeL, wholeR []time.Duration
 	b.ResetTimer()
 	for range b.N {
