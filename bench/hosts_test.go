@@ -132,8 +132,8 @@ func over(ds []time.Duration, limit time.Duration) int {
 // BenchmarkHostScale starts 500 conversations at once against a broker
 // whose agents run on three agent hosts (each may run 200), every agent
 // streaming 5 chunks 50 ms apart: every answer must arrive. It reports
-// the time until the last did, the broker's and each host's peak RSS,
-// and how many threads each host ran. Run with -benchtime 1x.
+// the time until the last did, the broker's and each host's CPU time
+// and peak RSS, and how many threads each host ran. Run with -benchtime 1x.
 func BenchmarkHostScale(b *testing.B) {
 	const n = 500
 	names := []string{"a", "b", "c"}
@@ -144,6 +144,11 @@ func BenchmarkHostScale(b *testing.B) {
 			hosts[name] = r.host(b, name, url, brokertest.Settings{"host.capacity": 200})
 		}
 		time.Sleep(time.Second) // let the broker and hosts settle
+		cpu0, _, _ := proc(r.broker.PID())
+		hostCPU0 := map[string]time.Duration{}
+		for name, h := range hosts {
+			hostCPU0[name], _, _ = proc(h.PID())
+		}
 		b.ResetTimer()
 		begin := time.Now()
 		threads := make([]string, n)
@@ -160,13 +165,14 @@ func BenchmarkHostScale(b *testing.B) {
 		})
 		took := time.Since(begin)
 		b.StopTimer()
-		_, _, hwm := proc(r.broker.PID())
+		cpu1, _, hwm := proc(r.broker.PID())
 		b.ReportMetric(took.Seconds(), "s-all-answered")
+		b.ReportMetric((cpu1 - cpu0).Seconds(), "broker-cpu-s")
 		b.ReportMetric(float64(hwm)/(1<<20), "broker-peak-MiB")
 		total := 0.0
 		for _, name := range names {
 			h := hosts[name]
-			_, _, hhwm := proc(h.PID())
+			hcpu, _, hhwm := proc(h.PID())
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			m, err := h.Metrics(ctx)
 			cancel()
@@ -176,6 +182,7 @@ func BenchmarkHostScale(b *testing.B) {
 			agents := m["acp_broker_agents_live"]
 			total += agents
 			b.ReportMetric(float64(hhwm)/(1<<20), "host-"+name+"-peak-MiB")
+			b.ReportMetric((hcpu - hostCPU0[name]).Seconds(), "host-"+name+"-cpu-s")
 			b.ReportMetric(agents, "host-"+name+"-threads")
 		}
 		if total != n {
