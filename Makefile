@@ -94,7 +94,7 @@ interop: interop-deps
 	$(GO) test -race -count=1 -v ./interop/
 
 # The figures in BENCHMARKS.md. Not timed tests: run on a quiet machine.
-bench: build
+bench: build interop-deps
 	$(GO) test -run '^$$' -bench SessionUpdates -benchtime 200000x -count 3 -cpu 1 ./acp/
 	$(GO) test -run '^$$' -bench DeathNoticed -benchtime 500x ./pool/
 	$(GO) test -run '^$$' -bench 'Start_Network' -benchtime 50x ./pool/
@@ -107,6 +107,10 @@ bench: build
 	$(GO) test -run '^$$' -bench Recovery -benchtime 10x ./bench/
 	$(GO) test -run '^$$' -bench 'IdleThreadMemory|Scale' -benchtime 1x -timeout 30m ./bench/
 	$(GO) test -run '^$$' -bench Flood -benchtime 1x -timeout 30m ./bench/
+	$(GO) test -run '^$$' -bench HostTurnOverhead -benchtime 120x -timeout 30m ./bench/
+	$(GO) test -run '^$$' -bench HostScale -benchtime 1x -timeout 30m ./bench/
+	$(GO) test -run '^$$' -bench HostLoss -benchtime 5x -timeout 30m ./bench/
+	INTEROP_FIGURES=1 $(GO) test -count=1 -v -run TestFigures_ClaudeWarmFirstChunk ./interop/ | grep -E 'first chunk|^(--- |ok|FAIL)'
 	$(GO) test -count=1 -run 'TestLeak_|TestStore_SizeBounded' -v ./adapter/ ./store/ | grep -E 'abandoned turns|file size'
 
 # Each fuzz target for FUZZTIME (a duration, or a count such as 1000000x).
