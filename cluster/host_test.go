@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go"
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -652,5 +654,37 @@ func TestAfterTurn_RunsOnTheHostOneAtATime(t *testing.T) {
 			t.Fatalf("%d AfterTurns ran", turns)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Closing the files and terminals of an agent that has ended asks its host
+// nothing: the host let them go with the agent, and a request it might
+// not answer any more would hold the agent's slot for the call's timeout.
+func TestClose_AfterTheAgentEndedAsksNothing(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "a", Capacity: 1})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{CallTimeout: 2 * time.Second})
+	waitHosts(t, c, 1)
+	r, err := c.Start(t.Context(), "t", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Proc.Monitor(nil)
+	r.Proc.Kill()
+	<-r.Proc.Exited()
+	// A subscriber that takes every control request and answers none, as
+	// a host letting the agent go might.
+	silent := dial(t, ns.ClientURL())
+	var asked atomic.Int32
+	if _, err := silent.Subscribe(agentSubject(r.Proc.(*remoteProc).id, "ctl"), func(*nats.Msg) { asked.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	silent.Flush()
+	start := time.Now()
+	if err := r.Host.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d > time.Second || asked.Load() != 0 {
+		t.Errorf("Close after the agent ended took %s and asked the host %d times", d, asked.Load())
 	}
 }

@@ -448,12 +448,10 @@ func (h *remoteHost) Output(session, terminal string, tail int) (acp.TerminalOut
 func (h *remoteHost) Close() error {
 	select {
 	case <-h.a.exited:
-		h.a.mu.Lock()
-		lost := h.a.exitErr != nil && h.a.c.isLost(h.a.host, h.a.hostInstance)
-		h.a.mu.Unlock()
-		if lost {
-			return nil
-		}
+		// The host let the agent go, its terminals with it, before it
+		// sent the end (see Server.pumpOut); a host lost has nothing
+		// left to close. Asking would wait for an answer that never comes.
+		return nil
 	default:
 	}
 	ctx, cancel := h.bounded()
@@ -464,11 +462,4 @@ func (h *remoteHost) Close() error {
 		return nil // the host has forgotten the agent, and its terminals with it
 	}
 	return err
-}
-
-func (c *Client) isLost(host, instance string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := c.hosts[host]
-	return h == nil || h.lost || h.beat.Instance != instance
 }
