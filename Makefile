@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint sandbox-deps browser-deps promtool-deps rules interop-deps interop bench fuzz soak clean
+.PHONY: build test run lint sandbox-deps browser-deps promtool-deps netns-deps rules interop-deps interop bench fuzz soak clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -35,6 +35,19 @@ sandbox-deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 		else \
 			echo "bubblewrap is missing and this user cannot install it (apt-get install bubblewrap, as root): tests that need it are skipped"; \
+		fi; \
+	fi
+
+# The partition tests run agent hosts in network namespaces made with ip
+# (iproute2), installed when missing and this user may (root, apt-get).
+# Elsewhere those tests are skipped and say so.
+netns-deps:
+	@if ! command -v ip >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing iproute2"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; \
+		else \
+			echo "ip is missing and this user cannot install it (apt-get install iproute2, as root): the partition tests are skipped"; \
 		fi; \
 	fi
 
