@@ -66,3 +66,68 @@ func TestPartition_AShortPartitionMidTurnLosesNothing(t *testing.T) {
 		t.Errorf("the broker counts %v hosts lost", v)
 	}
 }
+
+// A partition longer than cluster.host_timeout in the middle of a turn
+// that waits on a permission request: the thread is told in words within
+// host_timeout and a beat; the request is answered and its buttons go;
+// the thread's next message runs on the other host. When the partition
+// heals, the agent the cut host ran for the lost turn is stopped, and the
+// host takes new threads again.
+func TestPartition_ALongPartitionLosesTheHostAndHealsClean(t *testing.T) {
+	const hostTimeout, beat = 8 * time.Second, 2 * time.Second
+	w, ns, url := partitionWorld(t, settings{"cluster.host_timeout": hostTimeout.String()})
+	b := w.start()
+	far := w.hostIn(ns, "far", url, nil)
+	thread := w.mention(alice, "permission")
+	req := w.permissionRequest(thread)
+	if len(req.Components) == 0 {
+		t.Fatalf("the permission request shows no buttons: %+v", req)
+	}
+	orphans := w.AgentProcs()
+	if len(orphans) == 0 {
+		t.Fatal("no agent process is seen on the far host")
+	}
+	w.host("near", url, nil)
+
+	ns.cut()
+	cut := time.Now()
+	ns.awaitCut(far)
+	msg := w.awaitBotText(thread, "stopped answering")
+	told := time.Since(cut)
+	if told > hostTimeout+beat {
+		t.Errorf("the thread was told %s after the partition, want within %s", told.Round(time.Millisecond), hostTimeout+beat)
+	}
+	if !strings.Contains(msg.Content, "agent host far stopped answering") {
+		t.Errorf("the words do not name the host: %q", msg.Content)
+	}
+	await(t, w.front("discord"), "the permission request closed", func() bool {
+		m, _ := w.Srv.Message(thread, req.ID)
+		return len(m.Components) == 0
+	})
+	closed, _ := w.Srv.Message(thread, req.ID)
+	t.Logf("the request reads, once closed: %q", closed.Content)
+	b.awaitMetric("acp_broker_acp_pending_permission_requests", func(v float64) bool { return v == 0 })
+	b.awaitMetric(`acp_broker_chat_open_permission_requests{platform="discord"}`, func(v float64) bool { return v == 0 })
+
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 2)
+	if where := whereFrom(answers[len(answers)-1].Text); where != "near" {
+		t.Errorf("the next message ran on %q, want near: %q", where, answers[len(answers)-1].Text)
+	}
+
+	ns.heal()
+	healed := time.Now()
+	if v := awaitHostAgents(t, far, 0); v != 0 {
+		t.Errorf("after the partition healed the far host still runs %v agents", v)
+	}
+	for _, p := range orphans {
+		if !p.WaitGone(patience) {
+			t.Errorf("the lost turn's agent process %d (%s) still runs on the far host", p.PID, p.Cmdline)
+		}
+	}
+	t.Logf("told %s after the cut; the far host's agent stopped %s after the heal", told.Round(time.Millisecond), time.Since(healed).Round(time.Millisecond))
+	next := w.mention(alice, "run pwd")
+	if where := whereFrom(w.awaitAnswers(next, 1)[0].Text); where != "far" {
+		t.Errorf("a new thread ran on %q, want the healed (least loaded) far host", where)
+	}
+}
