@@ -101,6 +101,49 @@ func (n *netns) heal() {
 	}
 }
 
+// drop partitions the namespace from the test's without a sign: the link
+// stays up, and every packet that crosses it, either way, is dropped as it
+// arrives (an nftables ingress chain on each end), as when a switch
+// between two machines fails, so neither side's sends fail and TCP backs
+// off its retransmissions. It skips the test, saying why, without nft.
+func (n *netns) drop() {
+	n.t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		n.t.Skip("a silent partition drops packets with nft (nftables), which is not installed: apt-get install nftables")
+	}
+	table := strings.ReplaceAll(n.name, "-", "_")
+	rules := func(dev string) string {
+		return "add table netdev " + table + "\n" +
+			"add chain netdev " + table + " cut { type filter hook ingress device " + dev + " priority 0; policy drop; }\n"
+	}
+	for _, c := range []struct {
+		via   []string
+		rules string
+	}{{nil, rules(n.outer)}, {n.exec(), rules(n.outer + "i")}} {
+		args := append(append([]string{}, c.via...), "nft", "-f", "-")
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stdin = strings.NewReader(c.rules)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			n.t.Skipf("a silent partition drops packets with nftables, and this machine refuses it: %v: %s", err, out)
+		}
+	}
+	n.t.Cleanup(func() { exec.Command("nft", "delete", "table", "netdev", table).Run() })
+}
+
+// undrop ends the partition drop began.
+func (n *netns) undrop() {
+	n.t.Helper()
+	table := strings.ReplaceAll(n.name, "-", "_")
+	for _, c := range [][]string{
+		{"nft", "delete", "table", "netdev", table},
+		{"ip", "netns", "exec", n.name, "nft", "delete", "table", "netdev", table},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			n.t.Fatalf("%s: %v: %s", strings.Join(c, " "), err, out)
+		}
+	}
+}
+
 // awaitCut checks that the partition is real: host h's metrics, served
 // inside the namespace, cannot be reached from the test's side.
 func (n *netns) awaitCut(h *brokertest.Broker) {
