@@ -97,6 +97,24 @@ func partitionMidTurn(t *testing.T, length time.Duration, n int, silent bool) {
 // heals, the agent the cut host ran for the lost turn is stopped, and the
 // host takes new threads again.
 func TestPartition_LongLosesTheHostHealsClean(t *testing.T) {
+	longPartition(t, false, 0)
+}
+
+// The same, with a silent partition: every packet dropped, the link up.
+func TestPartition_LongSilentLosesTheHostHealsClean(t *testing.T) {
+	longPartition(t, true, 0)
+}
+
+// The same, with a silent partition of 40s: the host is heard again
+// within host_timeout and a beat of the heal, though TCP, left to itself,
+// would by then wait some 25s between retransmissions.
+func TestPartition_FortySecondsSilent(t *testing.T) {
+	longPartition(t, true, 40*time.Second)
+}
+
+// longPartition partitions a host mid-turn (silent: dropping its packets)
+// for at least hold, and checks what the partition and the heal leave.
+func longPartition(t *testing.T, silent bool, hold time.Duration) {
 	const hostTimeout, beat = 8 * time.Second, 2 * time.Second
 	w, ns, url := partitionWorld(t, settings{"cluster.host_timeout": hostTimeout.String()})
 	b := w.start()
@@ -112,7 +130,11 @@ func TestPartition_LongLosesTheHostHealsClean(t *testing.T) {
 	}
 	w.host("near", url, nil)
 
-	ns.cut()
+	cutLink, heal := ns.cut, ns.heal
+	if silent {
+		cutLink, heal = ns.drop, ns.undrop
+	}
+	cutLink()
 	cut := time.Now()
 	ns.awaitCut(far)
 	msg := w.awaitBotText(thread, "stopped answering")
@@ -138,7 +160,8 @@ func TestPartition_LongLosesTheHostHealsClean(t *testing.T) {
 		t.Errorf("the next message ran on %q, want near: %q", where, answers[len(answers)-1].Text)
 	}
 
-	ns.heal()
+	time.Sleep(hold - time.Since(cut))
+	heal()
 	healed := time.Now()
 	if v := awaitHostAgents(t, far, 0); v != 0 {
 		t.Errorf("after the partition healed the far host still runs %v agents", v)
@@ -149,8 +172,15 @@ func TestPartition_LongLosesTheHostHealsClean(t *testing.T) {
 		}
 	}
 	t.Logf("told %s after the cut; the far host's agent stopped %s after the heal", told.Round(time.Millisecond), time.Since(healed).Round(time.Millisecond))
+	b.awaitMetric("acp_broker_cluster_hosts", func(v float64) bool { return v == 2 })
+	back := time.Since(healed)
+	if back > hostTimeout+beat {
+		t.Errorf("the far host was heard again %s after the partition healed, want within %s", back.Round(time.Millisecond), hostTimeout+beat)
+	}
+	t.Logf("the far host was heard again %s after the heal", back.Round(time.Millisecond))
 	next := w.mention(alice, "run pwd")
 	if where := whereFrom(w.awaitAnswers(next, 1)[0].Text); where != "far" {
 		t.Errorf("a new thread ran on %q, want the healed (least loaded) far host", where)
 	}
+	t.Logf("a new thread ran %s after the heal", time.Since(healed).Round(time.Millisecond))
 }
