@@ -62,7 +62,7 @@ type Options struct {
 	// backs off its retransmissions while nothing comes back and so, once
 	// the partition heals, stays silent for as long again, up to minutes.
 	StaleAfter time.Duration
-	Logger         zerolog.Logger
+	Logger     zerolog.Logger
 }
 
 // reconnectBuf bounds what a connection keeps while it reconnects; what
