@@ -42,6 +42,41 @@ func TestPartition_FiveSecondsLoseNothing(t *testing.T) {
 	partitionMidTurn(t, 5*time.Second, 100, true)
 }
 
+// A message posted to a thread while its host is silently partitioned
+// (3s) is neither lost nor answered twice: its prompt reaches the agent
+// once the link is back, and its answer reaches the thread.
+func TestPartition_APromptSentDuringAPartitionIsAnswered(t *testing.T) {
+	w, ns, url := partitionWorld(t, settings{"cluster.host_timeout": "8s"})
+	b := w.start()
+	h := w.hostIn(ns, "far", url, nil)
+	thread := w.mention(alice, "run pwd")
+	if where := whereFrom(w.awaitAnswers(thread, 1)[0].Text); where != "far" {
+		t.Fatalf("the thread's agent runs on %q, want far", where)
+	}
+	ns.drop()
+	from := time.Now()
+	ns.awaitCut(h)
+	w.Discord.Post(thread, alice, "run echo during the partition")
+	time.Sleep(3*time.Second - time.Since(from))
+	ns.undrop()
+	answers := w.awaitAnswers(thread, 2)
+	if got := answers[1].Text; !strings.Contains(got, "during the partition") {
+		t.Errorf("the message sent during the partition was answered %q", got)
+	}
+	if v := b.awaitMetric("acp_broker_cluster_hosts_lost_total", func(float64) bool { return true }); v != 0 {
+		t.Errorf("the broker counts %v hosts lost", v)
+	}
+	n := 0
+	for _, m := range w.Discord.BotMessages(thread) {
+		if strings.Contains(m.Content, "during the partition") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the answer to the message sent during the partition shows %d times", n)
+	}
+}
+
 // partitionMidTurn cuts a host's link (silent: drops its packets) for
 // length in the middle of a streaming turn of n chunks, one every 100ms,
 // and checks the turn completes with every chunk once and in order, and
