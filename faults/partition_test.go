@@ -77,6 +77,33 @@ func TestPartition_APromptSentDuringAPartitionIsAnswered(t *testing.T) {
 	}
 }
 
+// A new thread placed on a host just cut off silently (not yet lost: its
+// last beat is recent, and it is the least loaded) starts on the other
+// host once the cut one is lost, and is answered.
+func TestPartition_AThreadPlacedOnACutHostStartsElsewhere(t *testing.T) {
+	const hostTimeout, beat = 8 * time.Second, 2 * time.Second
+	w, ns, url := partitionWorld(t, settings{"cluster.host_timeout": hostTimeout.String()})
+	w.start()
+	w.host("near", url, nil)
+	busy := w.mention(alice, "run pwd")
+	if where := whereFrom(w.awaitAnswers(busy, 1)[0].Text); where != "near" {
+		t.Fatalf("the first thread ran on %q, want near", where)
+	}
+	far := w.hostIn(ns, "far", url, nil)
+	ns.drop()
+	cut := time.Now()
+	ns.awaitCut(far)
+	thread := w.mention(alice, "run pwd")
+	got := w.awaitAnswers(thread, 1)[0].Text
+	if where := whereFrom(got); where != "near" {
+		t.Errorf("the thread was answered %q, want from near", got)
+	}
+	if took := time.Since(cut); took > hostTimeout+beat+5*time.Second {
+		t.Errorf("the thread was answered %s after the cut", took.Round(time.Millisecond))
+	}
+	t.Logf("answered %s after the cut", time.Since(cut).Round(time.Millisecond))
+}
+
 // partitionMidTurn cuts a host's link (silent: drops its packets) for
 // length in the middle of a streaming turn of n chunks, one every 100ms,
 // and checks the turn completes with every chunk once and in order, and
