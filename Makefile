@@ -3,7 +3,7 @@ BIN := bin
 STATICCHECK := $(BIN)/staticcheck
 export GODEBUG := execwait=2
 
-.PHONY: build test run lint sandbox-deps browser-deps promtool-deps rules interop-deps interop bench fuzz soak clean
+.PHONY: build test run lint sandbox-deps browser-deps promtool-deps netns-deps rules interop-deps interop bench fuzz soak clean
 
 build: $(BIN)/broker $(BIN)/demo-agent
 
@@ -35,6 +35,20 @@ sandbox-deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 		else \
 			echo "bubblewrap is missing and this user cannot install it (apt-get install bubblewrap, as root): tests that need it are skipped"; \
+		fi; \
+	fi
+
+# The partition tests run agent hosts in network namespaces made with ip
+# (iproute2), and drop their packets with nft (nftables): both installed
+# when missing and this user may (root, apt-get). Elsewhere those tests
+# are skipped and say so.
+netns-deps:
+	@if ! command -v ip >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing iproute2 and nftables"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 nftables >/dev/null; \
+		else \
+			echo "ip or nft is missing and this user cannot install them (apt-get install iproute2 nftables, as root): the partition tests are skipped"; \
 		fi; \
 	fi
 
@@ -85,7 +99,7 @@ rules: promtool-deps
 TEST_TIMEOUT ?= 30m
 TEST_FIRST := ./faults/ ./interop/
 
-test: sandbox-deps browser-deps promtool-deps interop-deps
+test: sandbox-deps browser-deps promtool-deps netns-deps interop-deps
 	$(GO) test -race -count=1 -p 3 -timeout $(TEST_TIMEOUT) $(TEST_FIRST) ./...
 
 # The real agents (SDK example, codex-acp, claude-agent-acp), directly and

@@ -186,5 +186,5 @@ func clusterName(cfg *config.Config) string {
 func clusterOptions(cfg *config.Config, log zerolog.Logger) cluster.Options {
 	c := cfg.Cluster
 	return cluster.Options{URL: c.URL, Name: clusterName(cfg), User: c.User, Password: c.Password, NKeySeedFile: c.NKeySeedFile,
-		TLSCA: c.TLSCA, TLSCert: c.TLSCert, TLSKey: c.TLSKey, Logger: log.With().Str("part", "cluster").Logger()}
+		TLSCA: c.TLSCA, TLSCert: c.TLSCert, TLSKey: c.TLSKey, StaleAfter: c.HostTimeout, Logger: log.With().Str("part", "cluster").Logger()}
 }

@@ -435,6 +435,10 @@ func (c *Client) pickLocked(profile string, sel map[string]string, refused map[s
 	return best
 }
 
+// errHostLostWhileStarting ends a start whose host was lost before it
+// answered.
+var errHostLostWhileStarting = errors.New("the agent host was lost while starting the agent")
+
 // startOn asks one host to start the agent. full reports a refusal for
 // lack of room (or a host that no longer answers its start subject).
 func (c *Client) startOn(ctx context.Context, id, host, instance, thread, profile string) (r pool.Remote, full bool, err error) {
@@ -445,10 +449,27 @@ func (c *Client) startOn(ctx context.Context, id, host, instance, thread, profil
 	req := startRequest{ID: id, Thread: thread, Profile: profile, Broker: c.o.Broker, BrokerInstance: c.instance}
 	rctx, cancel := context.WithTimeoutCause(ctx, c.o.StartTimeout, fmt.Errorf("agent host %s did not start the agent within %s", host, c.o.StartTimeout))
 	defer cancel()
+	// A host lost while it starts the agent will not answer: the start
+	// ends with the loss, and goes to another host.
+	rctx, lose := context.WithCancelCause(rctx)
+	defer lose(nil)
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go func() {
+		select {
+		case <-a.lost:
+			lose(errHostLostWhileStarting)
+		case <-watchDone:
+		}
+	}()
 	msg, err := c.nc.RequestWithContext(rctx, hostStartSubject(instance), mustJSON(req))
 	if err != nil {
 		a.discard()
 		if errors.Is(err, nats.ErrNoResponders) {
+			return pool.Remote{}, true, nil
+		}
+		if errors.Is(context.Cause(rctx), errHostLostWhileStarting) && ctx.Err() == nil {
+			c.log.Warn().Str("thread", thread).Str("host", host).Msg("cluster: agent host lost while starting an agent; trying another")
 			return pool.Remote{}, true, nil
 		}
 		if cause := context.Cause(rctx); cause != nil {

@@ -55,7 +55,14 @@ type Options struct {
 	TLSCA, TLSCert, TLSKey string
 	// ConnectTimeout bounds each dial; 5 s when zero.
 	ConnectTimeout time.Duration
-	Logger         zerolog.Logger
+	// StaleAfter is how long the connection may go without the server
+	// answering its pings before it is dropped and dialed afresh; 8 s
+	// when zero. Without it a connection cut by a silent partition (a
+	// switch down: packets dropped, nothing refused) is left to TCP, which
+	// backs off its retransmissions while nothing comes back and so, once
+	// the partition heals, stays silent for as long again, up to minutes.
+	StaleAfter time.Duration
+	Logger     zerolog.Logger
 }
 
 // reconnectBuf bounds what a connection keeps while it reconnects; what
@@ -88,10 +95,18 @@ func Connect(ctx context.Context, o Options) (*nats.Conn, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	stale := o.StaleAfter
+	if stale <= 0 {
+		stale = 8 * time.Second
+	}
 	log := o.Logger
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.Timeout(timeout),
+		// A ping every quarter of stale, and the connection dropped when a
+		// fourth finds three unanswered: about stale of silence.
+		nats.PingInterval(stale / 4),
+		nats.MaxPingsOutstanding(3),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectBufSize(reconnectBuf),

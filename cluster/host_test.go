@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"acpbroker/pool"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nats-io/nats.go"
 	"io"
 	"strings"
 	"sync"
@@ -13,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"acpbroker/acp"
+	"acpbroker/pool"
 )
 
 // A host that stops answering (its connection closed without a word) is
@@ -686,5 +686,57 @@ func TestClose_AfterTheAgentEndedAsksNothing(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second || asked.Load() != 0 {
 		t.Errorf("Close after the agent ended took %s and asked the host %d times", d, asked.Load())
+	}
+}
+
+// askedStarter tells when it is asked to start, then starts as slowly as
+// slowStarter.
+type askedStarter struct {
+	slowStarter
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (s *askedStarter) Start(ctx context.Context, thread, profile string) (Started, error) {
+	s.once.Do(func() { close(s.asked) })
+	return s.slowStarter.Start(ctx, thread, profile)
+}
+
+// A start asked of a host that falls silent before it answers goes to
+// the next host once the silent one is lost, not after StartTimeout.
+func TestPlacement_AStartOnAHostLostGoesToTheNext(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	relay := newSilencer(t, ns.Addr().String())
+	aConn := dial(t, "nats://"+relay.ln.Addr().String())
+	a := &askedStarter{slowStarter: slowStarter{delay: 2 * time.Second}, asked: make(chan struct{})}
+	serve(t, aConn, a, ServerOptions{Name: "a", Capacity: 4})
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "b", Capacity: 1})
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{HostTimeout: time.Second, StartTimeout: 20 * time.Second})
+	waitHosts(t, c, 2)
+	type result struct {
+		r   pool.Remote
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := c.Start(t.Context(), "t", "p", nil, nil)
+		done <- result{r, err}
+	}()
+	select {
+	case <-a.asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the start was not asked of a, the least loaded host")
+	}
+	relay.silence() // a partition: a hears nothing and is not heard
+	silent := time.Now()
+	select {
+	case res := <-done:
+		if res.err != nil || res.r.Where != "b" {
+			t.Fatalf("Start = %+v, %v; want an agent on b", res.r, res.err)
+		}
+		res.r.Proc.Kill()
+		t.Logf("started on b %s after a fell silent", time.Since(silent).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the start still waits on a host lost (HostTimeout 1s) 5s after it fell silent")
 	}
 }

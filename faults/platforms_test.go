@@ -119,7 +119,11 @@ func status(t *testing.T, w *world) brokerpkg.Status {
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + w.Dir}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("broker status: %v: %s", err, out)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("broker status: %v: %s%s", err, out, stderr)
 	}
 	var st brokerpkg.Status
 	if err := json.Unmarshal(out, &st); err != nil {

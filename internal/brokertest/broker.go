@@ -31,21 +31,39 @@ type Broker struct {
 	slackConns int
 	// host is set for `broker host`, whose readiness is its own.
 	host bool
+	// group is set when the process leads a process group of its own,
+	// which Kill and the cleanup end whole.
+	group bool
 }
 
 func start(w *World, config, logPath string, command ...string) (*Broker, error) {
+	return startVia(w, nil, config, logPath, command...)
+}
+
+// startVia is start with the broker run through via (a program and its
+// arguments that exec the rest, as `ip netns exec NAME` does), in a
+// process group of its own, which its cleanup kills whole.
+func startVia(w *World, via []string, config, logPath string, command ...string) (*Broker, error) {
 	log, err := newLog(logPath, 256<<10)
 	if err != nil {
 		return nil, err
 	}
 	b := &Broker{w: w, Log: log, done: make(chan struct{}), slackConns: w.slackConnections(),
 		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	b.cmd = exec.Command(w.Bins.Broker, append(command, "--config", config)...)
+	args := append(append(append([]string{}, via...), w.Bins.Broker), append(command, "--config", config)...)
+	b.cmd = exec.Command(args[0], args[1:]...)
 	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.Dir}, w.Env...)
 	b.cmd.Stdout = log
 	b.cmd.Stderr = log
 	if w.BrokerUser != nil {
 		b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: w.BrokerUser}
+	}
+	if len(via) > 0 {
+		if b.cmd.SysProcAttr == nil {
+			b.cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		b.cmd.SysProcAttr.Setpgid = true
+		b.group = true
 	}
 	b.cmd.WaitDelay = 5 * time.Second
 	if err := b.cmd.Start(); err != nil {
@@ -208,6 +226,14 @@ func (b *Broker) Signal(sig os.Signal) error { return b.cmd.Process.Signal(sig) 
 func (b *Broker) Kill() {
 	b.cmd.Process.Signal(syscall.SIGKILL)
 	<-b.done
+	b.killGroup()
+}
+
+// killGroup ends what is left of the process's own group, if it has one.
+func (b *Broker) killGroup() {
+	if b.group {
+		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	}
 }
 
 // Get fetches a path of the broker's HTTP server and returns the status

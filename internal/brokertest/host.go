@@ -41,6 +41,14 @@ func (w *World) HostSettings(name string, conf Settings) Settings {
 // makes for name, and waits until it has joined its cluster. The test's
 // cleanup stops it.
 func (w *World) StartHost(ctx context.Context, name string, conf Settings) (*Broker, error) {
+	return w.StartHostVia(ctx, nil, name, conf)
+}
+
+// StartHostVia is StartHost with `broker host` run through via (a
+// program and its arguments that exec the rest: `ip netns exec NAME` runs
+// the host in a network namespace), in a process group of its own that
+// the test's cleanup kills whole.
+func (w *World) StartHostVia(ctx context.Context, via []string, name string, conf Settings) (*Broker, error) {
 	s := w.HostSettings(name, conf)
 	for _, k := range []string{"state.dir", "agent.cwd"} {
 		if err := os.MkdirAll(s[k].(string), 0o755); err != nil {
@@ -55,7 +63,7 @@ func (w *World) StartHost(ctx context.Context, name string, conf Settings) (*Bro
 	w.starts++
 	n := w.starts
 	w.mu.Unlock()
-	h, err := start(w, path, filepath.Join(w.Dir, fmt.Sprintf("host-%s-%d.log", name, n)), "host")
+	h, err := startVia(w, via, path, filepath.Join(w.Dir, fmt.Sprintf("host-%s-%d.log", name, n)), "host")
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +73,7 @@ func (w *World) StartHost(ctx context.Context, name string, conf Settings) (*Bro
 	w.mu.Unlock()
 	w.TB.Cleanup(func() {
 		h.Stop(30 * time.Second)
+		h.killGroup()
 		if w.TB.Failed() && w.logTail > 0 {
 			w.TB.Logf("agent host %s log (pid %d, %s):\n%s", name, h.PID(), h.Log.Path(), h.Log.Tail(w.logTail))
 		}
