@@ -669,9 +669,19 @@ func TestClose_AfterTheAgentEndedAsksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Proc.Monitor(nil)
+	// Its stdout read to the end, as a Conn reads it: the end comes after.
+	readerDone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, r.Proc.Stdout())
+		close(readerDone)
+	}()
+	r.Proc.Monitor(readerDone)
 	r.Proc.Kill()
-	<-r.Proc.Exited()
+	select {
+	case <-r.Proc.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed agent's end never came")
+	}
 	// A subscriber that takes every control request and answers none, as
 	// a host letting the agent go might.
 	silent := dial(t, ns.ClientURL())
