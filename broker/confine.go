@@ -27,7 +27,8 @@ type brokerPath struct {
 
 // brokerPaths are the broker's own files: its state directory (with its
 // socket), its configuration file and every file a secret is read from
-// (the chat platforms' tokens and secrets, each API token's token_file),
+// (the chat platforms' tokens and secrets, each API token's token_file,
+// the cluster's password file, NKey seed and TLS key),
 // and the directories those are in (but a system directory or /: there,
 // the file alone).
 func brokerPaths(cfg *config.Config) []brokerPath {
@@ -51,6 +52,11 @@ func brokerPaths(cfg *config.Config) []brokerPath {
 	for i, t := range cfg.API.Tokens {
 		add(fmt.Sprintf("api.tokens[%d].token_file", i), t.TokenFile, true)
 	}
+	// The cluster's credentials: with them a process could speak on NATS
+	// for a host or a broker.
+	add("cluster.password_file", cfg.Cluster.PasswordFile, true)
+	add("cluster.nkey_seed_file", cfg.Cluster.NKeySeedFile, true)
+	add("cluster.tls_key", cfg.Cluster.TLSKey, true)
 	return out
 }
 

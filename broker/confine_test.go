@@ -243,3 +243,42 @@ func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
 		}
 	}
 }
+
+// The files the cluster's credentials are read from are the broker's (and
+// a host's) own: an agent shown their directory writable is refused
+// naming both keys, and a sandbox hides them wherever they are shown.
+func TestSandbox_ClusterCredentialFilesAreHiddenFromAgents(t *testing.T) {
+	dir := t.TempDir()
+	if user := agenttest.AgentUser(); user != "" {
+		agenttest.Traversable(t, dir)
+	}
+	secrets := filepath.Join(t.TempDir(), "secrets")
+	os.MkdirAll(secrets, 0o755)
+	agenttest.Traversable(t, secrets)
+	files := map[string]string{}
+	for _, k := range []string{"password_file", "nkey_seed_file", "tls_key"} {
+		files[k] = filepath.Join(secrets, k)
+		os.WriteFile(files[k], []byte("s3cret"), 0o600)
+	}
+	base := filepath.Join(dir, "host.toml")
+	conf := fmt.Sprintf("[agent]\ncommand = %q\ncwd = %q\nrun_as_user = %q\nsandbox_rw = [%q]\n[state]\ndir = %q\n[cluster]\nurl = \"nats://127.0.0.1:4222\"\nuser = \"acp\"\npassword_file = %q\nnkey_seed_file = %q\ntls_cert = %q\ntls_key = %q\n",
+		fakeAgent, filepath.Join(dir, "work"), agenttest.AgentUser(), secrets, filepath.Join(dir, "state"),
+		files["password_file"], files["nkey_seed_file"], filepath.Join(secrets, "cert.pem"), files["tls_key"])
+	if err := os.WriteFile(base, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadComplete(t, base, []string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := errors.Join(checkSandbox(cfg)...)
+	for k, f := range files {
+		want := fmt.Sprintf("agent.sandbox_rw = %q shows cluster.%s %q", secrets, k, f)
+		if problems == nil || !strings.Contains(problems.Error(), want) {
+			t.Errorf("%v\nwant %q", problems, want)
+		}
+		if !slices.Contains(hidden(cfg), f) {
+			t.Errorf("%s is not among the files hidden from agents: %q", f, hidden(cfg))
+		}
+	}
+}
