@@ -54,6 +54,7 @@ var startElsewhere = map[string]string{
 	"host.labels":            "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
 	"host.capacity":          "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
 	"hosts":                  "TestCluster_LabelsCapacityAndProfileHostsPlaceAgents",
+	"shared_repo":            "TestCluster_AWorktreeThreadContinuesFromItsLastCommitOnAnotherHost",
 	"cluster.password_file":  "TestCluster_CredentialKeysAreConsumed",
 	"cluster.nkey_seed_file": "TestCluster_CredentialKeysAreConsumed",
 	"cluster.tls_ca":         "TestCluster_CredentialKeysAreConsumed",
