@@ -205,10 +205,13 @@ func TestCheck_ASecretFileEveryUserMayReadIsWarned(t *testing.T) {
 	}
 }
 
-// The files Slack's secrets are read from are the broker's own: an agent
-// shown their directory writable is refused naming both keys, and a
-// sandbox hides them wherever they are shown.
-func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
+// secretFilesHidden writes a secret file for each key of table in a
+// directory shown to agents writable (sandbox_rw), with the TOML extra
+// naming them (its %q verbs take the files in keys' order), and checks
+// that the sandbox's check refuses each naming both keys and that each is
+// hidden from agents.
+func secretFilesHidden(t *testing.T, table string, keys []string, extra string) {
+	t.Helper()
 	dir := t.TempDir()
 	if user := agenttest.AgentUser(); user != "" {
 		agenttest.Traversable(t, dir)
@@ -217,14 +220,15 @@ func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
 	os.MkdirAll(secrets, 0o755)
 	agenttest.Traversable(t, secrets)
 	files := map[string]string{}
-	for _, k := range []string{"bot_token_file", "app_token_file", "signing_secret_file"} {
+	args := make([]any, len(keys))
+	for i, k := range keys {
 		files[k] = filepath.Join(secrets, k)
 		os.WriteFile(files[k], []byte("s3cret"), 0o600)
+		args[i] = files[k]
 	}
 	base := filepath.Join(dir, "broker.toml")
-	conf := fmt.Sprintf("[agent]\ncommand = %q\ncwd = %q\nrun_as_user = %q\nsandbox_rw = [%q]\n[state]\ndir = %q\n[slack]\nbot_token_file = %q\napp_token_file = %q\nsigning_secret_file = %q\n",
-		fakeAgent, filepath.Join(dir, "work"), agenttest.AgentUser(), secrets, filepath.Join(dir, "state"),
-		files["bot_token_file"], files["app_token_file"], files["signing_secret_file"])
+	conf := fmt.Sprintf("[agent]\ncommand = %q\ncwd = %q\nrun_as_user = %q\nsandbox_rw = [%q]\n[state]\ndir = %q\n",
+		fakeAgent, filepath.Join(dir, "work"), agenttest.AgentUser(), secrets, filepath.Join(dir, "state")) + fmt.Sprintf(extra, args...)
 	if err := os.WriteFile(base, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +238,7 @@ func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
 	}
 	problems := errors.Join(checkSandbox(cfg)...)
 	for k, f := range files {
-		want := fmt.Sprintf("agent.sandbox_rw = %q shows slack.%s %q", secrets, k, f)
+		want := fmt.Sprintf("agent.sandbox_rw = %q shows %s.%s %q", secrets, table, k, f)
 		if problems == nil || !strings.Contains(problems.Error(), want) {
 			t.Errorf("%v\nwant %q", problems, want)
 		}
@@ -244,41 +248,18 @@ func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
 	}
 }
 
+// The files Slack's secrets are read from are the broker's own: an agent
+// shown their directory writable is refused naming both keys, and a
+// sandbox hides them wherever they are shown.
+func TestSandbox_SlackSecretFilesAreHiddenFromAgents(t *testing.T) {
+	secretFilesHidden(t, "slack", []string{"bot_token_file", "app_token_file", "signing_secret_file"},
+		"[slack]\nbot_token_file = %q\napp_token_file = %q\nsigning_secret_file = %q\n")
+}
+
 // The files the cluster's credentials are read from are the broker's (and
 // a host's) own: an agent shown their directory writable is refused
 // naming both keys, and a sandbox hides them wherever they are shown.
 func TestSandbox_ClusterCredentialFilesAreHiddenFromAgents(t *testing.T) {
-	dir := t.TempDir()
-	if user := agenttest.AgentUser(); user != "" {
-		agenttest.Traversable(t, dir)
-	}
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	os.MkdirAll(secrets, 0o755)
-	agenttest.Traversable(t, secrets)
-	files := map[string]string{}
-	for _, k := range []string{"password_file", "nkey_seed_file", "tls_key"} {
-		files[k] = filepath.Join(secrets, k)
-		os.WriteFile(files[k], []byte("s3cret"), 0o600)
-	}
-	base := filepath.Join(dir, "host.toml")
-	conf := fmt.Sprintf("[agent]\ncommand = %q\ncwd = %q\nrun_as_user = %q\nsandbox_rw = [%q]\n[state]\ndir = %q\n[cluster]\nurl = \"nats://127.0.0.1:4222\"\nuser = \"acp\"\npassword_file = %q\nnkey_seed_file = %q\ntls_cert = %q\ntls_key = %q\n",
-		fakeAgent, filepath.Join(dir, "work"), agenttest.AgentUser(), secrets, filepath.Join(dir, "state"),
-		files["password_file"], files["nkey_seed_file"], filepath.Join(secrets, "cert.pem"), files["tls_key"])
-	if err := os.WriteFile(base, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := loadComplete(t, base, []string{"PATH=" + os.Getenv("PATH")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems := errors.Join(checkSandbox(cfg)...)
-	for k, f := range files {
-		want := fmt.Sprintf("agent.sandbox_rw = %q shows cluster.%s %q", secrets, k, f)
-		if problems == nil || !strings.Contains(problems.Error(), want) {
-			t.Errorf("%v\nwant %q", problems, want)
-		}
-		if !slices.Contains(hidden(cfg), f) {
-			t.Errorf("%s is not among the files hidden from agents: %q", f, hidden(cfg))
-		}
-	}
+	secretFilesHidden(t, "cluster", []string{"password_file", "nkey_seed_file", "tls_key"},
+		"[cluster]\nurl = \"nats://127.0.0.1:4222\"\nuser = \"acp\"\npassword_file = %q\nnkey_seed_file = %q\ntls_cert = \"/etc/acp-broker/cert.pem\"\ntls_key = %q\n")
 }
