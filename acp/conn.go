@@ -47,6 +47,11 @@ type Options struct {
 	// Redact masks secret values in the error messages the agent answers
 	// with, before anyone logs or shows them (nil: none).
 	Redact *redact.Redactor
+	// FirstID, when not zero, is the id of the Conn's first request, and
+	// the others follow it. A Conn that takes up an agent from an earlier
+	// one (see Adopt) starts past that one's ids: the agent's answers to
+	// its requests may still come, and must match none of this Conn's.
+	FirstID uint64
 }
 
 // Defaults of the Options bounds.
@@ -162,6 +167,9 @@ func NewConn(r io.ReadCloser, w io.WriteCloser, opts Options) *Conn {
 		early:    map[string]*earlyQueue{},
 		perms:    map[uint64]*permission{},
 		waits:    map[jsonrpc2.ID]context.CancelCauseFunc{},
+	}
+	if opts.FirstID > 0 {
+		c.seq = opts.FirstID - 1
 	}
 	c.closing, c.endClosing = context.WithCancelCause(context.Background())
 	c.ended, c.endEnded = context.WithCancelCause(c.closing)

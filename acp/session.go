@@ -110,6 +110,31 @@ func (c *Conn) LoadSession(ctx context.Context, sessionID, cwd string, servers [
 	return c.registerSetup(sessionID, abs, res), nil
 }
 
+// Adopt makes the Conn know an agent that an earlier Conn over the same
+// stdio initialized and gave a session: init is what that Conn's
+// Initialize returned, and the session, rooted at cwd, is in state. Used
+// for an agent that outlived the broker that started it; nothing is sent.
+func (c *Conn) Adopt(init InitializeResult, sessionID, cwd string, state SessionState) error {
+	if init.ProtocolVersion != ProtocolVersion {
+		return fmt.Errorf("%w: %d (want %d)", ErrProtocolVersion, init.ProtocolVersion, ProtocolVersion)
+	}
+	if sessionID == "" || len(sessionID) > maxSessionIDBytes {
+		return fmt.Errorf("%w: a session id of %d bytes", ErrInvalidParams, len(sessionID))
+	}
+	abs, err := filepath.Abs(cwd)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.init = &init
+	c.mu.Unlock()
+	c.opts.Host.OpenSession(sessionID, abs)
+	c.mu.Lock()
+	c.sessions[sessionID] = &session{state: state}
+	c.mu.Unlock()
+	return nil
+}
+
 func (c *Conn) register(sessionID, cwd string) []Update {
 	return c.registerSetup(sessionID, cwd, sessionSetup{})
 }
@@ -161,6 +186,17 @@ func (c *Conn) authenticate(ctx context.Context) error {
 // wait. The Call's result decodes into PromptResult.
 func (c *Conn) Prompt(ctx context.Context, sessionID string, prompt []ContentBlock) (*Call, error) {
 	return c.Start(ctx, MethodSessionPrompt, PromptParams{SessionID: sessionID, Prompt: prompt})
+}
+
+// Initialized returns what the agent answered to initialize (or what
+// Adopt was given), and false before either.
+func (c *Conn) Initialized() (InitializeResult, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.init == nil {
+		return InitializeResult{}, false
+	}
+	return *c.init, true
 }
 
 // Capabilities returns what the agent advertised in initialize, or the zero
