@@ -210,6 +210,8 @@ type Agent struct {
 	// with its workspace (Remote.LostHost); the turn that takes the
 	// agent says so once and clears it.
 	LostHost string
+	// Adopted: an earlier run of the broker started it (see Adopt).
+	Adopted bool
 
 	launched string        // the name it was started under (see Config.ThreadName)
 	group    *cgroup.Group // nil without Config.Cgroups
@@ -258,6 +260,7 @@ type Pool struct {
 	evicted  uint64
 	spawned  uint64            // agents that started
 	failed   uint64            // agents that failed to start
+	adopted  uint64            // agents taken up from an earlier run (Adopt)
 	stopped  map[string]uint64 // agents stopped, by reason
 	killed   uint64            // agents stopped without a grace
 	oom      uint64            // agents that ran out of memory
@@ -356,7 +359,11 @@ func New(cfg Config) *Pool {
 // With Config.Remote, onWait(WaitHost) is called when no agent host has
 // room for the agent; that wait too lasts until one has or ctx ends.
 func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func(Wait)) (*Agent, error) {
-	return p.acquire(ctx, thread, profile, onWait, nil)
+	a, err := p.acquire(ctx, thread, profile, onWait, nil)
+	if err == nil {
+		p.keep(a, true)
+	}
+	return a, err
 }
 
 // AcquireFork is Acquire for a thread that starts from another's
@@ -366,7 +373,11 @@ func (p *Pool) Acquire(ctx context.Context, thread, profile string, onWait func(
 // the thread has an agent already, and with ErrNoFork if the agent does
 // not offer session/fork (a directory it copied is removed then).
 func (p *Pool) AcquireFork(ctx context.Context, thread, profile string, fork Fork, onWait func(Wait)) (*Agent, error) {
-	return p.acquire(ctx, thread, profile, onWait, &fork)
+	a, err := p.acquire(ctx, thread, profile, onWait, &fork)
+	if err == nil {
+		p.keep(a, true)
+	}
+	return a, err
 }
 
 func (p *Pool) acquire(ctx context.Context, thread, profile string, onWait func(Wait), fork *Fork) (*Agent, error) {
@@ -741,18 +752,8 @@ func (p *Pool) startHere(thread string, prof *Profile, dir string) (*Agent, erro
 // makes its Conn, on a.Host, and sets up its session in a.Dir.
 func (p *Pool) setUp(ctx context.Context, a *Agent, resumeID string, fork *Fork) (*Agent, error) {
 	prof, proc, dir := a.Profile, a.Proc, a.Dir
-	log := p.log.With().Str("thread", a.Thread).Str("profile", prof.Name).Logger()
-	if a.Where != "" {
-		log = log.With().Str("agent_host", a.Where).Logger()
-	}
-	opts := p.cfg.Conn
-	opts.AuthMethod = prof.AuthMethod
-	opts.Logger = log.With().Int("pid", proc.PID()).Logger()
-	opts.Redact = p.cfg.Redact
-	opts.Host = a.Host
-	conn := acp.NewConn(proc.Stdout(), proc.Stdin(), opts)
-	proc.Monitor(conn.Done())
-	a.Conn, a.Started = conn, time.Now()
+	log, opts := p.connect(a, 0)
+	conn := a.Conn
 
 	fail := func(err error) (*Agent, error) {
 		p.shutdown(a, 0)
@@ -816,6 +817,26 @@ func (p *Pool) setUp(ctx context.Context, a *Agent, resumeID string, fork *Fork)
 	a.SessionID = sid
 	log.Info().Str("session", sid).Int("pid", proc.PID()).Msg("agent started")
 	return a, nil
+}
+
+// connect makes a's Conn, on a.Host, its requests numbered from firstID
+// (0: from 1), and has a.Proc watch it. It returns the agent's logger and
+// the Conn's options.
+func (p *Pool) connect(a *Agent, firstID uint64) (zerolog.Logger, acp.Options) {
+	log := p.log.With().Str("thread", a.Thread).Str("profile", a.Profile.Name).Logger()
+	if a.Where != "" {
+		log = log.With().Str("agent_host", a.Where).Logger()
+	}
+	opts := p.cfg.Conn
+	opts.AuthMethod = a.Profile.AuthMethod
+	opts.Logger = log.With().Int("pid", a.Proc.PID()).Logger()
+	opts.Redact = p.cfg.Redact
+	opts.Host = a.Host
+	opts.FirstID = firstID
+	conn := acp.NewConn(a.Proc.Stdout(), a.Proc.Stdin(), opts)
+	a.Proc.Monitor(conn.Done())
+	a.Conn, a.Started = conn, time.Now()
+	return log, opts
 }
 
 // terminalCommand is how the agent of prof working in dir starts a
@@ -992,6 +1013,9 @@ func (p *Pool) runStop(a *Agent, argv []string) {
 // (resuming the session when the agent supports it). The turn does not
 // wait for the stop.
 func (p *Pool) Release(a *Agent, discard bool) {
+	if !discard && !exited(a) {
+		p.keep(a, false)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.agents[a.Thread] != a {
@@ -1117,6 +1141,8 @@ type Stats struct {
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
+	// Adopted counts the agents taken up from an earlier run (Adopt).
+	Adopted uint64
 	// SessionsClosed counts the sessions closed with session/close before
 	// their agents were stopped for idleness.
 	SessionsClosed uint64
@@ -1143,7 +1169,7 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Live: len(p.agents) + p.bare.live, MaxSessions: p.cfg.MaxSessions, Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
-		Spawned: p.spawned, SpawnFailed: p.failed, Killed: p.killed, OutOfMemory: p.oom, SessionsClosed: p.closedSessions, Stopped: make(map[string]uint64, len(p.stopped))}
+		Spawned: p.spawned, SpawnFailed: p.failed, Adopted: p.adopted, Killed: p.killed, OutOfMemory: p.oom, SessionsClosed: p.closedSessions, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
