@@ -82,6 +82,7 @@ type Client struct {
 	changed   chan struct{} // closed and replaced when a host's room may have grown
 	resumed   time.Time
 	lostTotal int64
+	adopting  int // Adopt calls under way
 	subs      []*nats.Subscription
 
 	ready    chan struct{}
@@ -295,6 +296,11 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 	}
 	// An agent the host runs for this broker that the broker does not know
 	// (its start was given up, or the host was lost and came back): stop it.
+	c.mu.Lock()
+	if c.adopting > 0 {
+		orphans = nil
+	}
+	c.mu.Unlock()
 	for _, id := range orphans {
 		msg := nats.NewMsg(agentSubject(id, "ctl"))
 		msg.Header.Set(hMethod, ctlRelease)

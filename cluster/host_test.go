@@ -139,32 +139,6 @@ func TestBrokerGone_HostStopsItsAgents(t *testing.T) {
 	}
 }
 
-// A new instance of a broker of the same name supersedes the old one: the
-// host stops the old one's agents without waiting for OwnerTimeout.
-func TestBrokerRestarted_HostStopsOldAgents(t *testing.T) {
-	ns := runNATS(t, 0, 0)
-	st := &fakeStarter{}
-	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
-	oldConn := dial(t, ns.ClientURL())
-	c := newClient(t, oldConn, ClientOptions{Broker: "b"})
-	waitHosts(t, c, 1)
-	if _, err := c.Start(t.Context(), "thread", "p", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	oldConn.Close()
-	newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		if running, _, released := st.stats(); running == 0 && released == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the host still runs the agent of a superseded broker instance")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestPlacement_LabelsAndProfiles(t *testing.T) {
 	ns := runNATS(t, 0, 0)
 	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "big", Labels: []string{"gpu=no"}, Capacity: 8})

@@ -77,11 +77,20 @@ func (a *remoteProc) told(b beatAgent) {
 // newRemote prepares an agent's streams before the host is asked to start
 // it, so that nothing the host sends is missed.
 func (c *Client) newRemote(id, host, instance, thread string) (*remoteProc, error) {
+	return c.newRemoteAt(id, host, instance, thread, 1, 1)
+}
+
+// newRemoteAt is newRemote for streams already under way: out is the
+// number of the first chunk of stdout to read, in the number of the
+// next chunk of stdin.
+func (c *Client) newRemoteAt(id, host, instance, thread string, out, in uint64) (*remoteProc, error) {
 	a := &remoteProc{c: c, id: id, host: host, hostInstance: instance, thread: thread,
 		exited: make(chan struct{}), reaped: make(chan struct{}), released: make(chan struct{}),
 		lost: make(chan struct{})}
 	a.stdin = newSender(c.nc, agentSubject(id, "in"), c.o.Window, c.chunk, c.o.Resend, &c.stats)
 	a.stdout = newReceiver(c.nc, agentSubject(id, "outack"), c.o.Window, &c.stats, a.onEnd)
+	a.stdin.next, a.stdout.next = max(in, 1), max(out, 1)
+	a.stdout.done = a.stdout.next - 1
 	for subj, h := range map[string]nats.MsgHandler{
 		agentSubject(id, "out"):   a.stdout.onMsg,
 		agentSubject(id, "inack"): a.stdin.onAck,

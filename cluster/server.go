@@ -65,7 +65,9 @@ type ServerOptions struct {
 	// BeatInterval is how often the host announces itself; 2 s when zero.
 	BeatInterval time.Duration
 	// OwnerTimeout is how long a broker instance may stay silent before the
-	// agents it asked for are stopped; 30 s when zero.
+	// agents it asked for are stopped, and how long a new run of a broker
+	// has to take over the agents of the run before it (see
+	// Client.Adopt); 30 s when zero.
 	OwnerTimeout time.Duration
 	// StartTimeout bounds one Starter.Start; 2 min when zero.
 	StartTimeout time.Duration
@@ -123,6 +125,8 @@ type hostAgent struct {
 	calls                map[string]context.CancelCauseFunc // requests being served, by call id
 	endedAt              time.Time                          // under Server.mu: its end is sent, its slot free
 	why                  string                             // under Server.mu: why the host stopped it, if it did
+	kept                 []byte                             // under Server.mu: what its broker keeps beside it (ctlKeep)
+	orphaned             time.Time                          // under Server.mu: when a new run of its broker was heard
 	gone                 chan struct{}                      // closed once the Server has forgotten it
 	afterMu              sync.Mutex
 	afterRunning         bool // an AfterTurn runs
@@ -221,6 +225,7 @@ func Serve(nc *nats.Conn, s Starter, o ServerOptions) (*Server, error) {
 	}
 	for subj, h := range map[string]nats.MsgHandler{
 		hostStartSubject(srv.instance): srv.onStart,
+		hostAdoptSubject(srv.instance): srv.onAdopt,
 		subjAsk:                        func(*nats.Msg) { srv.beat() },
 		subjBrokerBeat:                 srv.onBrokerBeat,
 	} {
@@ -302,8 +307,14 @@ func (s *Server) sweep(now time.Time) {
 			why = append(why, "its end was not taken by the broker")
 		case !ok:
 		case b.instance != a.ownerInstance:
-			gone = append(gone, a)
-			why = append(why, "its broker restarted")
+			// The new run takes it over (onAdopt), or lets it go: one
+			// that does neither is not coming for it.
+			if a.orphaned.IsZero() {
+				a.orphaned = now
+			} else if now.Sub(a.orphaned) > s.o.OwnerTimeout {
+				gone = append(gone, a)
+				why = append(why, "its broker restarted and did not take it over")
+			}
 		case now.Sub(b.last) > s.o.OwnerTimeout && now.Sub(s.resumed) > s.o.OwnerTimeout:
 			gone = append(gone, a)
 			why = append(why, fmt.Sprintf("its broker was not heard for %s", now.Sub(b.last).Round(time.Second)))

@@ -72,6 +72,9 @@ func (s *Server) onCtl(a *hostAgent, m *nats.Msg) {
 	case ctlTurned:
 		s.turned(a)
 		return
+	case ctlKeep:
+		s.keep(a, m.Data)
+		return
 	case ctlCancel:
 		a.callsMu.Lock()
 		if c := a.calls[m.Header.Get(hCall)]; c != nil {
@@ -169,6 +172,13 @@ func (s *Server) serveCtl(ctx context.Context, a *hostAgent, method string, data
 		return nil, nil
 	case ctlClose:
 		return nil, h.Close()
+	case ctlKept:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(a.kept) == 0 {
+			return nil, nil
+		}
+		return json.RawMessage(a.kept), nil
 	case ctlKillTerminals, ctlReleaseTerminals:
 		var sp sessionParams
 		if err := json.Unmarshal(data, &sp); err != nil {

@@ -21,6 +21,8 @@ const (
 
 func hostStartSubject(instance string) string { return subjPrefix + ".host." + instance + ".start" }
 
+func hostAdoptSubject(instance string) string { return subjPrefix + ".host." + instance + ".adopt" }
+
 // agentSubject is one of an agent's subjects: "out" and "outack" (stdout),
 // "in" and "inack" (stdin), "ctl" (requests to the host about it).
 func agentSubject(id, what string) string { return subjPrefix + ".agent." + id + "." + what }
@@ -78,6 +80,36 @@ type startReply struct {
 	Error string `json:"error,omitempty"`
 }
 
+// adoptRequest asks a host for the agents it runs for an earlier run of
+// Broker: they are this run's from then on.
+type adoptRequest struct {
+	Broker         string `json:"broker"`
+	BrokerInstance string `json:"brokerInstance"`
+}
+
+// adoptedAgent is one agent a host hands over: Out is the number of the
+// first chunk of its stdout the new run is to read (every chunk not
+// consumed by the earlier run comes again), In the number its stdin's
+// next chunk is to have.
+type adoptedAgent struct {
+	ID        string `json:"id"`
+	Thread    string `json:"thread"`
+	Profile   string `json:"profile"`
+	Dir       string `json:"dir"`
+	PID       int    `json:"pid"`
+	Terminals bool   `json:"terminals,omitempty"`
+	Out       uint64 `json:"out"`
+	In        uint64 `json:"in"`
+}
+
+type adoptReply struct {
+	Agents []adoptedAgent `json:"agents"`
+}
+
+// maxKept bounds what a broker may keep beside an agent on its host (see
+// ctlKeep).
+const maxKept = 256 << 10
+
 // endInfo is the body of a stdout stream's End frame.
 type endInfo struct {
 	Err    string `json:"err,omitempty"`
@@ -98,6 +130,10 @@ const (
 	ctlClose            = "close"
 	// ctlTurned: a turn of the agent's thread ended (no answer).
 	ctlTurned = "turned"
+	// ctlKeep: keep this beside the agent, for a later run of the broker
+	// (no answer); ctlKept: what was kept.
+	ctlKeep = "keep"
+	ctlKept = "kept"
 )
 
 type ctlReply struct {

@@ -1,0 +1,214 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"acpbroker/pool"
+)
+
+// A broker restarted finds the agents its earlier run started still
+// running on their hosts, and takes them over: a host hears the new run's
+// beat and keeps the earlier run's agents for OwnerTimeout, the new run
+// asks each host for them (Client.Adopt), and the host hands each over:
+// its stdout from the first chunk the earlier run had not consumed, its
+// stdin from the chunk its host expects next. What the earlier run kept
+// beside an agent (ctlKeep: the pool's note of its session) comes back
+// with it, for the pool to take it up without a new initialize.
+
+// keep stores what a's broker keeps beside it, if it is not too big.
+func (s *Server) keep(a *hostAgent, data []byte) {
+	if len(data) > maxKept {
+		s.log.Warn().Str("agent", a.id).Int("bytes", len(data)).Int("max", maxKept).Msg("cluster: what the broker keeps beside an agent is too big; not kept")
+		return
+	}
+	s.mu.Lock()
+	a.kept = append([]byte(nil), data...)
+	s.mu.Unlock()
+}
+
+// onAdopt hands the agents this host runs for an earlier run of a broker
+// over to the run that asks.
+func (s *Server) onAdopt(m *nats.Msg) {
+	var req adoptRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil || req.Broker == "" || req.BrokerInstance == "" {
+		return
+	}
+	var rep adoptReply
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = m.Respond(mustJSON(rep))
+		return
+	}
+	s.brokers[req.Broker] = brokerSeen{instance: req.BrokerInstance, last: time.Now()}
+	for _, a := range s.agents {
+		if a.owner != req.Broker || a.ownerInstance == req.BrokerInstance || !a.endedAt.IsZero() || isClosed(a.abandoned) {
+			continue
+		}
+		a.ownerInstance, a.orphaned = req.BrokerInstance, time.Time{}
+		rep.Agents = append(rep.Agents, adoptedAgent{ID: a.id, Thread: a.thread, Profile: a.profile, Dir: a.st.Dir,
+			PID: a.st.Proc.PID(), Terminals: a.st.Host.Terminals(), Out: a.out.rebase(), In: a.in.expected()})
+	}
+	s.mu.Unlock()
+	for _, a := range rep.Agents {
+		s.log.Info().Str("agent", a.ID).Str("thread", a.Thread).Str("broker", req.Broker).Msg("cluster: agent handed over to its broker's new run")
+	}
+	_ = m.Respond(mustJSON(rep))
+	s.beat()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// rebase has the stream read afresh by a new receiver: every chunk not
+// consumed is sent again, from the first, whose number it returns.
+func (s *sender) rebase() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := s.next
+	if len(s.queue) > 0 {
+		first = s.queue[0].seq
+	}
+	s.recv = first - 1
+	s.progress = time.Time{} // resent at the next tick
+	return first
+}
+
+// expected is the number of the chunk the receiver takes next.
+func (r *receiver) expected() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next
+}
+
+// Adoptee is an agent an earlier run of this broker started on a host,
+// now this run's: Remote is it, as Start gives one; Kept what the earlier
+// run kept beside it (nil: nothing). Thread and Profile are what it was
+// started for. LetGo stops it on its host when it is not taken up.
+type Adoptee struct {
+	Thread, Profile string
+	Remote          pool.Remote
+	Kept            []byte
+}
+
+// LetGo has the host stop the agent and forget it; it does not wait.
+func (a Adoptee) LetGo() {
+	if r, ok := a.Remote.Proc.(*remoteProc); ok {
+		r.release()
+		r.end(errors.New("not taken over"), "", false)
+		r.discard()
+	}
+}
+
+// Adopt takes over the agents an earlier run of this broker (of the same
+// name) started and whose hosts still run them, asking each host heard
+// within ctx, each for at most CallTimeout. It returns them in no order.
+func (c *Client) Adopt(ctx context.Context) []Adoptee {
+	select {
+	case <-c.ready:
+	case <-c.stop:
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	type target struct{ name, instance string }
+	var hosts []target
+	for name, h := range c.hosts {
+		if !h.lost {
+			hosts = append(hosts, target{name, h.beat.Instance})
+		}
+	}
+	// A host's beat may name an agent handed over before its answer is
+	// read here: it is not an orphan to stop (see onHostBeat).
+	c.adopting++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.adopting--
+		c.mu.Unlock()
+	}()
+	var mu sync.Mutex
+	var out []Adoptee
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Go(func() {
+			got := c.adoptFrom(ctx, h.name, h.instance)
+			mu.Lock()
+			out = append(out, got...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// adoptFrom takes over the agents one host runs for an earlier run.
+func (c *Client) adoptFrom(ctx context.Context, host, instance string) []Adoptee {
+	ctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
+	defer cancel()
+	msg, err := c.nc.RequestWithContext(ctx, hostAdoptSubject(instance), mustJSON(adoptRequest{Broker: c.o.Broker, BrokerInstance: c.instance}))
+	if err != nil {
+		c.log.Warn().Err(err).Str("host", host).Msg("cluster: agent host did not hand over its agents")
+		return nil
+	}
+	var rep adoptReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		c.log.Warn().Err(err).Str("host", host).Msg("cluster: an unreadable answer to a hand-over")
+		return nil
+	}
+	var out []Adoptee
+	for _, ag := range rep.Agents {
+		a, err := c.newRemoteAt(ag.ID, host, instance, ag.Thread, ag.Out, ag.In)
+		if err != nil {
+			c.log.Warn().Err(err).Str("host", host).Str("agent", ag.ID).Msg("cluster: an agent handed over could not be taken")
+			msg := nats.NewMsg(agentSubject(ag.ID, "ctl"))
+			msg.Header.Set(hMethod, ctlRelease)
+			_ = c.nc.PublishMsg(msg)
+			continue
+		}
+		a.pid, a.terminals = ag.PID, ag.Terminals
+		ad := Adoptee{Thread: ag.Thread, Profile: ag.Profile, Remote: pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: ag.Dir, Where: host}}
+		var kept json.RawMessage
+		if err := a.call(ctx, ctlKept, nil, &kept); err != nil {
+			c.log.Warn().Err(err).Str("host", host).Str("agent", ag.ID).Msg("cluster: what was kept beside an agent could not be read")
+		} else if len(kept) > 0 && string(kept) != "null" {
+			ad.Kept = kept
+		}
+		c.log.Info().Str("thread", ag.Thread).Str("host", host).Str("agent", ag.ID).Int("pid", ag.PID).Msg("cluster: agent of an earlier run taken over")
+		out = append(out, ad)
+	}
+	return out
+}
+
+// Keep has the host keep note beside the agent, for a later run of this
+// broker to take it over with (see Adopt); it does not wait. A note too
+// big is not kept.
+func (a *remoteProc) Keep(note []byte) {
+	if len(note) > maxKept {
+		a.c.log.Warn().Str("agent", a.id).Int("bytes", len(note)).Msg("cluster: a note too big to keep beside an agent")
+		return
+	}
+	msg := nats.NewMsg(agentSubject(a.id, "ctl"))
+	msg.Header.Set(hMethod, ctlKeep)
+	msg.Data = note
+	_ = a.c.nc.PublishMsg(msg)
+}
+
+var _ pool.Keeper = (*remoteProc)(nil)

@@ -1,0 +1,150 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"acpbroker/internal/eventually"
+)
+
+// readExactly reads len(want) bytes from r within 5 s and says whether
+// they are want.
+func readExactly(t *testing.T, r io.Reader, want string) {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, len(want))
+		n, _ := io.ReadFull(r, b)
+		got <- string(b[:n])
+	}()
+	select {
+	case s := <-got:
+		if s != want {
+			t.Fatalf("read %q, want %q", s, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%q did not come within 5s", want)
+	}
+}
+
+// A broker that crashed and came back takes over the agent its earlier run
+// started: the same process, what the earlier run kept beside it, the
+// output the earlier run had not consumed, and what it writes from then
+// on, both ways.
+func TestAdopt_ANewRunTakesOverTheAgentAndItsStreams(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &procStarter{argv: []string{"cat"}, dir: t.TempDir()}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
+	oldConn := dial(t, ns.ClientURL())
+	old := newClient(t, oldConn, ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, old, 1)
+	r, err := old.Start(t.Context(), "thread-1", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldDone := make(chan struct{})
+	r.Proc.Monitor(oldDone)
+	r.Proc.(*remoteProc).Keep([]byte(`{"session":"s1"}`))
+	if _, err := io.WriteString(r.Proc.Stdin(), "one\n"); err != nil {
+		t.Fatal(err)
+	}
+	readExactly(t, r.Proc.Stdout(), "one\n")
+	if _, err := io.WriteString(r.Proc.Stdin(), "two\n"); err != nil {
+		t.Fatal(err)
+	}
+	// "two" reaches the old run, which never reads it, then crashes.
+	eventually.True(t, "the old run holds the echo", func() bool {
+		rp := r.Proc.(*remoteProc)
+		rp.stdout.mu.Lock()
+		defer rp.stdout.mu.Unlock()
+		return rp.stdout.held == len("two\n")
+	})
+	oldConn.Close()
+	close(oldDone)
+
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	got := c.Adopt(ctx)
+	if len(got) != 1 {
+		t.Fatalf("%d agents taken over, want 1", len(got))
+	}
+	ad := got[0]
+	if ad.Thread != "thread-1" || ad.Profile != "p" || string(ad.Kept) != `{"session":"s1"}` || ad.Remote.Where != "h1" || ad.Remote.Proc.PID() != r.Proc.PID() {
+		t.Fatalf("taken over: thread %q, profile %q, kept %q, on %q, pid %d (was %d)", ad.Thread, ad.Profile, ad.Kept, ad.Remote.Where, ad.Remote.Proc.PID(), r.Proc.PID())
+	}
+	readerDone := make(chan struct{})
+	ad.Remote.Proc.Monitor(readerDone)
+	out := ad.Remote.Proc.Stdout()
+	readExactly(t, out, "two\n")
+	if _, err := io.WriteString(ad.Remote.Proc.Stdin(), "three\n"); err != nil {
+		t.Fatal(err)
+	}
+	readExactly(t, out, "three\n")
+	if started, released := st.counts(); started != 1 || released != 0 {
+		t.Fatalf("the host started %d agents and released %d; want the one, still running", started, released)
+	}
+	// A host's beat now names the agent as the new run's: it is not an
+	// orphan to stop.
+	time.Sleep(500 * time.Millisecond)
+	if _, released := st.counts(); released != 0 {
+		t.Fatal("the host released the agent taken over")
+	}
+	if err := ad.Remote.Proc.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(out); err != nil {
+		t.Fatal(err)
+	}
+	close(readerDone)
+	select {
+	case <-ad.Remote.Proc.Reaped():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent's end did not reach the new run")
+	}
+}
+
+// A new run that does not take the earlier run's agents over within
+// OwnerTimeout has them stopped; one that lets an agent go has it stopped
+// at once.
+func TestAdopt_AgentsNotTakenOverAreStopped(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &fakeStarter{}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Second})
+	oldConn := dial(t, ns.ClientURL())
+	old := newClient(t, oldConn, ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, old, 1)
+	for _, thread := range []string{"t1", "t2"} {
+		if _, err := old.Start(t.Context(), thread, "p", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldConn.Close()
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	got := c.Adopt(ctx)
+	if len(got) != 2 {
+		t.Fatalf("%d agents taken over, want 2", len(got))
+	}
+	start := time.Now()
+	got[0].LetGo()
+	eventually.True(t, "the agent let go stopped", func() bool { _, _, released := st.stats(); return released == 1 })
+	if took := time.Since(start); took > 900*time.Millisecond {
+		t.Errorf("the agent let go was stopped after %s, not at once", took)
+	}
+	if running, _, _ := st.stats(); running != 1 {
+		t.Fatalf("%d agents run, want the one taken over", running)
+	}
+
+	// A third run that takes nothing over: the host waits OwnerTimeout
+	// for it, then stops the agent.
+	newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
+	start = time.Now()
+	eventually.True(t, "the agent not taken over stopped", func() bool { running, _, _ := st.stats(); return running == 0 })
+	if took := time.Since(start); took < 700*time.Millisecond {
+		t.Errorf("the agent was stopped %s after the new run came, before OwnerTimeout (1s)", took)
+	}
+}
