@@ -154,6 +154,9 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 		opts.Pool(&pc)
 	}
 	b.pool = pool.New(pc)
+	if b.cluster != nil {
+		b.adoptAgents()
+	}
 	b.metrics = metrics.New(metrics.Sources{
 		Ready:   b.unready,
 		Version: opts.Version,
