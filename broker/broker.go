@@ -155,7 +155,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 	}
 	b.pool = pool.New(pc)
 	if b.cluster != nil {
-		b.adoptAgents()
+		b.cluster.Adopt(b.takeUp)
 	}
 	b.metrics = metrics.New(metrics.Sources{
 		Ready:   b.unready,

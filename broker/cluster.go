@@ -66,24 +66,19 @@ func (b *Broker) remoteAgent(ctx context.Context, thread string, prof *pool.Prof
 	return r, nil
 }
 
-// adoptAgents takes up the agents an earlier run of this broker left
-// running on the hosts: an idle thread's agent is its thread's again, in
-// its session, and its next message goes to it; the others (a turn ran,
-// the profile changed, the thread was reset…) are let go. A host that
-// answers within joinTimeout counts; the others stop their agents once
-// they have waited for this run.
-func (b *Broker) adoptAgents() {
-	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
-	defer cancel()
-	for _, ad := range b.cluster.Adopt(ctx) {
-		a, err := b.pool.Adopt(ad.Thread, ad.Remote, ad.Kept)
-		if err != nil {
-			b.log.Info().Err(err).Str("thread", ad.Thread).Str("agent_host", ad.Remote.Where).Msg("agent of an earlier run let go")
-			ad.LetGo()
-			continue
-		}
-		b.log.Info().Str("thread", a.Thread).Str("agent_host", a.Where).Int("pid", a.Proc.PID()).Msg("agent of an earlier run carries on")
+// takeUp takes up an agent an earlier run of this broker left running on
+// a host (see cluster.Client.Adopt): an idle thread's agent is its
+// thread's again, in its session, and its next message goes to it; the
+// others (a turn ran, the profile changed, the thread was reset…) are let
+// go.
+func (b *Broker) takeUp(ad cluster.Adoptee) {
+	a, err := b.pool.Adopt(ad.Thread, ad.Remote, ad.Kept)
+	if err != nil {
+		b.log.Info().Err(err).Str("thread", ad.Thread).Str("agent_host", ad.Remote.Where).Msg("agent of an earlier run let go")
+		ad.LetGo()
+		return
 	}
+	b.log.Info().Str("thread", a.Thread).Str("agent_host", a.Where).Int("pid", a.Proc.PID()).Msg("agent of an earlier run carries on")
 }
 
 // leaveCluster closes the broker's side of the cluster, after its agents

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -112,60 +111,58 @@ func (a Adoptee) LetGo() {
 	}
 }
 
-// Adopt takes over the agents an earlier run of this broker (of the same
-// name) started and whose hosts still run them, asking each host heard
-// within ctx, each for at most CallTimeout. It returns them in no order.
-func (c *Client) Adopt(ctx context.Context) []Adoptee {
-	select {
-	case <-c.ready:
-	case <-c.stop:
-		return nil
-	case <-ctx.Done():
-		return nil
-	}
+// Adopt has the Client take over the agents an earlier run of this broker
+// (of the same name) left on the hosts, from every host heard now or
+// later (a host reconnecting after the broker's restart is heard late),
+// and give each to take, which must take it up or LetGo it. Each host is
+// asked once per run of its own, on a goroutine of the Client's, within
+// CallTimeout; a host that does not answer stops those agents once it has
+// waited OwnerTimeout for this run.
+func (c *Client) Adopt(take func(Adoptee)) {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
+	defer c.mu.Unlock()
+	if c.closed || c.take != nil {
+		return
 	}
-	type target struct{ name, instance string }
-	var hosts []target
+	c.take = take
 	for name, h := range c.hosts {
-		if !h.lost {
-			hosts = append(hosts, target{name, h.beat.Instance})
+		c.askLocked(name, h)
+	}
+}
+
+// askLocked asks host h for the agents it runs for an earlier run of this
+// broker, unless it was asked or Adopt was not called. c.mu must be held.
+func (c *Client) askLocked(name string, h *hostState) {
+	if c.take == nil || h.asked || h.lost || c.closed {
+		return
+	}
+	h.asked, h.adopting = true, true
+	instance, take := h.beat.Instance, c.take
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.CallTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		ads := c.adoptFrom(ctx, name, instance)
+		for _, ad := range ads {
+			take(ad)
 		}
-	}
-	// A host's beat may name an agent handed over before its answer is
-	// read here: it is not an orphan to stop (see onHostBeat).
-	c.adopting++
-	c.mu.Unlock()
-	defer func() {
 		c.mu.Lock()
-		c.adopting--
+		h.adopting = false
 		c.mu.Unlock()
-	}()
-	var mu sync.Mutex
-	var out []Adoptee
-	var wg sync.WaitGroup
-	for _, h := range hosts {
-		wg.Go(func() {
-			got := c.adoptFrom(ctx, h.name, h.instance)
-			mu.Lock()
-			out = append(out, got...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return out
+	})
 }
 
 // adoptFrom takes over the agents one host runs for an earlier run.
 func (c *Client) adoptFrom(ctx context.Context, host, instance string) []Adoptee {
-	ctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
-	defer cancel()
 	msg, err := c.nc.RequestWithContext(ctx, hostAdoptSubject(instance), mustJSON(adoptRequest{Broker: c.o.Broker, BrokerInstance: c.instance}))
 	if err != nil {
-		c.log.Warn().Err(err).Str("host", host).Msg("cluster: agent host did not hand over its agents")
+		c.log.Warn().Err(err).Str("host", host).Msg("cluster: agent host did not hand over the agents of this broker's earlier run")
 		return nil
 	}
 	var rep adoptReply

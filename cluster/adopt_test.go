@@ -29,6 +29,25 @@ func readExactly(t *testing.T, r io.Reader, want string) {
 	}
 }
 
+// adopted calls c.Adopt and returns the first n agents taken over, within
+// 10 s.
+func adopted(t *testing.T, c *Client, n int) []Adoptee {
+	t.Helper()
+	ch := make(chan Adoptee, 64)
+	c.Adopt(func(a Adoptee) { ch <- a })
+	var got []Adoptee
+	timeout := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case a := <-ch:
+			got = append(got, a)
+		case <-timeout:
+			t.Fatalf("%d agents taken over within 10s, want %d", len(got), n)
+		}
+	}
+	return got
+}
+
 // A broker that crashed and came back takes over the agent its earlier run
 // started: the same process, what the earlier run kept beside it, the
 // output the earlier run had not consumed, and what it writes from then
@@ -65,9 +84,7 @@ func TestAdopt_ANewRunTakesOverTheAgentAndItsStreams(t *testing.T) {
 	close(oldDone)
 
 	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	got := c.Adopt(ctx)
+	got := adopted(t, c, 1)
 	if len(got) != 1 {
 		t.Fatalf("%d agents taken over, want 1", len(got))
 	}
@@ -123,9 +140,7 @@ func TestAdopt_AgentsNotTakenOverAreStopped(t *testing.T) {
 	}
 	oldConn.Close()
 	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	got := c.Adopt(ctx)
+	got := adopted(t, c, 2)
 	if len(got) != 2 {
 		t.Fatalf("%d agents taken over, want 2", len(got))
 	}
@@ -146,5 +161,36 @@ func TestAdopt_AgentsNotTakenOverAreStopped(t *testing.T) {
 	eventually.True(t, "the agent not taken over stopped", func() bool { running, _, _ := st.stats(); return running == 0 })
 	if took := time.Since(start); took < 700*time.Millisecond {
 		t.Errorf("the agent was stopped %s after the new run came, before OwnerTimeout (1s)", took)
+	}
+}
+
+// A broker with its NATS server inside restarts both: the hosts come
+// back after the new run has started, and the agents they kept are taken
+// over then.
+func TestAdopt_AHostHeardAfterTheStartIsAskedToo(t *testing.T) {
+	first := runNATS(t, 0, 0)
+	port := natsPort(first)
+	st := &fakeStarter{}
+	srv := serve(t, dial(t, first.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
+	oldConn := dial(t, first.ClientURL())
+	old := newClient(t, oldConn, ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, old, 1)
+	if _, err := old.Start(t.Context(), "t1", "p", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	oldConn.Close()
+	first.Shutdown()
+	first.WaitForShutdown()
+	second := runNATS(t, port, 0)
+	t.Cleanup(func() { srv.Close(context.Background()) }) // while its NATS server runs
+	c := newClient(t, dial(t, second.ClientURL()), ClientOptions{Broker: "b"})
+	asked := time.Now()
+	got := adopted(t, c, 1)
+	t.Logf("taken over %s after the new run asked", time.Since(asked).Round(time.Millisecond))
+	if got[0].Thread != "t1" {
+		t.Fatalf("taken over: %+v", got[0])
+	}
+	if running, _, released := st.stats(); running != 1 || released != 0 {
+		t.Fatalf("the host runs %d agents and released %d; want the one taken over", running, released)
 	}
 }

@@ -82,7 +82,7 @@ type Client struct {
 	changed   chan struct{} // closed and replaced when a host's room may have grown
 	resumed   time.Time
 	lostTotal int64
-	adopting  int // Adopt calls under way
+	take      func(Adoptee) // set by Adopt
 	subs      []*nats.Subscription
 
 	ready    chan struct{}
@@ -100,6 +100,10 @@ type hostState struct {
 	// pending are this broker's agents on the host that its beats do not
 	// count yet: starts under way, and agents started since the last beat.
 	pending map[string]bool
+	// asked: this instance of the host was asked for the agents of an
+	// earlier run (see Adopt); adopting: its answer is not yet taken, so
+	// that an agent its beat names as this run's may not be known yet.
+	asked, adopting bool
 }
 
 // NewClient joins the hosts on nc: it listens to their beats, asks them
@@ -284,6 +288,10 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 			told = append(told, usageTold{ra, a})
 		}
 	}
+	if h.adopting {
+		orphans = nil
+	}
+	c.askLocked(b.Name, h)
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
@@ -296,11 +304,6 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 	}
 	// An agent the host runs for this broker that the broker does not know
 	// (its start was given up, or the host was lost and came back): stop it.
-	c.mu.Lock()
-	if c.adopting > 0 {
-		orphans = nil
-	}
-	c.mu.Unlock()
 	for _, id := range orphans {
 		msg := nats.NewMsg(agentSubject(id, "ctl"))
 		msg.Header.Set(hMethod, ctlRelease)

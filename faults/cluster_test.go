@@ -298,6 +298,48 @@ func TestCluster_ABrokerRestartReportsItsTurnOnceAndTheHostLetsTheOldAgentGo(t *
 	}
 }
 
+// The broker killed with SIGKILL while its thread's agent on a host is
+// idle, and started again: the host keeps the agent, the new run takes it
+// up, and the thread's next message is answered by that same process, with
+// no agent started anywhere. The broker's NATS server (embedded) restarts
+// with it, so the host is heard again only after the new run has started.
+func TestCluster_ABrokerRestartedCarriesOnWithItsThreadsAgentOnAHost(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	b := w.start()
+	h := w.host("a", url, nil)
+	thread := w.mention(alice, "run pwd")
+	if where := whereFrom(w.awaitAnswers(thread, 1)[0].Text); where != "a" {
+		t.Fatalf("answered from %q", where)
+	}
+	b.Kill()
+	if b.Signalled() != syscall.SIGKILL {
+		<-b.Done()
+	}
+	b2 := &broker{Broker: brokertest.MustGet(t, patience, w.Start), t: t}
+	t.Cleanup(func() { b2.stop() })
+	b2.awaitMetric("acp_broker_agent_adoptions_total", func(v float64) bool { return v == 1 })
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 2)
+	if where := whereFrom(answers[len(answers)-1].Text); where != "a" {
+		t.Errorf("the next message was answered %q", answers[len(answers)-1].Text)
+	}
+	if v, _ := b2.metric("acp_broker_agent_spawns_total"); v != 0 {
+		t.Errorf("the new run started %v agents, want none", v)
+	}
+	hm := brokertest.MustGet(t, patience, h.Metrics)
+	if v := hm["acp_broker_agent_spawns_total"]; v != 1 {
+		t.Errorf("the host started %v agents, want the thread's one only", v)
+	}
+	if v := hm["acp_broker_agents_live"]; v != 1 {
+		t.Errorf("the host runs %v agents, want the thread's one", v)
+	}
+	for _, m := range w.Discord.BotMessages(thread) {
+		if strings.Contains(m.Content, "restarted") {
+			t.Errorf("an idle thread was told of the restart: %q", m.Content)
+		}
+	}
+}
+
 // cluster.host_timeout is consumed: at 2s a host killed mid-turn is told
 // to its thread within 2s and a beat, far sooner than the default.
 func TestCluster_HostTimeoutIsConsumed(t *testing.T) {
