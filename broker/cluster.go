@@ -72,7 +72,7 @@ func (b *Broker) remoteAgent(ctx context.Context, thread string, prof *pool.Prof
 // others (a turn ran, the profile changed, the thread was reset…) are let
 // go.
 func (b *Broker) takeUp(ad cluster.Adoptee) {
-	a, err := b.pool.Adopt(ad.Thread, ad.Remote, ad.Kept)
+	a, err := b.pool.Adopt(ad.Remote, ad.Kept)
 	if err != nil {
 		b.log.Info().Err(err).Str("thread", ad.Thread).Str("agent_host", ad.Remote.Where).Msg("agent of an earlier run let go")
 		ad.LetGo()

@@ -78,15 +78,16 @@ var ErrNotAdopted = errors.New("agent not taken up")
 // 2^53 (the ids a JavaScript agent reads exactly) until the year 2255.
 func adoptFirstID() uint64 { return uint64(time.Now().UnixMilli()) * 1000 }
 
-// Adopt takes up thread's agent r, which an earlier run of the broker
-// started on an agent host and set up, and which still runs there; note
-// is what that run kept beside it (see Keeper). The agent becomes the
-// thread's, idle, in the session it had. It fails with ErrNotAdopted
-// (wrapped, saying why), leaving r untouched, when nothing was kept, the
-// note is another thread's, a turn ran (it ended with the broker), the
-// profile is gone or sets sessions up otherwise now, the thread has
-// another session or an agent, or the pool has no room.
-func (p *Pool) Adopt(thread string, r Remote, note []byte) (*Agent, error) {
+// Adopt takes up agent r, which an earlier run of the broker started on
+// an agent host and set up, and which still runs there; note is what that
+// run kept beside it (see Keeper), and names the thread whose agent it
+// was (a warm agent's host knows it by the name it was started under).
+// The agent becomes that thread's, idle, in the session it had. It fails
+// with ErrNotAdopted (wrapped, saying why), leaving r untouched, when
+// nothing was kept, a turn ran (it ended with the broker), the profile is
+// gone or sets sessions up otherwise now, the thread has another session
+// or an agent, or the pool has no room.
+func (p *Pool) Adopt(r Remote, note []byte) (*Agent, error) {
 	refuse := func(why string) (*Agent, error) { return nil, fmt.Errorf("%w: %s", ErrNotAdopted, why) }
 	if r.Proc == nil || r.Host == nil {
 		return refuse("no process or no host for its files")
@@ -98,9 +99,10 @@ func (p *Pool) Adopt(thread string, r Remote, note []byte) (*Agent, error) {
 	if err := json.Unmarshal(note, &k); err != nil {
 		return refuse("its note cannot be read: " + err.Error())
 	}
+	thread := k.Thread
 	switch {
-	case k.Thread != thread:
-		return refuse("its note is another thread's")
+	case thread == "":
+		return refuse("its note names no thread")
 	case k.Busy:
 		return refuse("a turn ran when its broker stopped")
 	case k.Init.ProtocolVersion != acp.ProtocolVersion:

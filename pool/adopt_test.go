@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -73,10 +74,10 @@ func TestAdopt_ALaterPoolTakesUpTheAgentFromItsNote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := later.Adopt("t1", r, busyNote); !errors.Is(err, pool.ErrNotAdopted) {
+	if _, err := later.Adopt(r, busyNote); !errors.Is(err, pool.ErrNotAdopted) {
 		t.Fatalf("an agent whose turn ran when its broker stopped: %v, want ErrNotAdopted", err)
 	}
-	got, err := later.Adopt("t1", r, note)
+	got, err := later.Adopt(r, note)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,21 +110,27 @@ func TestAdopt_RefusesWhatIsNotTheThreadsAgentNow(t *testing.T) {
 	first.Release(a, false)
 	note := rig.last()
 	r := pool.Remote{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Where: a.Where}
+	var fields map[string]any
+	if err := json.Unmarshal(note, &fields); err != nil {
+		t.Fatal(err)
+	}
+	fields["thread"] = ""
+	noThread, _ := json.Marshal(fields)
 
 	for _, tc := range []struct {
 		name   string
 		cfg    pool.Config
-		thread string
+		note   []byte
 		setup  func(t *testing.T, p *pool.Pool)
 		why    string
 	}{
-		{name: "another thread's note", thread: "t2", why: "another thread's"},
-		{name: "the thread reset since", thread: "t1", why: "another session", setup: func(t *testing.T, _ *pool.Pool) {
+		{name: "a note naming no thread", note: noThread, why: "no thread"},
+		{name: "the thread reset since", why: "another session", setup: func(t *testing.T, _ *pool.Pool) {
 			book.ForgetSession("t1")
 			t.Cleanup(func() { book.RememberSession("t1", a.SessionID, false) })
 		}},
-		{name: "its profile sets sessions up otherwise", thread: "t1", why: "otherwise now", cfg: pool.Config{MCPServers: []acp.MCPServer{{Name: "m", Command: "/bin/true"}}}},
-		{name: "no room", thread: "t1", why: "no room", cfg: pool.Config{MaxSessions: 1}, setup: func(t *testing.T, p *pool.Pool) { acquire(t, p, "other") }},
+		{name: "its profile sets sessions up otherwise", why: "otherwise now", cfg: pool.Config{MCPServers: []acp.MCPServer{{Name: "m", Command: "/bin/true"}}}},
+		{name: "no room", why: "no room", cfg: pool.Config{MaxSessions: 1}, setup: func(t *testing.T, p *pool.Pool) { acquire(t, p, "other") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -132,7 +139,11 @@ func TestAdopt_RefusesWhatIsNotTheThreadsAgentNow(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, p)
 			}
-			if _, err := p.Adopt(tc.thread, r, note); !errors.Is(err, pool.ErrNotAdopted) || !strings.Contains(err.Error(), tc.why) {
+			n := note
+			if tc.note != nil {
+				n = tc.note
+			}
+			if _, err := p.Adopt(r, n); !errors.Is(err, pool.ErrNotAdopted) || !strings.Contains(err.Error(), tc.why) {
 				t.Fatalf("Adopt: %v, want ErrNotAdopted saying %q", err, tc.why)
 			}
 			if s := p.Stats(); s.Adopted != 0 {
