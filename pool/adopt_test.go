@@ -118,11 +118,11 @@ func TestAdopt_RefusesWhatIsNotTheThreadsAgentNow(t *testing.T) {
 	noThread, _ := json.Marshal(fields)
 
 	for _, tc := range []struct {
-		name   string
-		cfg    pool.Config
-		note   []byte
-		setup  func(t *testing.T, p *pool.Pool)
-		why    string
+		name  string
+		cfg   pool.Config
+		note  []byte
+		setup func(t *testing.T, p *pool.Pool)
+		why   string
 	}{
 		{name: "a note naming no thread", note: noThread, why: "no thread"},
 		{name: "the thread reset since", why: "another session", setup: func(t *testing.T, _ *pool.Pool) {
