@@ -208,4 +208,21 @@ func (a *remoteProc) Keep(note []byte) {
 	_ = a.c.nc.PublishMsg(msg)
 }
 
-var _ pool.Keeper = (*remoteProc)(nil)
+var (
+	_ pool.Keeper = (*remoteProc)(nil)
+	_ pool.Leaver = (*remoteProc)(nil)
+)
+
+// errLeft ends an agent left to its host here.
+var errLeft = errors.New("left running on its agent host")
+
+// Leave lets the agent run on without this run of the broker: its host
+// keeps it for the next run (see Adopt), or stops it once it has heard no
+// run of this broker for OwnerTimeout. Nothing is sent: its stdin stays
+// open, its terminals run. Here it ends (Exited closes).
+func (a *remoteProc) Leave() {
+	a.stdin.fail(errLeft)
+	a.releaseOnce.Do(func() {}) // a Close of the Client must not release it
+	a.end(errLeft, "", false)
+	a.discard()
+}

@@ -18,6 +18,28 @@ import (
 // thread's next turn goes to the same process, in the same session, with
 // no start, initialize or session/load.
 
+// Leaver is a Proc whose agent can run on without this broker (see
+// Adopt): Leave lets it, telling its host nothing, and ends the Proc here.
+type Leaver interface{ Leave() }
+
+// leaveLocked lets an idle agent that can run on without the broker do
+// so as the pool closes, for the broker's next run to take up; it reports
+// whether it did. p.mu must be held.
+func (p *Pool) leaveLocked(a *Agent) bool {
+	l, ok := a.Proc.(Leaver)
+	if !ok || exited(a) {
+		return false
+	}
+	if _, ok := a.Proc.(Keeper); !ok {
+		return false
+	}
+	p.keep(a, false)
+	l.Leave()
+	p.left++
+	p.log.Info().Str("thread", a.Thread).Str("agent_host", a.Where).Int("pid", a.Proc.PID()).Msg("agent left running on its host, for the broker's next run")
+	return true
+}
+
 // Keeper is a Proc that keeps a note beside its agent, where the agent
 // runs, for a later run of the broker (see Adopt). Keep must not wait.
 type Keeper interface{ Keep(note []byte) }

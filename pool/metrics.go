@@ -56,6 +56,7 @@ var poolStats = []metrics.Stat[Stats]{
 	metrics.Counter("agent_spawns_total", "Agent processes started.", func(s Stats) uint64 { return s.Spawned }),
 	metrics.Counter("agent_spawn_failures_total", "Agent processes that could not be started.", func(s Stats) uint64 { return s.SpawnFailed }),
 	metrics.Counter("agent_adoptions_total", "Agents an earlier run of the broker started on agent hosts, taken up by this one.", func(s Stats) uint64 { return s.Adopted }),
+	metrics.Counter("agents_left_total", "Idle agents on agent hosts left running when the broker stopped, for its next run to take up.", func(s Stats) uint64 { return s.Left }),
 	metrics.CounterVec("agent_stops_total", "Agent processes stopped, by reason.", []string{"reason"}, func(s Stats, series func(uint64, ...string)) {
 		for reason, n := range s.Stopped {
 			series(n, reason)

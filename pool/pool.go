@@ -261,6 +261,7 @@ type Pool struct {
 	spawned  uint64            // agents that started
 	failed   uint64            // agents that failed to start
 	adopted  uint64            // agents taken up from an earlier run (Adopt)
+	left     uint64            // agents left running for a later run (Leaver)
 	stopped  map[string]uint64 // agents stopped, by reason
 	killed   uint64            // agents stopped without a grace
 	oom      uint64            // agents that ran out of memory
@@ -1141,8 +1142,9 @@ type Stats struct {
 	// Spawned and SpawnFailed count agent starts; Stopped counts stops by
 	// reason, and Killed those stopped without a grace (SIGKILL at once).
 	Spawned, SpawnFailed, Killed uint64
-	// Adopted counts the agents taken up from an earlier run (Adopt).
-	Adopted uint64
+	// Adopted counts the agents taken up from an earlier run (Adopt), Left
+	// those left running on their hosts for a later one at Shutdown.
+	Adopted, Left uint64
 	// SessionsClosed counts the sessions closed with session/close before
 	// their agents were stopped for idleness.
 	SessionsClosed uint64
@@ -1169,7 +1171,7 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	s := Stats{Live: len(p.agents) + p.bare.live, MaxSessions: p.cfg.MaxSessions, Starting: p.starting, Stopping: p.stopping, Waiting: len(p.queue), Evicted: p.evicted,
-		Spawned: p.spawned, SpawnFailed: p.failed, Adopted: p.adopted, Killed: p.killed, OutOfMemory: p.oom, SessionsClosed: p.closedSessions, Stopped: make(map[string]uint64, len(p.stopped))}
+		Spawned: p.spawned, SpawnFailed: p.failed, Adopted: p.adopted, Left: p.left, Killed: p.killed, OutOfMemory: p.oom, SessionsClosed: p.closedSessions, Stopped: make(map[string]uint64, len(p.stopped))}
 	for k, v := range p.stopped {
 		s.Stopped[k] = v
 	}
@@ -1248,6 +1250,8 @@ func (p *Pool) Shutdown(ctx context.Context) {
 			grace := p.stopGraceLocked(p.cfg.ExitGrace)
 			if a.busy {
 				grace = 0
+			} else if p.leaveLocked(a) {
+				grace = 0 // nothing is left to stop here
 			}
 			p.countStopLocked(StopShutdown, grace)
 			p.retiring[a] = true
