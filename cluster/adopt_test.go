@@ -160,7 +160,7 @@ func TestAdopt_AgentsNotTakenOverAreStopped(t *testing.T) {
 	start = time.Now()
 	eventually.True(t, "the agent not taken over stopped", func() bool { running, _, _ := st.stats(); return running == 0 })
 	if took := time.Since(start); took < 700*time.Millisecond {
-		t.Errorf("the agent was stopped %s after the new run came, before OwnerTimeout (1s)", took)
+		t.Errorf("the agent was stopped %s after the new run came, before CutTimeout (1s)", took)
 	}
 }
 
@@ -192,5 +192,26 @@ func TestAdopt_AHostHeardAfterTheStartIsAskedToo(t *testing.T) {
 	}
 	if running, _, released := st.stats(); running != 1 || released != 0 {
 		t.Fatalf("the host runs %d agents and released %d; want the one taken over", running, released)
+	}
+}
+
+// A host cut off from its NATS server for longer than CutTimeout stops
+// its agents: a cluster gone for so long will not take them up.
+func TestAdopt_AHostCutOffLongStopsItsAgents(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &fakeStarter{}
+	srv := serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute, CutTimeout: time.Second})
+	t.Cleanup(func() { srv.Close(context.Background()) })
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, c, 1)
+	if _, err := c.Start(t.Context(), "t1", "p", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	cut := time.Now()
+	eventually.True(t, "the agent stopped", func() bool { _, _, released := st.stats(); return released == 1 })
+	if took := time.Since(cut); took < 700*time.Millisecond {
+		t.Errorf("the agent was stopped %s after the cut, before CutTimeout (1s)", took)
 	}
 }

@@ -69,6 +69,11 @@ type ServerOptions struct {
 	// has to take over the agents of the run before it (see
 	// Client.Adopt); 30 s when zero.
 	OwnerTimeout time.Duration
+	// CutTimeout is how long the host may be cut off from its NATS server
+	// before it stops every agent it runs; 10 times OwnerTimeout when
+	// zero. A NATS server down for everyone loses no broker its hosts, so
+	// it is long; but nothing runs forever for a cluster that is gone.
+	CutTimeout time.Duration
 	// StartTimeout bounds one Starter.Start; 2 min when zero.
 	StartTimeout time.Duration
 	// Window bounds the bytes of an agent's stdout not yet consumed by the
@@ -97,6 +102,7 @@ type Server struct {
 	reserved int // starts under way
 	brokers  map[string]brokerSeen
 	resumed  time.Time // when the connection last came back
+	cut      time.Time // when the connection went, while it is gone
 	subs     []*nats.Subscription
 
 	stop     chan struct{}
@@ -207,6 +213,9 @@ func Serve(nc *nats.Conn, s Starter, o ServerOptions) (*Server, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 2 * time.Minute
 	}
+	if o.CutTimeout <= 0 {
+		o.CutTimeout = 10 * o.OwnerTimeout
+	}
 	if o.Window <= 0 {
 		o.Window = defaultWindow
 	}
@@ -295,6 +304,11 @@ func (s *Server) sweep(now time.Time) {
 	s.mu.Lock()
 	if !s.nc.IsConnected() {
 		s.resumed = now
+		if s.cut.IsZero() {
+			s.cut = now
+		}
+	} else {
+		s.cut = time.Time{}
 	}
 	var gone []*hostAgent
 	var why []string
@@ -302,6 +316,9 @@ func (s *Server) sweep(now time.Time) {
 		a.out.tick(now)
 		b, ok := s.brokers[a.owner]
 		switch {
+		case !s.cut.IsZero() && now.Sub(s.cut) > s.o.CutTimeout && a.endedAt.IsZero():
+			gone = append(gone, a)
+			why = append(why, fmt.Sprintf("the agent host was cut off from the cluster for %s", now.Sub(s.cut).Round(time.Second)))
 		case !a.endedAt.IsZero() && now.Sub(a.endedAt) > s.o.OwnerTimeout:
 			gone = append(gone, a)
 			why = append(why, "its end was not taken by the broker")
