@@ -213,6 +213,10 @@ var (
 	_ pool.Leaver = (*remoteProc)(nil)
 )
 
+// maxLeft bounds the agents a Client remembers having left (see Leave):
+// as many as a broker runs.
+const maxLeft = 1 << 16
+
 // errLeft ends an agent left to its host here.
 var errLeft = errors.New("left running on its agent host")
 
@@ -221,6 +225,11 @@ var errLeft = errors.New("left running on its agent host")
 // run of this broker for OwnerTimeout. Nothing is sent: its stdin stays
 // open, its terminals run. Here it ends (Exited closes).
 func (a *remoteProc) Leave() {
+	a.c.mu.Lock()
+	if len(a.c.left) < maxLeft {
+		a.c.left[a.id] = true
+	}
+	a.c.mu.Unlock()
 	a.stdin.fail(errLeft)
 	a.releaseOnce.Do(func() {}) // a Close of the Client must not release it
 	a.end(errLeft, "", false)

@@ -215,3 +215,27 @@ func TestAdopt_AHostCutOffLongStopsItsAgents(t *testing.T) {
 		t.Errorf("the agent was stopped %s after the cut, before CutTimeout (1s)", took)
 	}
 }
+
+// An agent a stopping broker leaves stays on its host through the
+// broker's last beats and its close, for the next run to take over.
+func TestAdopt_AnAgentLeftIsNotReleasedByItsBroker(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &fakeStarter{}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
+	old := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, old, 1)
+	r, err := old.Start(t.Context(), "t1", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Proc.(*remoteProc).Leave()
+	time.Sleep(500 * time.Millisecond) // the host beats every 100 ms
+	old.Close()
+	if _, _, released := st.stats(); released != 0 {
+		t.Fatal("the broker that left the agent had its host stop it")
+	}
+	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
+	if got := adopted(t, c, 1); got[0].Thread != "t1" {
+		t.Fatalf("taken over: %+v", got[0])
+	}
+}

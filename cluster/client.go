@@ -83,6 +83,9 @@ type Client struct {
 	resumed   time.Time
 	lostTotal int64
 	take      func(Adoptee) // set by Adopt
+	// left are the agents left running for this broker's next run (see
+	// remoteProc.Leave): a host's beat naming them names no orphan.
+	left map[string]bool
 	subs      []*nats.Subscription
 
 	ready    chan struct{}
@@ -140,6 +143,7 @@ func NewClient(nc *nats.Conn, o ClientOptions) *Client {
 		maxReq:   replyLimit(nc),
 		hosts:    make(map[string]*hostState),
 		agents:   make(map[string]*remoteProc),
+		left:     make(map[string]bool),
 		changed:  make(chan struct{}),
 		ready:    make(chan struct{}),
 		stop:     make(chan struct{}),
@@ -282,9 +286,9 @@ func (c *Client) onHostBeat(m *nats.Msg) {
 			continue
 		}
 		delete(h.pending, a.ID) // counted in Running now
-		if ra := c.agents[a.ID]; ra == nil {
+		if ra := c.agents[a.ID]; ra == nil && !c.left[a.ID] {
 			orphans = append(orphans, a.ID)
-		} else {
+		} else if ra != nil {
 			told = append(told, usageTold{ra, a})
 		}
 	}

@@ -67,7 +67,7 @@ func agentOnHost(t *testing.T, s *subject) {
 	defer cancel()
 	var mu sync.Mutex
 	var launchedHere []string
-	b, err := w.Open(ctx, broker.Options{
+	brokerOpts := broker.Options{
 		Version: "interop",
 		Pool: func(pc *pool.Config) {
 			pc.Launch = func(spec pool.ProcessSpec) (pool.Proc, error) {
@@ -77,10 +77,12 @@ func agentOnHost(t *testing.T, s *subject) {
 				return nil, fmt.Errorf("the broker must not start %s itself", spec.Command)
 			}
 		},
-	})
+	}
+	b, err := w.Open(ctx, brokerOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	current := b // the broker's run the cleanup stops
 
 	// The host: the World's agent keys, its own state and work
 	// directories, the cluster's URL.
@@ -123,8 +125,8 @@ func agentOnHost(t *testing.T, s *subject) {
 	served := make(chan error, 1)
 	go func() { served <- h.Serve(hctx) }()
 	t.Cleanup(func() {
-		// The broker first, which lets its agents go, then the host.
-		b.Stop(10 * time.Second)
+		// The broker first, which leaves its idle agents, then the host.
+		current.Stop(10 * time.Second)
 		stopHost()
 		<-served
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -202,4 +204,45 @@ func agentOnHost(t *testing.T, s *subject) {
 	}
 	t.Logf("%s on host a: permission %q (%s) allowed; the agent asked its client %v; answer in %v: %q",
 		s.spec.Name, c.request.ToolCall.Title, c.request.ToolCall.Kind, asked, st.end.Sub(sent).Round(time.Millisecond), st.body+"\n"+st.footer)
+
+	// The broker restarts (stopped, as for an upgrade): the new run takes
+	// the idle agent over, and the thread's next message goes to the same
+	// process, in the same conversation, with no initialize.
+	if !pollUntil(withTimeout(t.Context(), chatAwait), 10*time.Millisecond, func() bool { return b.Pool().Stats().Busy == 0 }) {
+		t.Fatal("the turn did not let its agent go")
+	}
+	b.Stop(10 * time.Second)
+	b, err = w.Open(ctx, brokerOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, d.broker = b, b
+	restarted := time.Now()
+	if !pollUntil(withTimeout(t.Context(), chatAwait), 10*time.Millisecond, func() bool { return b.Pool().Stats().Adopted == 1 }) {
+		t.Fatalf("the restarted broker did not take the agent over within %v", chatAwait)
+	}
+	taken := time.Since(restarted)
+	s.text("Still ", "here.")
+	next, nextSent := d.say(t, thread, "Are you still there?")
+	nt := awaitEnd(t, d, thread, next)
+	if !strings.HasPrefix(nt.footer, "-# ✅ done in ") || !strings.HasSuffix(nt.body, "Still here.") {
+		t.Errorf("after the restart the turn ended %q with %q", nt.footer, nt.body)
+	}
+	if ps := procs.of(thread); len(ps) != 1 {
+		t.Errorf("the host started %d agent processes for the thread, want the one, carried over", len(ps))
+	}
+	if body := s.lastBody(); !strings.Contains(body, "Write landed.txt.") {
+		t.Errorf("the model's request after the restart does not carry the conversation before it: %.300q", body)
+	}
+	inits := 0
+	for _, m := range ps[0].wire.snapshot() {
+		if m.Out && m.Method == "initialize" {
+			inits++
+		}
+	}
+	if inits != 1 {
+		t.Errorf("the agent was sent initialize %d times, want once", inits)
+	}
+	t.Logf("%s: the restarted broker took the agent over %v after it started; next answer in %v: %q",
+		s.spec.Name, taken.Round(time.Millisecond), nt.end.Sub(nextSent).Round(time.Millisecond), nt.body)
 }
