@@ -86,7 +86,7 @@ type Client struct {
 	// left are the agents left running for this broker's next run (see
 	// remoteProc.Leave): a host's beat naming them names no orphan.
 	left map[string]bool
-	subs      []*nats.Subscription
+	subs []*nats.Subscription
 
 	ready    chan struct{}
 	stop     chan struct{}
