@@ -136,7 +136,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			b = nil
 		}
 	}()
-	m, err := openMachine(cfg, opts)
+	m, err := openMachine(cfg, opts, !clustered(cfg))
 	b.store, b.redact, b.cgroups, b.proxy, b.sandbox, b.gitConfine = m.store, m.redact, m.cgroups, m.proxy, m.sandbox, m.gitConfine
 	if err != nil {
 		return b, err

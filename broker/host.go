@@ -48,7 +48,7 @@ func OpenHost(ctx context.Context, cfg *config.Config, opts Options) (h *Host, e
 			h = nil
 		}
 	}()
-	h.m, err = openMachine(cfg, opts)
+	h.m, err = openMachine(cfg, opts, true)
 	if err != nil {
 		return h, err
 	}

@@ -26,18 +26,14 @@ type builtProfiles struct {
 	secrets  []string
 }
 
-// buildProfiles makes each configured profile the pool's, once the
-// programs it names and the user its agents run as are found (see
-// complete): its
+// buildProfiles makes each configured profile the pool's, once complete
+// has found the programs it names and the user its agents run as: its
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
 // workspace hook, which gives made (if not nil) each worktree it makes
 // or finds, its git commands confined by confine. secrets are the chat
 // platforms' tokens and every profile's secret values.
 func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktree), confine workspace.Confiner, log zerolog.Logger) (*builtProfiles, error) {
-	if err := complete(cfg, environ); err != nil {
-		return nil, err
-	}
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: chatSecrets(cfg)}
 	var errs []error

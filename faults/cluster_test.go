@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -174,6 +175,51 @@ func TestCluster_AHostKilledMidTurnIsToldAndTheNextMessageRunsElsewhere(t *testi
 		t.Errorf("the thread is not told it starts afresh on %s: %q", next, answers[len(answers)-1].Text)
 	}
 	t.Logf("told %s after the kill", told.Round(time.Millisecond))
+}
+
+// A clustered broker runs no agent, so its own machine need not have
+// what only the hosts use: with an agent program and a working directory
+// it lacks, check-config passes and says the hosts check them, the broker
+// starts, and a thread is answered by a host that has them. A host that
+// lacks the program is refused naming the key, and so is the same broker
+// configuration without [cluster].
+func TestCluster_ABrokerNeedsNotWhatOnlyItsHostsRun(t *testing.T) {
+	const missing = "/nonexistent/agent-of-the-hosts"
+	// A working directory no one can make: its parent is a file.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, url := clusterWorld(t, settings{"agent.command": missing, "agent.cwd": filepath.Join(file, "work")})
+	code, out := runBrokerCommand(t, nil, "check-config", "--config", w.writeConfig())
+	if code != 0 || !strings.Contains(out, "each agent host checks its profiles' programs") {
+		t.Errorf("check-config of the clustered broker: exit status %d, output %q; want 0, saying the hosts check the programs", code, out)
+	}
+	w.start()
+	w.host("a", url, settings{"agent.command": bins.Agent})
+	thread := w.mention(alice, "run pwd")
+	if got := w.awaitAnswers(thread, 1)[0].Text; whereFrom(got) != "a" {
+		t.Errorf("the thread was answered %q, not from host a's directory", got)
+	}
+
+	refused := `agent.command = "` + missing + `": ` + missing + " is not an executable file"
+	write := func(s settings) string {
+		path := filepath.Join(t.TempDir(), "broker.toml")
+		if err := os.WriteFile(path, []byte(s.TOML()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	host := write(w.HostSettings("b", settings{"cluster.url": url, "cluster.user": clusterUser, "cluster.password": clusterPassword}))
+	if code, out := runBrokerCommand(t, nil, "host", "--config", host); code != 2 || !strings.Contains(out, refused) {
+		t.Errorf("a host without its agent's program: exit status %d, output %q; want 2 and %q", code, out, refused)
+	}
+	alone := write(w.Conf.With(settings{"cluster.embedded": nil, "cluster.listen": nil, "cluster.user": nil, "cluster.password": nil}))
+	for _, args := range [][]string{{"--config", alone}, {"check-config", "--config", alone}} {
+		if code, out := runBrokerCommand(t, nil, args...); code != 2 || !strings.Contains(out, refused) {
+			t.Errorf("broker %s without [cluster]: exit status %d, output %q; want 2 and %q", strings.Join(args, " "), code, out, refused)
+		}
+	}
 }
 
 // natsServer runs a NATS server in the test on addr (no credentials:
