@@ -107,6 +107,7 @@ type Broker struct {
 	cluster  *cluster.Client
 	nc       *nats.Conn
 	embedded *cluster.Embedded
+	lostTold lostBook // threads told their idle agent's host was lost
 	sched    *schedule.Scheduler
 
 	// gitConfine confines the git commands on worktree profiles'

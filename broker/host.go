@@ -157,7 +157,12 @@ func (s hostStarter) Start(ctx context.Context, thread, profile string) (cluster
 	if err != nil {
 		return cluster.Started{}, err
 	}
-	return cluster.Started{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Release: func() { s.pool.ReleaseBare(a) }, Usage: a.Usage, AfterTurn: a.AfterTurn}, nil
+	st := cluster.Started{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Release: func() { s.pool.ReleaseBare(a) }, Usage: a.Usage}
+	if a.HasAfterTurn() {
+		// Its broker is told that the thread's branch is pushed.
+		st.AfterTurn = a.AfterTurn
+	}
+	return st, nil
 }
 
 // hostCapacity is how many agents a host runs at most: host.capacity,

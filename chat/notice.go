@@ -70,6 +70,18 @@ func NoticeText(n adapter.Notice) string {
 	return "The broker noted " + n.Kind() + "."
 }
 
+// IdleHostLostText says that agent host host, which ran a thread's idle
+// agent, was lost: the agent is gone, and the thread's next message
+// starts another on another host. shared: the host pushed the thread's
+// branch to a shared repository, so its committed work follows it.
+func IdleHostLostText(host string, shared bool) string {
+	files := "the files of its workspace stayed on " + host
+	if shared {
+		files = "what its agent committed follows the thread, through the shared repository; what it left uncommitted stayed on " + host
+	}
+	return fmt.Sprintf("Agent host %s, which ran this thread's agent, stopped answering: the agent is gone. Your next message starts a new one on another agent host; %s.", host, files)
+}
+
 // deciderText names what answered a permission request for people: `rule
 // 1 (kind read)`, `turn.permission_mode = allow`.
 func deciderText(d adapter.Decider) string {

@@ -171,3 +171,20 @@ func TestStatusText_SaysEachPhase(t *testing.T) {
 		}
 	}
 }
+
+// A thread whose idle agent's host was lost is told which host, that its
+// next message starts elsewhere, and where its work is: on the lost host,
+// or, with a shared repository, what was committed follows the thread.
+func TestIdleHostLostText_SaysTheHostAndWhereTheWorkIs(t *testing.T) {
+	for _, tc := range []struct {
+		shared bool
+		want   string
+	}{
+		{false, "Agent host gpu-1, which ran this thread's agent, stopped answering: the agent is gone. Your next message starts a new one on another agent host; the files of its workspace stayed on gpu-1."},
+		{true, "Agent host gpu-1, which ran this thread's agent, stopped answering: the agent is gone. Your next message starts a new one on another agent host; what its agent committed follows the thread, through the shared repository; what it left uncommitted stayed on gpu-1."},
+	} {
+		if got := IdleHostLostText("gpu-1", tc.shared); got != tc.want {
+			t.Errorf("shared %v:\n got %q\nwant %q", tc.shared, got, tc.want)
+		}
+	}
+}

@@ -48,7 +48,12 @@ var (
 	_ pool.Proc          = (*remoteProc)(nil)
 	_ pool.UsageReporter = (*remoteProc)(nil)
 	_ pool.TurnEnder     = (*remoteProc)(nil)
+	_ pool.HostLoser     = (*remoteProc)(nil)
 )
+
+// HostLost is closed, before Exited, when the agent ended because its
+// host was lost.
+func (a *remoteProc) HostLost() <-chan struct{} { return a.lost }
 
 // TurnEnded tells the host a turn of the agent's thread ended (see
 // Started.AfterTurn). It does not wait.

@@ -475,7 +475,7 @@ func (s *Server) start(m *nats.Msg, req startRequest) {
 	s.agents[a.id] = a
 	s.mu.Unlock()
 	log.Info().Int("pid", st.Proc.PID()).Str("profile", req.Profile).Msg("cluster: agent started")
-	_ = m.Respond(mustJSON(startReply{Dir: st.Dir, Terminals: st.Host.Terminals(), PID: st.Proc.PID()}))
+	_ = m.Respond(mustJSON(startReply{Dir: st.Dir, Terminals: st.Host.Terminals(), PID: st.Proc.PID(), Shared: st.AfterTurn != nil}))
 	s.beat()
 	s.wg.Add(2)
 	go func() {

@@ -222,6 +222,55 @@ func TestCluster_ABrokerNeedsNotWhatOnlyItsHostsRun(t *testing.T) {
 	}
 }
 
+// A host killed while its thread is idle: the thread is told in words
+// within host_timeout and a beat (10s), without a new message, naming
+// the host and saying where its next message goes and that its files
+// stayed behind; the agent's slot is freed at once. The next message
+// runs on the other host without being told the same again.
+func TestCluster_AHostKilledWhileItsThreadIsIdleIsToldAtOnce(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	b := w.start()
+	hosts := map[string]*brokertest.Broker{"a": w.host("a", url, nil), "b": w.host("b", url, nil)}
+	thread := w.mention(alice, "run pwd")
+	first := whereFrom(w.awaitAnswers(thread, 1)[0].Text)
+	if hosts[first] == nil {
+		t.Fatalf("the first answer names no host: %q", w.awaitAnswers(thread, 1)[0].Text)
+	}
+	b.awaitMetric("acp_broker_agents_live", func(v float64) bool { return v == 1 })
+	before := len(w.Discord.BotMessages(thread))
+	killed := time.Now()
+	hosts[first].Kill()
+	msg := w.awaitNewBotText(thread, "stopped answering", before)
+	told := time.Since(killed)
+	if told > 10*time.Second {
+		t.Errorf("the idle thread was told %s after its host was killed, want within 10s", told)
+	}
+	for _, want := range []string{"Agent host " + first + ",", "Your next message starts a new one on another agent host", "stayed on " + first} {
+		if !strings.Contains(msg.Content, want) {
+			t.Errorf("the words %q lack %q", msg.Content, want)
+		}
+	}
+	b.awaitMetric("acp_broker_agents_live", func(v float64) bool { return v == 0 })
+
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 2)
+	last := answers[len(answers)-1].Text
+	if next := whereFrom(last); next == "" || next == first {
+		t.Errorf("the next message ran on %q, want the other host (the first was %q)", next, first)
+	}
+	if strings.Contains(last, "now runs on agent host") {
+		t.Errorf("the next answer tells the loss again: %q", last)
+	}
+	n := 0
+	for _, m := range w.Discord.BotMessages(thread) {
+		n += strings.Count(m.Content, "stopped answering")
+	}
+	if n != 1 {
+		t.Errorf("the thread was told of the loss %d times, want once", n)
+	}
+	t.Logf("told %s after the kill", told.Round(time.Millisecond))
+}
+
 // natsServer runs a NATS server in the test on addr (no credentials:
 // it listens on loopback), and returns its stop.
 func natsServer(t *testing.T, addr string) func() {
