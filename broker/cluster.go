@@ -44,7 +44,7 @@ func (b *Broker) joinCluster(ctx context.Context, pc *pool.Config) error {
 	}
 	b.nc = nc
 	b.cluster = cluster.NewClient(nc, cluster.ClientOptions{HostTimeout: cfg.Cluster.HostTimeout, Broker: opts.Name,
-		Logger: b.log.With().Str("part", "cluster").Logger()})
+		AfterTurnFailed: b.branchNotPushed, Logger: b.log.With().Str("part", "cluster").Logger()})
 	pc.Remote = b.remoteAgent
 	pc.Placed, pc.PlacedOn = b.store.SetThreadHost, b.store.ThreadHost
 	pc.HostLost = b.idleHostLost
@@ -56,15 +56,30 @@ func (b *Broker) joinCluster(ctx context.Context, pc *pool.Config) error {
 // say it again (see remoteAgent). It does not block: the pool calls it
 // with its lock held.
 func (b *Broker) idleHostLost(l pool.HostLoss) {
-	b.lostTold.told(l.Thread, l.Host)
-	platform, th, _ := SplitThreadID(l.Thread)
+	if b.tell(l.Thread, chat.IdleHostLostText(l.Host, l.Shared)) {
+		b.lostTold.told(l.Thread, l.Host)
+	}
+}
+
+// branchNotPushed tells a thread that its host could not push its
+// branch to the shared repository after a turn, and why (the host tells
+// each failure once). It does not block.
+func (b *Broker) branchNotPushed(thread, host, why string) {
+	b.log.Warn().Str("thread", thread).Str("agent_host", host).Str("cause", why).Msg("the thread's branch was not pushed to the shared repository")
+	b.tell(thread, chat.PushFailedText(host, why))
+}
+
+// tell posts text in thread, a ThreadID, without waiting, and reports
+// whether it did: a thread of the API has no chat to tell (its next
+// prompt's events say where its agent runs).
+func (b *Broker) tell(thread, text string) bool {
+	platform, th, _ := SplitThreadID(thread)
 	srv := b.threads(platform)
 	if srv == nil {
-		// A thread of the API, with no chat to tell: its next prompt's
-		// events say where its agent runs.
-		return
+		return false
 	}
-	srv.Tell(th, "⚠️ "+chat.IdleHostLostText(l.Host, l.Shared))
+	srv.Tell(th, "⚠️ "+text)
+	return true
 }
 
 // maxLostTold bounds the threads remembered as told of their host's

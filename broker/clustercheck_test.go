@@ -3,12 +3,16 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"acpbroker/config"
+	"acpbroker/internal/redact"
+	"acpbroker/workspace"
 )
 
 // With [cluster], a profile whose agents could reach the cluster's NATS
@@ -96,5 +100,31 @@ func TestCheck_AClusteredBrokerLeavesTheAgentsNeedsToItsHosts(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckHost: %v; want %q", err, want)
 		}
+	}
+}
+
+// The token in a shared_repo URL is one of a host's secrets: masked in
+// what a failure after a turn tells its broker (and in agents' stderr).
+// Over ssh the URL's user is a user ("git"), not a secret.
+func TestAfterTurnError_TheSharedRepositorysTokenIsMasked(t *testing.T) {
+	for _, tc := range []struct {
+		repo   string
+		secret []string
+	}{
+		{"https://ghp_token42@git.example.com/shared.git", []string{"ghp_token42"}},
+		{"https://x-access-token:ghp_token43@git.example.com/shared.git", []string{"x-access-token", "ghp_token43"}},
+		{"ssh://git@git.example.com/shared.git", nil},
+		{"/srv/shared.git", nil},
+	} {
+		got := secretValues(&config.Profile{SharedRepo: tc.repo}, nil)
+		if !slices.Equal(got, tc.secret) {
+			t.Errorf("%s: secrets %q, want %q", tc.repo, got, tc.secret)
+		}
+	}
+	r := redact.New(secretValues(&config.Profile{SharedRepo: "https://ghp_token42@git.example.com/shared.git"}, nil)...)
+	cause := fmt.Errorf("%w: fatal: unable to access 'https://ghp_token42@git.example.com/shared.git/'", workspace.ErrSharedRepo)
+	err := afterTurnError{cause, r.String(cause.Error())}
+	if strings.Contains(err.Error(), "ghp_token42") || !errors.Is(err, workspace.ErrSharedRepo) || err.FailureKind() != workspace.ErrSharedRepo.Error() {
+		t.Errorf("told %q (kind %q)", err.Error(), err.FailureKind())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,10 +145,19 @@ func nonNil(rules []policy.Rule) []policy.Rule {
 // agentList describes the profiles now configured, with their agents'
 
 // secretValues are the values of a profile the broker knows to be
-// secret: what its env passes to agents (API keys), and the env and
-// header values of its MCP servers, as expanded.
+// secret: what its env passes to agents (API keys), the env and header
+// values of its MCP servers, as expanded, and the password of its
+// shared_repo's URL, and its user over https (each may be a token).
 func secretValues(p *config.Profile, env []string) []string {
 	var vals []string
+	if u, err := url.Parse(p.SharedRepo); err == nil && u.User != nil {
+		if u.Scheme == "https" && u.User.Username() != "" {
+			vals = append(vals, u.User.Username()) // a token, over https; over ssh a user ("git")
+		}
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			vals = append(vals, pw)
+		}
+	}
 	for name := range p.Env {
 		for _, kv := range env {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == name {

@@ -188,3 +188,13 @@ func TestIdleHostLostText_SaysTheHostAndWhereTheWorkIs(t *testing.T) {
 		}
 	}
 }
+
+// A branch not pushed after a turn is said with the host's reason on one
+// line, and where the committed work is.
+func TestPushFailedText_SaysWhyAndWhereTheWorkIs(t *testing.T) {
+	got := PushFailedText("gpu-1", "acp/t was not published to /srv/shared.git (fetch first):\nthe branch there has commits this host's has not.")
+	want := "This thread's branch could not be pushed to the shared repository: acp/t was not published to /srv/shared.git (fetch first): the branch there has commits this host's has not. Its committed work stays on agent host gpu-1 until a push succeeds."
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

@@ -46,7 +46,12 @@ type ClientOptions struct {
 	// answer the first roll call before it tells a thread to wait; 300 ms
 	// when zero.
 	AskWindow time.Duration
-	Logger    zerolog.Logger
+	// AfterTurnFailed, if set, is told when a host says that what it does
+	// after a thread's turns failed (its branch not pushed to the shared
+	// repository), with the thread, the host and why (at most 1 KiB);
+	// once per failure until one succeeds. It must not block.
+	AfterTurnFailed func(thread, host, why string)
+	Logger          zerolog.Logger
 }
 
 // HostInfo is a host as the broker knows it.

@@ -90,6 +90,7 @@ func (c *Client) newRemote(id, host, instance, thread string) (*remoteProc, erro
 	for subj, h := range map[string]nats.MsgHandler{
 		agentSubject(id, "out"):   a.stdout.onMsg,
 		agentSubject(id, "inack"): a.stdin.onAck,
+		agentSubject(id, "note"):  a.onNote,
 	} {
 		sub, err := c.nc.Subscribe(subj, h)
 		if err != nil {

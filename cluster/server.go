@@ -127,6 +127,8 @@ type hostAgent struct {
 	afterMu              sync.Mutex
 	afterRunning         bool // an AfterTurn runs
 	afterAgain           bool // a turn ended while it ran
+
+	afterErr string // the kind of the last AfterTurn failure told (see afterTurnDone)
 }
 
 // turned runs the agent's AfterTurn, or has the one running run again.
@@ -152,9 +154,7 @@ func (s *Server) turned(a *hostAgent) {
 				case <-ctx.Done():
 				}
 			}()
-			if err := a.st.AfterTurn(ctx); err != nil {
-				s.log.Warn().Err(err).Str("thread", a.thread).Str("agent", a.id).Msg("cluster: after the thread's turn")
-			}
+			s.afterTurnDone(a, a.st.AfterTurn(ctx))
 			cancel()
 			a.afterMu.Lock()
 			if !a.afterAgain {

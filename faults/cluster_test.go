@@ -507,3 +507,77 @@ func TestCluster_AWorktreeThreadContinuesFromItsLastCommitOnAnotherHost(t *testi
 		t.Errorf("on the other host the thread's worktree does not start from its last commit: %q", got)
 	}
 }
+
+// A push of a worktree thread's branch to the shared repository refused
+// after a turn (the branch there went on without this host) is told to
+// the thread in words, with the host's reason and where the committed
+// work stays; the same refusal after the next turn is not told again.
+func TestCluster_ABranchNotPushedIsToldToItsThreadOnce(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	shared := filepath.Join(w.Dir, "shared.git")
+	seed := newRepo(t, filepath.Join(w.Dir, "seed"))
+	clone := filepath.Join(w.Dir, "clone-a")
+	for _, args := range [][]string{{"init", "-q", "--bare", "-b", "main", shared}, {"-C", seed, "push", "-q", shared, "main"}, {"clone", "-q", shared, clone}} {
+		if out, err := git(args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	w.forAgents(seed)
+	w.forAgents(clone)
+	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": seed, "agent.base": "main"})
+	w.start()
+	h := w.host("a", url, settings{"agent.repo": clone, "agent.shared_repo": shared})
+	commit := "run git -c user.name=agent -c user.email=agent@example.com commit -q --allow-empty -m "
+	thread := w.mention(alice, commit+"one")
+	if a := w.awaitAnswers(thread, 1)[0]; !strings.Contains(a.Text, "exit: <nil>") {
+		t.Fatalf("git commit in the agent's worktree: %q", a.Text)
+	}
+	var branch string
+	deadline := time.Now().Add(20 * time.Second)
+	for branch == "" {
+		for name, subject := range sharedBranches(t, shared) {
+			if subject == "one" {
+				branch = name
+			}
+		}
+		if branch == "" && time.Now().After(deadline) {
+			t.Fatalf("the thread's commit never reached the shared repository: %v", sharedBranches(t, shared))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The branch goes on in the shared repository without this host.
+	for _, args := range [][]string{
+		{"-C", seed, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "elsewhere"},
+		{"-C", seed, "push", "-q", shared, "+main:refs/heads/" + branch},
+	} {
+		if out, err := git(args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	before := len(w.Discord.BotMessages(thread))
+	w.Discord.Post(thread, alice, commit+"two")
+	msg := w.awaitNewBotText(thread, "could not be pushed to the shared repository", before)
+	for _, want := range []string{branch + " was not published", "has commits this host's has not", "stays on agent host a until a push succeeds"} {
+		if !strings.Contains(msg.Content, want) {
+			t.Errorf("the words %q lack %q", msg.Content, want)
+		}
+	}
+	w.Discord.Post(thread, alice, commit+"three")
+	w.awaitAnswers(thread, 3)
+	failed := func() int {
+		return len(h.Log.Lines(func(m map[string]any) bool { return m["message"] == "cluster: after the thread's turn" }))
+	}
+	for deadline := time.Now().Add(20 * time.Second); failed() < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host logged %d failures after the thread's turns, want 2", failed())
+		}
+	}
+	time.Sleep(time.Second) // what the second failure would post, had it been told
+	n := 0
+	for _, m := range w.Discord.BotMessages(thread) {
+		n += strings.Count(m.Content, "could not be pushed")
+	}
+	if n != 1 {
+		t.Errorf("the thread was told %d times that its branch was not pushed, want once", n)
+	}
+}
