@@ -48,8 +48,9 @@ type ClientOptions struct {
 	AskWindow time.Duration
 	// AfterTurnFailed, if set, is told when a host says that what it does
 	// after a thread's turns failed (its branch not pushed to the shared
-	// repository), with the thread, the host and why (at most 1 KiB);
-	// once per failure until one succeeds. It must not block.
+	// repository), with the thread, the host and why (at most 1 KiB):
+	// the host tells each kind of failure once, until one succeeds. It
+	// must not block.
 	AfterTurnFailed func(thread, host, why string)
 	Logger          zerolog.Logger
 }

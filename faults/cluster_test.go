@@ -492,11 +492,16 @@ func TestCluster_AWorktreeThreadContinuesFromItsLastCommitOnAnotherHost(t *testi
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	before := len(w.Discord.BotMessages(thread))
 	hosts[first].Kill()
 	// A message sent before the broker has noticed goes to the agent on
 	// the killed host, and fails in words at the loss (as a turn running
-	// then does): this one is sent once the host is known lost.
+	// then does): this one is sent once the host is known lost, and the
+	// idle thread told that its committed work follows it.
 	b.awaitMetric("acp_broker_cluster_hosts_lost_total", func(v float64) bool { return v == 1 })
+	if msg := w.awaitNewBotText(thread, "stopped answering", before); !strings.Contains(msg.Content, "what its agent committed follows the thread") {
+		t.Errorf("the worktree thread is not told its committed work follows it: %q", msg.Content)
+	}
 	w.Discord.Post(thread, alice, "sh pwd; git log --format=%s -1")
 	answers := w.awaitAnswers(thread, 3)
 	got := answers[len(answers)-1].Text
