@@ -107,6 +107,7 @@ type Broker struct {
 	cluster  *cluster.Client
 	nc       *nats.Conn
 	embedded *cluster.Embedded
+	lostTold lostBook // threads told their idle agent's host was lost
 	sched    *schedule.Scheduler
 
 	// gitConfine confines the git commands on worktree profiles'
@@ -136,7 +137,7 @@ func Open(cfg *config.Config, opts Options) (b *Broker, err error) {
 			b = nil
 		}
 	}()
-	m, err := openMachine(cfg, opts)
+	m, err := openMachine(cfg, opts, !clustered(cfg))
 	b.store, b.redact, b.cgroups, b.proxy, b.sandbox, b.gitConfine = m.store, m.redact, m.cgroups, m.proxy, m.sandbox, m.gitConfine
 	if err != nil {
 		return b, err

@@ -14,15 +14,32 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Check asks the machine what a start needs of it, with the broker's
-// environment: each profile's environment can be built (no broker
-// secret in it), state.dir and each profile's cwd can be written, a
-// worktree profile's repository and base are what git says they must
-// be, what agents are shown keeps the broker's own files from them, and
-// the sandbox runs. Each problem names its key; Open does not check.
-// What the machine says of a valid configuration is added to its
-// warnings (see machineWarnings).
+// Check asks the machine what a broker's start needs of it, with the
+// broker's environment: each profile's environment can be built (no
+// broker secret in it), state.dir can be written, and, where the broker
+// runs its agents itself (without [cluster]), the programs they start
+// and the user they run as are found, each profile's cwd can be written,
+// a worktree profile's repository and base are what git says they must
+// be, what agents are shown keeps the broker's own files from them and
+// their user reaches it, and the sandbox runs. A clustered broker runs no
+// agent: those are its hosts' (CheckHost). Each problem
+// names its key; Open does not check. What the machine says of a valid
+// configuration is added to its warnings (see machineWarnings).
 func Check(ctx context.Context, cfg *config.Config, environ []string) error {
+	return check(ctx, cfg, environ, !clustered(cfg))
+}
+
+// CheckHost is Check for an agent host, which runs agents: everything
+// Check asks where agents run.
+func CheckHost(ctx context.Context, cfg *config.Config, environ []string) error {
+	return check(ctx, cfg, environ, true)
+}
+
+// check is Check, with the checks of what runs agents where agentsHere.
+func check(ctx context.Context, cfg *config.Config, environ []string, agentsHere bool) error {
+	if err := complete(cfg, environ, agentsHere); err != nil {
+		return err
+	}
 	if _, err := buildProfiles(cfg, environ, nil, nil, zerolog.Nop()); err != nil {
 		return err
 	}
@@ -30,20 +47,34 @@ func Check(ctx context.Context, cfg *config.Config, environ []string) error {
 	if err := checkWritable("state.dir", cfg.State.Dir); err != nil {
 		problems = append(problems, err)
 	}
-	problems = append(problems, checkProfiles(ctx, cfg, gitConfiner(cfg))...)
-	problems = append(problems, checkSandbox(cfg)...)
+	if agentsHere {
+		problems = append(problems, checkProfiles(ctx, cfg, gitConfiner(cfg))...)
+	}
 	problems = append(problems, checkCluster(cfg)...)
 	cfg.Warnings = append(cfg.Warnings, machineWarnings(cfg)...)
-	if err := sandboxFor(cfg).Check(sandboxCheckTimeout, cfg.Agent.RunAs); err != nil {
-		problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
+	if agentsHere {
+		problems = append(problems, checkSandbox(cfg)...)
+		if err := sandboxFor(cfg).Check(sandboxCheckTimeout, cfg.Agent.RunAs); err != nil {
+			problems = append(problems, fmt.Errorf("agent.sandbox = %q: %w", cfg.Agent.Sandbox, err))
+		}
 	}
 	return errors.Join(problems...)
 }
 
-// complete finds on the machine what the configuration names, into cfg:
-// the programs it starts (findCommands) and the user agents run as
-// (findUser). Calling it again does nothing more.
-func complete(cfg *config.Config, environ []string) error {
+// RunsAgents reports whether a broker of cfg runs its agents itself:
+// without [cluster]. A clustered broker's agents, and what they need of
+// a machine, are its hosts'.
+func RunsAgents(cfg *config.Config) bool { return !clustered(cfg) }
+
+// complete finds on the machine what the configuration names for the
+// agents it runs, into cfg: the programs they start (findCommands) and
+// the user they run as (findUser). Unless agentsHere it finds nothing:
+// those are left as written, for the hosts that run the agents. Calling
+// it again does nothing more.
+func complete(cfg *config.Config, environ []string, agentsHere bool) error {
+	if !agentsHere {
+		return nil
+	}
 	return errors.Join(findCommands(cfg, environ), findUser(cfg))
 }
 

@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"acpbroker/chat"
 	"acpbroker/cluster"
 	"acpbroker/config"
 	"acpbroker/pool"
@@ -42,10 +44,74 @@ func (b *Broker) joinCluster(ctx context.Context, pc *pool.Config) error {
 	}
 	b.nc = nc
 	b.cluster = cluster.NewClient(nc, cluster.ClientOptions{HostTimeout: cfg.Cluster.HostTimeout, Broker: opts.Name,
-		Logger: b.log.With().Str("part", "cluster").Logger()})
+		AfterTurnFailed: b.branchNotPushed, Logger: b.log.With().Str("part", "cluster").Logger()})
 	pc.Remote = b.remoteAgent
 	pc.Placed, pc.PlacedOn = b.store.SetThreadHost, b.store.ThreadHost
+	pc.HostLost = b.idleHostLost
 	return nil
+}
+
+// idleHostLost tells a thread at once that the host of its idle agent
+// was lost, and notes it told, so that its next agent's start does not
+// say it again (see remoteAgent). It does not block: the pool calls it
+// with its lock held.
+func (b *Broker) idleHostLost(l pool.HostLoss) {
+	if b.tell(l.Thread, chat.IdleHostLostText(l.Host, l.Shared)) {
+		b.lostTold.told(l.Thread, l.Host)
+	}
+}
+
+// branchNotPushed tells a thread that its host could not push its
+// branch to the shared repository after a turn, and why (the host tells
+// each failure once). It does not block.
+func (b *Broker) branchNotPushed(thread, host, why string) {
+	b.log.Warn().Str("thread", thread).Str("agent_host", host).Str("cause", why).Msg("the thread's branch was not pushed to the shared repository")
+	b.tell(thread, chat.PushFailedText(host, why))
+}
+
+// tell posts text in thread, a ThreadID, without waiting, and reports
+// whether it did: a thread of the API has no chat to tell (its next
+// prompt's events say where its agent runs).
+func (b *Broker) tell(thread, text string) bool {
+	platform, th, _ := SplitThreadID(thread)
+	srv := b.threads(platform)
+	if srv == nil {
+		return false
+	}
+	srv.Tell(th, "⚠️ "+text)
+	return true
+}
+
+// maxLostTold bounds the threads remembered as told of their host's
+// loss; past it, a thread is told again when its next agent starts.
+const maxLostTold = 4096
+
+// lostBook is the threads told that the agent host of their idle agent
+// was lost, with that host, until their next agent starts.
+type lostBook struct {
+	mu       sync.Mutex
+	byThread map[string]string
+}
+
+// told notes that thread was told host was lost.
+func (l *lostBook) told(thread, host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byThread == nil {
+		l.byThread = map[string]string{}
+	}
+	if len(l.byThread) < maxLostTold {
+		l.byThread[thread] = host
+	}
+}
+
+// take forgets thread and reports whether it was told host was lost.
+func (l *lostBook) take(thread, host string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was, ok := l.byThread[thread]
+	delete(l.byThread, thread)
+	return ok && was == host
 }
 
 // remoteAgent starts thread's agent of prof on a host whose labels match
@@ -60,7 +126,8 @@ func (b *Broker) remoteAgent(ctx context.Context, thread string, prof *pool.Prof
 	if err != nil {
 		return r, err
 	}
-	if was != "" && was != r.Where {
+	// A thread told of its host's loss when it happened is not told again.
+	if told := b.lostTold.take(thread, was); was != "" && was != r.Where && !told {
 		r.LostHost = was
 	}
 	return r, nil

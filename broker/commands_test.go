@@ -34,6 +34,9 @@ func TestBuildProfiles_CommandsAreFoundOrNamed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
+		if err := complete(cfg, environ, true); err != nil {
+			return cfg, err
+		}
 		_, err = buildProfiles(cfg, environ, nil, nil, zerolog.Nop())
 		return cfg, err
 	}
@@ -100,7 +103,11 @@ func TestBuildProfiles_TheAgentsUserIsFoundOrNamed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run_as_user = %q: %v", user, err)
 		}
-		_, err = buildProfiles(cfg, []string{"PATH=" + filepath.Dir(fakeAgent)}, nil, nil, zerolog.Nop())
+		env := []string{"PATH=" + filepath.Dir(fakeAgent)}
+		if err := complete(cfg, env, true); err != nil {
+			return cfg, err
+		}
+		_, err = buildProfiles(cfg, env, nil, nil, zerolog.Nop())
 		return cfg, err
 	}
 	_, err := build("no-such-user-42")

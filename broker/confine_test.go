@@ -21,7 +21,7 @@ func loadComplete(t *testing.T, path string, environ []string) (*config.Config, 
 	if err != nil {
 		return nil, err
 	}
-	return cfg, complete(cfg, environ)
+	return cfg, complete(cfg, environ, true)
 }
 
 // loadTextComplete is loadComplete of a configuration written as text,

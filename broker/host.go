@@ -9,8 +9,10 @@ import (
 
 	"acpbroker/cluster"
 	"acpbroker/config"
+	"acpbroker/internal/redact"
 	"acpbroker/metrics"
 	"acpbroker/pool"
+	"acpbroker/workspace"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -48,7 +50,7 @@ func OpenHost(ctx context.Context, cfg *config.Config, opts Options) (h *Host, e
 			h = nil
 		}
 	}()
-	h.m, err = openMachine(cfg, opts)
+	h.m, err = openMachine(cfg, opts, true)
 	if err != nil {
 		return h, err
 	}
@@ -69,7 +71,7 @@ func OpenHost(ctx context.Context, cfg *config.Config, opts Options) (h *Host, e
 	if err != nil {
 		return h, err
 	}
-	h.server, err = cluster.Serve(h.nc, hostStarter{h.pool}, cluster.ServerOptions{
+	h.server, err = cluster.Serve(h.nc, hostStarter{h.pool, h.m.redact}, cluster.ServerOptions{
 		Name:     clusterName(cfg),
 		Labels:   cfg.Host.Labels,
 		Capacity: pc.MaxSessions,
@@ -149,15 +151,53 @@ func (h *Host) Kill() {
 // Pool is the host's pool of agents.
 func (h *Host) Pool() *pool.Pool { return h.pool }
 
-// hostStarter starts a broker's agents in the host's pool.
-type hostStarter struct{ pool *pool.Pool }
+// hostStarter starts a broker's agents in the host's pool; redact
+// masks the secrets of the host's configuration in what it tells.
+type hostStarter struct {
+	pool   *pool.Pool
+	redact *redact.Redactor
+}
+
+// afterTurnError is a failure after a thread's turn, said with the
+// host's secrets masked (msg), of the kind its broker is told once.
+type afterTurnError struct {
+	err error
+	msg string
+}
+
+var _ cluster.FailureKinder = afterTurnError{}
+
+func (e afterTurnError) Error() string { return e.msg }
+func (e afterTurnError) Unwrap() error { return e.err }
+
+// FailureKind is the workspace's kind of the failure (a push refused,
+// the shared repository unusable), else its words.
+func (e afterTurnError) FailureKind() string {
+	for _, kind := range []error{workspace.ErrPushRejected, workspace.ErrSharedRepo} {
+		if errors.Is(e.err, kind) {
+			return kind.Error()
+		}
+	}
+	return e.msg
+}
 
 func (s hostStarter) Start(ctx context.Context, thread, profile string) (cluster.Started, error) {
 	a, err := s.pool.Bare(ctx, thread, profile)
 	if err != nil {
 		return cluster.Started{}, err
 	}
-	return cluster.Started{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Release: func() { s.pool.ReleaseBare(a) }, Usage: a.Usage, AfterTurn: a.AfterTurn}, nil
+	st := cluster.Started{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Release: func() { s.pool.ReleaseBare(a) }, Usage: a.Usage}
+	if a.HasAfterTurn() {
+		// Its broker is told that the thread's branch is pushed, and
+		// why a push failed, without the shared repository's token.
+		st.AfterTurn = func(ctx context.Context) error {
+			if err := a.AfterTurn(ctx); err != nil {
+				return afterTurnError{err, s.redact.String(err.Error())}
+			}
+			return nil
+		}
+	}
+	return st, nil
 }
 
 // hostCapacity is how many agents a host runs at most: host.capacity,

@@ -29,9 +29,10 @@ type machine struct {
 }
 
 // openMachine opens the state store, ends the agent processes an earlier
-// run left (their pids are in the store), and makes the rest from cfg.
+// run left (their pids are in the store), and makes the rest from cfg;
+// the programs agents start are found where agentsHere (see complete).
 // On error what it returns holds what was opened, for the caller to close.
-func openMachine(cfg *config.Config, opts Options) (*machine, error) {
+func openMachine(cfg *config.Config, opts Options, agentsHere bool) (*machine, error) {
 	log := opts.Logger
 	m := &machine{}
 	var err error
@@ -48,7 +49,7 @@ func openMachine(cfg *config.Config, opts Options) (*machine, error) {
 		}
 		pool.KillLeftovers(list, log)
 	}
-	if err := complete(cfg, opts.Environ); err != nil {
+	if err := complete(cfg, opts.Environ, agentsHere); err != nil {
 		return m, fmt.Errorf("config: %w", err)
 	}
 	m.gitConfine = gitConfiner(cfg)

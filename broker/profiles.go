@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,18 +27,14 @@ type builtProfiles struct {
 	secrets  []string
 }
 
-// buildProfiles makes each configured profile the pool's, once the
-// programs it names and the user its agents run as are found (see
-// complete): its
+// buildProfiles makes each configured profile the pool's, once complete
+// has found the programs it names and the user its agents run as: its
 // environment built from the broker's (errors name the profile's env
 // key), its working directory absolute, and a worktree profile's
 // workspace hook, which gives made (if not nil) each worktree it makes
 // or finds, its git commands confined by confine. secrets are the chat
 // platforms' tokens and every profile's secret values.
 func buildProfiles(cfg *config.Config, environ []string, made func(store.Worktree), confine workspace.Confiner, log zerolog.Logger) (*builtProfiles, error) {
-	if err := complete(cfg, environ); err != nil {
-		return nil, err
-	}
 	lookup := envLookup(environ)
 	out := &builtProfiles{profiles: map[string]*pool.Profile{}, secrets: chatSecrets(cfg)}
 	var errs []error
@@ -148,10 +145,19 @@ func nonNil(rules []policy.Rule) []policy.Rule {
 // agentList describes the profiles now configured, with their agents'
 
 // secretValues are the values of a profile the broker knows to be
-// secret: what its env passes to agents (API keys), and the env and
-// header values of its MCP servers, as expanded.
+// secret: what its env passes to agents (API keys), the env and header
+// values of its MCP servers, as expanded, and the password of its
+// shared_repo's URL, and its user over https (each may be a token).
 func secretValues(p *config.Profile, env []string) []string {
 	var vals []string
+	if u, err := url.Parse(p.SharedRepo); err == nil && u.User != nil {
+		if u.Scheme == "https" && u.User.Username() != "" {
+			vals = append(vals, u.User.Username()) // a token, over https; over ssh a user ("git")
+		}
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			vals = append(vals, pw)
+		}
+	}
 	for name := range p.Env {
 		for _, kv := range env {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == name {

@@ -197,8 +197,9 @@ type reloadResult struct {
 }
 
 // prepareReload reads the configuration again and checks it as start
-// does: its keys, its profiles' environments, and what checkProfiles
-// asks of the machine (git for worktree profiles), within ctx. It
+// does: its keys, its profiles' environments, and, where the broker runs
+// its agents itself, the programs they start and what checkProfiles asks
+// of the machine (git for worktree profiles), within ctx. It
 // touches nothing of the running broker; the configuration's path, the
 // environment and the logger do not change.
 func (b *Broker) prepareReload(ctx context.Context) reloadResult {
@@ -206,14 +207,21 @@ func (b *Broker) prepareReload(ctx context.Context) reloadResult {
 	if err != nil {
 		return reloadResult{err: err}
 	}
+	agentsHere := b.cluster == nil // as started: [cluster] needs a restart
+	if err := complete(cfg, b.opts.Environ, agentsHere); err != nil {
+		return reloadResult{err: fmt.Errorf("config: %w", err)}
+	}
 	agents, err := buildProfiles(cfg, b.opts.Environ, b.store.WorktreeMade, b.gitConfine, b.log)
 	if err != nil {
 		return reloadResult{err: fmt.Errorf("config: %w", err)}
 	}
-	problems := checkProfiles(ctx, cfg, b.gitConfine)
-	problems = append(problems, checkSandbox(cfg)...)
-	if b.sandbox.Enabled() {
-		problems = append(problems, checkTokenFilesHidden(cfg, b.sandbox.Hide)...)
+	var problems []error
+	if agentsHere {
+		problems = checkProfiles(ctx, cfg, b.gitConfine)
+		problems = append(problems, checkSandbox(cfg)...)
+		if b.sandbox.Enabled() {
+			problems = append(problems, checkTokenFilesHidden(cfg, b.sandbox.Hide)...)
+		}
 	}
 	cfg.Warnings = append(cfg.Warnings, machineWarnings(cfg)...)
 	if len(problems) > 0 {

@@ -153,7 +153,7 @@ func TestGitConfiner_ConfinesGitAsTheAgentsAre(t *testing.T) {
 			}
 			cfg, err := loadText(t, "[agent]\ncommand = \""+fakeAgent+"\"\n"+tc.keys+"\n")
 			if err == nil {
-				err = complete(cfg, env) // as Open does
+				err = complete(cfg, env, true) // as Open does
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -70,6 +70,27 @@ func NoticeText(n adapter.Notice) string {
 	return "The broker noted " + n.Kind() + "."
 }
 
+// IdleHostLostText says that agent host host, which ran a thread's idle
+// agent, was lost: the agent is gone, and the thread's next message
+// starts another on another host. shared: the host pushed the thread's
+// branch to a shared repository, so its committed work follows it.
+func IdleHostLostText(host string, shared bool) string {
+	files := "the files of its workspace stayed on " + host
+	if shared {
+		files = "what its agent committed follows the thread, through the shared repository; what it left uncommitted stayed on " + host
+	}
+	return fmt.Sprintf("Agent host %s, which ran this thread's agent, stopped answering: the agent is gone. Your next message starts a new one on another agent host; %s.", host, files)
+}
+
+// PushFailedText says that agent host host could not push the thread's
+// branch to the shared repository after a turn, and why, as the host
+// said it (on one line): the work the agent committed since is on that
+// host alone.
+func PushFailedText(host, why string) string {
+	return fmt.Sprintf("This thread's branch could not be pushed to the shared repository: %s. Its committed work stays on agent host %s until a push succeeds.",
+		strings.TrimSuffix(strings.Join(strings.Fields(why), " "), "."), host)
+}
+
 // deciderText names what answered a permission request for people: `rule
 // 1 (kind read)`, `turn.permission_mode = allow`.
 func deciderText(d adapter.Decider) string {

@@ -171,3 +171,30 @@ func TestStatusText_SaysEachPhase(t *testing.T) {
 		}
 	}
 }
+
+// A thread whose idle agent's host was lost is told which host, that its
+// next message starts elsewhere, and where its work is: on the lost host,
+// or, with a shared repository, what was committed follows the thread.
+func TestIdleHostLostText_SaysTheHostAndWhereTheWorkIs(t *testing.T) {
+	for _, tc := range []struct {
+		shared bool
+		want   string
+	}{
+		{false, "Agent host gpu-1, which ran this thread's agent, stopped answering: the agent is gone. Your next message starts a new one on another agent host; the files of its workspace stayed on gpu-1."},
+		{true, "Agent host gpu-1, which ran this thread's agent, stopped answering: the agent is gone. Your next message starts a new one on another agent host; what its agent committed follows the thread, through the shared repository; what it left uncommitted stayed on gpu-1."},
+	} {
+		if got := IdleHostLostText("gpu-1", tc.shared); got != tc.want {
+			t.Errorf("shared %v:\n got %q\nwant %q", tc.shared, got, tc.want)
+		}
+	}
+}
+
+// A branch not pushed after a turn is said with the host's reason on one
+// line, and where the committed work is.
+func TestPushFailedText_SaysWhyAndWhereTheWorkIs(t *testing.T) {
+	got := PushFailedText("gpu-1", "acp/t was not published to /srv/shared.git (fetch first):\nthe branch there has commits this host's has not.")
+	want := "This thread's branch could not be pushed to the shared repository: acp/t was not published to /srv/shared.git (fetch first): the branch there has commits this host's has not. Its committed work stays on agent host gpu-1 until a push succeeds."
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

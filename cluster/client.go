@@ -46,7 +46,13 @@ type ClientOptions struct {
 	// answer the first roll call before it tells a thread to wait; 300 ms
 	// when zero.
 	AskWindow time.Duration
-	Logger    zerolog.Logger
+	// AfterTurnFailed, if set, is told when a host says that what it does
+	// after a thread's turns failed (its branch not pushed to the shared
+	// repository), with the thread, the host and why (at most 1 KiB):
+	// the host tells each kind of failure once, until one succeeds. It
+	// must not block.
+	AfterTurnFailed func(thread, host, why string)
+	Logger          zerolog.Logger
 }
 
 // HostInfo is a host as the broker knows it.
@@ -505,7 +511,7 @@ func (c *Client) startOn(ctx context.Context, id, host, instance, thread, profil
 	}
 	a.pid, a.terminals = rep.PID, rep.Terminals
 	c.log.Info().Str("thread", thread).Str("host", host).Str("agent", id).Int("pid", rep.PID).Msg("cluster: agent started on a host")
-	return pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: rep.Dir, Where: host}, false, nil
+	return pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: rep.Dir, Where: host, Shared: rep.Shared}, false, nil
 }
 
 // Close ends every agent still known (their Exited close) and releases

@@ -48,7 +48,12 @@ var (
 	_ pool.Proc          = (*remoteProc)(nil)
 	_ pool.UsageReporter = (*remoteProc)(nil)
 	_ pool.TurnEnder     = (*remoteProc)(nil)
+	_ pool.HostLoser     = (*remoteProc)(nil)
 )
+
+// HostLost is closed, before Exited, when the agent ended because its
+// host was lost.
+func (a *remoteProc) HostLost() <-chan struct{} { return a.lost }
 
 // TurnEnded tells the host a turn of the agent's thread ended (see
 // Started.AfterTurn). It does not wait.
@@ -94,6 +99,7 @@ func (c *Client) newRemoteAt(id, host, instance, thread string, out, in uint64) 
 	for subj, h := range map[string]nats.MsgHandler{
 		agentSubject(id, "out"):   a.stdout.onMsg,
 		agentSubject(id, "inack"): a.stdin.onAck,
+		agentSubject(id, "note"):  a.onNote,
 	} {
 		sub, err := c.nc.Subscribe(subj, h)
 		if err != nil {

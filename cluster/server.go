@@ -137,6 +137,8 @@ type hostAgent struct {
 	afterMu              sync.Mutex
 	afterRunning         bool // an AfterTurn runs
 	afterAgain           bool // a turn ended while it ran
+
+	afterErr string // the kind of the last AfterTurn failure told (see afterTurnDone)
 }
 
 // turned runs the agent's AfterTurn, or has the one running run again.
@@ -162,9 +164,7 @@ func (s *Server) turned(a *hostAgent) {
 				case <-ctx.Done():
 				}
 			}()
-			if err := a.st.AfterTurn(ctx); err != nil {
-				s.log.Warn().Err(err).Str("thread", a.thread).Str("agent", a.id).Msg("cluster: after the thread's turn")
-			}
+			s.afterTurnDone(a, a.st.AfterTurn(ctx))
 			cancel()
 			a.afterMu.Lock()
 			if !a.afterAgain {
@@ -503,7 +503,7 @@ func (s *Server) start(m *nats.Msg, req startRequest) {
 	s.agents[a.id] = a
 	s.mu.Unlock()
 	log.Info().Int("pid", st.Proc.PID()).Str("profile", req.Profile).Msg("cluster: agent started")
-	_ = m.Respond(mustJSON(startReply{Dir: st.Dir, Terminals: st.Host.Terminals(), PID: st.Proc.PID()}))
+	_ = m.Respond(mustJSON(startReply{Dir: st.Dir, Terminals: st.Host.Terminals(), PID: st.Proc.PID(), Shared: st.AfterTurn != nil}))
 	s.beat()
 	s.wg.Add(2)
 	go func() {

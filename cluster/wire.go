@@ -75,6 +75,9 @@ type startReply struct {
 	Dir       string `json:"dir,omitempty"`
 	Terminals bool   `json:"terminals,omitempty"`
 	PID       int    `json:"pid,omitempty"`
+	// Shared: the host pushes the thread's branch to a shared repository
+	// after each turn (Started.AfterTurn).
+	Shared bool `json:"shared,omitempty"`
 	// Full: refused for lack of room; the broker tries another host.
 	Full  bool   `json:"full,omitempty"`
 	Error string `json:"error,omitempty"`

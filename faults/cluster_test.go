@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -172,6 +173,100 @@ func TestCluster_AHostKilledMidTurnIsToldAndTheNextMessageRunsElsewhere(t *testi
 	moved := "This thread's agent now runs on agent host " + next + ", in a fresh workspace: the files of its earlier one stayed on " + first
 	if !strings.Contains(answers[len(answers)-1].Text, moved) {
 		t.Errorf("the thread is not told it starts afresh on %s: %q", next, answers[len(answers)-1].Text)
+	}
+	t.Logf("told %s after the kill", told.Round(time.Millisecond))
+}
+
+// A clustered broker runs no agent, so its own machine need not have
+// what only the hosts use: with an agent program and a working directory
+// it lacks, check-config passes and says the hosts check them, the broker
+// starts, and a thread is answered by a host that has them. A host that
+// lacks the program is refused naming the key, and so is the same broker
+// configuration without [cluster].
+func TestCluster_ABrokerNeedsNotWhatOnlyItsHostsRun(t *testing.T) {
+	const missing = "/nonexistent/agent-of-the-hosts"
+	// A working directory no one can make: its parent is a file.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, url := clusterWorld(t, settings{"agent.command": missing, "agent.cwd": filepath.Join(file, "work")})
+	code, out := runBrokerCommand(t, nil, "check-config", "--config", w.writeConfig())
+	if code != 0 || !strings.Contains(out, "each agent host checks its profiles' programs") {
+		t.Errorf("check-config of the clustered broker: exit status %d, output %q; want 0, saying the hosts check the programs", code, out)
+	}
+	w.start()
+	w.host("a", url, settings{"agent.command": bins.Agent})
+	thread := w.mention(alice, "run pwd")
+	if got := w.awaitAnswers(thread, 1)[0].Text; whereFrom(got) != "a" {
+		t.Errorf("the thread was answered %q, not from host a's directory", got)
+	}
+
+	refused := `agent.command = "` + missing + `": ` + missing + " is not an executable file"
+	write := func(s settings) string {
+		path := filepath.Join(t.TempDir(), "broker.toml")
+		if err := os.WriteFile(path, []byte(s.TOML()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	host := write(w.HostSettings("b", settings{"cluster.url": url, "cluster.user": clusterUser, "cluster.password": clusterPassword}))
+	if code, out := runBrokerCommand(t, nil, "host", "--config", host); code != 2 || !strings.Contains(out, refused) {
+		t.Errorf("a host without its agent's program: exit status %d, output %q; want 2 and %q", code, out, refused)
+	}
+	alone := write(w.Conf.With(settings{"cluster.embedded": nil, "cluster.listen": nil, "cluster.user": nil, "cluster.password": nil}))
+	for _, args := range [][]string{{"--config", alone}, {"check-config", "--config", alone}} {
+		if code, out := runBrokerCommand(t, nil, args...); code != 2 || !strings.Contains(out, refused) {
+			t.Errorf("broker %s without [cluster]: exit status %d, output %q; want 2 and %q", strings.Join(args, " "), code, out, refused)
+		}
+	}
+}
+
+// A host killed while its thread is idle: the thread is told in words
+// within host_timeout and a beat (10s), without a new message, naming
+// the host and saying where its next message goes and that its files
+// stayed behind; the agent's slot is freed at once. The next message
+// runs on the other host without being told the same again.
+func TestCluster_AHostKilledWhileItsThreadIsIdleIsToldAtOnce(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	b := w.start()
+	hosts := map[string]*brokertest.Broker{"a": w.host("a", url, nil), "b": w.host("b", url, nil)}
+	thread := w.mention(alice, "run pwd")
+	first := whereFrom(w.awaitAnswers(thread, 1)[0].Text)
+	if hosts[first] == nil {
+		t.Fatalf("the first answer names no host: %q", w.awaitAnswers(thread, 1)[0].Text)
+	}
+	b.awaitMetric("acp_broker_agents_live", func(v float64) bool { return v == 1 })
+	before := len(w.Discord.BotMessages(thread))
+	killed := time.Now()
+	hosts[first].Kill()
+	msg := w.awaitNewBotText(thread, "stopped answering", before)
+	told := time.Since(killed)
+	if told > 10*time.Second {
+		t.Errorf("the idle thread was told %s after its host was killed, want within 10s", told)
+	}
+	for _, want := range []string{"Agent host " + first + ",", "Your next message starts a new one on another agent host", "stayed on " + first} {
+		if !strings.Contains(msg.Content, want) {
+			t.Errorf("the words %q lack %q", msg.Content, want)
+		}
+	}
+	b.awaitMetric("acp_broker_agents_live", func(v float64) bool { return v == 0 })
+
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 2)
+	last := answers[len(answers)-1].Text
+	if next := whereFrom(last); next == "" || next == first {
+		t.Errorf("the next message ran on %q, want the other host (the first was %q)", next, first)
+	}
+	if strings.Contains(last, "now runs on agent host") {
+		t.Errorf("the next answer tells the loss again: %q", last)
+	}
+	n := 0
+	for _, m := range w.Discord.BotMessages(thread) {
+		n += strings.Count(m.Content, "stopped answering")
+	}
+	if n != 1 {
+		t.Errorf("the thread was told of the loss %d times, want once", n)
 	}
 	t.Logf("told %s after the kill", told.Round(time.Millisecond))
 }
@@ -453,11 +548,16 @@ func TestCluster_AWorktreeThreadContinuesFromItsLastCommitOnAnotherHost(t *testi
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	before := len(w.Discord.BotMessages(thread))
 	hosts[first].Kill()
 	// A message sent before the broker has noticed goes to the agent on
 	// the killed host, and fails in words at the loss (as a turn running
-	// then does): this one is sent once the host is known lost.
+	// then does): this one is sent once the host is known lost, and the
+	// idle thread told that its committed work follows it.
 	b.awaitMetric("acp_broker_cluster_hosts_lost_total", func(v float64) bool { return v == 1 })
+	if msg := w.awaitNewBotText(thread, "stopped answering", before); !strings.Contains(msg.Content, "what its agent committed follows the thread") {
+		t.Errorf("the worktree thread is not told its committed work follows it: %q", msg.Content)
+	}
 	w.Discord.Post(thread, alice, "sh pwd; git log --format=%s -1")
 	answers := w.awaitAnswers(thread, 3)
 	got := answers[len(answers)-1].Text
@@ -466,5 +566,79 @@ func TestCluster_AWorktreeThreadContinuesFromItsLastCommitOnAnotherHost(t *testi
 	}
 	if !strings.Contains(got, "from-"+first) {
 		t.Errorf("on the other host the thread's worktree does not start from its last commit: %q", got)
+	}
+}
+
+// A push of a worktree thread's branch to the shared repository refused
+// after a turn (the branch there went on without this host) is told to
+// the thread in words, with the host's reason and where the committed
+// work stays; the same refusal after the next turn is not told again.
+func TestCluster_ABranchNotPushedIsToldToItsThreadOnce(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	shared := filepath.Join(w.Dir, "shared.git")
+	seed := newRepo(t, filepath.Join(w.Dir, "seed"))
+	clone := filepath.Join(w.Dir, "clone-a")
+	for _, args := range [][]string{{"init", "-q", "--bare", "-b", "main", shared}, {"-C", seed, "push", "-q", shared, "main"}, {"clone", "-q", shared, clone}} {
+		if out, err := git(args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	w.forAgents(seed)
+	w.forAgents(clone)
+	w.Conf = w.Conf.With(settings{"agent.workspace": "worktree", "agent.repo": seed, "agent.base": "main"})
+	w.start()
+	h := w.host("a", url, settings{"agent.repo": clone, "agent.shared_repo": shared})
+	commit := "run git -c user.name=agent -c user.email=agent@example.com commit -q --allow-empty -m "
+	thread := w.mention(alice, commit+"one")
+	if a := w.awaitAnswers(thread, 1)[0]; !strings.Contains(a.Text, "exit: <nil>") {
+		t.Fatalf("git commit in the agent's worktree: %q", a.Text)
+	}
+	var branch string
+	deadline := time.Now().Add(20 * time.Second)
+	for branch == "" {
+		for name, subject := range sharedBranches(t, shared) {
+			if subject == "one" {
+				branch = name
+			}
+		}
+		if branch == "" && time.Now().After(deadline) {
+			t.Fatalf("the thread's commit never reached the shared repository: %v", sharedBranches(t, shared))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The branch goes on in the shared repository without this host.
+	for _, args := range [][]string{
+		{"-C", seed, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "elsewhere"},
+		{"-C", seed, "push", "-q", shared, "+main:refs/heads/" + branch},
+	} {
+		if out, err := git(args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	before := len(w.Discord.BotMessages(thread))
+	w.Discord.Post(thread, alice, commit+"two")
+	msg := w.awaitNewBotText(thread, "could not be pushed to the shared repository", before)
+	for _, want := range []string{branch + " was not published", "has commits this host's has not", "stays on agent host a until a push succeeds"} {
+		if !strings.Contains(msg.Content, want) {
+			t.Errorf("the words %q lack %q", msg.Content, want)
+		}
+	}
+	w.Discord.Post(thread, alice, commit+"three")
+	w.awaitAnswers(thread, 3)
+	failed := func() int {
+		return len(h.Log.Lines(func(m map[string]any) bool { return m["message"] == "cluster: after the thread's turn" }))
+	}
+	for deadline := time.Now().Add(20 * time.Second); failed() < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host logged %d failures after the thread's turns, want 2", failed())
+		}
+	}
+	time.Sleep(time.Second) // what the second failure would post, had it been told
+	n := 0
+	for _, m := range w.Discord.BotMessages(thread) {
+		n += strings.Count(m.Content, "could not be pushed")
+	}
+	if n != 1 {
+		t.Errorf("the thread was told %d times that its branch was not pushed, want once", n)
 	}
 }

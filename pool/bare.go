@@ -258,6 +258,10 @@ func (b *BareAgent) Usage() (Usage, error) {
 	return a.usage(&procTable{root: "/proc"})
 }
 
+// HasAfterTurn reports whether the agent's profile does anything after
+// each turn of its thread (see AfterTurn).
+func (b *BareAgent) HasAfterTurn() bool { return b.prof.AfterTurn != nil }
+
 // AfterTurn does what the agent's profile does after each turn of its
 // thread (Profile.AfterTurn), if anything.
 func (b *BareAgent) AfterTurn(ctx context.Context) error {

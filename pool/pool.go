@@ -116,6 +116,11 @@ type Config struct {
 	// the process is its own to bound. A thread cannot be forked then
 	// (ErrRemoteFork).
 	Remote func(ctx context.Context, thread string, prof *Profile, onWait func()) (Remote, error)
+	// HostLost, if set, is told when a thread's idle agent ends because
+	// its agent host was lost (see HostLoser), once the pool has let the
+	// agent go. It is called with the pool's lock held: it must not block
+	// nor call the pool.
+	HostLost func(HostLoss)
 	// Placed, if set, is told the agent host a thread's agent runs on,
 	// once it is the thread's (started for it, or a warm agent taken):
 	// where its workspace is, for its later agents.

@@ -19,6 +19,9 @@ type Remote struct {
 	// LostHost, if set, is the agent host the thread's agent ran on
 	// before, which was lost with the thread's workspace there.
 	LostHost string
+	// Shared: the host pushes the thread's branch to a shared repository
+	// after each turn (a worktree profile's shared_repo).
+	Shared bool
 }
 
 // Wait is what a thread's Acquire waits for when it calls its onWait.
@@ -73,5 +76,9 @@ func (p *Pool) spawnRemote(ctx context.Context, thread string, prof *Profile, re
 		fmt.Errorf("agent did not start within %s", timeout))
 	defer cancel()
 	a := &Agent{Thread: thread, Profile: prof, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, LostHost: r.LostHost, Started: time.Now()}
-	return p.setUp(ctx, a, resumeID, fork)
+	a, err = p.setUp(ctx, a, resumeID, fork)
+	if err == nil {
+		p.watchHostLoss(a, r.Shared)
+	}
+	return a, err
 }

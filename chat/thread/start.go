@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"acpbroker/acp"
 	"acpbroker/adapter"
@@ -268,6 +269,22 @@ func (s *Server) ThreadChannel(thread string) (string, error) {
 	}
 	return conv.channel, nil
 }
+
+// Tell posts text in one of the bot's threads, as Say does, on a
+// goroutine the Server owns, within tellTimeout: it does not wait. What
+// fails is logged. Once Close has begun it posts nothing.
+func (s *Server) Tell(thread, text string) {
+	s.spawnLate(func() {
+		ctx, cancel := context.WithTimeout(s.ctx, tellTimeout)
+		defer cancel()
+		if err := s.Say(ctx, thread, text); err != nil {
+			s.log.Warn().Err(err).Str("thread", thread).Msg("a notice could not be said in its thread")
+		}
+	})
+}
+
+// tellTimeout bounds one Tell's post.
+const tellTimeout = 30 * time.Second
 
 // Say posts text in one of the bot's threads (a schedule's run that was
 // skipped, say).

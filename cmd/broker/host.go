@@ -29,7 +29,7 @@ func hostCmd(ctx context.Context, in invocation) int {
 		fmt.Fprintln(in.stderr, "broker: config: cluster.url: an agent host needs the cluster to join")
 		return 2
 	}
-	if err := broker.Check(ctx, cfg, in.environ); err != nil {
+	if err := broker.CheckHost(ctx, cfg, in.environ); err != nil {
 		fmt.Fprintln(in.stderr, "broker: config:", err)
 		return 2
 	}

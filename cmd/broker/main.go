@@ -103,7 +103,9 @@ func serveCmd(ctx context.Context, in invocation, checkOnly bool) int {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintln(stderr, "broker: warning:", w)
 		}
-		if cfg.Agent.Sandbox != "launcher" && cfg.Limited() {
+		if !broker.RunsAgents(cfg) {
+			fmt.Fprintln(stdout, "with [cluster] this broker runs no agent: each agent host checks its profiles' programs (command, mcp_servers), working directories, repositories and sandbox when `broker host` starts, and refuses to start without them")
+		} else if cfg.Agent.Sandbox != "launcher" && cfg.Limited() {
 			if _, err := cgroup.Probe(); err != nil {
 				fmt.Fprintf(stderr, "broker: warning: memory_max and pids_max: %v; agents run without resource limits\n", err)
 			}
