@@ -101,6 +101,7 @@ type adoptedAgent struct {
 	Dir       string `json:"dir"`
 	PID       int    `json:"pid"`
 	Terminals bool   `json:"terminals,omitempty"`
+	Shared    bool   `json:"shared,omitempty"`
 	Out       uint64 `json:"out"`
 	In        uint64 `json:"in"`
 }

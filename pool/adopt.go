@@ -167,6 +167,7 @@ func (p *Pool) Adopt(r Remote, note []byte) (*Agent, error) {
 	p.adopted++
 	p.signalLocked()
 	p.mu.Unlock()
+	p.watchHostLoss(a, r.Shared)
 	p.log.Info().Str("thread", thread).Str("profile", prof.Name).Str("session", k.Session).Str("agent_host", r.Where).Int("pid", r.Proc.PID()).
 		Msg("agent of an earlier run taken up")
 	return a, nil
