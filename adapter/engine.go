@@ -251,16 +251,29 @@ func (e *Engine) startWorkerLocked(th *thread) {
 }
 
 // Cancel ends thread's running turn with cause (see CancelledBy). Queued
-// prompts still run. It reports whether a turn was running.
+// prompts still run. It reports whether a turn was running. A turn
+// submitted to a thread with nothing running counts as running from the
+// start, before its worker has taken it: it is ended before it starts.
 func (e *Engine) Cancel(threadID string, cause error) bool {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	th := e.threads[threadID]
-	if th == nil || th.cur == nil {
+	switch {
+	case th == nil:
+		e.mu.Unlock()
 		return false
+	case th.cur != nil:
+		th.cur.end(cause)
+		e.mu.Unlock()
+		return true
+	case len(th.queue) > 0:
+		t := th.queue[0]
+		th.queue = th.queue[1:]
+		e.mu.Unlock()
+		t.finish(Outcome{Err: cause})
+		return true
 	}
-	th.cur.end(cause)
-	return true
+	e.mu.Unlock()
+	return false
 }
 
 // Reset cancels the thread's turn and queued prompts and ends its agent
