@@ -112,7 +112,10 @@ type AgentStatus struct {
 	PID int `json:"pid"`
 	// Host is the agent host it runs on ("": this machine); PID is then
 	// the host's.
-	Host          string    `json:"host,omitempty"`
+	Host string `json:"host,omitempty"`
+	// TakenOver: an earlier run of the broker started it (on an agent
+	// host), and this one took it over.
+	TakenOver     bool      `json:"taken_over,omitempty"`
 	Session       string    `json:"session"`
 	Started       time.Time `json:"started"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
@@ -216,7 +219,7 @@ func (b *Broker) threadStatus(id string, a agentUsage, now time.Time) ThreadStat
 	if a.Agent == nil {
 		return ts
 	}
-	as := &AgentStatus{PID: a.Proc.PID(), Host: a.Where, Session: a.SessionID, Started: a.Started, UptimeSeconds: now.Sub(a.Started).Seconds()}
+	as := &AgentStatus{PID: a.Proc.PID(), Host: a.Where, TakenOver: a.Adopted, Session: a.SessionID, Started: a.Started, UptimeSeconds: now.Sub(a.Started).Seconds()}
 	if u, err := a.usage, a.err; err != nil {
 		as.UsageError = err.Error()
 	} else {

@@ -398,7 +398,7 @@ func TestCluster_ABrokerRestartReportsItsTurnOnceAndTheHostLetsTheOldAgentGo(t *
 // up, and the thread's next message is answered by that same process, with
 // no agent started anywhere. The broker's NATS server (embedded) restarts
 // with it, so the host is heard again only after the new run has started.
-func TestCluster_ABrokerRestartedCarriesOnWithItsThreadsAgentOnAHost(t *testing.T) {
+func TestCluster_ARestartedBrokerTakesOverItsAgents(t *testing.T) {
 	t.Run("killed", func(t *testing.T) { brokerRestartCarriesOn(t, true) })
 	t.Run("stopped", func(t *testing.T) { brokerRestartCarriesOn(t, false) })
 }
@@ -413,6 +413,7 @@ func brokerRestartCarriesOn(t *testing.T, kill bool) {
 	if where := whereFrom(w.awaitAnswers(thread, 1)[0].Text); where != "a" {
 		t.Fatalf("answered from %q", where)
 	}
+	answered := time.Now()
 	// The answer is shown just before the turn lets its agent go: a
 	// broker killed in between had a turn running.
 	b.awaitMetric("acp_broker_agents_busy", func(v float64) bool { return v == 0 })
@@ -427,6 +428,12 @@ func brokerRestartCarriesOn(t *testing.T, kill bool) {
 	b2 := &broker{Broker: brokertest.MustGet(t, patience, w.Start), t: t}
 	t.Cleanup(func() { b2.stop() })
 	b2.awaitMetric("acp_broker_agent_adoptions_total", func(v float64) bool { return v == 1 })
+	b2.awaitMetric("acp_broker_ready", func(v float64) bool { return v == 1 }) // it answers status
+	for _, th := range status(t, w).Threads {
+		if a := th.Agent; th.ID == thread && (a == nil || !a.TakenOver || a.Host != "a" || a.UptimeSeconds < time.Since(answered).Seconds()) {
+			t.Errorf("broker status shows the thread's agent as %+v: want it taken over, on a, up since before the restart", a)
+		}
+	}
 	w.Discord.Post(thread, alice, "run pwd")
 	answers := w.awaitAnswers(thread, 2)
 	if where := whereFrom(answers[len(answers)-1].Text); where != "a" {

@@ -57,6 +57,8 @@ type kept struct {
 	// Busy: a turn ran. What the agent does then is the turn's, which
 	// ended with the broker that ran it: the agent is not taken up.
 	Busy bool `json:"busy"`
+	// Started is when the agent was set up.
+	Started time.Time `json:"started"`
 }
 
 // setupOf stands for what agents of prof are given when their session is
@@ -83,7 +85,7 @@ func (p *Pool) keep(a *Agent, busy bool) {
 	}
 	state, _ := a.Conn.SessionState(a.SessionID)
 	b, err := json.Marshal(kept{Thread: a.Thread, Profile: a.Profile.Name, Setup: setupOf(a.Profile), Session: a.SessionID,
-		Init: init, State: state, Busy: busy})
+		Init: init, State: state, Busy: busy, Started: a.Started})
 	if err != nil {
 		p.log.Warn().Err(err).Str("thread", a.Thread).Msg("agent's note not kept")
 		return
@@ -156,6 +158,9 @@ func (p *Pool) Adopt(r Remote, note []byte) (*Agent, error) {
 	}
 	a := &Agent{Thread: thread, Profile: prof, SessionID: k.Session, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, Adopted: true}
 	p.connect(a, adoptFirstID())
+	if !k.Started.IsZero() && k.Started.Before(a.Started) {
+		a.Started = k.Started // its uptime goes on
+	}
 	if err := a.Conn.Adopt(k.Init, k.Session, a.Dir, k.State); err != nil {
 		p.mu.Unlock()
 		p.shutdown(a, 0)

@@ -130,6 +130,9 @@ func printStatus(w io.Writer, st broker.Status) {
 			if a.Host != "" {
 				pid = cell(a.Host) + ":" + pid
 			}
+			if a.TakenOver {
+				up += " (taken over)"
+			}
 			switch {
 			case a.UsageError != "":
 				mem = "unknown"
