@@ -186,7 +186,7 @@ func (s hostStarter) Start(ctx context.Context, thread, profile string) (cluster
 	if err != nil {
 		return cluster.Started{}, err
 	}
-	st := cluster.Started{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Release: func() { s.pool.ReleaseBare(a) }, Usage: a.Usage}
+	st := cluster.Started{Proc: a.Proc, Host: a.Host, Dir: a.Dir, Release: func() { s.pool.ReleaseBare(a) }, Usage: a.Usage, MCPServers: a.MCPServers}
 	if a.HasAfterTurn() {
 		// Its broker is told that the thread's branch is pushed, and
 		// why a push failed, without the shared repository's token.

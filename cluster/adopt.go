@@ -52,7 +52,7 @@ func (s *Server) onAdopt(m *nats.Msg) {
 		}
 		a.ownerInstance, a.orphaned = req.BrokerInstance, time.Time{}
 		rep.Agents = append(rep.Agents, adoptedAgent{ID: a.id, Thread: a.thread, Profile: a.profile, Dir: a.st.Dir,
-			PID: a.st.Proc.PID(), Terminals: a.st.Host.Terminals(), Shared: a.st.AfterTurn != nil, Out: a.out.rebase(), In: a.in.expected()})
+			PID: a.st.Proc.PID(), Terminals: a.st.Host.Terminals(), Shared: a.st.AfterTurn != nil, MCPServers: orNone(a.st.MCPServers), Out: a.out.rebase(), In: a.in.expected()})
 	}
 	s.mu.Unlock()
 	for _, a := range rep.Agents {
@@ -181,7 +181,8 @@ func (c *Client) adoptFrom(ctx context.Context, host, instance string) []Adoptee
 			continue
 		}
 		a.pid, a.terminals = ag.PID, ag.Terminals
-		ad := Adoptee{Thread: ag.Thread, Profile: ag.Profile, Remote: pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: ag.Dir, Where: host, Shared: ag.Shared}}
+		ad := Adoptee{Thread: ag.Thread, Profile: ag.Profile, Remote: pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: ag.Dir, Where: host, Shared: ag.Shared,
+			HostMCP: ag.MCPServers != nil, MCPServers: ag.MCPServers}}
 		var kept json.RawMessage
 		if err := a.call(ctx, ctlKept, nil, &kept); err != nil {
 			c.log.Warn().Err(err).Str("host", host).Str("agent", ag.ID).Msg("cluster: what was kept beside an agent could not be read")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/internal/eventually"
 )
 
@@ -237,5 +238,50 @@ func TestAdopt_AnAgentLeftIsNotReleasedByItsBroker(t *testing.T) {
 	c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"})
 	if got := adopted(t, c, 1); got[0].Thread != "t1" {
 		t.Fatalf("taken over: %+v", got[0])
+	}
+}
+
+// mcpStarter is a fakeStarter whose profile, as the host defines it, has
+// MCP servers.
+type mcpStarter struct {
+	fakeStarter
+	servers []acp.MCPServer
+}
+
+func (s *mcpStarter) Start(ctx context.Context, thread, profile string) (Started, error) {
+	st, err := s.fakeStarter.Start(ctx, thread, profile)
+	st.MCPServers = s.servers
+	return st, err
+}
+
+// A host says which MCP servers its definition of the profile has, at a
+// start and at a hand-over: none is said as none, not as nothing said.
+func TestStart_TheHostSaysItsMCPServers(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	st := &mcpStarter{servers: []acp.MCPServer{{Name: "tool", Command: "/usr/bin/tool", Args: []string{"--stdio"}}}}
+	serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "h2", Labels: []string{"none=yes"}})
+	oldConn := dial(t, ns.ClientURL())
+	c := newClient(t, oldConn, ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, c, 2)
+	r, err := c.Start(t.Context(), "t1", "p", []string{"none=yes"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.HostMCP || len(r.MCPServers) != 0 {
+		t.Fatalf("a host with no MCP servers: HostMCP %v, %+v", r.HostMCP, r.MCPServers)
+	}
+	r, err = c.StartPreferring(t.Context(), "t2", "p", nil, "h1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.HostMCP || len(r.MCPServers) != 1 || r.MCPServers[0].Command != "/usr/bin/tool" || r.MCPServers[0].Args[0] != "--stdio" {
+		t.Fatalf("the host's MCP servers: HostMCP %v, %+v", r.HostMCP, r.MCPServers)
+	}
+	oldConn.Close()
+	for _, ad := range adopted(t, newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"}), 2) {
+		if want := map[string]int{"t1": 0, "t2": 1}[ad.Thread]; !ad.Remote.HostMCP || len(ad.Remote.MCPServers) != want {
+			t.Errorf("%s handed over: HostMCP %v, %+v", ad.Thread, ad.Remote.HostMCP, ad.Remote.MCPServers)
+		}
 	}
 }

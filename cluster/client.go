@@ -511,7 +511,8 @@ func (c *Client) startOn(ctx context.Context, id, host, instance, thread, profil
 	}
 	a.pid, a.terminals = rep.PID, rep.Terminals
 	c.log.Info().Str("thread", thread).Str("host", host).Str("agent", id).Int("pid", rep.PID).Msg("cluster: agent started on a host")
-	return pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: rep.Dir, Where: host, Shared: rep.Shared}, false, nil
+	return pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: rep.Dir, Where: host, Shared: rep.Shared,
+		HostMCP: rep.MCPServers != nil, MCPServers: rep.MCPServers}, false, nil
 }
 
 // Close ends every agent still known (their Exited close) and releases

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 
+	"acpbroker/acp"
 	"acpbroker/pool"
 )
 
@@ -36,6 +37,9 @@ type Started struct {
 	// Release stops the agent (with a grace) if it still runs and frees
 	// what it holds. The Server calls it exactly once.
 	Release func()
+	// MCPServers are the MCP servers of the profile as this host defines
+	// it: the broker gives them to the agent's session.
+	MCPServers []acp.MCPServer
 	// Usage, if set, says what the agent uses (its control group's
 	// memory and CPU); it is told to its broker at every beat.
 	Usage func() (pool.Usage, error)
@@ -503,7 +507,8 @@ func (s *Server) start(m *nats.Msg, req startRequest) {
 	s.agents[a.id] = a
 	s.mu.Unlock()
 	log.Info().Int("pid", st.Proc.PID()).Str("profile", req.Profile).Msg("cluster: agent started")
-	_ = m.Respond(mustJSON(startReply{Dir: st.Dir, Terminals: st.Host.Terminals(), PID: st.Proc.PID(), Shared: st.AfterTurn != nil}))
+	_ = m.Respond(mustJSON(startReply{Dir: st.Dir, Terminals: st.Host.Terminals(), PID: st.Proc.PID(), Shared: st.AfterTurn != nil,
+		MCPServers: orNone(st.MCPServers)}))
 	s.beat()
 	s.wg.Add(2)
 	go func() {

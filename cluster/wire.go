@@ -78,6 +78,9 @@ type startReply struct {
 	// Shared: the host pushes the thread's branch to a shared repository
 	// after each turn (Started.AfterTurn).
 	Shared bool `json:"shared,omitempty"`
+	// MCPServers are the MCP servers of the profile as the host defines
+	// it (never null: a host that sends none is one that predates them).
+	MCPServers []acp.MCPServer `json:"mcpServers"`
 	// Full: refused for lack of room; the broker tries another host.
 	Full  bool   `json:"full,omitempty"`
 	Error string `json:"error,omitempty"`
@@ -102,8 +105,10 @@ type adoptedAgent struct {
 	PID       int    `json:"pid"`
 	Terminals bool   `json:"terminals,omitempty"`
 	Shared    bool   `json:"shared,omitempty"`
-	Out       uint64 `json:"out"`
-	In        uint64 `json:"in"`
+	// MCPServers are as in a startReply.
+	MCPServers []acp.MCPServer `json:"mcpServers"`
+	Out        uint64          `json:"out"`
+	In         uint64          `json:"in"`
 }
 
 type adoptReply struct {
@@ -198,6 +203,14 @@ func toWireErr(err error) *wireErr {
 		return nil
 	}
 	return &wireErr{Code: errorCode(err), Message: err.Error()}
+}
+
+// orNone is list, or an empty one for nil, so that it is sent as [].
+func orNone[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
 }
 
 func mustJSON(v any) []byte {

@@ -156,7 +156,8 @@ func (p *Pool) Adopt(r Remote, note []byte) (*Agent, error) {
 		p.mu.Unlock()
 		return refuse("no room in the pool")
 	}
-	a := &Agent{Thread: thread, Profile: prof, SessionID: k.Session, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, Adopted: true}
+	a := &Agent{Thread: thread, Profile: prof, SessionID: k.Session, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, Adopted: true,
+		hostMCP: r.HostMCP, mcp: r.MCPServers}
 	p.connect(a, adoptFirstID())
 	if !k.Started.IsZero() && k.Started.Before(a.Started) {
 		a.Started = k.Started // its uptime goes on

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"acpbroker/acp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,10 @@ type BareAgent struct {
 	Proc Proc
 	Host *host.Host
 	Dir  string
+	// MCPServers are the MCP servers of its profile, as this machine
+	// defines it: those its session is to be given (see
+	// Remote.MCPServers).
+	MCPServers []acp.MCPServer
 
 	monitor *monitorOnce // Proc
 	thread  string
@@ -178,7 +183,7 @@ func (p *Pool) startBare(ctx context.Context, thread string, prof *Profile) (*Ba
 		return nil, err
 	}
 	m := &monitorOnce{Proc: a.Proc}
-	return &BareAgent{Proc: m, Host: a.Host.(*host.Host), Dir: dir, monitor: m, thread: thread, prof: prof, group: a.group, net: a.net}, nil
+	return &BareAgent{Proc: m, Host: a.Host.(*host.Host), Dir: dir, MCPServers: prof.MCPServers, monitor: m, thread: thread, prof: prof, group: a.group, net: a.net}, nil
 }
 
 // ReleaseBare stops a bare agent with the stop escalation (ExitGrace, or

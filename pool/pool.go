@@ -219,6 +219,8 @@ type Agent struct {
 	Adopted bool
 
 	launched string        // the name it was started under (see Config.ThreadName)
+	hostMCP  bool          // its host's MCP servers, mcp, are its session's (Remote.HostMCP)
+	mcp      []acp.MCPServer
 	group    *cgroup.Group // nil without Config.Cgroups
 	net      *agentNet     // nil unless it goes through the proxy
 	busy     bool
@@ -779,7 +781,7 @@ func (p *Pool) setUp(ctx context.Context, a *Agent, resumeID string, fork *Fork)
 	p.mu.Lock()
 	p.caps[prof.Name] = caps
 	p.mu.Unlock()
-	servers := acp.UsableMCPServers(caps, prof.MCPServers, opts.Logger)
+	servers := acp.UsableMCPServers(caps, a.mcpServers(), opts.Logger)
 	if fork != nil {
 		if !caps.Sessions.CanFork() {
 			return fail(ErrNoFork)
@@ -823,6 +825,15 @@ func (p *Pool) setUp(ctx context.Context, a *Agent, resumeID string, fork *Fork)
 	a.SessionID = sid
 	log.Info().Str("session", sid).Int("pid", proc.PID()).Msg("agent started")
 	return a, nil
+}
+
+// mcpServers are the MCP servers a's session is given: its host's, where
+// the host defines them, else its profile's.
+func (a *Agent) mcpServers() []acp.MCPServer {
+	if a.hostMCP {
+		return a.mcp
+	}
+	return a.Profile.MCPServers
 }
 
 // connect makes a's Conn, on a.Host, its requests numbered from firstID

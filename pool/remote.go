@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"acpbroker/acp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,11 @@ type Remote struct {
 	// LostHost, if set, is the agent host the thread's agent ran on
 	// before, which was lost with the thread's workspace there.
 	LostHost string
+	// HostMCP: the host defines the MCP servers the agent's session is
+	// given, MCPServers (none when empty), as it defines the rest of the
+	// profile; the profile's own are not used.
+	HostMCP    bool
+	MCPServers []acp.MCPServer
 	// Shared: the host pushes the thread's branch to a shared repository
 	// after each turn (a worktree profile's shared_repo).
 	Shared bool
@@ -75,7 +81,8 @@ func (p *Pool) spawnRemote(ctx context.Context, thread string, prof *Profile, re
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout,
 		fmt.Errorf("agent did not start within %s", timeout))
 	defer cancel()
-	a := &Agent{Thread: thread, Profile: prof, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, LostHost: r.LostHost, Started: time.Now()}
+	a := &Agent{Thread: thread, Profile: prof, Host: r.Host, Proc: r.Proc, Dir: r.Dir, Where: r.Where, LostHost: r.LostHost, Started: time.Now(),
+		hostMCP: r.HostMCP, mcp: r.MCPServers}
 	a, err = p.setUp(ctx, a, resumeID, fork)
 	if err == nil {
 		p.watchHostLoss(a, r.Shared)

@@ -284,3 +284,37 @@ func TestRemote_AnIdleAgentOfALostHostIsReplaced(t *testing.T) {
 		t.Fatalf("the new agent answered %q", got)
 	}
 }
+
+// An agent host that defines the profile's MCP servers has its
+// definition given to the agent's session, not the broker's: the host
+// runs its own definition of the profile, and its sandbox shows the
+// programs of its own list.
+func TestRemote_TheHostsMCPServersAreTheSessions(t *testing.T) {
+	fh := newFakeHost(t)
+	hostMCP := []acp.MCPServer{{Name: "host-tool", Command: "/bin/true"}}
+	for _, tc := range []struct {
+		name         string
+		host         bool
+		want, absent string
+	}{
+		{"the host's", true, "host-tool", "broker-tool"},
+		{"a host that says none", false, "broker-tool", "host-tool"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPool(t, pool.Config{MCPServers: []acp.MCPServer{{Name: "broker-tool", Command: "/bin/false"}},
+				Remote: func(ctx context.Context, thread string, prof *pool.Profile, onWait func()) (pool.Remote, error) {
+					r, err := fh.start(ctx, thread, prof, onWait)
+					if tc.host {
+						r.HostMCP, r.MCPServers = true, hostMCP
+					}
+					return r, err
+				}})
+			a := acquire(t, p, "t-"+tc.name)
+			got := prompt(t, a, "mcp-servers")
+			if !strings.Contains(got, tc.want) || strings.Contains(got, tc.absent) {
+				t.Fatalf("the session was given %s; want %s, not %s", got, tc.want, tc.absent)
+			}
+			p.Release(a, false)
+		})
+	}
+}

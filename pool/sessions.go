@@ -167,7 +167,7 @@ func (p *Pool) Resume(ctx context.Context, a *Agent, id string) (*Agent, error) 
 		return a, ErrCannotResume
 	}
 	log := p.log.With().Str("thread", a.Thread).Str("session", id).Int("pid", a.Proc.PID()).Logger()
-	servers := acp.UsableMCPServers(caps, a.Profile.MCPServers, log)
+	servers := acp.UsableMCPServers(caps, a.mcpServers(), log)
 	var early []acp.Update
 	var err error
 	method := ""
