@@ -218,8 +218,8 @@ type Agent struct {
 	// Adopted: an earlier run of the broker started it (see Adopt).
 	Adopted bool
 
-	launched string        // the name it was started under (see Config.ThreadName)
-	hostMCP  bool          // its host's MCP servers, mcp, are its session's (Remote.HostMCP)
+	launched string // the name it was started under (see Config.ThreadName)
+	hostMCP  bool   // its host's MCP servers, mcp, are its session's (Remote.HostMCP)
 	mcp      []acp.MCPServer
 	group    *cgroup.Group // nil without Config.Cgroups
 	net      *agentNet     // nil unless it goes through the proxy
