@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"acpbroker/acp"
 	"acpbroker/cluster"
 	"acpbroker/config"
 	"acpbroker/internal/eventually"
@@ -188,5 +189,52 @@ func TestCluster_CredentialKeysAreConsumed(t *testing.T) {
 				t.Errorf("joined: %v (%v), want %v", err == nil, err, c.joins)
 			}
 		})
+	}
+}
+
+// The MCP servers an agent's session is given are those of the host's
+// definition of the profile, not the broker's.
+func TestCluster_TheHostsMCPServersAreGiven(t *testing.T) {
+	url := embeddedNATS(t, cluster.EmbeddedOptions{})
+	join := fmt.Sprintf("[cluster]\nurl = %q\nuser = \"acp\"\npassword = %q\n", url, clusterPassword)
+	if _, err := openHost(t, join+"name = \"ha\"\n[[agent.mcp_servers]]\nname = \"host-tool\"\ncommand = \"/bin/true\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(writeConfigArgs(t, nil, join+"name = \"broker\"\n[[agent.mcp_servers]]\nname = \"broker-tool\"\ncommand = \"/bin/false\"\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := openBroker(t, cfg, Options{Logger: testLog(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := b.pool.Acquire(ctx, "t1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.pool.Release(a, false)
+	sub, err := a.Conn.Subscribe(a.SessionID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	call, err := a.Conn.Prompt(ctx, a.SessionID, []acp.ContentBlock{acp.TextBlock("mcp-servers")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	for done := false; !done; {
+		select {
+		case u := <-sub.Updates():
+			if u.Content != nil {
+				got.WriteString(u.Content.Text)
+			}
+		case <-call.Done():
+			done = true
+		case <-ctx.Done():
+			t.Fatal("no answer")
+		}
+	}
+	if s := got.String(); !strings.Contains(s, "host-tool") || strings.Contains(s, "broker-tool") {
+		t.Fatalf("the session was given %s; want the host's host-tool only", s)
 	}
 }

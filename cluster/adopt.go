@@ -231,6 +231,7 @@ func (a *remoteProc) Leave() {
 		a.c.left[a.id] = true
 	}
 	a.c.mu.Unlock()
+	a.notify(ctlLeft, struct{}{})
 	a.stdin.fail(errLeft)
 	a.releaseOnce.Do(func() {}) // a Close of the Client must not release it
 	a.end(errLeft, "", false)

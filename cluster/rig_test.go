@@ -164,7 +164,7 @@ type fakeProc struct {
 	outR           *io.PipeReader
 	outW           *io.PipeWriter
 	exited, reaped chan struct{}
-	once           sync.Once
+	once, monitor  sync.Once
 }
 
 func newFakeProc() *fakeProc {
@@ -183,11 +183,13 @@ func (p *fakeProc) Reaped() <-chan struct{} { return p.reaped }
 func (p *fakeProc) ExitErr() error          { return nil }
 func (p *fakeProc) StderrTail() string      { return "" }
 func (p *fakeProc) Monitor(readerDone <-chan struct{}) {
-	go func() {
-		<-p.exited
-		<-readerDone
-		close(p.reaped)
-	}()
+	p.monitor.Do(func() {
+		go func() {
+			<-p.exited
+			<-readerDone
+			close(p.reaped)
+		}()
+	})
 }
 func (p *fakeProc) Alive() bool {
 	select {
@@ -204,6 +206,11 @@ func (p *fakeProc) Kill() {
 		p.outW.Close()
 		p.inR.Close()
 	})
+	// One never monitored (its host gave up its start) has no reader to
+	// wait for, as a pool's Proc reaps itself.
+	done := make(chan struct{})
+	close(done)
+	p.Monitor(done)
 	<-p.reaped
 }
 

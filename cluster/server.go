@@ -326,15 +326,15 @@ func (s *Server) sweep(now time.Time) {
 		case !a.endedAt.IsZero() && now.Sub(a.endedAt) > s.o.OwnerTimeout:
 			gone = append(gone, a)
 			why = append(why, "its end was not taken by the broker")
+		case !a.orphaned.IsZero() && now.Sub(a.orphaned) > s.o.OwnerTimeout:
+			gone = append(gone, a)
+			why = append(why, "its broker left it, and no run of it took it over")
 		case !ok:
 		case b.instance != a.ownerInstance:
 			// The new run takes it over (onAdopt), or lets it go: one
-			// that does neither is not coming for it.
+			// that does neither within OwnerTimeout is not coming for it.
 			if a.orphaned.IsZero() {
 				a.orphaned = now
-			} else if now.Sub(a.orphaned) > s.o.OwnerTimeout {
-				gone = append(gone, a)
-				why = append(why, "its broker restarted and did not take it over")
 			}
 		case now.Sub(b.last) > s.o.OwnerTimeout && now.Sub(s.resumed) > s.o.OwnerTimeout:
 			gone = append(gone, a)
@@ -670,7 +670,10 @@ func (s *Server) Close(ctx context.Context) {
 		stops.Go(func() {
 			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			if s.nc.IsClosed() { // no end can reach a broker
+			s.mu.Lock()
+			left := !a.orphaned.IsZero()
+			s.mu.Unlock()
+			if s.nc.IsClosed() || left { // no end can reach a broker
 				s.abandon(a, why)
 			}
 			// Stopped, its end still reaches its broker, in these words.

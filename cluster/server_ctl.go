@@ -75,6 +75,13 @@ func (s *Server) onCtl(a *hostAgent, m *nats.Msg) {
 	case ctlKeep:
 		s.keep(a, m.Data)
 		return
+	case ctlLeft:
+		s.mu.Lock()
+		if a.orphaned.IsZero() {
+			a.orphaned = time.Now()
+		}
+		s.mu.Unlock()
+		return
 	case ctlCancel:
 		a.callsMu.Lock()
 		if c := a.calls[m.Header.Get(hCall)]; c != nil {

@@ -143,6 +143,8 @@ const (
 	// (no answer); ctlKept: what was kept.
 	ctlKeep = "keep"
 	ctlKept = "kept"
+	// ctlLeft: the broker left the agent for its next run (no answer).
+	ctlLeft = "left"
 )
 
 type ctlReply struct {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,12 +40,17 @@ func (l *levelWriter) set(level string) {
 	l.level.Store(int32(lv))
 }
 
+var timeFormatOnce sync.Once
+
 // newLogger logs to w as JSON, or for people when format is console (or
 // auto and w is a terminal). The returned writer sets the level.
 func newLogger(format, level string, w io.Writer) (zerolog.Logger, *levelWriter) {
-	// Milliseconds: shutdown steps and turn events come closer together
-	// than a second.
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	timeFormatOnce.Do(func() {
+		// Milliseconds: shutdown steps and turn events come closer
+		// together than a second. Set once: loggers of an earlier run in
+		// the same process (its NATS callbacks) may still be writing.
+		zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	})
 	if tty := isTerminal(w); format == "console" || (format == "auto" && tty) {
 		// Colours only on a terminal: in a file or the journal they are
 		// escape codes.
