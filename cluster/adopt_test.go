@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -283,5 +284,39 @@ func TestStart_TheHostSaysItsMCPServers(t *testing.T) {
 		if want := map[string]int{"t1": 0, "t2": 1}[ad.Thread]; !ad.Remote.HostMCP || len(ad.Remote.MCPServers) != want {
 			t.Errorf("%s handed over: HostMCP %v, %+v", ad.Thread, ad.Remote.HostMCP, ad.Remote.MCPServers)
 		}
+	}
+}
+
+// An agent left by a broker no run of which comes back is stopped once
+// the host has waited OwnerTimeout for one; a host that closes stops a
+// left agent at once, with no broker to read its end.
+func TestAdopt_AnAgentLeftAndNotTakenOverIsStopped(t *testing.T) {
+	for _, closing := range []bool{false, true} {
+		ns := runNATS(t, 0, 0)
+		st := &fakeStarter{}
+		srv := serve(t, dial(t, ns.ClientURL()), st, ServerOptions{Name: fmt.Sprint("h", closing), OwnerTimeout: time.Second})
+		c := newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: fmt.Sprint("b", closing), CallTimeout: time.Second})
+		waitHosts(t, c, 1)
+		r, err := c.Start(t.Context(), "t1", "p", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Proc.(*remoteProc).Leave()
+		left := time.Now()
+		if closing {
+			srv.Close(context.Background())
+			if took := time.Since(left); took > 2*time.Second {
+				t.Errorf("the host took %s to close with a left agent", took)
+			}
+		} else {
+			eventually.True(t, "the left agent stopped", func() bool { _, _, released := st.stats(); return released == 1 })
+			if took := time.Since(left); took < 700*time.Millisecond {
+				t.Errorf("the left agent was stopped %s after it was left, before OwnerTimeout (1s)", took)
+			}
+		}
+		if _, _, released := st.stats(); released != 1 {
+			t.Errorf("closing %v: %d released", closing, released)
+		}
+		c.Close()
 	}
 }
