@@ -177,6 +177,31 @@ func TestCluster_AHostKilledMidTurnIsToldAndTheNextMessageRunsElsewhere(t *testi
 	t.Logf("told %s after the kill", told.Round(time.Millisecond))
 }
 
+// A host killed with SIGKILL mid-turn and started again at once: the
+// broker hears its new run before host_timeout, and tells the thread its
+// agent is gone with the host's restart; the next message runs on it.
+func TestCluster_AHostRestartedMidTurnIsTold(t *testing.T) {
+	w, url := clusterWorld(t, nil)
+	w.start()
+	h := w.host("a", url, nil)
+	thread := w.mention(alice, "hang")
+	w.awaitBotText(thread, "working…")
+	killed := time.Now()
+	h.Kill()
+	w.host("a", url, nil)
+	msg := w.awaitBotText(thread, "restarted")
+	told := time.Since(killed)
+	if told > 8*time.Second || !strings.Contains(msg.Content, "agent host a restarted") {
+		t.Errorf("the thread was told %s after its host was killed and started again (host_timeout 8s): %q", told, msg.Content)
+	}
+	w.Discord.Post(thread, alice, "run pwd")
+	answers := w.awaitAnswers(thread, 2)
+	if where := whereFrom(answers[len(answers)-1].Text); where != "a" {
+		t.Errorf("the next message was answered %q", answers[len(answers)-1].Text)
+	}
+	t.Logf("told %s after the kill: %q", told.Round(time.Millisecond), msg.Content)
+}
+
 // A clustered broker runs no agent, so its own machine need not have
 // what only the hosts use: with an agent program and a working directory
 // it lacks, check-config passes and says the hosts check them, the broker
