@@ -177,15 +177,23 @@ func TestCluster_AHostKilledMidTurnIsToldAndTheNextMessageRunsElsewhere(t *testi
 	t.Logf("told %s after the kill", told.Round(time.Millisecond))
 }
 
+// hostMidTurn starts a broker of conf and its host a, and a thread whose
+// turn runs on a until it is cancelled.
+func hostMidTurn(t *testing.T, conf settings) (w *world, url string, a *brokertest.Broker, thread string) {
+	t.Helper()
+	w, url = clusterWorld(t, conf)
+	w.start()
+	a = w.host("a", url, nil)
+	thread = w.mention(alice, "hang")
+	w.awaitBotText(thread, "working…")
+	return w, url, a, thread
+}
+
 // A host killed with SIGKILL mid-turn and started again at once: the
 // broker hears its new run before host_timeout, and tells the thread its
 // agent is gone with the host's restart; the next message runs on it.
 func TestCluster_AHostRestartedMidTurnIsTold(t *testing.T) {
-	w, url := clusterWorld(t, nil)
-	w.start()
-	h := w.host("a", url, nil)
-	thread := w.mention(alice, "hang")
-	w.awaitBotText(thread, "working…")
+	w, url, h, thread := hostMidTurn(t, nil)
 	killed := time.Now()
 	h.Kill()
 	w.host("a", url, nil)
@@ -484,11 +492,7 @@ func brokerRestartCarriesOn(t *testing.T, kill bool) {
 // cluster.host_timeout is consumed: at 2s a host killed mid-turn is told
 // to its thread within 2s and a beat, far sooner than the default.
 func TestCluster_HostTimeoutIsConsumed(t *testing.T) {
-	w, url := clusterWorld(t, settings{"cluster.host_timeout": "2s"})
-	w.start()
-	h := w.host("a", url, nil)
-	thread := w.mention(alice, "hang")
-	w.awaitBotText(thread, "working…")
+	w, _, h, thread := hostMidTurn(t, settings{"cluster.host_timeout": "2s"})
 	killed := time.Now()
 	h.Kill()
 	w.awaitBotText(thread, "stopped answering")
