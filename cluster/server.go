@@ -136,7 +136,7 @@ type hostAgent struct {
 	endedAt              time.Time                          // under Server.mu: its end is sent, its slot free
 	why                  string                             // under Server.mu: why the host stopped it, if it did
 	kept                 []byte                             // under Server.mu: what its broker keeps beside it (ctlKeep)
-	orphaned             time.Time                          // under Server.mu: when a new run of its broker was heard
+	orphaned             time.Time                          // under Server.mu: since when no run of its broker has it (a new run was heard, or it was left)
 	gone                 chan struct{}                      // closed once the Server has forgotten it
 	afterMu              sync.Mutex
 	afterRunning         bool // an AfterTurn runs

@@ -19,7 +19,8 @@ import (
 // no start, initialize or session/load.
 
 // Leaver is a Proc whose agent can run on without this broker (see
-// Adopt): Leave lets it, telling its host nothing, and ends the Proc here.
+// Adopt): Leave lets it, its host keeping it a while for the broker's
+// next run, and ends the Proc here.
 type Leaver interface{ Leave() }
 
 // leaveLocked lets an idle agent that can run on without the broker do
