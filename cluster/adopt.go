@@ -221,10 +221,10 @@ const maxLeft = 1 << 16
 // errLeft ends an agent left to its host here.
 var errLeft = errors.New("left running on its agent host")
 
-// Leave lets the agent run on without this run of the broker: its host
-// keeps it for the next run (see Adopt), or stops it once it has heard no
-// run of this broker for OwnerTimeout. Nothing is sent: its stdin stays
-// open, its terminals run. Here it ends (Exited closes).
+// Leave lets the agent run on without this run of the broker: its host,
+// told so, keeps it for the next run (see Adopt) for OwnerTimeout, then
+// stops it. Its stdin stays open and its terminals run. Here it ends
+// (Exited closes).
 func (a *remoteProc) Leave() {
 	a.c.mu.Lock()
 	if len(a.c.left) < maxLeft {
