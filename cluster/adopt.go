@@ -21,10 +21,12 @@ import (
 // with it, for the pool to take it up without a new initialize.
 
 // keep stores what a's broker keeps beside it, if it is not too big.
+// One too big clears what was kept: an older note would say what is no
+// longer so (that no turn runs, say).
 func (s *Server) keep(a *hostAgent, data []byte) {
 	if len(data) > maxKept {
-		s.log.Warn().Str("agent", a.id).Int("bytes", len(data)).Int("max", maxKept).Msg("cluster: what the broker keeps beside an agent is too big; not kept")
-		return
+		s.log.Warn().Str("agent", a.id).Int("bytes", len(data)).Int("max", maxKept).Msg("cluster: what the broker keeps beside an agent is too big; nothing is kept")
+		data = nil
 	}
 	s.mu.Lock()
 	a.kept = append([]byte(nil), data...)
@@ -197,11 +199,13 @@ func (c *Client) adoptFrom(ctx context.Context, host, instance string) []Adoptee
 
 // Keep has the host keep note beside the agent, for a later run of this
 // broker to take it over with (see Adopt); it does not wait. A note too
-// big is not kept.
+// big clears the one kept.
 func (a *remoteProc) Keep(note []byte) {
 	if len(note) > maxKept {
-		a.c.log.Warn().Str("agent", a.id).Int("bytes", len(note)).Msg("cluster: a note too big to keep beside an agent")
-		return
+		// The note kept before would say what is no longer so: nothing
+		// is kept, and the agent is not taken over.
+		a.c.log.Warn().Str("agent", a.id).Int("bytes", len(note)).Msg("cluster: a note too big to keep beside an agent; its earlier one is cleared")
+		note = nil
 	}
 	msg := nats.NewMsg(agentSubject(a.id, "ctl"))
 	msg.Header.Set(hMethod, ctlKeep)

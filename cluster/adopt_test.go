@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"testing"
@@ -318,5 +319,31 @@ func TestAdopt_AnAgentLeftAndNotTakenOverIsStopped(t *testing.T) {
 			t.Errorf("closing %v: %d released", closing, released)
 		}
 		c.Close()
+	}
+}
+
+// A note too big to keep clears the one kept before, which would say
+// what is no longer so: the agent is handed over with nothing kept.
+func TestAdopt_ANoteTooBigClearsTheOneKept(t *testing.T) {
+	ns := runNATS(t, 0, 0)
+	serve(t, dial(t, ns.ClientURL()), &fakeStarter{}, ServerOptions{Name: "h1", OwnerTimeout: time.Minute})
+	oldConn := dial(t, ns.ClientURL())
+	old := newClient(t, oldConn, ClientOptions{Broker: "b", CallTimeout: time.Second})
+	waitHosts(t, old, 1)
+	r, err := old.Start(t.Context(), "t1", "p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := r.Proc.(*remoteProc)
+	rp.Keep([]byte(`{"busy":false}`))
+	rp.Keep(make([]byte, maxKept+1))
+	var kept json.RawMessage
+	eventually.True(t, "the host cleared its note", func() bool {
+		kept = nil
+		return rp.call(t.Context(), ctlKept, nil, &kept) == nil && len(kept) == 0
+	})
+	oldConn.Close()
+	if got := adopted(t, newClient(t, dial(t, ns.ClientURL()), ClientOptions{Broker: "b"}), 1); got[0].Kept != nil {
+		t.Fatalf("handed over with %q kept", got[0].Kept)
 	}
 }
