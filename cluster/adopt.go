@@ -54,7 +54,7 @@ func (s *Server) onAdopt(m *nats.Msg) {
 		}
 		a.ownerInstance, a.orphaned = req.BrokerInstance, time.Time{}
 		rep.Agents = append(rep.Agents, adoptedAgent{ID: a.id, Thread: a.thread, Profile: a.profile, Dir: a.st.Dir,
-			PID: a.st.Proc.PID(), Terminals: a.st.Host.Terminals(), Shared: a.st.AfterTurn != nil, MCPServers: orNone(a.st.MCPServers), Out: a.out.rebase(), In: a.in.expected()})
+			PID: a.st.Proc.PID(), Terminals: a.st.Host.Terminals(), Shared: a.st.AfterTurn != nil, Out: a.out.rebase(), In: a.in.expected()})
 	}
 	s.mu.Unlock()
 	for _, a := range rep.Agents {
@@ -183,13 +183,15 @@ func (c *Client) adoptFrom(ctx context.Context, host, instance string) []Adoptee
 			continue
 		}
 		a.pid, a.terminals = ag.PID, ag.Terminals
-		ad := Adoptee{Thread: ag.Thread, Profile: ag.Profile, Remote: pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: ag.Dir, Where: host, Shared: ag.Shared,
-			HostMCP: ag.MCPServers != nil, MCPServers: ag.MCPServers}}
-		var kept json.RawMessage
+		ad := Adoptee{Thread: ag.Thread, Profile: ag.Profile, Remote: pool.Remote{Proc: a, Host: &remoteHost{a: a}, Dir: ag.Dir, Where: host, Shared: ag.Shared}}
+		var kept keptResult
 		if err := a.call(ctx, ctlKept, nil, &kept); err != nil {
 			c.log.Warn().Err(err).Str("host", host).Str("agent", ag.ID).Msg("cluster: what was kept beside an agent could not be read")
-		} else if len(kept) > 0 && string(kept) != "null" {
-			ad.Kept = kept
+		} else {
+			if len(kept.Note) > 0 && string(kept.Note) != "null" {
+				ad.Kept = kept.Note
+			}
+			ad.Remote.HostMCP, ad.Remote.MCPServers = kept.MCPServers != nil, kept.MCPServers
 		}
 		c.log.Info().Str("thread", ag.Thread).Str("host", host).Str("agent", ag.ID).Int("pid", ag.PID).Msg("cluster: agent of an earlier run taken over")
 		out = append(out, ad)

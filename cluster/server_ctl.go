@@ -182,10 +182,11 @@ func (s *Server) serveCtl(ctx context.Context, a *hostAgent, method string, data
 	case ctlKept:
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if len(a.kept) == 0 {
-			return nil, nil
+		r := keptResult{MCPServers: orNone(a.st.MCPServers)}
+		if len(a.kept) > 0 {
+			r.Note = json.RawMessage(a.kept)
 		}
-		return json.RawMessage(a.kept), nil
+		return r, nil
 	case ctlKillTerminals, ctlReleaseTerminals:
 		var sp sessionParams
 		if err := json.Unmarshal(data, &sp); err != nil {

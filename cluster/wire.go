@@ -105,14 +105,20 @@ type adoptedAgent struct {
 	PID       int    `json:"pid"`
 	Terminals bool   `json:"terminals,omitempty"`
 	Shared    bool   `json:"shared,omitempty"`
-	// MCPServers are as in a startReply.
-	MCPServers []acp.MCPServer `json:"mcpServers"`
-	Out        uint64          `json:"out"`
-	In         uint64          `json:"in"`
+	Out       uint64 `json:"out"`
+	In        uint64 `json:"in"`
 }
 
 type adoptReply struct {
 	Agents []adoptedAgent `json:"agents"`
+}
+
+// keptResult answers ctlKept: the note kept beside the agent (none:
+// null), and the MCP servers of its profile as the host defines it (as in
+// a startReply). Each agent's, apart: with its note, it may be big.
+type keptResult struct {
+	Note       json.RawMessage `json:"note"`
+	MCPServers []acp.MCPServer `json:"mcpServers"`
 }
 
 // maxKept bounds what a broker may keep beside an agent on its host (see
