@@ -202,7 +202,16 @@ func discordResumeAndFork(t *testing.T, b *discordBroker, want acp.AgentSessionC
 		t.Fatal("/reset kept the session")
 	}
 
-	list := b.deferredAnswer(t, thread, "sessions", nil, "Continue one here")
+	// An agent may list a session only once it has written it down, a
+	// moment after its turn: asked again for a few seconds.
+	var list string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		list = b.deferredAnswer(t, thread, "sessions", nil, "Continue one here")
+		if strings.Contains(list, "`"+second+"`") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	if !strings.Contains(list, "as it lists them") || !strings.Contains(list, "`"+first+"`") || !strings.Contains(list, "`"+second+"`") {
 		t.Fatalf("/sessions answered %q, want both sessions as the agent lists them", list)
 	}
