@@ -2,16 +2,8 @@ package broker
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +14,7 @@ import (
 	"acpbroker/cluster"
 	"acpbroker/config"
 	"acpbroker/internal/eventually"
+	"acpbroker/internal/testcert"
 	"acpbroker/pool"
 
 	"github.com/nats-io/nkeys"
@@ -114,42 +107,15 @@ func TestCluster_LabelsCapacityAndProfileHostsPlaceAgents(t *testing.T) {
 	}
 }
 
-// writeCert makes a certificate for 127.0.0.1 signed by parent (itself
-// when nil) and writes it and its key in dir.
-func writeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: parent == nil, BasicConstraintsValid: true}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	kb, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return cert, key, certFile, keyFile
-}
-
 // The credentials' keys are consumed: cluster.password_file,
 // cluster.tls_ca, tls_cert and tls_key, and cluster.nkey_seed_file each
 // let a host join, and each one wrong or missing keeps it out.
 func TestCluster_CredentialKeysAreConsumed(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey, caFile, _ := writeCert(t, dir, "ca", nil, nil)
-	_, _, srvCert, srvKey := writeCert(t, dir, "server", ca, caKey)
-	_, _, cliCert, cliKey := writeCert(t, dir, "member", ca, caKey)
-	_, _, otherCA, _ := writeCert(t, dir, "other-ca", nil, nil)
+	ca, caKey, caFile, _ := testcert.Write(t, dir, "ca", nil, nil)
+	_, _, srvCert, srvKey := testcert.Write(t, dir, "server", ca, caKey)
+	_, _, cliCert, cliKey := testcert.Write(t, dir, "member", ca, caKey)
+	_, _, otherCA, _ := testcert.Write(t, dir, "other-ca", nil, nil)
 	pwFile, badPwFile := filepath.Join(dir, "password"), filepath.Join(dir, "bad-password")
 	os.WriteFile(pwFile, []byte(clusterPassword+"\n"), 0o600)
 	os.WriteFile(badPwFile, []byte("nope\n"), 0o600)
