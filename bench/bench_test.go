@@ -90,20 +90,7 @@ func scale(b *testing.B, n int) {
 	cpu0, rss0, _ := proc(pid)
 	requests0 := len(r.Srv.Requests())
 	b.ResetTimer()
-	begin := time.Now()
-	threads := make([]string, n)
-	for i := range threads {
-		threads[i] = r.ask("stream 5 50ms")
-	}
-	r.Srv.Await(fmt.Sprintf("%d answers", n), func() bool {
-		for _, th := range threads {
-			if !r.finished(th) {
-				return false
-			}
-		}
-		return true
-	})
-	took := time.Since(begin)
+	threads, took := r.askAll(n, "stream 5 50ms")
 	b.StopTimer()
 	cpu1, _, hwm := proc(pid)
 	time.Sleep(2 * time.Second) // the agents are idle now; so is the broker

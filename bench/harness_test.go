@@ -53,6 +53,26 @@ func (r *rig) ask(text string) string {
 	return r.Srv.SendMessage(r.Channel, brokertest.Alice, r.Srv.Bot().Mention()+" "+text)
 }
 
+// askAll opens n threads at once, each asking text, and waits until every
+// one shows its answer finished; it returns the threads and the time from
+// the first mention to the last answer.
+func (r *rig) askAll(n int, text string) ([]string, time.Duration) {
+	begin := time.Now()
+	threads := make([]string, n)
+	for i := range threads {
+		threads[i] = r.ask(text)
+	}
+	r.Srv.Await(fmt.Sprintf("%d answers", n), func() bool {
+		for _, th := range threads {
+			if !r.finished(th) {
+				return false
+			}
+		}
+		return true
+	})
+	return threads, time.Since(begin)
+}
+
 // finished reports whether thread shows an answer that ended successfully.
 func (r *rig) finished(thread string) bool { return r.ended(thread, "-# ✅") }
 

@@ -150,20 +150,7 @@ func BenchmarkHostScale(b *testing.B) {
 			hostCPU0[name], _, _ = proc(h.PID())
 		}
 		b.ResetTimer()
-		begin := time.Now()
-		threads := make([]string, n)
-		for i := range threads {
-			threads[i] = r.ask("stream 5 50ms")
-		}
-		r.Srv.Await(fmt.Sprintf("%d answers", n), func() bool {
-			for _, th := range threads {
-				if !r.finished(th) {
-					return false
-				}
-			}
-			return true
-		})
-		took := time.Since(begin)
+		_, took := r.askAll(n, "stream 5 50ms")
 		b.StopTimer()
 		cpu1, _, hwm := proc(r.broker.PID())
 		b.ReportMetric(took.Seconds(), "s-all-answered")
